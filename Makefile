@@ -1,0 +1,34 @@
+# Two entry points for a newcomer: `make demo` and `make test`.
+# Both create .venv on first use; `make test` also builds the Kubernetes
+# control-plane binaries (cached outside the repository) for the integration tests.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint venv
+
+$(BIN)/batchsched: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(BIN)/batchsched
+
+demo: venv
+	@for f in examples/*.yaml; do \
+		echo "=== $$f"; \
+		$(BIN)/batchsched simulate -f $$f || exit 1; \
+	done
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: venv lint
+	@if [ "$${BATCHSCHED_SKIP_INTEGRATION:-}" = 1 ]; then \
+		$(BIN)/pytest -q -m "not integration"; \
+	else \
+		assets="$$(bash hack/envtest.sh)" && KUBEBUILDER_ASSETS="$$assets" $(BIN)/pytest -q; \
+	fi
