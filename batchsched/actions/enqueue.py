@@ -1,0 +1,52 @@
+"""enqueue: admit a job (Pending -> Inqueue) once its minResources fit its queue and the cluster.
+
+Admission reserves the job's minResources against the cluster's idle capacity, so jobs
+admitted together cannot each count the same free resources; jobs without minResources
+are admitted at once, and the allocate action's statements keep them safe.
+"""
+
+import numpy as np
+
+from batchsched.api.resources import format_amount
+from batchsched.cache.snapshot import IntArray, JobInfo
+from batchsched.framework.session import Session
+
+
+def enqueue(session: Session) -> None:
+    session.enqueue_ran = True
+    snapshot = session.snapshot
+    idle: IntArray = snapshot.allocatable.sum(axis=0) - session.requested.sum(axis=0)
+    waiting: list[JobInfo] = []
+    for job in snapshot.jobs.values():
+        if not job.pending:
+            continue
+        if job.phase in ("Inqueue", "Running") or job.bound:
+            session.enqueued.add(job.key)
+            idle -= np.maximum(_vector(session, job) - job.allocated, 0)
+        else:
+            waiting.append(job)
+    for job in session.job_order(waiting):
+        problem = session.invalid(job) or session.not_enqueueable(job)
+        if problem:
+            session.job_messages[job.key] = problem
+            continue
+        minimum = _vector(session, job)
+        short = np.flatnonzero(minimum > idle)
+        if len(short):
+            name = snapshot.resources[int(short[0])]
+            session.job_messages[job.key] = (
+                f"waiting for resources: minResources needs {name} "
+                f"{format_amount(name, int(minimum[short[0]]))}, the cluster has "
+                f"{format_amount(name, max(int(idle[short[0]]), 0))} idle"
+            )
+            continue
+        idle -= minimum
+        session.enqueued.add(job.key)
+
+
+def _vector(session: Session, job: JobInfo) -> IntArray:
+    column = session.snapshot.column
+    vector = np.zeros(len(column), dtype=np.int64)
+    for name, value in job.min_resources.items():
+        vector[column[name]] = value
+    return vector

@@ -1,0 +1,54 @@
+"""Placing one job inside a Statement: all of its gang, or nothing."""
+
+from batchsched.cache.snapshot import JobInfo, TaskInfo
+from batchsched.framework.session import Session
+from batchsched.framework.statement import Statement
+
+
+def eligible(session: Session, job: JobInfo) -> bool:
+    """Admitted by enqueue (when it ran this session) and not ruled out by a plugin."""
+    if session.enqueue_ran and job.key not in session.enqueued:
+        return False
+    problem = session.invalid(job)
+    if problem:
+        session.job_messages[job.key] = problem
+        return False
+    return True
+
+
+def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
+    """Try the job's pending tasks; commit only if the gang reaches minMember.
+
+    A shape that failed once is not tried again for this job: within one attempt nodes
+    only fill up, so it would fail again.
+    """
+    statement = Statement(session, job)
+    needed = job.min_member - job.bound
+    failed: dict[tuple[object, ...], str] = {}
+    task_failures: dict[str, str] = {}
+    ordered = session.task_order(tasks)
+    for index, task in enumerate(ordered):
+        reason = task.error or failed.get(task.task.shape_key)
+        if reason is None:
+            reason = session.not_allocatable(job, task)
+        if reason is None:
+            node = session.best_node(task)
+            if node is not None:
+                statement.allocate(task, node)
+                continue
+            reason = session.explain(task)
+        failed[task.task.shape_key] = reason
+        task_failures[task.key] = reason
+        if len(statement.placed) + len(ordered) - index - 1 < needed:
+            break
+    placed = len(statement.placed)
+    if placed and session.ready(job, placed):
+        statement.commit()
+        session.task_messages.update(task_failures)
+        return True
+    statement.discard()
+    first = next(iter(task_failures.values()), "no pending pods")
+    if job.is_gang:
+        first = f"gang {job.key}: {job.bound + placed}/{job.min_member} placed; {first}"
+    session.job_messages[job.key] = first
+    return False

@@ -1,0 +1,105 @@
+"""PodGroups of our API group and of the schedulers users migrate from.
+
+All of them carry `spec.minMember`; the rest differs in name only, so one reader serves.
+"""
+
+import re
+
+from batchsched.api.errors import InvalidObject
+from batchsched.api.meta import (
+    Obj,
+    creation_of,
+    describe,
+    mapping,
+    name_of,
+    namespace_of,
+    whole_number,
+)
+from batchsched.api.objects import PodGroup
+from batchsched.api.resources import parse_resource_list
+
+GROUP = "scheduling.batchsched.io"
+VERSION = "v1alpha1"
+
+# apiVersion -> how that API spells the schedule timeout (None: it has none).
+POD_GROUP_APIS: dict[str, str | None] = {
+    f"{GROUP}/{VERSION}": "scheduleTimeoutSeconds",
+    "scheduling.incubator.k8s.io/v1alpha1": None,
+    "scheduling.sigs.k8s.io/v1alpha1": "scheduleTimeoutSeconds",
+    "scheduling.volcano.sh/v1beta1": None,
+    "scheduling.x-k8s.io/v1alpha1": "scheduleTimeoutSeconds",
+    "batch.scheduler.tencent.com/v1": "maxScheduleTime",
+}
+
+PHASES = ("Pending", "Inqueue", "Running", "Completed", "Failed", "Unknown")
+
+
+def pod_group_from_object(obj: Obj, *, default_creation: float = 0.0) -> PodGroup:
+    """Parse any supported PodGroup. A malformed one comes back with `error` set.
+
+    Keeping the malformed group (rather than dropping it) lets its pods wait with a
+    message that says what to fix, instead of being scheduled alone.
+    """
+    namespace, name = namespace_of(obj), name_of(obj)
+    where = describe({**obj, "kind": "PodGroup"})
+    api_version = str(obj.get("apiVersion") or "")
+    group = PodGroup(
+        namespace=namespace,
+        name=name,
+        min_member=1,
+        creation=creation_of(obj, default=default_creation),
+        api_version=api_version,
+    )
+    try:
+        _fill(group, obj, where=where)
+    except InvalidObject as error:
+        group.error = str(error)
+    return group
+
+
+def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
+    if group.api_version not in POD_GROUP_APIS:
+        raise InvalidObject(
+            f"{where}: apiVersion {group.api_version!r} is not one of "
+            f"{', '.join(sorted(POD_GROUP_APIS))}"
+        )
+    spec = mapping(obj.get("spec"), where=f"{where}.spec")
+    status = mapping(obj.get("status"), where=f"{where}.status")
+    if "minMember" not in spec:
+        raise InvalidObject(f"{where}: spec.minMember is required")
+    group.min_member = whole_number(spec["minMember"], where=f"{where}.spec.minMember", minimum=1)
+    group.min_resources = parse_resource_list(
+        spec.get("minResources"), where=f"{where}.spec.minResources"
+    )
+    group.queue = str(spec.get("queue") or "default")
+    group.priority_class_name = str(spec.get("priorityClassName") or "")
+    timeout_key = POD_GROUP_APIS[group.api_version]
+    if timeout_key and spec.get(timeout_key) is not None:
+        raw = spec[timeout_key]
+        field = f"{where}.spec.{timeout_key}"
+        group.schedule_timeout_seconds = (
+            parse_duration(raw, where=field)
+            if timeout_key == "maxScheduleTime"
+            else whole_number(raw, where=field, minimum=1)
+        )
+    phase = status.get("phase")
+    group.phase = str(phase) if phase in PHASES else "Pending"
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(raw: object, *, where: str) -> float:
+    """A Go duration ("1m30s", "500ms") or a bare number of seconds."""
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        seconds = float(raw)
+    else:
+        text = str(raw).strip()
+        parts = _DURATION_PART.findall(text)
+        if not text or "".join(n + u for n, u in parts) != text:
+            raise InvalidObject(f"{where}: {raw!r} is not a duration like 30s, 5m or 1h30m")
+        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if seconds <= 0:
+        raise InvalidObject(f"{where}: {raw!r} must be positive")
+    return seconds

@@ -1,0 +1,156 @@
+"""The scheduler's own records of cluster objects.
+
+They hold only what scheduling needs, already parsed and defaulted, so the core never
+looks at raw Kubernetes dictionaries.
+"""
+
+from dataclasses import dataclass, field
+
+from batchsched.api.resources import ResourceList
+
+# Pod phases after which a pod no longer holds resources on its node.
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        # An empty key with operator Equal is rejected by the API server; treat it as no match.
+        return bool(self.key) and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node selector requirement; `field` marks a matchFields entry (metadata.name)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...]
+    field: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """Where a pod may run, independent of what is already running there.
+
+    `affinity` holds the required node affinity terms (any one term must match);
+    an empty tuple means no affinity constraint.
+    """
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    affinity: tuple[tuple[Requirement, ...], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRef:
+    """The group a pod names, and how it named it.
+
+    `min_available` is set only for label-only groups, which have no object to read it from.
+    """
+
+    namespace: str
+    name: str
+    min_available: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    allocatable: ResourceList
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+
+@dataclass(slots=True)
+class Task:
+    """A pod, as the scheduler sees it."""
+
+    namespace: str
+    name: str
+    uid: str
+    scheduler_name: str
+    request: ResourceList
+    creation: float
+    node_name: str | None = None
+    phase: str = "Pending"
+    priority: int | None = None
+    priority_class_name: str = ""
+    group: GroupRef | None = None
+    constraints: Constraints = Constraints()
+    host_ports: frozenset[tuple[str, int]] = frozenset()
+    deleting: bool = False
+    # Everything predicates and scores may look at; tasks with equal keys are interchangeable.
+    shape_key: tuple[object, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+
+@dataclass(slots=True)
+class PodGroup:
+    """A gang: at least `min_member` of its pods start together, or none does.
+
+    `error` is set when the object is malformed; its pods then wait with that message.
+    """
+
+    namespace: str
+    name: str
+    min_member: int
+    creation: float
+    queue: str = "default"
+    min_resources: ResourceList = field(default_factory=dict)
+    priority_class_name: str = ""
+    schedule_timeout_seconds: float | None = None
+    api_version: str = ""
+    phase: str = "Pending"
+    error: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class Queue:
+    name: str
+    weight: int = 1
+    capability: ResourceList = field(default_factory=dict)
+    reclaimable: bool = True
+    open: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False

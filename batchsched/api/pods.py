@@ -1,0 +1,191 @@
+"""Pods as Tasks, with the defaulting the API server would have applied before we see them."""
+
+from collections.abc import Mapping
+
+from batchsched.api.errors import InvalidObject
+from batchsched.api.meta import (
+    Obj,
+    annotations_of,
+    creation_of,
+    describe,
+    labels_of,
+    mapping,
+    name_of,
+    namespace_of,
+    sequence,
+)
+from batchsched.api.objects import Constraints, GroupRef, Requirement, Task, Toleration
+from batchsched.api.resources import PODS, ResourceList, parse_resource_list
+
+OUR_GROUP_KEY = "scheduling.batchsched.io/group-name"
+KUBE_BATCH_GROUP_KEY = "scheduling.k8s.io/group-name"
+COSCHEDULING_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+TENCENT_GROUP_LABEL = "group.batch.scheduler.tencent.com"
+LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
+LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
+
+
+def task_from_pod(pod: Obj, *, default_creation: float = 0.0) -> Task:
+    """Parse a Pod; raises InvalidObject naming the pod and field when it cannot be used."""
+    where = describe({**pod, "kind": "Pod"})
+    spec = mapping(pod.get("spec"), where=f"{where}.spec")
+    status = mapping(pod.get("status"), where=f"{where}.status")
+    meta = mapping(pod.get("metadata"), where=f"{where}.metadata")
+    namespace, name = namespace_of(pod), name_of(pod)
+    priority = spec.get("priority")
+    constraints = _constraints(spec, where=where)
+    request = effective_request(spec, where=where)
+    ports = _host_ports(spec, where=where)
+    return Task(
+        namespace=namespace,
+        name=name,
+        uid=str(meta.get("uid") or f"{namespace}/{name}"),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        request=request,
+        creation=creation_of(pod, default=default_creation),
+        node_name=spec.get("nodeName") or None,
+        phase=str(status.get("phase") or "Pending"),
+        priority=priority if isinstance(priority, int) else None,
+        priority_class_name=str(spec.get("priorityClassName") or ""),
+        group=group_of(pod, namespace=namespace, where=where),
+        constraints=constraints,
+        host_ports=ports,
+        deleting=meta.get("deletionTimestamp") is not None,
+        shape_key=(tuple(sorted(request.items())), constraints, ports),
+    )
+
+
+def group_of(pod: Obj, *, namespace: str, where: str) -> GroupRef | None:
+    """The group a pod names, by the first association key present (DESIGN section 3)."""
+    labels, notes = labels_of(pod), annotations_of(pod)
+    for value in (
+        notes.get(OUR_GROUP_KEY) or labels.get(OUR_GROUP_KEY),
+        notes.get(KUBE_BATCH_GROUP_KEY),
+        labels.get(COSCHEDULING_GROUP_LABEL),
+        labels.get(TENCENT_GROUP_LABEL),
+    ):
+        if value:
+            return GroupRef(namespace=namespace, name=value)
+    name = labels.get(LIGHTWEIGHT_NAME_LABEL)
+    if not name:
+        return None
+    raw_min = labels.get(LIGHTWEIGHT_MIN_LABEL)
+    if raw_min is None:
+        raise InvalidObject(
+            f"{where}: label {LIGHTWEIGHT_NAME_LABEL} needs {LIGHTWEIGHT_MIN_LABEL} beside it"
+        )
+    if not raw_min.strip().isdigit() or int(raw_min) < 1:
+        raise InvalidObject(
+            f"{where}: label {LIGHTWEIGHT_MIN_LABEL}={raw_min!r} must be a whole number >= 1"
+        )
+    return GroupRef(namespace=namespace, name=name, min_available=int(raw_min))
+
+
+def effective_request(spec: Mapping[str, object], *, where: str) -> ResourceList:
+    """max(sum of containers and sidecars, largest init container) + overhead, plus one pod.
+
+    Requests default to limits for any resource that has only a limit, as the API server
+    does on admission. Init containers with restartPolicy Always are sidecars: they keep
+    running, so they add to the pod's steady request and to every later init container.
+    """
+    total: ResourceList = {}
+    for index, container in enumerate(sequence(spec.get("containers"), where=f"{where}.spec")):
+        _add(total, _container_request(container, where=f"{where}.containers[{index}]"))
+    init_peak: ResourceList = {}
+    sidecars: ResourceList = {}
+    for index, container in enumerate(sequence(spec.get("initContainers"), where=where)):
+        request = _container_request(container, where=f"{where}.initContainers[{index}]")
+        if isinstance(container, Mapping) and container.get("restartPolicy") == "Always":
+            _add(sidecars, request)
+            _add(total, request)
+            request = dict(sidecars)
+        else:
+            _add(request, sidecars)
+        for name, value in request.items():
+            init_peak[name] = max(init_peak.get(name, 0), value)
+    for name, value in init_peak.items():
+        total[name] = max(total.get(name, 0), value)
+    _add(total, parse_resource_list(spec.get("overhead"), where=f"{where}.spec.overhead"))
+    total[PODS] = total.get(PODS, 0) + 1
+    return {name: value for name, value in total.items() if value > 0}
+
+
+def _container_request(container: object, *, where: str) -> ResourceList:
+    resources = mapping(mapping(container, where=where).get("resources"), where=where)
+    limits = parse_resource_list(resources.get("limits"), where=f"{where}.resources.limits")
+    requests = parse_resource_list(resources.get("requests"), where=f"{where}.resources.requests")
+    return {**limits, **requests}
+
+
+def _add(total: ResourceList, extra: ResourceList) -> None:
+    for name, value in extra.items():
+        total[name] = total.get(name, 0) + value
+
+
+def _constraints(spec: Mapping[str, object], *, where: str) -> Constraints:
+    selector = mapping(spec.get("nodeSelector"), where=f"{where}.spec.nodeSelector")
+    affinity = mapping(spec.get("affinity"), where=f"{where}.spec.affinity")
+    node_affinity = mapping(affinity.get("nodeAffinity"), where=f"{where}.spec.affinity")
+    required = mapping(
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+        where=f"{where}.spec.affinity.nodeAffinity",
+    )
+    terms = sequence(required.get("nodeSelectorTerms"), where=f"{where}.nodeSelectorTerms")
+    tolerations = sequence(spec.get("tolerations"), where=f"{where}.spec.tolerations")
+    return Constraints(
+        node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
+        affinity=tuple(
+            _term(term, where=f"{where}.nodeSelectorTerms[{i}]") for i, term in enumerate(terms)
+        ),
+        tolerations=tuple(
+            _toleration(t, where=f"{where}.spec.tolerations[{i}]")
+            for i, t in enumerate(tolerations)
+        ),
+    )
+
+
+_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+
+
+def _term(raw: object, *, where: str) -> tuple[Requirement, ...]:
+    term = mapping(raw, where=where)
+    requirements = []
+    for section, is_field in (("matchExpressions", False), ("matchFields", True)):
+        for i, item in enumerate(sequence(term.get(section), where=f"{where}.{section}")):
+            entry = mapping(item, where=f"{where}.{section}[{i}]")
+            operator = str(entry.get("operator", ""))
+            if operator not in _OPERATORS:
+                raise InvalidObject(
+                    f"{where}.{section}[{i}].operator: {operator!r} is not one of "
+                    f"{', '.join(sorted(_OPERATORS))}"
+                )
+            values = tuple(str(v) for v in sequence(entry.get("values"), where=where))
+            requirements.append(
+                Requirement(str(entry.get("key", "")), operator, values, field=is_field)
+            )
+    return tuple(requirements)
+
+
+def _toleration(raw: object, *, where: str) -> Toleration:
+    entry = mapping(raw, where=where)
+    operator = str(entry.get("operator") or "Equal")
+    if operator not in ("Equal", "Exists"):
+        raise InvalidObject(f"{where}.operator: {operator!r} is not one of Equal, Exists")
+    return Toleration(
+        key=str(entry.get("key") or ""),
+        operator=operator,
+        value=str(entry.get("value") or ""),
+        effect=str(entry.get("effect") or ""),
+    )
+
+
+def _host_ports(spec: Mapping[str, object], *, where: str) -> frozenset[tuple[str, int]]:
+    ports: set[tuple[str, int]] = set()
+    for section in ("initContainers", "containers"):
+        for container in sequence(spec.get(section), where=f"{where}.spec.{section}"):
+            for port in sequence(mapping(container, where=where).get("ports"), where=where):
+                entry = mapping(port, where=where)
+                host_port = entry.get("hostPort")
+                if isinstance(host_port, int) and host_port > 0:
+                    ports.add((str(entry.get("protocol") or "TCP"), host_port))
+    return frozenset(ports)

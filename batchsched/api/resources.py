@@ -1,0 +1,63 @@
+"""Resource names and the integer units the core computes in.
+
+CPU is kept in millicores and everything else in its base unit (bytes for memory), so
+fit checks are exact integer comparisons, as in kube-scheduler.
+"""
+
+from collections.abc import Mapping
+
+from batchsched.api.errors import InvalidObject
+from batchsched.api.quantity import ceil_int, parse_quantity
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+GPU = "nvidia.com/gpu"
+
+# Columns every snapshot has, in this order; extended resources follow, sorted by name.
+BASE_RESOURCES: tuple[str, ...] = (CPU, MEMORY, PODS, EPHEMERAL_STORAGE)
+
+# A node that does not state its pod capacity gets the kubelet's default.
+DEFAULT_MAX_PODS = 110
+
+ResourceList = dict[str, int]
+
+
+def to_units(name: str, value: object, *, where: str) -> int:
+    """One quantity in the core's integer unit for resource `name`."""
+    quantity = parse_quantity(value, where=where)
+    return ceil_int(quantity * 1000) if name == CPU else ceil_int(quantity)
+
+
+def parse_resource_list(raw: object, *, where: str) -> ResourceList:
+    """A Kubernetes ResourceList (`{cpu: "500m", memory: 1Gi}`) in integer units."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InvalidObject(f"{where}: expected a map of resource quantities, got {raw!r}")
+    return {
+        str(name): to_units(str(name), value, where=f"{where}.{name}")
+        for name, value in raw.items()
+    }
+
+
+def to_base_units(name: str, value: int) -> float | int:
+    """The number users read in JSON: cores for CPU, the base unit for everything else."""
+    return value / 1000 if name == CPU else value
+
+
+def format_amount(name: str, value: int) -> str:
+    """A short human form for tables and messages."""
+    if name == CPU:
+        return f"{value / 1000:g}"
+    if name in (MEMORY, EPHEMERAL_STORAGE) and value >= 2**20:
+        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
+            if value >= size:
+                return f"{value / size:.3g}{unit}"
+    return str(value)
+
+
+def add_into(total: ResourceList, extra: Mapping[str, int]) -> None:
+    for name, value in extra.items():
+        total[name] = total.get(name, 0) + value

@@ -1,0 +1,1 @@
+"""The cluster as last observed, and consistent per-session snapshots of it."""

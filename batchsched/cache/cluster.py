@@ -1,0 +1,81 @@
+"""ClusterCache: the latest parsed state of every object the scheduler watches.
+
+Both shells feed it: the simulator from YAML, the operator from watch events. It keeps
+parsed records only, and remembers objects it could not parse so their pods can say why
+they wait instead of disappearing.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from batchsched.api.errors import InvalidObject
+from batchsched.api.groups import pod_group_from_object
+from batchsched.api.meta import Obj, describe, name_of, namespace_of
+from batchsched.api.nodes import node_from_object
+from batchsched.api.objects import Node, PodGroup, PriorityClass, Queue, Task
+from batchsched.api.pods import task_from_pod
+from batchsched.api.queues import priority_class_from_object, queue_from_object
+
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
+
+
+class ClusterCache:
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.tasks: dict[str, Task] = {}
+        self.pod_groups: dict[str, PodGroup] = {}
+        self.queues: dict[str, Queue] = {}
+        self.priority_classes: dict[str, PriorityClass] = {}
+        # "ns/name" of a pod that could not be parsed -> why; shown as its pending reason.
+        self.rejected_pods: dict[str, str] = {}
+        self._sequence = 0.0
+
+    def apply(self, obj: Obj, *, deleted: bool = False) -> None:
+        """Record an added, changed or deleted object of one of KINDS.
+
+        Raises InvalidObject for an object that cannot be used; the cache stays consistent
+        (the object's previous version is dropped, never half-updated).
+        """
+        kind = obj.get("kind")
+        if kind not in KINDS:
+            raise InvalidObject(f"{describe(obj)}: kind {kind!r} is not one of {', '.join(KINDS)}")
+        key = self._key(obj, namespaced=kind in ("Pod", "PodGroup"))
+        self._sequence += 1.0
+        handlers: dict[str, tuple[dict[str, Any], Callable[[], Any]]] = {
+            "Node": (self.nodes, lambda: node_from_object(obj)),
+            "Pod": (self.tasks, lambda: task_from_pod(obj, default_creation=self._sequence)),
+            "PodGroup": (
+                self.pod_groups,
+                lambda: pod_group_from_object(obj, default_creation=self._sequence),
+            ),
+            "Queue": (self.queues, lambda: queue_from_object(obj)),
+            "PriorityClass": (self.priority_classes, lambda: priority_class_from_object(obj)),
+        }
+        store, parse = handlers[str(kind)]
+        if kind == "Pod":
+            self.rejected_pods.pop(key, None)
+        if deleted:
+            store.pop(key, None)
+            return
+        try:
+            store[key] = parse()
+        except InvalidObject as error:
+            store.pop(key, None)
+            if kind == "Pod":
+                self.rejected_pods[key] = str(error)
+            raise
+
+    def assume(self, task_key: str, node_name: str) -> None:
+        """Count a decided bind at once, so the next session sees the node as used."""
+        self.tasks[task_key].node_name = node_name
+
+    def forget(self, task_key: str) -> None:
+        """Undo an assumed bind that the API server refused."""
+        task = self.tasks.get(task_key)
+        if task is not None:
+            task.node_name = None
+
+    @staticmethod
+    def _key(obj: Obj, *, namespaced: bool) -> str:
+        name = name_of(obj)
+        return f"{namespace_of(obj)}/{name}" if namespaced else name

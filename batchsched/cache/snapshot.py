@@ -1,0 +1,242 @@
+"""A session's frozen view of the cluster: numpy arrays over nodes, jobs with their tasks.
+
+Resources are columns (cpu, memory, pods, ephemeral-storage, then extended resources by
+name); a task's request is one row vector over the same columns, shared by every task of
+the same shape.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from batchsched.api.objects import Node, PodGroup, Queue, Task
+from batchsched.api.queues import DEFAULT_QUEUE
+from batchsched.api.resources import BASE_RESOURCES, PODS, ResourceList
+from batchsched.cache.cluster import ClusterCache
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(slots=True)
+class TaskInfo:
+    task: Task
+    vec: IntArray
+    priority: int
+    # Set when the pod cannot be scheduled whatever the cluster looks like.
+    error: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.task.key
+
+    @property
+    def best_effort(self) -> bool:
+        """Requests nothing but its pod slot."""
+        return self.task.request.keys() <= {PODS}
+
+
+@dataclass(slots=True)
+class JobInfo:
+    """A gang (or a lone pod) with every task that belongs to it.
+
+    `group` is the PodGroup object, None for lone pods and label-only groups.
+    """
+
+    key: str
+    namespace: str
+    name: str
+    min_member: int
+    queue: str
+    priority: int
+    creation: float
+    group: PodGroup | None = None
+    label_only: bool = False
+    min_resources: ResourceList = field(default_factory=dict)
+    pending: list[TaskInfo] = field(default_factory=list)
+    # Sum of the requests of members bound to nodes (the queue's usage by this job).
+    allocated: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    bound: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    total: int = 0
+    error: str | None = None
+    phase: str = "Pending"
+
+    @property
+    def is_gang(self) -> bool:
+        return self.group is not None or self.label_only
+
+
+@dataclass(slots=True)
+class Snapshot:
+    now: float
+    resources: tuple[str, ...]
+    nodes: list[Node]
+    allocatable: IntArray
+    used: IntArray
+    port_users: dict[tuple[str, int], set[int]]
+    jobs: dict[str, JobInfo]
+    queues: dict[str, Queue]
+    scheduler_name: str
+
+    @property
+    def column(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.resources)}
+
+
+def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Snapshot:
+    names = set(BASE_RESOURCES)
+    for node in cache.nodes.values():
+        names.update(node.allocatable)
+    for task in cache.tasks.values():
+        names.update(task.request)
+    for group in cache.pod_groups.values():
+        names.update(group.min_resources)
+    resources = BASE_RESOURCES + tuple(sorted(names - set(BASE_RESOURCES)))
+    column = {name: i for i, name in enumerate(resources)}
+    nodes = sorted(cache.nodes.values(), key=lambda n: n.name)
+    index = {node.name: i for i, node in enumerate(nodes)}
+    allocatable = np.zeros((len(nodes), len(resources)), dtype=np.int64)
+    for i, node in enumerate(nodes):
+        for name, value in node.allocatable.items():
+            allocatable[i, column[name]] = value
+    used = np.zeros_like(allocatable)
+    port_users: dict[tuple[str, int], set[int]] = defaultdict(set)
+    vectors: dict[tuple[object, ...], IntArray] = {}
+    builder = _JobBuilder(cache, scheduler_name=scheduler_name, width=len(resources))
+    for task in cache.tasks.values():
+        vec = vectors.get(task.shape_key)
+        if vec is None:
+            vec = np.zeros(len(resources), dtype=np.int64)
+            for name, value in task.request.items():
+                vec[column[name]] = value
+            vectors[task.shape_key] = vec
+        holds_node = task.node_name is not None and not task.terminal
+        if holds_node and task.node_name in index:
+            row = index[task.node_name]
+            used[row] += vec
+            for port in task.host_ports:
+                port_users[port].add(row)
+        builder.add(task, vec)
+    return Snapshot(
+        now=now,
+        resources=resources,
+        nodes=nodes,
+        allocatable=allocatable,
+        used=used,
+        port_users=dict(port_users),
+        jobs=builder.finish(),
+        queues=_queues(cache),
+        scheduler_name=scheduler_name,
+    )
+
+
+def _queues(cache: ClusterCache) -> dict[str, Queue]:
+    queues = dict(cache.queues)
+    queues.setdefault(DEFAULT_QUEUE, Queue(name=DEFAULT_QUEUE))
+    return queues
+
+
+class _JobBuilder:
+    """Groups tasks into jobs, resolving priorities and group references on the way."""
+
+    def __init__(self, cache: ClusterCache, *, scheduler_name: str, width: int) -> None:
+        self.cache = cache
+        self.width = width
+        self.scheduler_name = scheduler_name
+        self.jobs: dict[str, JobInfo] = {}
+        default = [pc.value for pc in cache.priority_classes.values() if pc.global_default]
+        self.default_priority = max(default, default=0)
+        for group in cache.pod_groups.values():
+            self.jobs[group.key] = self._job_for_group(group)
+
+    def add(self, task: Task, vec: IntArray) -> None:
+        ours = task.scheduler_name == self.scheduler_name
+        job = self._job_of(task, ours=ours)
+        if job is None:
+            return
+        job.total += 1
+        if task.phase == "Succeeded":
+            job.succeeded += 1
+        elif task.phase == "Failed":
+            job.failed += 1
+        elif task.node_name is not None:
+            job.bound += 1
+            job.allocated = job.allocated + vec
+            job.running += task.phase == "Running"
+        elif ours and not task.deleting:
+            priority, error = self._priority(task.priority, task.priority_class_name)
+            job.pending.append(TaskInfo(task=task, vec=vec, priority=priority, error=error))
+
+    def finish(self) -> dict[str, JobInfo]:
+        for job in self.jobs.values():
+            if job.label_only or job.group is None:
+                job.priority = max((t.priority for t in job.pending), default=job.priority)
+        return self.jobs
+
+    def _job_of(self, task: Task, *, ours: bool) -> JobInfo | None:
+        ref = task.group
+        if ref is None:
+            if not ours:
+                return None
+            key = f"pod:{task.key}"
+            job = JobInfo(
+                key=key,
+                namespace=task.namespace,
+                name=task.name,
+                min_member=1,
+                queue=DEFAULT_QUEUE,
+                priority=self.default_priority,
+                creation=task.creation,
+                allocated=np.zeros(self.width, dtype=np.int64),
+            )
+            self.jobs[key] = job
+            return job
+        existing = self.jobs.get(ref.key)
+        if existing is not None or not ours:
+            return existing
+        job = JobInfo(
+            key=ref.key,
+            namespace=ref.namespace,
+            name=ref.name,
+            min_member=ref.min_available or 1,
+            queue=DEFAULT_QUEUE,
+            priority=self.default_priority,
+            creation=task.creation,
+            label_only=ref.min_available is not None,
+            allocated=np.zeros(self.width, dtype=np.int64),
+        )
+        if ref.min_available is None:
+            job.error = f"PodGroup {ref.key} does not exist"
+        self.jobs[ref.key] = job
+        return job
+
+    def _job_for_group(self, group: PodGroup) -> JobInfo:
+        priority, error = self._priority(None, group.priority_class_name)
+        return JobInfo(
+            key=group.key,
+            namespace=group.namespace,
+            name=group.name,
+            min_member=group.min_member,
+            queue=group.queue,
+            priority=priority,
+            creation=group.creation,
+            group=group,
+            min_resources=group.min_resources,
+            error=group.error or error,
+            phase=group.phase,
+            allocated=np.zeros(self.width, dtype=np.int64),
+        )
+
+    def _priority(self, explicit: int | None, class_name: str) -> tuple[int, str | None]:
+        if explicit is not None:
+            return explicit, None
+        if not class_name:
+            return self.default_priority, None
+        found = self.cache.priority_classes.get(class_name)
+        if found is None:
+            return self.default_priority, f"PriorityClass {class_name!r} does not exist"
+        return found.value, None

@@ -1,0 +1,1 @@
+"""The session machinery: callbacks, statements, configuration."""

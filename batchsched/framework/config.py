@@ -1,0 +1,144 @@
+"""SchedulerConfig: the YAML users write (DESIGN section 5), checked in full at load.
+
+Every problem is reported with the key it concerns and what is allowed there, before
+the scheduler does anything.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from batchsched.actions import ACTIONS
+from batchsched.api.errors import InvalidObject
+from batchsched.api.groups import parse_duration
+from batchsched.cache.snapshot import Snapshot
+from batchsched.framework.decisions import Decisions
+from batchsched.framework.plugin import Plugin
+from batchsched.framework.session import Session
+from batchsched.plugins import PLUGINS
+
+DEFAULT_YAML = """
+schedulerName: batch-scheduler
+schedulePeriod: 1s
+starvationThreshold: 5m
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins: [{name: predicates}, {name: proportion}, {name: binpack}]
+"""
+
+TOP_KEYS = {"schedulerName", "schedulePeriod", "starvationThreshold", "actions", "tiers"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SchedulerConfig:
+    scheduler_name: str
+    schedule_period: float
+    # How long a job may wait before its queue holds resources for it; None: never.
+    starvation_seconds: float | None
+    actions: tuple[str, ...]
+    tiers: tuple[tuple[Plugin, ...], ...] = field(default=())
+
+
+def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise InvalidObject(f"{source}: not valid YAML: {error}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise InvalidObject(f"{source}: expected a map of settings at the top level")
+    defaults = yaml.safe_load(DEFAULT_YAML)
+    unknown = sorted(set(raw) - TOP_KEYS)
+    if unknown:
+        raise InvalidObject(
+            f"{source}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(TOP_KEYS))})"
+        )
+    merged = {**defaults, **raw}
+    name = merged["schedulerName"]
+    if not isinstance(name, str) or not name:
+        raise InvalidObject(f"{source}: schedulerName must be a non-empty string")
+    starvation = merged["starvationThreshold"]
+    return SchedulerConfig(
+        scheduler_name=name,
+        schedule_period=parse_duration(merged["schedulePeriod"], where=f"{source}.schedulePeriod"),
+        starvation_seconds=(
+            None
+            if starvation in (0, "0", "0s", None)
+            else parse_duration(starvation, where=f"{source}.starvationThreshold")
+        ),
+        actions=_actions(merged["actions"], source=source),
+        tiers=_tiers(merged["tiers"], source=source),
+    )
+
+
+def default_config() -> SchedulerConfig:
+    return load_config(DEFAULT_YAML, source="default config")
+
+
+def run_session(snapshot: Snapshot, config: SchedulerConfig) -> Decisions:
+    """The scheduling core: a snapshot in, decisions out, no I/O."""
+    session = Session(snapshot, tiers=config.tiers, starvation_seconds=config.starvation_seconds)
+    for action in config.actions:
+        ACTIONS[action](session)
+    return session.close()
+
+
+def _actions(raw: object, *, source: str) -> tuple[str, ...]:
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, Sequence) or isinstance(items, str):
+        raise InvalidObject(f"{source}.actions: expected a comma-separated string or a list")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    for name in names:
+        if name not in ACTIONS:
+            raise InvalidObject(
+                f"{source}.actions: unknown action {name!r} (allowed: {', '.join(ACTIONS)})"
+            )
+    if not names:
+        raise InvalidObject(f"{source}.actions: at least one action is needed")
+    return names
+
+
+def _tiers(raw: object, *, source: str) -> tuple[tuple[Plugin, ...], ...]:
+    if not isinstance(raw, list) or not raw:
+        raise InvalidObject(f"{source}.tiers: expected a non-empty list of tiers")
+    tiers = []
+    seen: set[str] = set()
+    for t, tier in enumerate(raw):
+        where = f"{source}.tiers[{t}]"
+        if not isinstance(tier, Mapping) or set(tier) != {"plugins"}:
+            raise InvalidObject(f"{where}: a tier is a map with the single key 'plugins'")
+        entries = tier["plugins"]
+        if not isinstance(entries, list):
+            raise InvalidObject(f"{where}.plugins: expected a list")
+        plugins = []
+        for p, entry in enumerate(entries):
+            plugins.append(_plugin(entry, where=f"{where}.plugins[{p}]", seen=seen))
+        tiers.append(tuple(plugins))
+    return tuple(tiers)
+
+
+def _plugin(entry: object, *, where: str, seen: set[str]) -> Plugin:
+    if not isinstance(entry, Mapping) or "name" not in entry:
+        raise InvalidObject(f"{where}: expected a map with a 'name'")
+    extra = sorted(set(entry) - {"name", "arguments"})
+    if extra:
+        raise InvalidObject(f"{where}: unknown key {extra[0]!r} (allowed: arguments, name)")
+    name = entry["name"]
+    if name not in PLUGINS:
+        raise InvalidObject(
+            f"{where}.name: unknown plugin {name!r} (allowed: {', '.join(sorted(PLUGINS))})"
+        )
+    if name in seen:
+        raise InvalidObject(f"{where}.name: plugin {name!r} is listed twice")
+    seen.add(name)
+    arguments: Any = entry.get("arguments") or {}
+    if not isinstance(arguments, Mapping):
+        raise InvalidObject(f"{where}.arguments: expected a map")
+    try:
+        return PLUGINS[name](arguments)
+    except InvalidObject as error:
+        raise InvalidObject(f"{where}: {error}") from None

@@ -1,0 +1,48 @@
+"""What a session decides: the only output of the scheduling core."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    job: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A PodGroup condition: type Scheduled or Unschedulable, with a reason a user can act on."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class JobStatus:
+    key: str
+    namespace: str
+    name: str
+    phase: str
+    min_member: int
+    scheduled: int
+    running: int
+    succeeded: int
+    failed: int
+    condition: Condition | None = None
+
+
+@dataclass(slots=True)
+class Decisions:
+    bindings: list[Binding] = field(default_factory=list)
+    # "ns/name" of every pod of ours still pending after the session -> why.
+    pending: dict[str, str] = field(default_factory=dict)
+    # PodGroup key -> status; lone pods are not listed.
+    jobs: dict[str, JobStatus] = field(default_factory=dict)

@@ -1,0 +1,172 @@
+"""A Session: one scheduling pass over a snapshot, with the plugins' callbacks.
+
+Actions drive it; plugins register callbacks on it in `open`. Everything a session
+changes (node usage, queue usage) lives here, so a Statement can undo it exactly.
+"""
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
+from batchsched.framework.decisions import Decisions
+from batchsched.framework.plugin import BoolArray, NodeFilter, NodeScorer, Plugin
+
+JobCheck = Callable[[JobInfo], str | None]
+TaskCheck = Callable[[JobInfo, TaskInfo], str | None]
+Handler = Callable[[JobInfo, TaskInfo, int], None]
+
+
+@dataclass(slots=True)
+class _ShapeCache:
+    """Best-node search state for one task shape: score per node, -1 where it cannot go."""
+
+    scores: IntArray
+    seen: int  # how much of Session.touched is already reflected in `scores`
+
+
+class Session:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        *,
+        tiers: Sequence[Sequence[Plugin]],
+        starvation_seconds: float | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.starvation_seconds = starvation_seconds
+        # Set by the enqueue action; without it every valid job may be allocated.
+        self.enqueue_ran = False
+        self.requested = snapshot.used.copy()
+        self.port_users = {port: set(rows) for port, rows in snapshot.port_users.items()}
+        self.decisions = Decisions()
+        self.node_count = len(snapshot.nodes)
+        self.all_nodes: IntArray = np.arange(self.node_count, dtype=np.int64)
+        # Node rows changed by allocate/undo, in order; shape caches replay it lazily.
+        self.touched: list[int] = []
+        # Job key -> why it is not (yet) placed; filled by actions, read at close.
+        self.job_messages: dict[str, str] = {}
+        self.task_messages: dict[str, str] = {}
+        self.enqueued: set[str] = set()
+        # Job key -> members bound by this session's committed statements.
+        self.placed: Counter[str] = Counter()
+        self.job_keys: list[Callable[[JobInfo], object]] = []
+        self.task_keys: list[Callable[[TaskInfo], object]] = []
+        self.queue_keys: list[Callable[[str], object]] = []
+        self.filters: list[NodeFilter] = []
+        self.scorers: list[tuple[NodeScorer, int]] = []
+        self.valid_checks: list[JobCheck] = []
+        self.enqueue_checks: list[JobCheck] = []
+        self.allocate_checks: list[TaskCheck] = []
+        self.overused_checks: list[Callable[[str], bool]] = []
+        self.ready_checks: list[Callable[[JobInfo, int], bool]] = []
+        self.on_allocate: list[Handler] = []
+        self.on_deallocate: list[Handler] = []
+        self.closers: list[Callable[[], None]] = []
+        self._shapes: dict[tuple[object, ...], _ShapeCache] = {}
+        for tier in tiers:
+            for plugin in tier:
+                plugin.open(self)
+
+    # Ordering: keys from plugins in tier order, then creation and name so that equal
+    # input always gives equal output.
+
+    def job_order(self, jobs: Iterable[JobInfo]) -> list[JobInfo]:
+        keys = self.job_keys
+        return sorted(jobs, key=lambda j: (*(k(j) for k in keys), j.creation, j.key))
+
+    def task_order(self, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
+        keys = self.task_keys
+        return sorted(tasks, key=lambda t: (*(k(t) for k in keys), t.task.name))
+
+    def queue_order_key(self, queue: str) -> tuple[object, ...]:
+        return (*(k(queue) for k in self.queue_keys), queue)
+
+    # Checks: the first plugin that objects wins, and its words become the reason.
+
+    def invalid(self, job: JobInfo) -> str | None:
+        return _first(check(job) for check in self.valid_checks)
+
+    def not_enqueueable(self, job: JobInfo) -> str | None:
+        return _first(check(job) for check in self.enqueue_checks)
+
+    def not_allocatable(self, job: JobInfo, task: TaskInfo) -> str | None:
+        return _first(check(job, task) for check in self.allocate_checks)
+
+    def overused(self, queue: str) -> bool:
+        return any(check(queue) for check in self.overused_checks)
+
+    def ready(self, job: JobInfo, placed: int) -> bool:
+        return all(check(job, placed) for check in self.ready_checks)
+
+    # Placement.
+
+    def best_node(self, task: TaskInfo) -> int | None:
+        """The highest-scoring feasible node (lowest index on ties), or None."""
+        cache = self._shapes.get(task.task.shape_key)
+        if cache is None:
+            cache = _ShapeCache(scores=self._evaluate(task, self.all_nodes), seen=0)
+            cache.seen = len(self.touched)
+            self._shapes[task.task.shape_key] = cache
+        elif cache.seen < len(self.touched):
+            stale = np.unique(np.fromiter(self.touched[cache.seen :], dtype=np.int64))
+            cache.scores[stale] = self._evaluate(task, stale)
+            cache.seen = len(self.touched)
+        if self.node_count == 0:
+            return None
+        best = int(cache.scores.argmax())
+        return best if cache.scores[best] >= 0 else None
+
+    def _evaluate(self, task: TaskInfo, nodes: IntArray) -> IntArray:
+        feasible: BoolArray = np.ones(len(nodes), dtype=np.bool_)
+        for node_filter in self.filters:
+            feasible &= node_filter.filter(task, nodes)
+        total = np.zeros(len(nodes), dtype=np.int64)
+        for scorer, weight in self.scorers:
+            total += scorer.score(task, nodes) * weight
+        return np.where(feasible, total, -1)
+
+    def explain(self, task: TaskInfo) -> str:
+        """Why no node fits, kube-scheduler style: `0/4 nodes fit: 4 Insufficient cpu`."""
+        reasons: Counter[str] = Counter()
+        for node_filter in self.filters:
+            reasons.update(node_filter.explain(task, self.all_nodes))
+        listed = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+        return f"0/{self.node_count} nodes fit: {listed or 'no nodes in the cluster'}"
+
+    def allocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+        self.requested[node] += task.vec
+        for port in task.task.host_ports:
+            self.port_users.setdefault(port, set()).add(node)
+        self.touched.append(node)
+        for handler in self.on_allocate:
+            handler(job, task, node)
+
+    def deallocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+        self.requested[node] -= task.vec
+        for port in task.task.host_ports:
+            self.port_users[port].discard(node)
+        self.touched.append(node)
+        for handler in self.on_deallocate:
+            handler(job, task, node)
+
+    def close(self) -> Decisions:
+        """Run the plugins' closers and say, for every pod still waiting, why."""
+        bound = {b.key for b in self.decisions.bindings}
+        for job in self.snapshot.jobs.values():
+            for task in job.pending:
+                if task.key not in bound:
+                    self.decisions.pending[task.key] = (
+                        self.task_messages.get(task.key)
+                        or self.job_messages.get(job.key)
+                        or "not attempted in this session"
+                    )
+        for closer in self.closers:
+            closer()
+        return self.decisions
+
+
+def _first(messages: Iterable[str | None]) -> str | None:
+    return next((m for m in messages if m), None)

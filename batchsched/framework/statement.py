@@ -1,0 +1,40 @@
+"""Statement: tentative placements that are either all committed or all undone.
+
+This is what keeps gangs deadlock-free: a group that cannot reach minMember leaves no
+trace, so it never holds resources another group is waiting for.
+"""
+
+from batchsched.cache.snapshot import JobInfo, TaskInfo
+from batchsched.framework.decisions import Binding
+from batchsched.framework.session import Session
+
+
+class Statement:
+    def __init__(self, session: Session, job: JobInfo) -> None:
+        self.session = session
+        self.job = job
+        self.placed: list[tuple[TaskInfo, int]] = []
+
+    def allocate(self, task: TaskInfo, node: int) -> None:
+        self.session.allocate(self.job, task, node)
+        self.placed.append((task, node))
+
+    def discard(self) -> None:
+        for task, node in reversed(self.placed):
+            self.session.deallocate(self.job, task, node)
+        self.placed.clear()
+
+    def commit(self) -> None:
+        nodes = self.session.snapshot.nodes
+        self.session.placed[self.job.key] += len(self.placed)
+        for task, node in self.placed:
+            self.session.decisions.bindings.append(
+                Binding(
+                    namespace=task.task.namespace,
+                    name=task.task.name,
+                    uid=task.task.uid,
+                    node=nodes[node].name,
+                    job=self.job.key,
+                )
+            )
+        self.placed.clear()

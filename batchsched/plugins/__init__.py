@@ -1,0 +1,19 @@
+"""Plugins, one concern each; the configuration names them."""
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from batchsched.framework.plugin import Plugin
+from batchsched.plugins.binpack import Binpack
+from batchsched.plugins.gang import Gang
+from batchsched.plugins.predicates import Predicates
+from batchsched.plugins.priority import Priority
+from batchsched.plugins.proportion import Proportion
+
+PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
+    "binpack": Binpack,
+    "gang": Gang,
+    "predicates": Predicates,
+    "priority": Priority,
+    "proportion": Proportion,
+}

@@ -1,0 +1,126 @@
+"""binpack: prefer the nodes a pod fills most (RequestedToCapacityRatio, DESIGN section 4).
+
+For each scored resource r: u_r = floor((node requested + pod request) * 100 / allocatable),
+capped at 100; f is the configured broken-line shape; the node score is
+round(sum(f(u_r) * w_r) / sum(w_r)) over resources with f(u_r) > 0, from 0 to 100.
+CPU and memory are always scored; other resources only when the pod requests them.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from batchsched.api.errors import InvalidObject
+from batchsched.api.resources import CPU, MEMORY
+from batchsched.cache.snapshot import IntArray, TaskInfo
+from batchsched.framework.plugin import MAX_NODE_SCORE
+from batchsched.framework.session import Session
+from batchsched.plugins.arguments import check_keys, integer
+
+MAX_UTILIZATION = 100
+# The modern `shape` scores from 0 to 10 (scaled x10); the seed's legacy `functionshape`
+# already scores from 0 to 100.
+SHAPE_KEYS = {"shape": 10, "functionshape": 100}
+WEIGHT_KEYS = ("resources", "resourcetoweightmap")
+DEFAULT_SHAPE = ((0, 0), (100, 10))
+DEFAULT_WEIGHTS = {CPU: 1, MEMORY: 1}
+
+
+class Binpack:
+    name = "binpack"
+
+    def __init__(self, arguments: Mapping[str, Any]) -> None:
+        check_keys(self.name, arguments, {"weight", *SHAPE_KEYS, *WEIGHT_KEYS})
+        self.weight = integer(self.name, "weight", arguments.get("weight", 1), low=1, high=100)
+        self.table = _score_table(_shape(arguments))
+        self.weights = _weights(arguments)
+
+    def open(self, session: Session) -> None:
+        self.session = session
+        column = session.snapshot.column
+        scored = [(column[name], w) for name, w in self.weights.items() if name in column]
+        self.columns = np.array([c for c, _ in scored], dtype=np.int64)
+        self.column_weights = np.array([w for _, w in scored], dtype=np.int64)
+        self.always = np.array(
+            [session.snapshot.resources[c] in (CPU, MEMORY) for c, _ in scored], dtype=np.bool_
+        )
+        self.allocatable = session.snapshot.allocatable[:, self.columns]
+        session.scorers.append((self, self.weight))
+
+    def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
+        request = task.vec[self.columns]
+        weights = np.where(self.always | (request > 0), self.column_weights, 0)
+        capacity = self.allocatable[nodes]
+        used = self.session.requested[np.ix_(nodes, self.columns)] + request
+        utilization = np.minimum(used * MAX_UTILIZATION // np.maximum(capacity, 1), MAX_UTILIZATION)
+        points = self.table[utilization]
+        counted = np.where((capacity > 0) & (points > 0), weights, 0)
+        total = (points * counted).sum(axis=1)
+        weight_sum = counted.sum(axis=1)
+        # Round half up, like Go's math.Round on these non-negative values.
+        rounded = (2 * total + weight_sum) // np.maximum(2 * weight_sum, 1)
+        return np.where(weight_sum > 0, rounded, 0)
+
+
+def _shape(arguments: Mapping[str, Any]) -> list[tuple[int, int]]:
+    given = [key for key in SHAPE_KEYS if key in arguments]
+    if len(given) > 1:
+        raise InvalidObject("plugin binpack: give either shape or functionshape, not both")
+    if not given:
+        return [(u, s * MAX_NODE_SCORE // 10) for u, s in DEFAULT_SHAPE]
+    key = given[0]
+    top = SHAPE_KEYS[key]
+    raw = arguments[key]
+    if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
+        raise InvalidObject(f"plugin binpack: {key} must be a non-empty list of points")
+    points: list[tuple[int, int]] = []
+    for i, point in enumerate(raw):
+        if not isinstance(point, Mapping) or set(point) != {"utilization", "score"}:
+            raise InvalidObject(
+                f"plugin binpack: {key}[{i}] must have exactly utilization and score"
+            )
+        where = f"{key}[{i}]"
+        utilization = integer("binpack", f"{where}.utilization", point["utilization"], low=0)
+        if utilization > MAX_UTILIZATION:
+            raise InvalidObject(f"plugin binpack: {where}.utilization must be from 0 to 100")
+        score = integer("binpack", f"{where}.score", point["score"], low=0, high=top)
+        if points and utilization <= points[-1][0]:
+            raise InvalidObject(f"plugin binpack: {key} utilization must increase at {where}")
+        points.append((utilization, score * MAX_NODE_SCORE // top))
+    return points
+
+
+def _weights(arguments: Mapping[str, Any]) -> dict[str, int]:
+    given = [key for key in WEIGHT_KEYS if key in arguments]
+    if len(given) > 1:
+        raise InvalidObject("plugin binpack: give either resources or resourcetoweightmap")
+    if not given:
+        return dict(DEFAULT_WEIGHTS)
+    raw = arguments[given[0]]
+    if not isinstance(raw, Mapping) or not raw:
+        raise InvalidObject(f"plugin binpack: {given[0]} must map resource names to weights")
+    return {
+        str(name): integer("binpack", f"{given[0]}.{name}", weight, low=1, high=100)
+        for name, weight in raw.items()
+    }
+
+
+def _score_table(points: list[tuple[int, int]]) -> IntArray:
+    """f(u) for every integer utilization 0..100, with Go's truncating integer division."""
+    table = np.zeros(MAX_UTILIZATION + 1, dtype=np.int64)
+    for u in range(MAX_UTILIZATION + 1):
+        table[u] = _broken_line(points, u)
+    return table
+
+
+def _broken_line(points: list[tuple[int, int]], u: int) -> int:
+    for i, (x, y) in enumerate(points):
+        if u <= x:
+            if i == 0:
+                return y
+            x0, y0 = points[i - 1]
+            rise = (y - y0) * (u - x0)
+            step = abs(rise) // (x - x0)
+            return y0 + (step if rise >= 0 else -step)
+    return points[-1][1]

@@ -1,0 +1,145 @@
+"""predicates: may this pod run on this node at all (DESIGN section 4)?
+
+Constraint checks (selectors, affinity, taints, node condition) do not change within a
+session, so they run once per distinct set of constraints; resource fit and host ports
+are re-checked on the nodes that changed.
+"""
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from batchsched.api.objects import Constraints, Node, Requirement, Taint, Toleration
+from batchsched.api.resources import PODS
+from batchsched.cache.snapshot import IntArray, TaskInfo
+from batchsched.framework.plugin import BoolArray
+from batchsched.framework.session import Session
+from batchsched.plugins.arguments import check_keys
+
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
+
+SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+PORTS_TAKEN = "node(s) didn't have free ports for the requested pod ports"
+
+
+class Predicates:
+    name = "predicates"
+
+    def __init__(self, arguments: Mapping[str, Any]) -> None:
+        check_keys(self.name, arguments, set())
+
+    def open(self, session: Session) -> None:
+        self.session = session
+        self.nodes = session.snapshot.nodes
+        self.allocatable = session.snapshot.allocatable
+        self.resources = session.snapshot.resources
+        self._static: dict[Constraints, BoolArray] = {}
+        plain = [not _blocking_taints(n) and n.ready and not n.unschedulable for n in self.nodes]
+        self._plain: BoolArray = np.array(plain, dtype=np.bool_)
+        session.filters.append(self)
+
+    def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
+        ok = self._static_mask(task.task.constraints)[nodes]
+        columns = np.flatnonzero(task.vec)
+        free = (
+            self.allocatable[np.ix_(nodes, columns)]
+            - self.session.requested[np.ix_(nodes, columns)]
+        )
+        ok &= (free >= task.vec[columns]).all(axis=1)
+        for port in task.task.host_ports:
+            users = self.session.port_users.get(port)
+            if users:
+                ok &= ~np.isin(nodes, np.fromiter(users, dtype=np.int64))
+        return ok
+
+    def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
+        reasons: Counter[str] = Counter()
+        constraints = task.task.constraints
+        static = self._static_mask(constraints)
+        for row in nodes[~static[nodes]]:
+            reasons[_constraint_failure(self.nodes[row], constraints) or SELECTOR_MISMATCH] += 1
+        passing = nodes[static[nodes]]
+        free = self.allocatable[passing] - self.session.requested[passing]
+        short = free < task.vec
+        for column in np.flatnonzero(task.vec):
+            count = int(short[:, column].sum())
+            if count:
+                name = self.resources[column]
+                reasons["Too many pods" if name == PODS else f"Insufficient {name}"] += count
+        for port in task.task.host_ports:
+            taken = self.session.port_users.get(port, set())
+            count = int(np.isin(passing, np.fromiter(taken, dtype=np.int64)).sum())
+            if count:
+                reasons[PORTS_TAKEN] += count
+        return reasons
+
+    def _static_mask(self, constraints: Constraints) -> BoolArray:
+        mask = self._static.get(constraints)
+        if mask is None:
+            if constraints == Constraints():
+                mask = self._plain
+            else:
+                mask = np.array(
+                    [_constraint_failure(n, constraints) is None for n in self.nodes],
+                    dtype=np.bool_,
+                )
+            self._static[constraints] = mask
+        return mask
+
+
+def _blocking_taints(node: Node) -> bool:
+    return any(t.effect in BLOCKING_EFFECTS for t in node.taints)
+
+
+def _constraint_failure(node: Node, constraints: Constraints) -> str | None:
+    """Why the node is ruled out by the pod's constraints, in kube-scheduler's words."""
+    tolerations = constraints.tolerations
+    if not node.ready and not _tolerated(NOT_READY_TAINT, tolerations):
+        return "node(s) were not ready"
+    if node.unschedulable and not _tolerated(UNSCHEDULABLE_TAINT, tolerations):
+        return "node(s) were unschedulable"
+    if any(node.labels.get(k) != v for k, v in constraints.node_selector):
+        return SELECTOR_MISMATCH
+    if constraints.affinity and not any(_term_matches(node, t) for t in constraints.affinity):
+        return SELECTOR_MISMATCH
+    for taint in node.taints:
+        if taint.effect in BLOCKING_EFFECTS and not _tolerated(taint, tolerations):
+            shown = f"{taint.key}: {taint.value}" if taint.value else taint.key
+            return f"node(s) had untolerated taint {{{shown}}}"
+    return None
+
+
+def _tolerated(taint: Taint, tolerations: tuple[Toleration, ...]) -> bool:
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+def _term_matches(node: Node, term: tuple[Requirement, ...]) -> bool:
+    # An empty term selects nothing, as in the Kubernetes API.
+    return bool(term) and all(_requirement_matches(node, r) for r in term)
+
+
+def _requirement_matches(node: Node, requirement: Requirement) -> bool:
+    if requirement.field:
+        value: str | None = node.name if requirement.key == "metadata.name" else None
+    else:
+        value = node.labels.get(requirement.key)
+    operator = requirement.operator
+    if operator == "In":
+        return value is not None and value in requirement.values
+    if operator == "NotIn":
+        return value is None or value not in requirement.values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if value is None or len(requirement.values) != 1:
+        return False
+    try:
+        label, bound = int(value), int(requirement.values[0])
+    except ValueError:
+        return False
+    return label > bound if operator == "Gt" else label < bound

@@ -1,0 +1,113 @@
+"""The simulator's output: the JSON contract of DESIGN section 6, or a table for people."""
+
+from typing import Any
+
+from batchsched.api.resources import format_amount, to_base_units
+from batchsched.sim.simulator import Simulation
+
+
+def to_json(sim: Simulation) -> dict[str, Any]:
+    ours = [t for t in sim.cache.tasks.values() if t.scheduler_name == sim.snapshot.scheduler_name]
+    pods: list[dict[str, Any]] = [
+        {
+            "namespace": t.namespace,
+            "name": t.name,
+            "node": t.node_name,
+            "group": t.group.key if t.group else None,
+            "reason": None if t.node_name else sim.decisions.pending.get(t.key, "not scheduled"),
+        }
+        for t in ours
+    ]
+    for key, message in sim.cache.rejected_pods.items():
+        namespace, name = key.split("/", 1)
+        pods.append(
+            {"namespace": namespace, "name": name, "node": None, "group": None, "reason": message}
+        )
+    pods.sort(key=lambda p: (p["namespace"], p["name"]))
+    snapshot = sim.snapshot
+    nodes = []
+    for row, node in enumerate(snapshot.nodes):
+        shown = [
+            (name, int(snapshot.allocatable[row, col]), int(snapshot.used[row, col]))
+            for col, name in enumerate(snapshot.resources)
+            if snapshot.allocatable[row, col] or snapshot.used[row, col]
+        ]
+        nodes.append(
+            {
+                "name": node.name,
+                "allocatable": {name: to_base_units(name, a) for name, a, _ in shown},
+                "requested": {name: to_base_units(name, u) for name, _, u in shown},
+            }
+        )
+    groups = sorted(sim.decisions.jobs.values(), key=lambda s: s.key)
+    return {
+        "pods": pods,
+        "podgroups": [
+            {
+                "namespace": s.namespace,
+                "name": s.name,
+                "phase": s.phase,
+                "minMember": s.min_member,
+                "scheduled": s.scheduled,
+            }
+            for s in groups
+        ],
+        "nodes": nodes,
+        "summary": {
+            "pods": len(pods),
+            "bound": sum(1 for p in pods if p["node"]),
+            "sessions": sim.sessions,
+            "elapsed_seconds": round(sim.elapsed_seconds, 6),
+        },
+        "errors": sim.errors,
+    }
+
+
+def to_table(sim: Simulation) -> str:
+    report = to_json(sim)
+    sections: list[list[tuple[str, ...]]] = [[("POD", "NODE", "GROUP", "REASON")]]
+    for pod in report["pods"]:
+        sections[0].append(
+            (
+                f"{pod['namespace']}/{pod['name']}",
+                pod["node"] or "<pending>",
+                pod["group"] or "-",
+                pod["reason"] or "",
+            )
+        )
+    if report["podgroups"]:
+        sections.append([("PODGROUP", "PHASE", "SCHEDULED/MIN")])
+        for group in report["podgroups"]:
+            sections[-1].append(
+                (
+                    f"{group['namespace']}/{group['name']}",
+                    group["phase"],
+                    f"{group['scheduled']}/{group['minMember']}",
+                )
+            )
+    sections.append([("NODE", "REQUESTED/ALLOCATABLE")])
+    for node in report["nodes"]:
+        usage = ", ".join(
+            f"{name} {_amount(name, node['requested'][name])}/{_amount(name, value)}"
+            for name, value in node["allocatable"].items()
+            if name != "pods"
+        )
+        sections[-1].append((node["name"], usage))
+    summary = report["summary"]
+    footer = (
+        f"{summary['bound']}/{summary['pods']} pods bound in {summary['sessions']} sessions "
+        f"({summary['elapsed_seconds'] * 1000:.1f} ms scheduling)"
+    )
+    return "\n\n".join([*(_columns(rows) for rows in sections), footer])
+
+
+def _amount(name: str, value: float) -> str:
+    return format_amount(name, round(value * 1000) if name == "cpu" else int(value))
+
+
+def _columns(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )

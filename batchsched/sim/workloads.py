@@ -1,0 +1,137 @@
+"""Workload controllers turned into the pods their controllers would create.
+
+Names follow the controllers' conventions (`web-0`, `tfjob-worker-3`,
+`deploy-<hash>-<suffix>`), with deterministic suffixes so that equal input gives equal
+output. Kubeflow jobs that name a group after themselves also get the PodGroup their
+operator would create with gang scheduling enabled.
+"""
+
+import copy
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from batchsched.api.meta import Obj, describe, mapping, name_of, namespace_of, whole_number
+from batchsched.api.pods import group_of
+
+# Kubeflow kinds -> the spec key holding their replica specs.
+KUBEFLOW_REPLICAS = {
+    "TFJob": "tfReplicaSpecs",
+    "PyTorchJob": "pytorchReplicaSpecs",
+    "MPIJob": "mpiReplicaSpecs",
+    "XGBoostJob": "xgbReplicaSpecs",
+}
+WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job", *KUBEFLOW_REPLICAS)
+IMPLIED_LABEL = "implied-by"
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def expand(obj: Obj) -> list[dict[str, Any]]:
+    """The pods (and implied PodGroup) of a workload object."""
+    kind = str(obj.get("kind"))
+    where = describe(obj)
+    name, namespace = name_of(obj), namespace_of(obj)
+    spec = mapping(obj.get("spec"), where=f"{where}.spec")
+    if kind in KUBEFLOW_REPLICAS:
+        return _kubeflow(obj, spec, kind=kind, name=name, namespace=namespace, where=where)
+    if kind == "Job":
+        count = whole_number(
+            spec.get("parallelism", 1), where=f"{where}.spec.parallelism", minimum=0
+        )
+        names = [f"{name}-{_suffix(name, i, 5)}" for i in range(count)]
+    else:
+        count = whole_number(spec.get("replicas", 1), where=f"{where}.spec.replicas", minimum=0)
+        if kind == "StatefulSet":
+            names = [f"{name}-{i}" for i in range(count)]
+        elif kind == "Deployment":
+            template_hash = _suffix(name, -1, 10)
+            names = [f"{name}-{template_hash}-{_suffix(name, i, 5)}" for i in range(count)]
+        else:
+            names = [f"{name}-{_suffix(name, i, 5)}" for i in range(count)]
+    template = mapping(spec.get("template"), where=f"{where}.spec.template")
+    return [_pod(template, pod_name, namespace, {}) for pod_name in names]
+
+
+def _kubeflow(
+    obj: Obj, spec: Mapping[str, Any], *, kind: str, name: str, namespace: str, where: str
+) -> list[dict[str, Any]]:
+    key = KUBEFLOW_REPLICAS[kind]
+    replica_specs = mapping(spec.get(key), where=f"{where}.spec.{key}")
+    pods: list[dict[str, Any]] = []
+    for replica_type, raw in replica_specs.items():
+        replica = mapping(raw, where=f"{where}.spec.{key}.{replica_type}")
+        count = whole_number(
+            replica.get("replicas", 1),
+            where=f"{where}.spec.{key}.{replica_type}.replicas",
+            minimum=0,
+        )
+        template = mapping(replica.get("template"), where=f"{where}.spec.{key}.{replica_type}")
+        role = str(replica_type).lower()
+        labels = {
+            "training.kubeflow.org/job-name": name,
+            "training.kubeflow.org/replica-type": role,
+        }
+        for index in range(count):
+            labels["training.kubeflow.org/replica-index"] = str(index)
+            pods.append(_pod(template, f"{name}-{role}-{index}", namespace, labels))
+    return pods + _implied_group(obj, spec, pods, name=name, namespace=namespace, where=where)
+
+
+def _implied_group(
+    obj: Obj,
+    spec: Mapping[str, Any],
+    pods: list[dict[str, Any]],
+    *,
+    name: str,
+    namespace: str,
+    where: str,
+) -> list[dict[str, Any]]:
+    """The PodGroup a Kubeflow operator creates when its pods name a group after the job."""
+    named = {
+        ref.name
+        for pod in pods
+        if (ref := group_of(pod, namespace=namespace, where=where)) and ref.min_available is None
+    }
+    if name not in named:
+        return []
+    policy = mapping(
+        mapping(spec.get("runPolicy"), where=f"{where}.spec.runPolicy").get("schedulingPolicy"),
+        where=f"{where}.spec.runPolicy.schedulingPolicy",
+    )
+    min_member = policy.get("minAvailable", len(pods))
+    group_spec: dict[str, Any] = {"minMember": min_member}
+    if policy.get("queue"):
+        group_spec["queue"] = policy["queue"]
+    return [
+        {
+            "apiVersion": "scheduling.batchsched.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {IMPLIED_LABEL: str(obj["kind"])},
+            },
+            "spec": group_spec,
+        }
+    ]
+
+
+def _pod(
+    template: Mapping[str, Any], name: str, namespace: str, labels: Mapping[str, str]
+) -> dict[str, Any]:
+    meta = copy.deepcopy(dict(template.get("metadata") or {}))
+    meta.pop("creationTimestamp", None)
+    meta["name"] = name
+    meta["namespace"] = namespace
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": copy.deepcopy(dict(template.get("spec") or {})),
+    }
+
+
+def _suffix(seed: str, index: int, length: int) -> str:
+    digest = hashlib.sha256(f"{seed}/{index}".encode()).digest()
+    return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:length])
