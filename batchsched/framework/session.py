@@ -87,13 +87,17 @@ class Session:
     # Checks: the first plugin that objects wins, and its words become the reason.
 
     def invalid(self, job: JobInfo) -> str | None:
-        return _first(check(job) for check in self.valid_checks)
+        return _first(self.valid_checks, job)
 
     def not_enqueueable(self, job: JobInfo) -> str | None:
-        return _first(check(job) for check in self.enqueue_checks)
+        return _first(self.enqueue_checks, job)
 
     def not_allocatable(self, job: JobInfo, task: TaskInfo) -> str | None:
-        return _first(check(job, task) for check in self.allocate_checks)
+        for check in self.allocate_checks:
+            message = check(job, task)
+            if message:
+                return message
+        return None
 
     def overused(self, queue: str) -> bool:
         return any(check(queue) for check in self.overused_checks)
@@ -111,7 +115,8 @@ class Session:
             cache.seen = len(self.touched)
             self._shapes[task.task.shape_key] = cache
         elif cache.seen < len(self.touched):
-            stale = np.unique(np.fromiter(self.touched[cache.seen :], dtype=np.int64))
+            changed = self.touched[cache.seen :]
+            stale = np.array(changed if len(changed) == 1 else sorted(set(changed)))
             cache.scores[stale] = self._evaluate(task, stale)
             cache.seen = len(self.touched)
         if self.node_count == 0:
@@ -168,5 +173,9 @@ class Session:
         return self.decisions
 
 
-def _first(messages: Iterable[str | None]) -> str | None:
-    return next((m for m in messages if m), None)
+def _first(checks: list[JobCheck], job: JobInfo) -> str | None:
+    for check in checks:
+        message = check(job)
+        if message:
+            return message
+    return None

@@ -45,17 +45,18 @@ class Binpack:
         self.always = np.array(
             [session.snapshot.resources[c] in (CPU, MEMORY) for c, _ in scored], dtype=np.bool_
         )
-        self.allocatable = session.snapshot.allocatable[:, self.columns]
+        capacity = session.snapshot.allocatable[:, self.columns]
+        self.has_capacity = capacity > 0
+        self.divisor = np.maximum(capacity, 1)
         session.scorers.append((self, self.weight))
 
     def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         request = task.vec[self.columns]
         weights = np.where(self.always | (request > 0), self.column_weights, 0)
-        capacity = self.allocatable[nodes]
-        used = self.session.requested[np.ix_(nodes, self.columns)] + request
-        utilization = np.minimum(used * MAX_UTILIZATION // np.maximum(capacity, 1), MAX_UTILIZATION)
+        used = self.session.requested[nodes][:, self.columns] + request
+        utilization = np.minimum(used * MAX_UTILIZATION // self.divisor[nodes], MAX_UTILIZATION)
         points = self.table[utilization]
-        counted = np.where((capacity > 0) & (points > 0), weights, 0)
+        counted = np.where(self.has_capacity[nodes] & (points > 0), weights, 0)
         total = (points * counted).sum(axis=1)
         weight_sum = counted.sum(axis=1)
         # Round half up, like Go's math.Round on these non-negative values.

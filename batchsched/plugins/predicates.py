@@ -22,6 +22,7 @@ BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
 
+_NEVER_SHORT = np.iinfo(np.int64).min
 SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 PORTS_TAKEN = "node(s) didn't have free ports for the requested pod ports"
 
@@ -44,12 +45,9 @@ class Predicates:
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         ok = self._static_mask(task.task.constraints)[nodes]
-        columns = np.flatnonzero(task.vec)
-        free = (
-            self.allocatable[np.ix_(nodes, columns)]
-            - self.session.requested[np.ix_(nodes, columns)]
-        )
-        ok &= (free >= task.vec[columns]).all(axis=1)
+        free = self.allocatable[nodes] - self.session.requested[nodes]
+        # Resources the pod does not request never rule a node out, even if overcommitted.
+        ok &= (free >= np.where(task.vec > 0, task.vec, _NEVER_SHORT)).all(axis=1)
         for port in task.task.host_ports:
             users = self.session.port_users.get(port)
             if users:

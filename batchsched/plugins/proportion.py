@@ -99,6 +99,8 @@ class Proportion:
         return None
 
     def _over_capability(self, job: JobInfo, task: TaskInfo) -> str | None:
+        if not self.queues[job.queue].capability:
+            return None
         after = self.allocated[job.queue] + task.vec
         over = np.flatnonzero((after > self.capability[job.queue]) & (task.vec > 0))
         if len(over):

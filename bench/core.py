@@ -1,0 +1,125 @@
+"""Throughput of the scheduling core alone: a synthetic cluster through one session.
+
+Usage: python bench/core.py [--nodes 5000] [--pods 20000] [--seed 1]
+Prints one JSON object. Nodes are a mix of CPU and 8-GPU machines; pods come in gangs
+of 1 to 32 members sharing one shape (plus a CPU launcher for GPU gangs), sized so
+that most, but not all, fit.
+"""
+
+import argparse
+import json
+import random
+import resource
+import time
+from typing import Any
+
+from batchsched.cache.cluster import ClusterCache
+from batchsched.cache.snapshot import take_snapshot
+from batchsched.framework.config import default_config, run_session
+
+SCHEDULER = "batch-scheduler"
+CPU_SHAPES = [("1", "2Gi"), ("2", "4Gi"), ("4", "16Gi"), ("500m", "1Gi")]
+GPU_SHAPES = [(1, "8", "32Gi"), (2, "16", "64Gi"), (4, "32", "128Gi"), (8, "64", "256Gi")]
+
+
+def node(index: int, rng: random.Random) -> dict[str, Any]:
+    gpu = rng.random() < 0.4
+    allocatable = (
+        {"cpu": "96", "memory": "768Gi", "nvidia.com/gpu": "8", "pods": "110"}
+        if gpu
+        else {"cpu": "64", "memory": "256Gi", "pods": "110"}
+    )
+    return {
+        "kind": "Node",
+        "metadata": {"name": f"node-{index:05d}", "labels": {"gpu": str(gpu).lower()}},
+        "status": {"allocatable": allocatable},
+    }
+
+
+def pod(name: str, group: str, requests: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "bench",
+            "annotations": {"scheduling.k8s.io/group-name": group},
+        },
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "containers": [{"name": "main", "resources": {"requests": requests}}],
+        },
+    }
+
+
+def workload(pods: int, rng: random.Random) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = []
+    made = 0
+    job = 0
+    while made < pods:
+        size = min(rng.randint(1, 32), pods - made)
+        group = f"job-{job:05d}"
+        members: list[dict[str, Any]] = []
+        if rng.random() < 0.5:
+            gpus, cpu, memory = rng.choice(GPU_SHAPES)
+            shape = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": gpus}
+            if size > 1:
+                members.append(pod(f"{group}-launcher", group, {"cpu": "1", "memory": "2Gi"}))
+        else:
+            cpu, memory = rng.choice(CPU_SHAPES)
+            shape = {"cpu": cpu, "memory": memory}
+        members += [pod(f"{group}-{i}", group, shape) for i in range(size - len(members))]
+        objects.append(
+            {
+                "apiVersion": "scheduling.batchsched.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": group, "namespace": "bench"},
+                "spec": {"minMember": size},
+            }
+        )
+        objects += members
+        made += size
+        job += 1
+    return objects
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=20000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    objects = [node(i, rng) for i in range(args.nodes)] + workload(args.pods, rng)
+
+    started = time.perf_counter()
+    cache = ClusterCache()
+    for obj in objects:
+        cache.apply(obj)
+    ingested = time.perf_counter()
+    snapshot = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+    snapped = time.perf_counter()
+    decisions = run_session(snapshot, default_config())
+    finished = time.perf_counter()
+
+    session_seconds = finished - snapped
+    decided = len(decisions.bindings) + len(decisions.pending)
+    print(
+        json.dumps(
+            {
+                "nodes": args.nodes,
+                "pods": args.pods,
+                "groups": sum(1 for o in objects if o["kind"] == "PodGroup"),
+                "bound": len(decisions.bindings),
+                "pending": len(decisions.pending),
+                "ingest_seconds": round(ingested - started, 3),
+                "snapshot_seconds": round(snapped - ingested, 3),
+                "seconds": round(session_seconds, 3),
+                "pods_per_second": round(decided / session_seconds),
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
