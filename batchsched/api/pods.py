@@ -7,7 +7,6 @@ from batchsched.api.meta import (
     Obj,
     annotations_of,
     creation_of,
-    describe,
     labels_of,
     mapping,
     name_of,
@@ -27,11 +26,11 @@ LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 
 def task_from_pod(pod: Obj, *, default_creation: float = 0.0) -> Task:
     """Parse a Pod; raises InvalidObject naming the pod and field when it cannot be used."""
-    where = describe({**pod, "kind": "Pod"})
+    namespace, name = namespace_of({**pod, "kind": "Pod"}), name_of({**pod, "kind": "Pod"})
+    where = f"Pod {namespace}/{name}"
     spec = mapping(pod.get("spec"), where=f"{where}.spec")
     status = mapping(pod.get("status"), where=f"{where}.status")
     meta = mapping(pod.get("metadata"), where=f"{where}.metadata")
-    namespace, name = namespace_of(pod), name_of(pod)
     priority = spec.get("priority")
     constraints = _constraints(spec, where=where)
     request = effective_request(spec, where=where)
@@ -90,11 +89,11 @@ def effective_request(spec: Mapping[str, object], *, where: str) -> ResourceList
     """
     total: ResourceList = {}
     for index, container in enumerate(sequence(spec.get("containers"), where=f"{where}.spec")):
-        _add(total, _container_request(container, where=f"{where}.containers[{index}]"))
+        _add(total, _container_request(container, where=f"{where}.spec.containers[{index}]"))
     init_peak: ResourceList = {}
     sidecars: ResourceList = {}
     for index, container in enumerate(sequence(spec.get("initContainers"), where=where)):
-        request = _container_request(container, where=f"{where}.initContainers[{index}]")
+        request = _container_request(container, where=f"{where}.spec.initContainers[{index}]")
         if isinstance(container, Mapping) and container.get("restartPolicy") == "Always":
             _add(sidecars, request)
             _add(total, request)

@@ -26,8 +26,9 @@ class ClusterCache:
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
         self.priority_classes: dict[str, PriorityClass] = {}
-        # "ns/name" of a pod that could not be parsed -> why; shown as its pending reason.
-        self.rejected_pods: dict[str, str] = {}
+        # "ns/name" of a pod that could not be parsed -> (its schedulerName, why); the
+        # reason is shown as the pod's pending reason.
+        self.rejected_pods: dict[str, tuple[str, str]] = {}
         self._sequence = 0.0
 
     def apply(self, obj: Obj, *, deleted: bool = False) -> None:
@@ -62,7 +63,9 @@ class ClusterCache:
         except InvalidObject as error:
             store.pop(key, None)
             if kind == "Pod":
-                self.rejected_pods[key] = str(error)
+                spec = obj.get("spec")
+                scheduler = spec.get("schedulerName") if isinstance(spec, dict) else None
+                self.rejected_pods[key] = (str(scheduler or "default-scheduler"), str(error))
             raise
 
     def assume(self, task_key: str, node_name: str) -> None:

@@ -18,7 +18,9 @@ def to_json(sim: Simulation) -> dict[str, Any]:
         }
         for t in ours
     ]
-    for key, message in sim.cache.rejected_pods.items():
+    for key, (scheduler, message) in sim.cache.rejected_pods.items():
+        if scheduler != sim.snapshot.scheduler_name:
+            continue
         namespace, name = key.split("/", 1)
         pods.append(
             {"namespace": namespace, "name": name, "node": None, "group": None, "reason": message}
