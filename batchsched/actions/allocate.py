@@ -21,7 +21,7 @@ def allocate(session: Session) -> None:
     queues = {name: session.job_order(jobs) for name, jobs in by_queue.items()}
     cursor = dict.fromkeys(queues, 0)
     while queues:
-        name = min(queues, key=session.queue_order_key)
+        name = min(queues, key=session.queue_order_key) if len(queues) > 1 else next(iter(queues))
         jobs = queues[name]
         if session.overused(name):
             _leave_waiting(session, jobs[cursor[name] :], f"queue {name} is at its fair share")

@@ -48,20 +48,29 @@ class Binpack:
         capacity = session.snapshot.allocatable[:, self.columns]
         self.has_capacity = capacity > 0
         self.divisor = np.maximum(capacity, 1)
+        self._shapes: dict[tuple[object, ...], tuple[IntArray, IntArray]] = {}
         session.scorers.append((self, self.weight))
 
     def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
-        request = task.vec[self.columns]
-        weights = np.where(self.always | (request > 0), self.column_weights, 0)
-        used = self.session.requested[nodes][:, self.columns] + request
+        request, weights = self._request_and_weights(task)
+        used = self.session.requested[nodes[:, None], self.columns] + request
         utilization = np.minimum(used * MAX_UTILIZATION // self.divisor[nodes], MAX_UTILIZATION)
         points = self.table[utilization]
         counted = np.where(self.has_capacity[nodes] & (points > 0), weights, 0)
         total = (points * counted).sum(axis=1)
         weight_sum = counted.sum(axis=1)
-        # Round half up, like Go's math.Round on these non-negative values.
-        rounded = (2 * total + weight_sum) // np.maximum(2 * weight_sum, 1)
-        return np.where(weight_sum > 0, rounded, 0)
+        # Round half up, like Go's math.Round on these non-negative values; a node with
+        # nothing to score gets 0 / 1 = 0.
+        rounded: IntArray = (2 * total + weight_sum) // np.maximum(2 * weight_sum, 1)
+        return rounded
+
+    def _request_and_weights(self, task: TaskInfo) -> tuple[IntArray, IntArray]:
+        found = self._shapes.get(task.task.shape_key)
+        if found is None:
+            request = task.vec[self.columns]
+            weights = np.where(self.always | (request > 0), self.column_weights, 0)
+            found = self._shapes[task.task.shape_key] = (request, weights)
+        return found
 
 
 def _shape(arguments: Mapping[str, Any]) -> list[tuple[int, int]]:

@@ -39,6 +39,7 @@ class Predicates:
         self.allocatable = session.snapshot.allocatable
         self.resources = session.snapshot.resources
         self._static: dict[Constraints, BoolArray] = {}
+        self._needs: dict[tuple[object, ...], IntArray] = {}
         plain = [not _blocking_taints(n) and n.ready and not n.unschedulable for n in self.nodes]
         self._plain: BoolArray = np.array(plain, dtype=np.bool_)
         session.filters.append(self)
@@ -46,8 +47,7 @@ class Predicates:
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         ok = self._static_mask(task.task.constraints)[nodes]
         free = self.allocatable[nodes] - self.session.requested[nodes]
-        # Resources the pod does not request never rule a node out, even if overcommitted.
-        ok &= (free >= np.where(task.vec > 0, task.vec, _NEVER_SHORT)).all(axis=1)
+        ok &= (free >= self._need(task)).all(axis=1)
         for port in task.task.host_ports:
             users = self.session.port_users.get(port)
             if users:
@@ -74,6 +74,14 @@ class Predicates:
             if count:
                 reasons[PORTS_TAKEN] += count
         return reasons
+
+    def _need(self, task: TaskInfo) -> IntArray:
+        """The request with unrequested resources set so low they never rule a node out,
+        even an overcommitted one."""
+        need = self._needs.get(task.task.shape_key)
+        if need is None:
+            need = self._needs[task.task.shape_key] = np.where(task.vec > 0, task.vec, _NEVER_SHORT)
+        return need
 
     def _static_mask(self, constraints: Constraints) -> BoolArray:
         mask = self._static.get(constraints)
