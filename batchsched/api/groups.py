@@ -86,7 +86,8 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
     group.phase = str(phase) if phase in PHASES else "Pending"
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms)")
+# "ms" before "m": the first alternative that matches wins, and "500ms" is not "500m" + "s".
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
