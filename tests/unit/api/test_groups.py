@@ -1,0 +1,147 @@
+"""PodGroups of our API and of the schedulers users migrate from."""
+
+from typing import Any
+
+import pytest
+
+from batchsched.api.groups import parse_duration, pod_group_from_object
+
+from ..builders import decide, pod, pod_group
+
+KUBE_BATCH = "scheduling.incubator.k8s.io/v1alpha1"
+VOLCANO = "scheduling.volcano.sh/v1beta1"
+COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"
+COSCHEDULING_OLD = "scheduling.sigs.k8s.io/v1alpha1"
+TENCENT = "batch.scheduler.tencent.com/v1"
+OURS = "scheduling.batchsched.io/v1alpha1"
+ALL_APIS = [OURS, KUBE_BATCH, VOLCANO, COSCHEDULING, COSCHEDULING_OLD, TENCENT]
+
+
+@pytest.mark.parametrize(
+    ("api_version", "timeout_spec", "timeout"),
+    [
+        (OURS, {"scheduleTimeoutSeconds": 60}, 60.0),
+        (KUBE_BATCH, {}, None),
+        (VOLCANO, {}, None),
+        (COSCHEDULING, {"scheduleTimeoutSeconds": 30}, 30.0),
+        (COSCHEDULING_OLD, {"scheduleTimeoutSeconds": "45"}, 45.0),
+        (TENCENT, {"maxScheduleTime": "1m30s"}, 90.0),
+        # Keys another API spells differently are not read.
+        (TENCENT, {"scheduleTimeoutSeconds": 30}, None),
+        (VOLCANO, {"scheduleTimeoutSeconds": 30}, None),
+    ],
+)
+def test_every_api_version_is_read(
+    api_version: str, timeout_spec: dict[str, Any], timeout: float | None
+) -> None:
+    obj = pod_group(
+        "g",
+        3,
+        namespace="ml",
+        api_version=api_version,
+        queue="research",
+        minResources={"cpu": "3", "nvidia.com/gpu": "2"},
+        priorityClassName="high",
+        **timeout_spec,
+    )
+    obj["status"] = {"phase": "Inqueue"}
+    group = pod_group_from_object(obj)
+    assert group.error is None
+    assert (group.key, group.min_member, group.queue, group.priority_class_name) == (
+        "ml/g",
+        3,
+        "research",
+        "high",
+    )
+    assert group.min_resources == {"cpu": 3000, "nvidia.com/gpu": 2}
+    assert group.schedule_timeout_seconds == timeout
+    assert (group.api_version, group.phase) == (api_version, "Inqueue")
+
+
+def test_defaults() -> None:
+    group = pod_group_from_object(pod_group("g", 1), default_creation=4.0)
+    assert (group.queue, group.phase, group.creation, group.min_resources) == (
+        "default",
+        "Pending",
+        4.0,
+        {},
+    )
+
+
+@pytest.mark.parametrize(
+    ("obj", "error"),
+    [
+        (
+            pod_group("g", 2, api_version="scheduling.volcano.sh/v1alpha9"),
+            "PodGroup default/g: apiVersion 'scheduling.volcano.sh/v1alpha9' is not one of "
+            f"{', '.join(sorted(ALL_APIS))}",
+        ),
+        (
+            {"apiVersion": OURS, "kind": "PodGroup", "metadata": {"name": "g"}, "spec": {}},
+            "PodGroup g: spec.minMember is required",
+        ),
+        (pod_group("g", 0), "PodGroup default/g.spec.minMember: 0 is below the minimum of 1"),
+        (pod_group("g", -3), "PodGroup default/g.spec.minMember: -3 is below the minimum of 1"),
+        (
+            {**pod_group("g", 1), "spec": {"minMember": "many"}},
+            "PodGroup default/g.spec.minMember: 'many' is not a whole number",
+        ),
+        (
+            pod_group("g", 2, minResources={"cpu": "-1"}),
+            "PodGroup default/g.spec.minResources.cpu: '-1' is negative",
+        ),
+        (
+            pod_group("g", 2, api_version=TENCENT, maxScheduleTime="soon"),
+            "PodGroup default/g.spec.maxScheduleTime: 'soon' is not a duration like 30s, 5m "
+            "or 1h30m",
+        ),
+        (
+            pod_group("g", 2, scheduleTimeoutSeconds=0),
+            "PodGroup default/g.spec.scheduleTimeoutSeconds: 0 is below the minimum of 1",
+        ),
+    ],
+)
+def test_malformed_groups_keep_the_reason(obj: dict[str, Any], error: str) -> None:
+    assert pod_group_from_object(obj).error == error
+
+
+@pytest.mark.parametrize("api_version", ALL_APIS)
+@pytest.mark.parametrize(("node_cpu", "bound"), [("2", 0), ("3", 3)])
+def test_every_api_version_gangs_its_pods(api_version: str, node_cpu: str, bound: int) -> None:
+    decisions = decide(
+        [
+            {
+                "kind": "Node",
+                "metadata": {"name": "n1"},
+                "status": {"allocatable": {"cpu": node_cpu, "memory": "8Gi"}},
+            },
+            pod_group("g", 3, api_version=api_version),
+            *(pod(f"p{i}", requests={"cpu": "1"}, group="g") for i in range(3)),
+        ]
+    )
+    assert len(decisions.bindings) == bound
+    assert decisions.jobs["default/g"].phase == ("Running" if bound else "Inqueue")
+
+
+@pytest.mark.parametrize(
+    ("raw", "seconds"),
+    [("30s", 30.0), ("5m", 300.0), ("1h30m", 5400.0), ("500ms", 0.5), (90, 90.0), (1.5, 1.5)],
+)
+def test_durations(raw: object, seconds: float) -> None:
+    assert parse_duration(raw, where="x") == seconds
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("", "x: '' is not a duration like 30s, 5m or 1h30m"),
+        ("5 m", "x: '5 m' is not a duration like 30s, 5m or 1h30m"),
+        ("1d", "x: '1d' is not a duration like 30s, 5m or 1h30m"),
+        ("0s", "x: '0s' must be positive"),
+        (-1, "x: -1 must be positive"),
+    ],
+)
+def test_bad_durations(raw: object, message: str) -> None:
+    with pytest.raises(ValueError) as error:
+        parse_duration(raw, where="x")
+    assert str(error.value) == message

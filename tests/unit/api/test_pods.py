@@ -1,0 +1,313 @@
+"""Pods as tasks: the effective request, the group a pod names, and parse errors."""
+
+import re
+from typing import Any
+
+import pytest
+
+from batchsched.api.errors import InvalidObject
+from batchsched.api.objects import GroupRef, Requirement, Toleration
+from batchsched.api.pods import effective_request, group_of, task_from_pod
+
+from ..builders import Obj, pod
+
+WHERE = "Pod default/p"
+GI = 2**30
+
+
+def container(name: str, *, kind: str = "requests", **resources: str) -> Obj:
+    return {"name": name, "resources": {kind: resources}}
+
+
+def sidecar(name: str, **requests: str) -> Obj:
+    return {**container(name, **requests), "restartPolicy": "Always"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param({"containers": [{"name": "c"}]}, {"pods": 1}, id="no-requests"),
+        pytest.param(
+            {"containers": [container("a", cpu="1", memory="1Gi"), container("b", cpu="500m")]},
+            {"cpu": 1500, "memory": GI, "pods": 1},
+            id="sum-of-containers",
+        ),
+        pytest.param(
+            {"containers": [container("a", kind="limits", cpu="2", **{"nvidia.com/gpu": "1"})]},
+            {"cpu": 2000, "nvidia.com/gpu": 1, "pods": 1},
+            id="limits-default-requests",
+        ),
+        pytest.param(
+            {
+                "containers": [
+                    {
+                        "name": "a",
+                        "resources": {
+                            "limits": {"cpu": "4", "memory": "8Gi"},
+                            "requests": {"cpu": "1"},
+                        },
+                    }
+                ]
+            },
+            {"cpu": 1000, "memory": 8 * GI, "pods": 1},
+            id="request-beats-limit-per-resource",
+        ),
+        pytest.param(
+            {
+                "initContainers": [container("i1", cpu="3"), container("i2", memory="4Gi")],
+                "containers": [container("a", cpu="1", memory="1Gi")],
+            },
+            {"cpu": 3000, "memory": 4 * GI, "pods": 1},
+            id="largest-init-container-per-resource",
+        ),
+        pytest.param(
+            {
+                "initContainers": [container("i", cpu="1")],
+                "containers": [container("a", cpu="2"), container("b", cpu="2")],
+            },
+            {"cpu": 4000, "pods": 1},
+            id="containers-beat-init",
+        ),
+        pytest.param(
+            {
+                "containers": [container("a", cpu="1")],
+                "overhead": {"cpu": "250m", "memory": "120Mi"},
+            },
+            {"cpu": 1250, "memory": 120 * 2**20, "pods": 1},
+            id="overhead-added",
+        ),
+        pytest.param(
+            {
+                "initContainers": [container("i", cpu="3")],
+                "containers": [container("a", cpu="1")],
+                "overhead": {"cpu": "100m"},
+            },
+            {"cpu": 3100, "pods": 1},
+            id="overhead-on-top-of-init-peak",
+        ),
+        pytest.param(
+            {
+                "initContainers": [sidecar("proxy", cpu="1"), container("setup", cpu="2")],
+                "containers": [container("a", cpu="1")],
+            },
+            # setup runs beside the already started proxy: 1 + 2 = 3 at the peak.
+            {"cpu": 3000, "pods": 1},
+            id="sidecar-adds-to-later-init",
+        ),
+        pytest.param(
+            {
+                "initContainers": [container("setup", cpu="2"), sidecar("proxy", cpu="1")],
+                "containers": [container("a", cpu="2")],
+            },
+            # The sidecar keeps running beside the containers: 2 + 1; setup ran alone.
+            {"cpu": 3000, "pods": 1},
+            id="sidecar-adds-to-steady-request",
+        ),
+        pytest.param(
+            {
+                "initContainers": [sidecar("s1", memory="1Gi"), sidecar("s2", memory="2Gi")],
+                "containers": [container("a", memory="1Gi")],
+            },
+            {"memory": 4 * GI, "pods": 1},
+            id="sidecars-accumulate",
+        ),
+    ],
+)
+def test_effective_request(spec: dict[str, Any], expected: dict[str, int]) -> None:
+    assert effective_request(spec, where=WHERE) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"containers": [container("a", cpu="-1")]},
+            "Pod default/p.spec.containers[0].resources.requests.cpu: '-1' is negative",
+        ),
+        (
+            {"containers": [{"name": "a"}, container("b", kind="limits", memory="1Gb")]},
+            "Pod default/p.spec.containers[1].resources.limits.memory: '1Gb' is not a quantity",
+        ),
+        (
+            {"initContainers": [container("i", cpu="x")], "containers": []},
+            "Pod default/p.spec.initContainers[0].resources.requests.cpu: 'x' is not a quantity",
+        ),
+        (
+            {"containers": [], "overhead": {"memory": "-5Mi"}},
+            "Pod default/p.spec.overhead.memory: '-5Mi' is negative",
+        ),
+    ],
+)
+def test_bad_quantities_name_pod_and_field(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidObject) as error:
+        task_from_pod({"kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
+    assert str(error.value) == message
+
+
+# The association keys of DESIGN section 3, in precedence order: (where, key).
+ASSOCIATION_KEYS = [
+    ("annotations", "scheduling.batchsched.io/group-name"),
+    ("annotations", "scheduling.k8s.io/group-name"),
+    ("labels", "scheduling.x-k8s.io/pod-group"),
+    ("labels", "group.batch.scheduler.tencent.com"),
+    ("labels", "pod-group.scheduling.sigs.k8s.io/name"),
+]
+LIGHTWEIGHT_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
+
+
+def carrying(keys: list[tuple[str, str]], *, min_available: str = "2") -> Obj:
+    """A pod naming group `g<i>` under the i-th of `keys`."""
+    meta: dict[str, dict[str, str]] = {"labels": {}, "annotations": {}}
+    for where, key in keys:
+        meta[where][key] = f"g{ASSOCIATION_KEYS.index((where, key))}"
+    if any(key == ASSOCIATION_KEYS[-1][1] for _, key in keys):
+        meta["labels"][LIGHTWEIGHT_MIN] = min_available
+    return {"kind": "Pod", "metadata": {"name": "p", "namespace": "ml", **meta}}
+
+
+@pytest.mark.parametrize("first", range(len(ASSOCIATION_KEYS)))
+def test_first_association_key_wins(first: int) -> None:
+    """A pod carrying key `first` and every later one belongs to the group of `first`."""
+    ref = group_of(carrying(ASSOCIATION_KEYS[first:]), namespace="ml", where=WHERE)
+    label_only = first == len(ASSOCIATION_KEYS) - 1
+    assert ref == GroupRef("ml", f"g{first}", 2 if label_only else None)
+
+
+def test_our_key_may_be_a_label() -> None:
+    labelled = pod("p", labels={"scheduling.batchsched.io/group-name": "mine"})
+    assert group_of(labelled, namespace="default", where=WHERE) == GroupRef("default", "mine")
+
+
+@pytest.mark.parametrize(
+    ("where", "key"),
+    [
+        ("labels", "scheduling.k8s.io/group-name"),
+        ("annotations", "scheduling.x-k8s.io/pod-group"),
+        ("annotations", "group.batch.scheduler.tencent.com"),
+    ],
+)
+def test_keys_count_only_where_their_scheduler_puts_them(where: str, key: str) -> None:
+    stray = {"kind": "Pod", "metadata": {"name": "p", where: {key: "g"}}}
+    assert group_of(stray, namespace="default", where=WHERE) is None
+
+
+def test_pod_without_keys_is_alone() -> None:
+    assert task_from_pod(pod("p")).group is None
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        (
+            {"pod-group.scheduling.sigs.k8s.io/name": "g"},
+            f"{WHERE}: label pod-group.scheduling.sigs.k8s.io/name needs {LIGHTWEIGHT_MIN} "
+            "beside it",
+        ),
+        (
+            {"pod-group.scheduling.sigs.k8s.io/name": "g", LIGHTWEIGHT_MIN: "0"},
+            f"{WHERE}: label {LIGHTWEIGHT_MIN}='0' must be a whole number >= 1",
+        ),
+        (
+            {"pod-group.scheduling.sigs.k8s.io/name": "g", LIGHTWEIGHT_MIN: "two"},
+            f"{WHERE}: label {LIGHTWEIGHT_MIN}='two' must be a whole number >= 1",
+        ),
+    ],
+)
+def test_label_only_group_needs_a_valid_min_available(labels: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidObject) as error:
+        task_from_pod(pod("p", labels=labels))
+    assert str(error.value) == message
+
+
+def test_constraints_and_ports_are_parsed() -> None:
+    task = task_from_pod(
+        pod(
+            "p",
+            spec={
+                "nodeSelector": {"zone": "a", "disk": "ssd"},
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "gpu", "operator": "In", "values": ["a100"]}
+                                    ],
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "NotIn",
+                                            "values": ["n1"],
+                                        }
+                                    ],
+                                }
+                            ]
+                        }
+                    }
+                },
+                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                "containers": [
+                    {"name": "a", "ports": [{"containerPort": 80, "hostPort": 8080}]},
+                    {"name": "b", "ports": [{"containerPort": 53, "protocol": "UDP"}]},
+                ],
+            },
+        )
+    )
+    constraints = task.constraints
+    assert constraints.node_selector == (("disk", "ssd"), ("zone", "a"))
+    assert constraints.affinity == (
+        (
+            Requirement("gpu", "In", ("a100",)),
+            Requirement("metadata.name", "NotIn", ("n1",), field=True),
+        ),
+    )
+    assert constraints.tolerations == (Toleration("dedicated", "Exists", "", ""),)
+    assert task.host_ports == frozenset({("TCP", 8080)})
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "k", "operator": "Is"}]}
+                            ]
+                        }
+                    }
+                }
+            },
+            "operator: 'Is' is not one of DoesNotExist, Exists, Gt, In, Lt, NotIn",
+        ),
+        (
+            {"tolerations": [{"key": "k", "operator": "Equals"}]},
+            "Pod default/p.spec.tolerations[0].operator: 'Equals' is not one of Equal, Exists",
+        ),
+        ({"nodeSelector": ["zone=a"]}, "Pod default/p.spec.nodeSelector: expected a map"),
+    ],
+)
+def test_bad_constraints_are_named(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidObject, match=re.escape(message)):
+        task_from_pod(pod("p", spec=spec))
+
+
+def test_task_fields() -> None:
+    task = task_from_pod(
+        {
+            "kind": "Pod",
+            "metadata": {"name": "p", "uid": "u-1", "deletionTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": {"nodeName": "n1", "priority": 7, "containers": []},
+            "status": {"phase": "Running"},
+        },
+        default_creation=3.0,
+    )
+    assert (task.key, task.uid, task.scheduler_name, task.node_name) == (
+        "default/p",
+        "u-1",
+        "default-scheduler",
+        "n1",
+    )
+    assert (task.priority, task.phase, task.deleting, task.creation) == (7, "Running", True, 3.0)
