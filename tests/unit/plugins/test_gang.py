@@ -1,0 +1,174 @@
+"""gang: all of a group's minMember start together or none does, and its status says why."""
+
+import pytest
+
+from batchsched.framework.decisions import Condition
+
+from ..builders import Obj, at, decide, gang, node, placements, pod, pod_group
+
+ONE_CPU = {"cpu": "1"}
+
+
+def test_never_a_partial_gang_and_smaller_jobs_still_run() -> None:
+    decisions = decide(
+        [node("n1", cpu="2"), *gang("g", 3, requests=ONE_CPU), pod("small", requests=ONE_CPU)]
+    )
+    assert placements(decisions) == {"default/small": "n1"}
+    message = "gang default/g: 2/3 placed; 0/1 nodes fit: 1 Insufficient cpu"
+    assert decisions.pending == {f"default/g-{i}": message for i in range(3)}
+    status = decisions.jobs["default/g"]
+    assert (status.phase, status.scheduled, status.min_member) == ("Inqueue", 0, 3)
+    assert status.condition == Condition("Unschedulable", "NotEnoughResources", message)
+
+
+def test_only_one_of_two_competing_gangs_runs() -> None:
+    decisions = decide(
+        [
+            node("n1", cpu="4"),
+            *gang("first", 3, requests=ONE_CPU),
+            *gang("second", 3, requests=ONE_CPU),
+        ]
+    )
+    assert sorted(placements(decisions)) == [f"default/first-{i}" for i in range(3)]
+    assert decisions.jobs["default/second"].scheduled == 0
+
+
+def test_gang_with_fewer_pods_than_min_member_waits() -> None:
+    decisions = decide(
+        [
+            node("n1"),
+            pod_group("g", 3),
+            *(pod(f"g-{i}", requests=ONE_CPU, group="g") for i in range(2)),
+        ]
+    )
+    message = "gang default/g: 2 pods exist, minMember is 3"
+    assert placements(decisions) == {}
+    assert decisions.pending == {"default/g-0": message, "default/g-1": message}
+    status = decisions.jobs["default/g"]
+    assert status.phase == "Pending"
+    assert status.condition == Condition("Unschedulable", "NotEnoughResources", message)
+
+
+def test_members_beyond_min_member_are_placed_when_they_fit() -> None:
+    decisions = decide([node("n1", cpu="3"), *gang("g", 4, min_member=2, requests=ONE_CPU)])
+    assert sorted(placements(decisions)) == ["default/g-0", "default/g-1", "default/g-2"]
+    assert decisions.pending == {"default/g-3": "0/1 nodes fit: 1 Insufficient cpu"}
+    status = decisions.jobs["default/g"]
+    assert (status.phase, status.scheduled) == ("Running", 3)
+    assert status.condition == Condition("Scheduled", "Scheduled", "3/2 members scheduled")
+
+
+@pytest.mark.parametrize(("free_cpu", "bound"), [("3", 1), ("2", 0)])
+def test_bound_members_count_toward_min_member(free_cpu: str, bound: int) -> None:
+    """Two members run; the third completes the gang only if it fits."""
+    running = [
+        pod(f"g-{i}", requests=ONE_CPU, group="g", node_name="n1", phase="Running")
+        for i in range(2)
+    ]
+    decisions = decide(
+        [
+            node("n1", cpu=free_cpu),
+            pod_group("g", 3),
+            *running,
+            pod("g-2", requests=ONE_CPU, group="g"),
+        ]
+    )
+    assert len(decisions.bindings) == bound
+    status = decisions.jobs["default/g"]
+    assert (status.phase, status.scheduled, status.running) == (
+        ("Running", 3, 2) if bound else ("Inqueue", 2, 2)
+    )
+
+
+LIGHTWEIGHT = {"pod-group.scheduling.sigs.k8s.io/name": "lw"}
+
+
+@pytest.mark.parametrize(
+    ("min_available", "node_cpu", "bound"),
+    [("3", "2", 0), ("3", "3", 3), ("2", "2", 2)],
+)
+def test_label_only_group(min_available: str, node_cpu: str, bound: int) -> None:
+    labels = {**LIGHTWEIGHT, "pod-group.scheduling.sigs.k8s.io/min-available": min_available}
+    decisions = decide(
+        [
+            node("n1", cpu=node_cpu),
+            *(pod(f"lw-{i}", requests=ONE_CPU, labels=labels) for i in range(3)),
+        ]
+    )
+    assert len(decisions.bindings) == bound
+    status = decisions.jobs["default/lw"]
+    assert (status.min_member, status.scheduled) == (int(min_available), bound)
+    if not bound:
+        assert decisions.pending["default/lw-0"].startswith(
+            f"gang default/lw: 2/{min_available} placed; "
+        )
+
+
+@pytest.mark.parametrize(
+    ("waited", "condition"),
+    [
+        (
+            10,
+            Condition(
+                "Unschedulable",
+                "NotEnoughResources",
+                "gang default/g: 1/2 placed; 0/1 nodes fit: 1 Insufficient cpu",
+            ),
+        ),
+        (
+            60,
+            Condition(
+                "Unschedulable",
+                "ScheduleTimeout",
+                "still short of minMember after 30s: "
+                "gang default/g: 1/2 placed; 0/1 nodes fit: 1 Insufficient cpu",
+            ),
+        ),
+    ],
+)
+def test_schedule_timeout(waited: float, condition: Condition) -> None:
+    objects: list[Obj] = [
+        node("n1", cpu="1"),
+        pod_group("g", 2, created=0, scheduleTimeoutSeconds=30),
+        *(pod(f"g-{i}", requests=ONE_CPU, group="g", created=0) for i in range(2)),
+    ]
+    decisions = decide(objects, "starvationThreshold: 0", now=at(waited))
+    assert decisions.jobs["default/g"].condition == condition
+
+
+@pytest.mark.parametrize(
+    ("phases", "phase"),
+    [
+        (["Failed", "Running", None], "Failed"),
+        (["Succeeded", "Succeeded", "Succeeded"], "Completed"),
+        (["Succeeded", "Running", "Running"], "Running"),
+    ],
+)
+def test_phase_from_member_phases(phases: list[str | None], phase: str) -> None:
+    members = [
+        pod(f"g-{i}", group="g", phase=p, node_name=None if p is None else "n1")
+        for i, p in enumerate(phases)
+    ]
+    decisions = decide([node("n1"), pod_group("g", 3), *members])
+    assert decisions.jobs["default/g"].phase == phase
+
+
+def test_lone_pods_have_no_group_status() -> None:
+    decisions = decide([node("n1"), pod("alone", requests=ONE_CPU)])
+    assert decisions.jobs == {}
+    assert placements(decisions) == {"default/alone": "n1"}
+
+
+def test_missing_podgroup_waits_instead_of_running_alone() -> None:
+    decisions = decide([node("n1"), pod("p", requests=ONE_CPU, group="x")])
+    assert placements(decisions) == {}
+    assert decisions.pending == {"default/p": "PodGroup default/x does not exist"}
+    # There is no PodGroup object to write a status to.
+    assert decisions.jobs == {}
+
+
+def test_malformed_podgroup_holds_its_pods_with_the_reason() -> None:
+    decisions = decide([node("n1"), pod_group("g", 0), pod("g-0", requests=ONE_CPU, group="g")])
+    message = "PodGroup default/g.spec.minMember: 0 is below the minimum of 1"
+    assert decisions.pending == {"default/g-0": message}
+    assert decisions.jobs["default/g"].condition == Condition("Unschedulable", "Invalid", message)
