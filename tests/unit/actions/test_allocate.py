@@ -1,0 +1,83 @@
+"""allocate: whole jobs in order; a gang that has waited too long holds its queue."""
+
+import pytest
+
+from ..builders import Obj, at, decide, node, placements, pod, pod_group, queue
+
+ONE_CPU = {"cpu": "1"}
+
+
+def cluster(small_queue: str) -> list[Obj]:
+    """Two free CPUs; gang `big` (three 1-CPU pods, created at 0) cannot fit; job
+    `small` (one 1-CPU pod in `small_queue`, created at 10) can."""
+    return [
+        node("n1", cpu="4"),
+        pod("hog", requests={"cpu": "2"}, node_name="n1", scheduler="other"),
+        queue("other"),
+        pod_group("big", 3, created=0),
+        *(pod(f"big-{i}", requests=ONE_CPU, group="big", created=0) for i in range(3)),
+        pod_group("small", 1, created=10, queue=small_queue),
+        pod("small-0", requests=ONE_CPU, group="small", created=10),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("threshold", "waited", "small_queue", "held"),
+    [
+        ("60s", 30, "default", False),
+        ("60s", 120, "default", True),
+        ("60s", 120, "other", False),
+        ("0", 120, "default", False),
+    ],
+    ids=["not-yet-starving", "starving", "other-queue-unaffected", "threshold-off"],
+)
+def test_starving_gang_holds_its_queue(
+    threshold: str, waited: float, small_queue: str, held: bool
+) -> None:
+    decisions = decide(cluster(small_queue), f"starvationThreshold: {threshold}", now=at(waited))
+    assert decisions.pending["default/big-0"] == (
+        "gang default/big: 2/3 placed; 0/1 nodes fit: 1 Insufficient cpu"
+    )
+    if held:
+        assert placements(decisions) == {}
+        assert decisions.pending["default/small-0"] == (
+            "queue default is holding resources for starving job default/big"
+        )
+    else:
+        assert placements(decisions) == {"default/small-0": "n1"}
+
+
+def test_older_job_first_within_a_queue() -> None:
+    decisions = decide(
+        [
+            node("n1", cpu="2"),
+            *(pod(f"p{i}", requests=ONE_CPU, created=10 - i) for i in range(3)),
+        ],
+        now=at(10),
+    )
+    assert sorted(placements(decisions)) == ["default/p1", "default/p2"]
+    assert decisions.pending == {"default/p0": "0/1 nodes fit: 1 Insufficient cpu"}
+
+
+def test_pods_of_other_schedulers_are_left_alone() -> None:
+    decisions = decide([node("n1"), pod("theirs", requests=ONE_CPU, scheduler="default-scheduler")])
+    assert decisions.bindings == []
+    assert decisions.pending == {}
+
+
+def test_binding_carries_uid_and_job() -> None:
+    obj = pod("p", requests=ONE_CPU, group="g")
+    obj["metadata"]["uid"] = "1234"
+    decisions = decide([node("n1"), pod_group("g", 1), obj])
+    [binding] = decisions.bindings
+    assert (binding.key, binding.uid, binding.node, binding.job) == (
+        "default/p",
+        "1234",
+        "n1",
+        "default/g",
+    )
+
+
+def test_empty_cluster() -> None:
+    decisions = decide([pod("p", requests=ONE_CPU)])
+    assert decisions.pending == {"default/p": "0/0 nodes fit: no nodes in the cluster"}

@@ -1,0 +1,90 @@
+"""enqueue: a job is admitted only once its minResources fit its queue and the idle cluster."""
+
+import pytest
+
+from ..builders import Obj, Quantities, decide, gang, node, placements, pod, pod_group, queue
+
+ONE_CPU = {"cpu": "1"}
+
+
+@pytest.mark.parametrize(
+    ("min_resources", "message"),
+    [
+        ({"cpu": "6"}, "minResources needs cpu 6, the cluster has 4 idle"),
+        (
+            {"cpu": "4", "memory": "64Gi"},
+            "minResources needs memory 64Gi, the cluster has 16Gi idle",
+        ),
+        ({"nvidia.com/gpu": 1}, "minResources needs nvidia.com/gpu 1, the cluster has 0 idle"),
+    ],
+)
+def test_min_resources_beyond_the_idle_cluster(min_resources: Quantities, message: str) -> None:
+    decisions = decide(
+        [
+            node("n1", cpu="4", memory="16Gi"),
+            *gang("g", 2, requests=ONE_CPU, minResources=min_resources),
+        ]
+    )
+    assert placements(decisions) == {}
+    assert decisions.pending["default/g-0"] == f"waiting for resources: {message}"
+    assert decisions.jobs["default/g"].phase == "Pending"
+
+
+@pytest.mark.parametrize(
+    ("holder", "idle"),
+    [
+        # Admitted in an earlier session: its minResources stay reserved.
+        (
+            [
+                {**pod_group("held", 1, minResources={"cpu": "3"}), "status": {"phase": "Inqueue"}},
+                pod("held-0", requests=ONE_CPU, group="held"),
+            ],
+            "1",
+        ),
+        # Admitted now, earlier in the same pass.
+        ([*gang("held", 1, requests={"cpu": "5"}, minResources={"cpu": "3"})], "1"),
+        # Running pods of any scheduler use the cluster.
+        ([pod("other", requests={"cpu": "3"}, node_name="n1", scheduler="other")], "1"),
+    ],
+)
+def test_admission_counts_what_is_already_promised(holder: list[Obj], idle: str) -> None:
+    decisions = decide(
+        [node("n1", cpu="4"), *holder, *gang("g", 2, requests=ONE_CPU, minResources={"cpu": "2"})]
+    )
+    assert decisions.pending["default/g-0"] == (
+        f"waiting for resources: minResources needs cpu 2, the cluster has {idle} idle"
+    )
+
+
+def test_min_resources_beyond_queue_capability() -> None:
+    decisions = decide(
+        [
+            node("n1", cpu="8"),
+            queue("q", capability={"cpu": "2"}),
+            *gang("g", 1, requests=ONE_CPU, queue="q", minResources={"cpu": "3"}),
+        ]
+    )
+    assert decisions.pending == {
+        "default/g-0": "queue q: minResources would exceed its capability for cpu (0 of 2 in use)"
+    }
+
+
+@pytest.mark.parametrize(("actions", "bound"), [("enqueue, allocate", 0), ("allocate", 2)])
+def test_enqueue_is_the_gate(actions: str, bound: int) -> None:
+    """Without the enqueue action, minResources are not checked and the small pods run."""
+    decisions = decide(
+        [node("n1", cpu="4"), *gang("g", 2, requests=ONE_CPU, minResources={"cpu": "6"})],
+        f"actions: {actions}",
+    )
+    assert len(decisions.bindings) == bound
+    assert decisions.jobs["default/g"].phase == ("Running" if bound else "Pending")
+
+
+def test_admitted_but_unplaced_job_is_inqueue() -> None:
+    decisions = decide(
+        [node("n1", cpu="4"), *gang("g", 2, requests={"cpu": "3"}, minResources={"cpu": "2"})]
+    )
+    assert decisions.jobs["default/g"].phase == "Inqueue"
+    assert decisions.pending["default/g-0"] == (
+        "gang default/g: 1/2 placed; 0/1 nodes fit: 1 Insufficient cpu"
+    )
