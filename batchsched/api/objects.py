@@ -104,6 +104,8 @@ class Task:
     constraints: Constraints = Constraints()
     host_ports: frozenset[tuple[str, int]] = frozenset()
     deleting: bool = False
+    # The GPU cards a bound pod holds (annotation scheduling.batchsched.io/gpu-index).
+    gpu_index: tuple[int, ...] = ()
     # Everything predicates and scores may look at; tasks with equal keys are interchangeable.
     shape_key: tuple[object, ...] = ()
 

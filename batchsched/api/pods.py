@@ -3,6 +3,7 @@
 from collections.abc import Mapping
 
 from batchsched.api.errors import InvalidObject
+from batchsched.api.gpu import GPU_INDEX_ANNOTATION, check_gpu_request, parse_gpu_index
 from batchsched.api.meta import (
     Obj,
     annotations_of,
@@ -34,7 +35,9 @@ def task_from_pod(pod: Obj, *, default_creation: float = 0.0) -> Task:
     priority = spec.get("priority")
     constraints = _constraints(spec, where=where)
     request = effective_request(spec, where=where)
+    check_gpu_request(request, where=where)
     ports = _host_ports(spec, where=where)
+    gpu_index = annotations_of(pod).get(GPU_INDEX_ANNOTATION)
     return Task(
         namespace=namespace,
         name=name,
@@ -50,6 +53,7 @@ def task_from_pod(pod: Obj, *, default_creation: float = 0.0) -> Task:
         constraints=constraints,
         host_ports=ports,
         deleting=meta.get("deletionTimestamp") is not None,
+        gpu_index=parse_gpu_index(gpu_index, where=where) if gpu_index else (),
         shape_key=(tuple(sorted(request.items())), constraints, ports),
     )
 

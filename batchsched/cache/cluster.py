@@ -68,15 +68,18 @@ class ClusterCache:
                 self.rejected_pods[key] = (str(scheduler or "default-scheduler"), str(error))
             raise
 
-    def assume(self, task_key: str, node_name: str) -> None:
-        """Count a decided bind at once, so the next session sees the node as used."""
-        self.tasks[task_key].node_name = node_name
+    def assume(self, task_key: str, node_name: str, *, gpu_index: tuple[int, ...] = ()) -> None:
+        """Count a decided bind at once, so the next session sees the node (and cards) as used."""
+        task = self.tasks[task_key]
+        task.node_name = node_name
+        task.gpu_index = gpu_index
 
     def forget(self, task_key: str) -> None:
         """Undo an assumed bind that the API server refused."""
         task = self.tasks.get(task_key)
         if task is not None:
             task.node_name = None
+            task.gpu_index = ()
 
     @staticmethod
     def _key(obj: Obj, *, namespaced: bool) -> str:

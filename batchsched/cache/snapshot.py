@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from batchsched.api.gpu import GPU_MILLI
 from batchsched.api.objects import Node, PodGroup, Queue, Task
 from batchsched.api.queues import DEFAULT_QUEUE
-from batchsched.api.resources import BASE_RESOURCES, PODS, ResourceList
+from batchsched.api.resources import BASE_RESOURCES, GPU, PODS, ResourceList
 from batchsched.cache.cluster import ClusterCache
 
 IntArray = npt.NDArray[np.int64]
@@ -81,6 +82,8 @@ class Snapshot:
     jobs: dict[str, JobInfo]
     queues: dict[str, Queue]
     scheduler_name: str
+    # Bound pods that hold GPU cards, with their node rows: per-card usage is rebuilt from them.
+    gpu_holders: list[tuple[int, Task]] = field(default_factory=list)
 
     @property
     def column(self) -> dict[str, int]:
@@ -105,6 +108,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
             allocatable[i, column[name]] = value
     used = np.zeros_like(allocatable)
     port_users: dict[tuple[str, int], set[int]] = defaultdict(set)
+    gpu_holders: list[tuple[int, Task]] = []
     vectors: dict[tuple[object, ...], IntArray] = {}
     builder = _JobBuilder(cache, scheduler_name=scheduler_name, width=len(resources))
     for task in cache.tasks.values():
@@ -120,6 +124,8 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
             used[row] += vec
             for port in task.host_ports:
                 port_users[port].add(row)
+            if GPU in task.request or GPU_MILLI in task.request:
+                gpu_holders.append((row, task))
         builder.add(task, vec)
     return Snapshot(
         now=now,
@@ -131,6 +137,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
         jobs=builder.finish(),
         queues=_queues(cache),
         scheduler_name=scheduler_name,
+        gpu_holders=gpu_holders,
     )
 
 

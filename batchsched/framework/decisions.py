@@ -10,6 +10,8 @@ class Binding:
     uid: str
     node: str
     job: str
+    # GPU cards taken on the node; the shell records them in the gpu-index annotation.
+    gpu_index: tuple[int, ...] = ()
 
     @property
     def key(self) -> str:

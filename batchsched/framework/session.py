@@ -12,6 +12,7 @@ import numpy as np
 
 from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
 from batchsched.framework.decisions import Decisions
+from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import BoolArray, NodeFilter, NodeScorer, Plugin
 
 JobCheck = Callable[[JobInfo], str | None]
@@ -55,7 +56,9 @@ class Session:
         self.job_keys: list[Callable[[JobInfo], object]] = []
         self.task_keys: list[Callable[[TaskInfo], object]] = []
         self.queue_keys: list[Callable[[str], object]] = []
-        self.filters: list[NodeFilter] = []
+        self.gpu = GpuCards(snapshot, self.requested)
+        # The card filter is not a plugin: no configuration may over-allocate a GPU card.
+        self.filters: list[NodeFilter] = [self.gpu]
         self.scorers: list[tuple[NodeScorer, int]] = []
         self.valid_checks: list[JobCheck] = []
         self.enqueue_checks: list[JobCheck] = []
@@ -142,6 +145,7 @@ class Session:
         return f"0/{self.node_count} nodes fit: {listed or 'no nodes in the cluster'}"
 
     def allocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+        self.gpu.take(task, node)
         self.requested[node] += task.vec
         for port in task.task.host_ports:
             self.port_users.setdefault(port, set()).add(node)
@@ -150,6 +154,7 @@ class Session:
             handler(job, task, node)
 
     def deallocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+        self.gpu.release(task, node)
         self.requested[node] -= task.vec
         for port in task.task.host_ports:
             self.port_users[port].discard(node)

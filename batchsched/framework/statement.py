@@ -35,6 +35,7 @@ class Statement:
                     uid=task.task.uid,
                     node=nodes[node].name,
                     job=self.job.key,
+                    gpu_index=self.session.gpu.placed.get(task.key, ()),
                 )
             )
         self.placed.clear()

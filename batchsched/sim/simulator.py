@@ -47,7 +47,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
         elapsed += time.perf_counter() - started
         sessions += 1
         for binding in decisions.bindings:
-            cache.assume(binding.key, binding.node)
+            cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
             cache.tasks[binding.key].phase = "Running"
         for status in decisions.jobs.values():
             group = cache.pod_groups.get(status.key)
