@@ -29,6 +29,10 @@ class ClusterCache:
         # "ns/name" of a pod that could not be parsed -> (its schedulerName, why); the
         # reason is shown as the pod's pending reason.
         self.rejected_pods: dict[str, tuple[str, str]] = {}
+        # "ns/name" -> (node, GPU cards) of binds decided but not yet seen in the pod's
+        # nodeName. They outlive updates of the pod, which would otherwise make a decided
+        # pod look pending again.
+        self.assumed: dict[str, tuple[str, tuple[int, ...]]] = {}
         self._sequence = 0.0
 
     def apply(self, obj: Obj, *, deleted: bool = False) -> None:
@@ -57,9 +61,12 @@ class ClusterCache:
             self.rejected_pods.pop(key, None)
         if deleted:
             store.pop(key, None)
+            self.assumed.pop(key, None)
             return
         try:
-            store[key] = parse()
+            store[key] = parsed = parse()
+            if kind == "Pod":
+                self._keep_assumption(key, parsed)
         except InvalidObject as error:
             store.pop(key, None)
             if kind == "Pod":
@@ -73,13 +80,23 @@ class ClusterCache:
         task = self.tasks[task_key]
         task.node_name = node_name
         task.gpu_index = gpu_index
+        self.assumed[task_key] = (node_name, gpu_index)
 
     def forget(self, task_key: str) -> None:
         """Undo an assumed bind that the API server refused."""
+        assumed = self.assumed.pop(task_key, None)
         task = self.tasks.get(task_key)
-        if task is not None:
+        if assumed is not None and task is not None and task.node_name == assumed[0]:
             task.node_name = None
             task.gpu_index = ()
+
+    def _keep_assumption(self, key: str, task: Task) -> None:
+        """An update that still shows no node keeps the assumed bind; a node ends it."""
+        assumed = self.assumed.get(key)
+        if assumed is not None and task.node_name is None:
+            task.node_name, task.gpu_index = assumed
+        else:
+            self.assumed.pop(key, None)
 
     @staticmethod
     def _key(obj: Obj, *, namespaced: bool) -> str:
