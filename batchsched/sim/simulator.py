@@ -37,6 +37,8 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
             cache.apply(obj)
         except InvalidObject as error:
             errors.append(str(error))
+    # A malformed PodGroup is kept so that its pods can wait with its error; say it here too.
+    errors += [group.error for group in cache.pod_groups.values() if group.error]
     now = max((t.creation for t in cache.tasks.values()), default=0.0)
     elapsed = 0.0
     sessions = 0
