@@ -4,9 +4,10 @@ import pytest
 
 from batchsched.api.errors import InvalidObject
 from batchsched.framework.config import default_config, load_config
+from batchsched.plugins import PLUGINS
 from batchsched.plugins.binpack import Binpack
 
-PLUGINS = "binpack, gang, predicates, priority, proportion"
+ALLOWED_PLUGINS = ", ".join(sorted(PLUGINS))
 TOP_KEYS = "actions, schedulePeriod, schedulerName, starvationThreshold, tiers"
 BINPACK_ARGUMENTS = "functionshape, resources, resourcetoweightmap, shape, weight"
 
@@ -69,7 +70,7 @@ def test_settings(text: str, starvation: float | None, actions: tuple[str, ...])
         ("tier: []", f"config: unknown key 'tier' (allowed: {TOP_KEYS})"),
         (
             "tiers:\n- plugins: [{name: gangs}]",
-            f"config.tiers[0].plugins[0].name: unknown plugin 'gangs' (allowed: {PLUGINS})",
+            f"config.tiers[0].plugins[0].name: unknown plugin 'gangs' (allowed: {ALLOWED_PLUGINS})",
         ),
         (
             "actions: enqueue, preempt",

@@ -1,0 +1,53 @@
+"""Running `batchsched simulate` in-process, the way users and checks run it."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batchsched.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def report(self) -> dict[str, Any]:
+        parsed = json.loads(self.stdout)
+        assert isinstance(parsed, dict)
+        return parsed
+
+    @property
+    def pods(self) -> dict[str, dict[str, Any]]:
+        """The report's pods by "ns/name"."""
+        return {f"{p['namespace']}/{p['name']}": p for p in self.report["pods"]}
+
+    @property
+    def podgroups(self) -> dict[str, dict[str, Any]]:
+        return {f"{g['namespace']}/{g['name']}": g for g in self.report["podgroups"]}
+
+    @property
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        return {n["name"]: n for n in self.report["nodes"]}
+
+    def bound(self) -> dict[str, str]:
+        """ "ns/name" -> node of every bound pod."""
+        return {key: pod["node"] for key, pod in self.pods.items() if pod["node"]}
+
+
+def simulate(
+    capsys: pytest.CaptureFixture[str], *files: Path | str, config: str | None = None
+) -> Run:
+    argv = ["simulate", *(arg for f in files for arg in ("-f", str(f))), "-o", "json"]
+    if config is not None:
+        argv += ["--config", config]
+    code = main(argv)
+    captured = capsys.readouterr()
+    return Run(code=code, stdout=captured.out, stderr=captured.err)

@@ -1,0 +1,149 @@
+"""Every example in examples/ gives the outcome its header comment promises."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from batchsched.cli import main
+
+from .harness import EXAMPLES, simulate
+
+BINPACK_SEED = str(EXAMPLES / "config" / "binpack-seed.yaml")
+
+
+def test_tencent_race(capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate(capsys, EXAMPLES / "tencent-race.yaml")
+    assert run.code == 0
+    assert run.bound() == {f"default/web-group-race1-{i}": "node-1" for i in range(5)}
+    groups = run.podgroups
+    assert groups["default/group1"] == {
+        "namespace": "default",
+        "name": "group1",
+        "phase": "Running",
+        "minMember": 5,
+        "scheduled": 5,
+    }
+    assert (groups["default/group2"]["phase"], groups["default/group2"]["scheduled"]) == (
+        "Inqueue",
+        0,
+    )
+    for i in range(5):
+        pod = run.pods[f"default/web-group-race2-{i}"]
+        assert pod["group"] == "default/group2"
+        assert pod["reason"].startswith("gang default/group2: ")
+        assert pod["reason"].endswith("0/1 nodes fit: 1 Insufficient cpu")
+    node = run.nodes["node-1"]
+    assert node["allocatable"]["cpu"] == 8
+    assert node["requested"]["cpu"] == pytest.approx(5.9)
+    assert node["requested"]["memory"] == 140 * 2**20
+    assert run.report["summary"]["pods"] == 10
+    assert run.report["summary"]["bound"] == 5
+
+
+def test_kube_batch_tfjobs(capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate(capsys, EXAMPLES / "kube-batch-tfjobs.yaml")
+    assert run.code == 0
+    first = "kubeflow/tfjob-gang-scheduling"
+    second = "kubeflow/tfjob-gang-scheduling2"
+    bound = run.bound()
+    assert sorted(bound) == [f"{first}-ps-0", *(f"{first}-worker-{i}" for i in range(3))]
+    # One GPU per node: the three workers are on three different nodes.
+    assert len({bound[f"{first}-worker-{i}"] for i in range(3)}) == 3
+    assert sum(n["requested"].get("nvidia.com/gpu", 0) for n in run.report["nodes"]) == 3
+    assert run.podgroups[first]["phase"] == "Running"
+    assert run.podgroups[first]["scheduled"] == 4
+    assert run.podgroups[second]["scheduled"] == 0
+    assert run.podgroups[second]["minMember"] == 3
+    for name in ("ps-0", "worker-0", "worker-1"):
+        pod = run.pods[f"{second}-{name}"]
+        assert pod["node"] is None
+        assert "Insufficient nvidia.com/gpu" in pod["reason"]
+
+
+@pytest.mark.parametrize("config", [None, BINPACK_SEED], ids=["default-config", "seed-config"])
+def test_binpack_tfjob(capsys: pytest.CaptureFixture[str], config: str | None) -> None:
+    run = simulate(capsys, EXAMPLES / "binpack-tfjob.yaml", config=config)
+    assert run.code == 0
+    names = ["ps-0", *(f"worker-{i}" for i in range(4))]
+    assert run.bound() == {f"default/tf-smoke-gpu-{n}": "gpu-node-a" for n in names}
+    assert run.podgroups["default/tf-smoke-gpu"] == {
+        "namespace": "default",
+        "name": "tf-smoke-gpu",
+        "phase": "Running",
+        "minMember": 5,
+        "scheduled": 5,
+    }
+    assert run.nodes["gpu-node-a"]["requested"]["nvidia.com/gpu"] == 4
+    assert run.nodes["gpu-node-b"]["requested"]["nvidia.com/gpu"] == 0
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+Check = Callable[[Any], bool]
+
+
+def optional(kind: type) -> Check:
+    return lambda value: value is None or isinstance(value, kind)
+
+
+# DESIGN section 6: key -> check of the value, per section of the report.
+POD_FIELDS: dict[str, Check] = {
+    "namespace": lambda v: isinstance(v, str),
+    "name": lambda v: isinstance(v, str),
+    "node": optional(str),
+    "group": optional(str),
+    "reason": optional(str),
+}
+PODGROUP_FIELDS: dict[str, Check] = {
+    "namespace": lambda v: isinstance(v, str),
+    "name": lambda v: isinstance(v, str),
+    "phase": lambda v: v in ("Pending", "Inqueue", "Running", "Completed", "Failed", "Unknown"),
+    "minMember": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "scheduled": lambda v: isinstance(v, int) and not isinstance(v, bool),
+}
+NODE_FIELDS: dict[str, Check] = {
+    "name": lambda v: isinstance(v, str),
+    "allocatable": lambda v: isinstance(v, dict) and all(is_number(x) for x in v.values()),
+    "requested": lambda v: isinstance(v, dict) and all(is_number(x) for x in v.values()),
+}
+SUMMARY_FIELDS: dict[str, Check] = {
+    "pods": lambda v: isinstance(v, int),
+    "bound": lambda v: isinstance(v, int),
+    "sessions": lambda v: isinstance(v, int),
+    "elapsed_seconds": is_number,
+}
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_json_shape(capsys: pytest.CaptureFixture[str], example: str) -> None:
+    report = simulate(capsys, EXAMPLES / example).report
+    assert {"pods", "podgroups", "nodes", "summary"} <= report.keys()
+    for section, fields in (
+        ("pods", POD_FIELDS),
+        ("podgroups", PODGROUP_FIELDS),
+        ("nodes", NODE_FIELDS),
+    ):
+        assert report[section], section
+        for entry in report[section]:
+            assert entry.keys() == fields.keys(), section
+            bad = [key for key, check in fields.items() if not check(entry[key])]
+            assert not bad, f"{section}: {entry}"
+    summary = report["summary"]
+    assert {k for k, check in SUMMARY_FIELDS.items() if not check(summary.get(k))} == set()
+    assert summary["bound"] == sum(1 for p in report["pods"] if p["node"])
+    assert summary["pods"] == len(report["pods"])
+    for pod in report["pods"]:
+        assert (pod["node"] is None) == (pod["reason"] is not None), pod
+    for node in report["nodes"]:
+        assert node["allocatable"].keys() == node["requested"].keys()
+
+
+def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "-f", str(EXAMPLES / "tencent-race.yaml")]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("POD ")
+    assert "default/group1  Running  5/5" in table
+    assert "5/10 pods bound in " in table
