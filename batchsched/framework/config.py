@@ -4,6 +4,7 @@ Every problem is reported with the key it concerns and what is allowed there, be
 the scheduler does anything.
 """
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from batchsched.api.groups import parse_duration
 from batchsched.cache.snapshot import Snapshot
 from batchsched.framework.decisions import Decisions
 from batchsched.framework.plugin import Plugin
-from batchsched.framework.session import Session
+from batchsched.framework.session import Session, Timings
 from batchsched.plugins import PLUGINS
 
 DEFAULT_YAML = """
@@ -79,11 +80,20 @@ def default_config() -> SchedulerConfig:
     return load_config(DEFAULT_YAML, source="default config")
 
 
-def run_session(snapshot: Snapshot, config: SchedulerConfig) -> Decisions:
-    """The scheduling core: a snapshot in, decisions out, no I/O."""
-    session = Session(snapshot, tiers=config.tiers, starvation_seconds=config.starvation_seconds)
+def run_session(
+    snapshot: Snapshot, config: SchedulerConfig, *, timings: Timings | None = None
+) -> Decisions:
+    """The scheduling core: a snapshot in, decisions out, no I/O; `timings` are filled in."""
+    session = Session(
+        snapshot,
+        tiers=config.tiers,
+        starvation_seconds=config.starvation_seconds,
+        timings=timings,
+    )
     for action in config.actions:
+        started = time.perf_counter()
         ACTIONS[action](session)
+        session.timings.actions[action] = time.perf_counter() - started
     return session.close()
 
 

@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass, field
 
+from batchsched.api.resources import ResourceList
+
 
 @dataclass(slots=True)
 class Binding:
@@ -48,3 +50,5 @@ class Decisions:
     pending: dict[str, str] = field(default_factory=dict)
     # PodGroup key -> status; lone pods are not listed.
     jobs: dict[str, JobStatus] = field(default_factory=dict)
+    # Queue -> its fair share in this session, in the core's units (set by proportion).
+    deserved: dict[str, ResourceList] = field(default_factory=dict)

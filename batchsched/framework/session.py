@@ -4,9 +4,10 @@ Actions drive it; plugins register callbacks on it in `open`. Everything a sessi
 changes (node usage, queue usage) lives here, so a Statement can undo it exactly.
 """
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,6 +19,15 @@ from batchsched.framework.plugin import BoolArray, NodeFilter, NodeScorer, Plugi
 JobCheck = Callable[[JobInfo], str | None]
 TaskCheck = Callable[[JobInfo, TaskInfo], str | None]
 Handler = Callable[[JobInfo, TaskInfo, int], None]
+
+
+@dataclass(slots=True)
+class Timings:
+    """Where a session's time went, for the operator's metrics: seconds per action, and
+    per plugin for opening the session (its per-session set-up, as Volcano measures)."""
+
+    actions: dict[str, float] = field(default_factory=dict)
+    plugins: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -35,8 +45,10 @@ class Session:
         *,
         tiers: Sequence[Sequence[Plugin]],
         starvation_seconds: float | None = None,
+        timings: Timings | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.timings = Timings() if timings is None else timings
         self.starvation_seconds = starvation_seconds
         # Set by the enqueue action; without it every valid job may be allocated.
         self.enqueue_ran = False
@@ -71,7 +83,9 @@ class Session:
         self._shapes: dict[tuple[object, ...], _ShapeCache] = {}
         for tier in tiers:
             for plugin in tier:
+                started = time.perf_counter()
                 plugin.open(self)
+                self.timings.plugins[plugin.name] = time.perf_counter() - started
 
     # Ordering: keys from plugins in tier order, then creation and name so that equal
     # input always gives equal output.

@@ -55,6 +55,13 @@ class Proportion:
                 for task in job.pending:
                     demand[job.queue] += task.vec
         self.deserved = self._water_fill(snapshot.allocatable.sum(axis=0), demand)
+        session.decisions.deserved = {
+            name: {
+                snapshot.resources[column]: int(share[column])
+                for column in np.flatnonzero(share >= 1)
+            }
+            for name, share in self.deserved.items()
+        }
         session.valid_checks.append(self._invalid)
         session.enqueue_checks.append(self._enqueue_blocked)
         session.allocate_checks.append(self._over_capability)
