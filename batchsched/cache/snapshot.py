@@ -203,6 +203,10 @@ class _JobBuilder:
             self.jobs[key] = job
             return job
         existing = self.jobs.get(ref.key)
+        if existing is not None and existing.group is None:
+            # A group without an object is as old as its oldest pod, in whatever order
+            # the pods reached the cache.
+            existing.creation = min(existing.creation, task.creation)
         if existing is not None or not ours:
             return existing
         job = JobInfo(

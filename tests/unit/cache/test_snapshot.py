@@ -10,6 +10,7 @@ from batchsched.cache.snapshot import take_snapshot
 from ..builders import (
     SCHEDULER,
     Obj,
+    at,
     cache_of,
     node,
     pending_task,
@@ -178,3 +179,14 @@ def test_assumed_binds_count_at_once_and_can_be_forgotten() -> None:
     cache.forget("default/p")
     cache.forget("default/unknown")
     assert cache.tasks["default/p"].node_name is None
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 1, 0), (1, 2, 0)])
+def test_label_only_group_is_as_old_as_its_oldest_pod(order: tuple[int, int, int]) -> None:
+    labels = {
+        "pod-group.scheduling.sigs.k8s.io/name": "lw",
+        "pod-group.scheduling.sigs.k8s.io/min-available": "3",
+    }
+    pods = [pod(f"lw-{i}", labels=labels, created=10 * (i + 1)) for i in range(3)]
+    snapshot = snapshot_of([pods[i] for i in order])
+    assert snapshot.jobs["default/lw"].creation == at(10)
