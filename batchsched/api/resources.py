@@ -23,11 +23,18 @@ DEFAULT_MAX_PODS = 110
 
 ResourceList = dict[str, int]
 
+# The largest amount one quantity may hold (8 PiB of memory, 9 * 10^12 cores): snapshots
+# are int64 arrays, and a larger value would crash them or overflow their sums.
+MAX_UNITS = 2**53
+
 
 def to_units(name: str, value: object, *, where: str) -> int:
     """One quantity in the core's integer unit for resource `name`."""
     quantity = parse_quantity(value, where=where)
-    return ceil_int(quantity * 1000) if name == CPU else ceil_int(quantity)
+    units = ceil_int(quantity * 1000) if name == CPU else ceil_int(quantity)
+    if units > MAX_UNITS:
+        raise InvalidObject(f"{where}: {value!r} is too large")
+    return units
 
 
 def parse_resource_list(raw: object, *, where: str) -> ResourceList:

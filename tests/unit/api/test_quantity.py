@@ -88,6 +88,7 @@ def test_malformed_quantities_name_the_field(raw: object, problem: str) -> None:
         ("memory", "1.5k", 1500),
         ("memory", "1m", 1),
         ("nvidia.com/gpu", "4", 4),
+        ("memory", "8Pi", 2**53),
     ],
 )
 def test_core_units(name: str, raw: str | int, units: int) -> None:
@@ -99,3 +100,10 @@ def test_resource_list_names_the_resource_in_errors() -> None:
         parse_resource_list({"cpu": "4", "memory": "lots"}, where="Node n.status.allocatable")
     with pytest.raises(InvalidObject, match="expected a map of resource quantities, got '4'"):
         parse_resource_list("4", where="Node n.status.allocatable")
+
+
+@pytest.mark.parametrize(("name", "raw"), [("memory", "1e30"), ("memory", "9Pi"), ("cpu", "1e13")])
+def test_amounts_beyond_int64_headroom_are_refused(name: str, raw: str) -> None:
+    with pytest.raises(InvalidObject) as error:
+        to_units(name, raw, where=WHERE)
+    assert str(error.value) == f"{WHERE}: {raw!r} is too large"
