@@ -16,7 +16,7 @@ status: {allocatable: {cpu: "4", memory: 8Gi}}
 """
 
 
-def a_pod(name: str, *, cpu: str = "1", group: str | None = None, field: str = "cpu") -> str:
+def a_pod(name: str, *, amount: str = "1", group: str | None = None, field: str = "cpu") -> str:
     notes = f"annotations: {{scheduling.batchsched.io/group-name: {group}}}" if group else ""
     return f"""
 apiVersion: v1
@@ -24,7 +24,7 @@ kind: Pod
 metadata: {{name: {name}, namespace: default, {notes}}}
 spec:
   schedulerName: batch-scheduler
-  containers: [{{name: c, resources: {{requests: {{{field}: "{cpu}"}}}}}}]
+  containers: [{{name: c, resources: {{requests: {{{field}: "{amount}"}}}}}}]
 """
 
 
@@ -86,17 +86,20 @@ spec: {minMember: 0}
 
 
 @pytest.mark.parametrize(
-    ("cpu", "field", "problem"),
+    ("amount", "field", "problem"),
     [
         ("-1", "cpu", "cpu: '-1' is negative"),
         ("2 cores", "cpu", "cpu: '2 cores' is not a quantity"),
         ("12Qi", "memory", "memory: '12Qi' is not a quantity"),
+        ("1e30", "memory", "memory: '1e30' is too large"),
     ],
 )
 def test_bad_quantity_names_pod_and_field(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, cpu: str, field: str, problem: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, amount: str, field: str, problem: str
 ) -> None:
-    run = simulate(capsys, write(tmp_path, NODE, a_pod("bad", cpu=cpu, field=field), a_pod("ok")))
+    run = simulate(
+        capsys, write(tmp_path, NODE, a_pod("bad", amount=amount, field=field), a_pod("ok"))
+    )
     message = f"Pod default/bad.spec.containers[0].resources.requests.{problem}"
     assert run.code == 0
     assert run.stderr.splitlines() == [f"error: {message}"]
