@@ -3,10 +3,13 @@
 A job that does not fit is undone and the next one is tried, so a large gang never
 blocks smaller jobs behind it. To keep it from starving, once it has waited longer
 than the session's starvation threshold its queue stops handing resources to the jobs
-behind it: what frees up in the cluster then accumulates until the gang fits.
+behind it: what frees up in the cluster then accumulates until the gang fits. A gang
+that could not fit even the empty cluster is never waited for.
 """
 
 from collections import defaultdict
+
+import numpy as np
 
 from batchsched.actions.gang_placement import eligible, place_job
 from batchsched.cache.snapshot import JobInfo
@@ -42,8 +45,27 @@ def allocate(session: Session) -> None:
 
 
 def _starving(session: Session, job: JobInfo) -> bool:
+    """Short of minMember past the threshold, yet able to fit the cluster once it drains.
+
+    A job already at minMember runs, so it is not starving; and holding resources for a
+    gang that could not fit even an empty cluster would block its queue forever.
+    """
     limit = session.starvation_seconds
-    return limit is not None and session.snapshot.now - job.creation > limit
+    if limit is None or session.snapshot.now - job.creation <= limit:
+        return False
+    return job.bound < job.min_member and _fits_empty_cluster(session, job)
+
+
+def _fits_empty_cluster(session: Session, job: JobInfo) -> bool:
+    """A cheap necessary condition: enough pending pods each fit some node's allocatable,
+    and the smallest requests of as many as are needed fit the cluster's total."""
+    allocatable = session.snapshot.allocatable
+    needed = job.min_member - job.bound
+    fitting = [t.vec for t in job.pending if (allocatable >= t.vec).all(axis=1).any()]
+    if len(fitting) < needed:
+        return False
+    least = np.sort(np.array(fitting), axis=0)[:needed].sum(axis=0)
+    return bool((least <= allocatable.sum(axis=0)).all())
 
 
 def _leave_waiting(session: Session, jobs: list[JobInfo], message: str) -> None:

@@ -7,15 +7,31 @@ from ..builders import Obj, at, decide, node, placements, pod, pod_group, queue
 ONE_CPU = {"cpu": "1"}
 
 
+def old_gang(size: int, cpu: str, *, min_member: int | None = None, running: int = 0) -> list[Obj]:
+    """Gang `big`, created at 0: `size` pods asking for `cpu` each, the first `running`
+    of them already on n1."""
+    members = [
+        pod(
+            f"big-{i}",
+            requests={"cpu": cpu},
+            group="big",
+            created=0,
+            node_name="n1" if i < running else None,
+            phase="Running" if i < running else None,
+        )
+        for i in range(size)
+    ]
+    return [pod_group("big", size if min_member is None else min_member, created=0), *members]
+
+
 def cluster(small_queue: str) -> list[Obj]:
-    """Two free CPUs; gang `big` (three 1-CPU pods, created at 0) cannot fit; job
-    `small` (one 1-CPU pod in `small_queue`, created at 10) can."""
+    """Two free CPUs; gang `big` (three 1-CPU pods) cannot fit; job `small` (one 1-CPU
+    pod in `small_queue`, created at 10) can."""
     return [
         node("n1", cpu="4"),
         pod("hog", requests={"cpu": "2"}, node_name="n1", scheduler="other"),
         queue("other"),
-        pod_group("big", 3, created=0),
-        *(pod(f"big-{i}", requests=ONE_CPU, group="big", created=0) for i in range(3)),
+        *old_gang(3, "1"),
         pod_group("small", 1, created=10, queue=small_queue),
         pod("small-0", requests=ONE_CPU, group="small", created=10),
     ]
@@ -45,6 +61,22 @@ def test_starving_gang_holds_its_queue(
         )
     else:
         assert placements(decisions) == {"default/small-0": "n1"}
+
+
+@pytest.mark.parametrize(
+    "big",
+    [
+        pytest.param(old_gang(2, "8"), id="pods-larger-than-any-node"),
+        pytest.param(old_gang(3, "2"), id="gang-larger-than-the-cluster"),
+        pytest.param(old_gang(3, "3", min_member=2), id="min-member-larger-than-the-cluster"),
+        # At minMember already: running, not starving, though its extra pod waits.
+        pytest.param(old_gang(2, "3", min_member=1, running=1), id="running-gang-extra-member"),
+    ],
+)
+def test_jobs_that_never_hold_their_queue(big: list[Obj]) -> None:
+    objects = [node("n1", cpu="4"), *big, pod("small", requests=ONE_CPU, created=10)]
+    decisions = decide(objects, "starvationThreshold: 60s", now=at(120))
+    assert placements(decisions)["default/small"] == "n1"
 
 
 def test_older_job_first_within_a_queue() -> None:
