@@ -48,8 +48,9 @@ def expand(obj: Obj) -> list[dict[str, Any]]:
             names = [f"{name}-{template_hash}-{_suffix(name, i, 5)}" for i in range(count)]
         else:
             names = [f"{name}-{_suffix(name, i, 5)}" for i in range(count)]
-    template = mapping(spec.get("template"), where=f"{where}.spec.template")
-    return [_pod(template, pod_name, namespace, {}) for pod_name in names]
+    template_where = f"{where}.spec.template"
+    template = mapping(spec.get("template"), where=template_where)
+    return [_pod(template, pod_name, namespace, {}, where=template_where) for pod_name in names]
 
 
 def _kubeflow(
@@ -73,7 +74,9 @@ def _kubeflow(
         }
         for index in range(count):
             labels["training.kubeflow.org/replica-index"] = str(index)
-            pods.append(_pod(template, f"{name}-{role}-{index}", namespace, labels))
+            pod_name = f"{name}-{role}-{index}"
+            template_where = f"{where}.spec.{key}.{replica_type}.template"
+            pods.append(_pod(template, pod_name, namespace, labels, where=template_where))
     return pods + _implied_group(obj, spec, pods, name=name, namespace=namespace, where=where)
 
 
@@ -117,18 +120,24 @@ def _implied_group(
 
 
 def _pod(
-    template: Mapping[str, Any], name: str, namespace: str, labels: Mapping[str, str]
+    template: Mapping[str, Any],
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    *,
+    where: str,
 ) -> dict[str, Any]:
-    meta = copy.deepcopy(dict(template.get("metadata") or {}))
+    """One pod from a template; a malformed template raises InvalidObject naming it."""
+    meta = copy.deepcopy(dict(mapping(template.get("metadata"), where=f"{where}.metadata")))
     meta.pop("creationTimestamp", None)
     meta["name"] = name
     meta["namespace"] = namespace
-    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    meta["labels"] = {**mapping(meta.get("labels"), where=f"{where}.metadata.labels"), **labels}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": meta,
-        "spec": copy.deepcopy(dict(template.get("spec") or {})),
+        "spec": copy.deepcopy(dict(mapping(template.get("spec"), where=f"{where}.spec"))),
     }
 
 

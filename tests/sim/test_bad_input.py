@@ -64,6 +64,36 @@ def test_unknown_kind_is_a_warning(capsys: pytest.CaptureFixture[str], tmp_path:
     assert run.bound() == {"default/ok": "n1"}
 
 
+@pytest.mark.parametrize(
+    ("workload", "warning"),
+    [
+        (
+            "kind: Deployment\nmetadata: {name: web}\n"
+            "spec: {replicas: 2, template: {metadata: {labels: oops}}}\n",
+            "Deployment web.spec.template.metadata.labels: expected a map, got 'oops'",
+        ),
+        (
+            "kind: TFJob\nmetadata: {name: train}\n"
+            "spec: {tfReplicaSpecs: {Worker: {replicas: 1, template: {spec: [x]}}}}\n",
+            "TFJob train.spec.tfReplicaSpecs.Worker.template.spec: expected a map, got ['x']",
+        ),
+        (
+            "kind: StatefulSet\nmetadata: {name: db}\nspec: {replicas: -1}\n",
+            "StatefulSet db.spec.replicas: -1 is below the minimum of 0",
+        ),
+    ],
+    ids=["deployment-labels", "tfjob-spec", "statefulset-replicas"],
+)
+def test_malformed_workload_is_a_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, workload: str, warning: str
+) -> None:
+    path = write(tmp_path, NODE, workload, a_pod("ok"))
+    run = simulate(capsys, path)
+    assert run.code == 0
+    assert run.stderr.splitlines() == [f"warning: {path} document 2: {warning}"]
+    assert run.bound() == {"default/ok": "n1"}
+
+
 def test_podgroup_with_min_member_zero(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     group = """
 apiVersion: scheduling.batchsched.io/v1alpha1
