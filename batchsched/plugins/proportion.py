@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from batchsched.api.resources import format_amount
+from batchsched.api.resources import PODS, format_amount
 from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
@@ -32,6 +32,8 @@ class Proportion:
         snapshot = session.snapshot
         width = len(snapshot.resources)
         self.queues = snapshot.queues
+        # Pod slots are a per-node limit, not something queues share out.
+        self.shared = np.array([name != PODS for name in snapshot.resources], dtype=np.bool_)
         self.allocated: dict[str, IntArray] = {
             name: np.zeros(width, dtype=np.int64) for name in self.queues
         }
@@ -55,6 +57,9 @@ class Proportion:
                 for task in job.pending:
                     demand[job.queue] += task.vec
         self.deserved = self._water_fill(snapshot.allocatable.sum(axis=0), demand)
+        # Holding a queue back at its share only helps when another queue is waiting.
+        waiting = [q for q in demand if (demand[q] > self.allocated[q])[self.shared].any()]
+        self.contended = len(waiting) > 1
         session.decisions.deserved = {
             name: {
                 snapshot.resources[column]: int(share[column])
@@ -127,16 +132,16 @@ class Proportion:
         deserved = self.deserved.get(queue)
         if deserved is None:
             return 0.0
-        counted = deserved > 0
+        counted = (deserved > 0) & self.shared
         if not counted.any():
             return 0.0
         return float((self.allocated[queue][counted] / deserved[counted]).max())
 
     def _overused(self, queue: str) -> bool:
         deserved = self.deserved.get(queue)
-        return deserved is not None and bool(
-            deserved.any() and (deserved <= self.allocated[queue]).all()
-        )
+        if not self.contended or deserved is None or not deserved[self.shared].any():
+            return False
+        return bool((deserved <= self.allocated[queue])[self.shared].all())
 
     def _allocated(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         self.allocated[job.queue] += task.vec

@@ -69,9 +69,7 @@ def test_weights_share_the_cluster() -> None:
     )
     by_queue = Counter(key.split("/")[1][0] for key in placements(decisions))
     assert by_queue == {"a": 1, "b": 3}
-    assert decisions.pending["default/a1-0"] == (
-        "gang default/a1: 0/1 placed; 0/1 nodes fit: 1 Insufficient cpu"
-    )
+    assert decisions.pending["default/a1-0"] == "queue a is at its fair share"
 
 
 def test_lowest_share_is_served_first() -> None:
