@@ -1,7 +1,9 @@
-"""`batchsched simulate | ...`: the command line."""
+"""`batchsched simulate | run | ...`: the command line."""
 
 import argparse
+import asyncio
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +24,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     sim.add_argument("-f", "--filename", action="append", required=True, dest="files")
     sim.add_argument("--config", help="scheduler configuration YAML")
     sim.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    run = commands.add_parser("run", help="schedule pods on a Kubernetes cluster")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
+    run.add_argument("--config", help="scheduler configuration YAML")
+    run.add_argument("--metrics-port", type=int, default=8080, help="0 turns the server off")
+    run.add_argument("--leader-elect", action="store_true", help="hold a Lease to schedule")
     args = parser.parse_args(argv)
+    if args.command == "run":
+        return run_operator(args)
     try:
         config = read_config(args.config)
         loaded = load_files(args.files)
@@ -38,6 +47,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(to_json(result), indent=2))
     else:
         print(to_table(result))
+    return 0
+
+
+def run_operator(args: argparse.Namespace) -> int:
+    """kopf and the Kubernetes client are imported here only, so `simulate` starts fast."""
+    from batchsched.k8s.operator import Options, run
+
+    try:
+        config = read_config(args.config)
+    except (UnreadableInput, InvalidObject) as error:
+        print(f"batchsched: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    options = Options(args.kubeconfig, config, args.metrics_port, args.leader_elect)
+    asyncio.run(run(options))
     return 0
 
 

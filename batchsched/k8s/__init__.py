@@ -1,0 +1,1 @@
+"""The operator shell: the only code that talks to the Kubernetes API (`batchsched run`)."""

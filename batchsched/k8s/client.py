@@ -1,0 +1,196 @@
+"""Reaching the API server: credentials from a kubeconfig or the pod's service account,
+and one aiohttp session for every request batchsched makes itself.
+
+The `kubernetes` package is used only to read credentials, since it knows every
+kubeconfig form (files, inline data, exec plugins, rotating in-cluster tokens). Requests
+go through aiohttp: the generated client blocks the event loop and cannot decode the
+reply to a Binding.
+"""
+
+import asyncio
+import json
+import os
+import random
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+import kopf
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+JSON = dict[str, Any]
+T = TypeVar("T")
+
+# Transport failures worth retrying, like 429 and 5xx answers.
+TRANSPORT_ERRORS = (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class ApiError(Exception):
+    """The API server answered with an error status; `reason` is the Status reason."""
+
+    def __init__(self, method: str, path: str, status: int, body: JSON) -> None:
+        self.status = status
+        self.reason = str(body.get("reason") or "")
+        self.message = str(body.get("message") or body or "no details")
+        super().__init__(f"{method} {path}: HTTP {status}: {self.message}")
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying after a pause: throttled or a server-side failure."""
+        return self.status == 429 or self.status >= 500
+
+
+def error_code(error: BaseException) -> str:
+    """How metrics label a failed request."""
+    if isinstance(error, ApiError):
+        return str(error.status)
+    return "timeout" if isinstance(error, TimeoutError) else "connection"
+
+
+def is_transient(error: BaseException) -> bool:
+    return isinstance(error, TRANSPORT_ERRORS) or (isinstance(error, ApiError) and error.transient)
+
+
+def backoff(attempt: int, *, first: float = 0.2, cap: float = 10.0) -> float:
+    """Exponential pause with full jitter, so retrying clients do not move in step."""
+    return random.uniform(0, min(cap, first * 2**attempt))
+
+
+async def with_retries(
+    call: Callable[[], Awaitable[T]],
+    *,
+    seconds: float,
+    on_error: Callable[[BaseException], None] | None = None,
+) -> T:
+    """`call()`, again after a pause while it fails transiently, for up to `seconds`.
+
+    Other failures, and the last transient one, are raised; `on_error` sees every failure.
+    """
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except (ApiError, *TRANSPORT_ERRORS) as error:
+            if on_error is not None:
+                on_error(error)
+            if not is_transient(error) or time.monotonic() - started > seconds:
+                raise
+        await asyncio.sleep(backoff(attempt))
+        attempt += 1
+
+
+def load_configuration(kubeconfig: str | None) -> k8s_client.Configuration:
+    """`kubeconfig` if given; else the service account inside a pod; else $KUBECONFIG
+    or ~/.kube/config, as kubectl does."""
+    configuration = k8s_client.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration
+        )
+    else:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=configuration
+        )
+    return configuration
+
+
+def authorization(configuration: k8s_client.Configuration) -> str | None:
+    """The Authorization header value; asking for it refreshes an expiring token."""
+    bearer = configuration.auth_settings().get("BearerToken")
+    return str(bearer["value"]) if bearer else None
+
+
+def connection_info(configuration: k8s_client.Configuration) -> kopf.ConnectionInfo:
+    """The same credentials in the form kopf's login handler returns."""
+    scheme, token = None, None
+    header = authorization(configuration)
+    if header:
+        scheme, _, token = header.partition(" ")
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        scheme=scheme.capitalize() if scheme else None,
+        token=token,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+    )
+
+
+def _tls(configuration: k8s_client.Configuration) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class Api:
+    """JSON requests to one API server; errors raise ApiError or a TRANSPORT_ERRORS type."""
+
+    def __init__(
+        self,
+        configuration: k8s_client.Configuration,
+        *,
+        connections: int = 128,
+        timeout: float = 30.0,
+    ) -> None:
+        self.configuration = configuration
+        self._server = configuration.host.rstrip("/")
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=_tls(configuration), limit=connections),
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        content_type: str = "application/json",
+    ) -> JSON:
+        headers = {"Accept": "application/json"}
+        header = authorization(self.configuration)
+        if header:
+            headers["Authorization"] = header
+        data = None
+        if body is not None:
+            data = json.dumps(body)
+            headers["Content-Type"] = content_type
+        async with self._session.request(
+            method, self._server + path, data=data, headers=headers
+        ) as reply:
+            raw = await reply.read()
+            status = reply.status
+        parsed: object = json.loads(raw) if raw.strip() else {}
+        document = parsed if isinstance(parsed, dict) else {"value": parsed}
+        if status >= 400:
+            raise ApiError(method, path, status, document)
+        return document
+
+    async def get(self, path: str) -> JSON:
+        return await self.request("GET", path)
+
+    async def post(self, path: str, body: object) -> JSON:
+        return await self.request("POST", path, body)
+
+    async def put(self, path: str, body: object) -> JSON:
+        return await self.request("PUT", path, body)
+
+    async def patch(self, path: str, body: object, *, content_type: str = MERGE_PATCH) -> JSON:
+        return await self.request("PATCH", path, body, content_type=content_type)
+
+    async def close(self) -> None:
+        await self._session.close()
+        # Lets the TLS transports finish closing before the loop goes away (aiohttp docs).
+        await asyncio.sleep(0.1)

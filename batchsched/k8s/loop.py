@@ -1,0 +1,149 @@
+"""The session loop: one session per schedulePeriod, the only place decisions are made.
+
+It starts once the watch has seen the whole cluster and runs sessions only while this
+replica leads. It is one coroutine, so two sessions never overlap, and a session runs
+on the event loop from snapshot to assumed binds, so no watch event lands in between.
+A tick on which nothing the core reads has changed skips the session: an idle cluster
+costs a counter increment per period. Pods left pending are looked at again every
+`revisit_seconds` even so, because some reasons change with time alone (schedule
+timeouts, starvation).
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from prometheus_client import Gauge
+
+from batchsched.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, ResourceList, to_base_units
+from batchsched.cache.cluster import ClusterCache
+from batchsched.cache.snapshot import take_snapshot
+from batchsched.framework.config import SchedulerConfig, run_session
+from batchsched.framework.decisions import Decisions
+from batchsched.framework.session import Timings
+from batchsched.k8s.binder import Binder
+from batchsched.k8s.handlers import Watch
+from batchsched.k8s.usage import Usage, summarize
+from batchsched.metrics import (
+    ACTION_DURATION,
+    CLUSTER_ALLOCATABLE,
+    CLUSTER_ALLOCATED,
+    PENDING_GROUPS,
+    PENDING_PODS,
+    PLUGIN_DURATION,
+    QUEUE_ALLOCATED,
+    QUEUE_DESERVED,
+    SCHEDULE_ATTEMPTS,
+    SESSION_DURATION,
+    SESSIONS,
+)
+
+log = logging.getLogger(__name__)
+
+UNITS = {CPU: "core", MEMORY: "byte", EPHEMERAL_STORAGE: "byte"}
+
+
+class SessionLoop:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        watch: Watch,
+        binder: Binder,
+        *,
+        leading: Callable[[], bool],
+        revisit_seconds: float = 10.0,
+    ) -> None:
+        self.config = config
+        self.watch = watch
+        self.cache: ClusterCache = watch.cache
+        self.status = watch.status
+        self.binder = binder
+        self.leading = leading
+        self.revisit_seconds = revisit_seconds
+        self._last: float | None = None
+        self._waiting = False
+
+    async def run(self) -> None:
+        await self.watch.synced.wait()
+        log.info(
+            "cache synced: %d nodes, %d pods; scheduling every %gs",
+            len(self.cache.nodes),
+            len(self.cache.tasks),
+            self.config.schedule_period,
+        )
+        while True:
+            started = time.monotonic()
+            if self.leading():
+                if self._due(started):
+                    self._last = started
+                    self.session()
+                else:
+                    SESSIONS.labels("idle").inc()
+            else:
+                self._last = None
+            spent = time.monotonic() - started
+            await asyncio.sleep(max(0.0, self.config.schedule_period - spent))
+
+    def _due(self, now: float) -> bool:
+        changed = self.watch.changes.take()
+        if self._last is None or changed:
+            return True
+        return self._waiting and now - self._last >= self.revisit_seconds
+
+    def session(self) -> Decisions:
+        started = time.perf_counter()
+        snapshot = take_snapshot(
+            self.cache, now=time.time(), scheduler_name=self.config.scheduler_name
+        )
+        timings = Timings()
+        decisions = run_session(snapshot, self.config, timings=timings)
+        for binding in decisions.bindings:
+            self.cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
+        self.binder.submit(decisions.bindings)
+        SESSION_DURATION.observe(time.perf_counter() - started)
+        SESSIONS.labels("ran").inc()
+        pending = {**decisions.pending, **self._rejected()}
+        self._waiting = bool(pending)
+        usage = summarize(snapshot, decisions)
+        self.status.pods(pending, self.cache.tasks)
+        self.status.groups(decisions.jobs, self.cache.pod_groups)
+        self.status.queues(usage.queues, self.cache.queues)
+        self.status.invalid(self.watch.invalid)
+        _record(timings, decisions, pending, usage)
+        return decisions
+
+    def _rejected(self) -> dict[str, str]:
+        """Our pods the cache could not parse: their error is their pending reason."""
+        name = self.config.scheduler_name
+        return {
+            key: message
+            for key, (scheduler, message) in self.cache.rejected_pods.items()
+            if scheduler == name
+        }
+
+
+def _record(
+    timings: Timings, decisions: Decisions, pending: Mapping[str, str], usage: Usage
+) -> None:
+    for action, seconds in timings.actions.items():
+        ACTION_DURATION.labels(action).observe(seconds)
+    for plugin, seconds in timings.plugins.items():
+        PLUGIN_DURATION.labels(plugin).observe(seconds)
+    SCHEDULE_ATTEMPTS.labels("scheduled").inc(len(decisions.bindings))
+    SCHEDULE_ATTEMPTS.labels("unschedulable").inc(len(pending))
+    PENDING_PODS.set(len(pending))
+    PENDING_GROUPS.set(usage.pending_groups)
+    for gauge in (QUEUE_ALLOCATED, QUEUE_DESERVED):
+        gauge.clear()
+    for name, queue in usage.queues.items():
+        _set(QUEUE_ALLOCATED, queue.allocated, name)
+        _set(QUEUE_DESERVED, decisions.deserved.get(name, {}), name)
+    _set(CLUSTER_ALLOCATABLE, usage.cluster_allocatable)
+    _set(CLUSTER_ALLOCATED, usage.cluster_allocated)
+
+
+def _set(gauge: Gauge, amounts: ResourceList, *queue: str) -> None:
+    for resource, amount in amounts.items():
+        unit = UNITS.get(resource, "integer")
+        gauge.labels(*queue, resource, unit).set(to_base_units(resource, amount))

@@ -1,0 +1,328 @@
+"""Publishing what sessions decide: pod conditions, PodGroup and Queue status, and events.
+
+A write goes out only when what an object should show differs from what it shows: as
+the watch last saw it, or as last written here. Writes wait in a queue where a newer
+status for an object replaces a queued older one, and a few workers send them, so a
+cluster full of pending pods costs writes when their reasons change, not every session,
+and status never takes more than a few of the API server's slots away from binding.
+"""
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from batchsched.api.groups import GROUP, VERSION
+from batchsched.api.objects import PodGroup, Queue, Task
+from batchsched.api.resources import CPU, ResourceList
+from batchsched.framework.decisions import Binding, Condition, JobStatus
+from batchsched.k8s.client import (
+    JSON,
+    STRATEGIC_MERGE_PATCH,
+    TRANSPORT_ERRORS,
+    Api,
+    ApiError,
+    error_code,
+    with_retries,
+)
+from batchsched.k8s.workers import run_workers
+from batchsched.metrics import API_WRITES
+
+log = logging.getLogger(__name__)
+
+OUR_API = f"{GROUP}/{VERSION}"
+API_VERSIONS = {
+    "Pod": "v1",
+    "Node": "v1",
+    "Queue": OUR_API,
+    "PodGroup": OUR_API,
+    "PriorityClass": "scheduling.k8s.io/v1",
+}
+# The API server's limit on an event's note.
+NOTE_LIMIT = 1024
+
+ObjectRef = dict[str, str]
+
+
+def object_ref(obj: Mapping[str, Any]) -> ObjectRef:
+    """How an event names the object it is about."""
+    meta = obj["metadata"]
+    kind = str(obj["kind"])
+    ref = {
+        "apiVersion": str(obj.get("apiVersion") or API_VERSIONS[kind]),
+        "kind": kind,
+        "name": str(meta["name"]),
+    }
+    for key in ("namespace", "uid"):
+        if meta.get(key):
+            ref[key] = str(meta[key])
+    return ref
+
+
+def pod_ref(key: str, uid: str | None = None) -> ObjectRef:
+    namespace, name = key.split("/", 1)
+    ref = {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name}
+    if uid:
+        ref["uid"] = uid
+    return ref
+
+
+@dataclass(frozen=True)
+class QueueUsage:
+    """What a queue's Status shows: bound resources and its groups by phase."""
+
+    allocated: ResourceList = field(default_factory=dict)
+    pending: int = 0
+    inqueue: int = 0
+    running: int = 0
+
+
+def quantity(resource: str, amount: int) -> str:
+    """An amount in the core's units as a Kubernetes quantity (CPU is in millicores)."""
+    if resource == CPU and amount % 1000:
+        return f"{amount}m"
+    return str(amount // 1000 if resource == CPU else amount)
+
+
+def now_rfc3339(*, micro: bool = False) -> str:
+    stamp = datetime.now(UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+
+
+Write = Callable[[], Awaitable[object]]
+
+
+class StatusWriter:
+    def __init__(
+        self,
+        api: Api,
+        *,
+        scheduler_name: str,
+        instance: str,
+        concurrency: int = 4,
+        retry_seconds: float = 30.0,
+    ) -> None:
+        self.api = api
+        self.scheduler_name = scheduler_name
+        self.instance = instance
+        self.concurrency = concurrency
+        self.retry_seconds = retry_seconds
+        # (kind, key) -> what the object shows per the watch, and what we last wrote to it.
+        self._observed: dict[tuple[str, str], Any] = {}
+        self._written: dict[tuple[str, str], Any] = {}
+        # Queued writes by target, oldest first; an event's target is unique to it.
+        self._queue: dict[tuple[str, str], tuple[str, Write]] = {}
+        self._wake = asyncio.Event()
+        self._serial = itertools.count()
+
+    # What objects show now, from the watch.
+
+    def observe(self, kind: str, key: str, shown: object) -> None:
+        if shown is None:
+            self._observed.pop((kind, key), None)
+        else:
+            self._observed[(kind, key)] = shown
+
+    def forget(self, kind: str, key: str) -> None:
+        """The object is gone: drop what we know and what we meant to write to it."""
+        for store in (self._observed, self._written, self._queue):
+            store.pop((kind, key), None)
+
+    def _shown(self, kind: str, key: str) -> Any:
+        target = (kind, key)
+        return self._written[target] if target in self._written else self._observed.get(target)
+
+    # What sessions decide.
+
+    def pods(self, pending: Mapping[str, str], tasks: Mapping[str, Task]) -> None:
+        """PodScheduled=False with the session's reason, and a FailedScheduling event."""
+        for key, message in pending.items():
+            shown = self._shown("Pod", key)
+            if shown == message:
+                continue
+            self._written[("Pod", key)] = message
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+            }
+            if shown is None:
+                # Otherwise the merge keeps the time the pod first became unschedulable.
+                condition["lastTransitionTime"] = now_rfc3339()
+            namespace, name = key.split("/", 1)
+            path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
+            body = {"status": {"conditions": [condition]}}
+            write = partial(self.api.patch, path, body, content_type=STRATEGIC_MERGE_PATCH)
+            self._enqueue(("Pod", key), "pod_condition", write)
+            task = tasks.get(key)
+            ref = pod_ref(key, task.uid if task else None)
+            self.event(ref, "Warning", "FailedScheduling", message)
+
+    def bound(self, binding: Binding) -> None:
+        """The pod is bound: the API server set PodScheduled=True; say where it went."""
+        self._observed.pop(("Pod", binding.key), None)
+        self._written.pop(("Pod", binding.key), None)
+        self.event(
+            pod_ref(binding.key, binding.uid),
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {binding.key} to {binding.node}",
+            action="Binding",
+        )
+
+    def groups(self, statuses: Mapping[str, JobStatus], groups: Mapping[str, PodGroup]) -> None:
+        """Status of our own PodGroups; the foreign kinds belong to their schedulers."""
+        for key, status in statuses.items():
+            group = groups.get(key)
+            if group is None or group.api_version != OUR_API:
+                continue
+            shown = self._shown("PodGroup", key) or {}
+            desired: JSON = {
+                "phase": status.phase,
+                "scheduled": status.scheduled,
+                "running": status.running,
+                "succeeded": status.succeeded,
+                "failed": status.failed,
+            }
+            if status.condition is not None:
+                desired["conditions"] = [_condition(status.condition, shown)]
+            if _same(desired, shown):
+                continue
+            self._written[("PodGroup", key)] = {**shown, **desired}
+            path = f"/apis/{OUR_API}/namespaces/{group.namespace}/podgroups/{group.name}/status"
+            write = partial(self.api.patch, path, {"status": desired})
+            self._enqueue(("PodGroup", key), "podgroup_status", write)
+            if status.condition is not None and not _same_condition(desired, shown):
+                ref = {"apiVersion": OUR_API, "kind": "PodGroup", "namespace": group.namespace}
+                ref["name"] = group.name
+                scheduled = status.condition.type == "Scheduled"
+                self.event(
+                    ref,
+                    "Normal" if scheduled else "Warning",
+                    "Scheduled" if scheduled else "FailedScheduling",
+                    status.condition.message,
+                )
+
+    def queues(self, usage: Mapping[str, QueueUsage], queues: Mapping[str, Queue]) -> None:
+        for name in queues:
+            used = usage.get(name, QueueUsage())
+            shown = self._shown("Queue", name) or {}
+            allocated: dict[str, str | None] = {
+                resource: quantity(resource, amount)
+                for resource, amount in sorted(used.allocated.items())
+                if amount
+            }
+            # A merge patch keeps map keys it does not mention: null removes them.
+            for resource in shown.get("allocated") or {}:
+                allocated.setdefault(resource, None)
+            desired: JSON = {
+                "allocated": allocated,
+                "pending": used.pending,
+                "inqueue": used.inqueue,
+                "running": used.running,
+            }
+            if _same(desired, shown):
+                continue
+            kept = {k: v for k, v in allocated.items() if v is not None}
+            self._written[("Queue", name)] = {**shown, **desired, "allocated": kept}
+            path = f"/apis/{OUR_API}/queues/{name}/status"
+            write = partial(self.api.patch, path, {"status": desired})
+            self._enqueue(("Queue", name), "queue_status", write)
+
+    def invalid(self, problems: Mapping[tuple[str, str], tuple[ObjectRef, str]]) -> None:
+        """A Warning event on each unusable object, once per distinct problem."""
+        for (kind, key), (ref, message) in problems.items():
+            target = (f"Invalid{kind}", key)
+            if self._written.get(target) != message:
+                self._written[target] = message
+                self.event(ref, "Warning", "Invalid", message, action="Watching")
+
+    def event(
+        self,
+        regarding: ObjectRef,
+        type: str,
+        reason: str,
+        note: str,
+        *,
+        action: str = "Scheduling",
+    ) -> None:
+        namespace = regarding.get("namespace", "default")
+        name = f"{regarding['name']}.{time.time_ns():x}{next(self._serial):x}"
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "eventTime": now_rfc3339(micro=True),
+            "reportingController": self.scheduler_name,
+            "reportingInstance": self.instance,
+            "action": action,
+            "reason": reason,
+            "type": type,
+            "regarding": regarding,
+            "note": note[:NOTE_LIMIT],
+        }
+        path = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+        self._enqueue(("Event", name), "event", partial(self.api.post, path, body))
+
+    # Sending.
+
+    def _enqueue(self, target: tuple[str, str], what: str, write: Write) -> None:
+        self._queue.pop(target, None)
+        self._queue[target] = (what, write)
+        self._wake.set()
+
+    async def run(self) -> None:
+        await run_workers(self.concurrency, self._work)
+
+    async def _work(self) -> None:
+        while True:
+            while not self._queue:
+                self._wake.clear()
+                await self._wake.wait()
+            target = next(iter(self._queue))
+            what, write = self._queue.pop(target)
+            try:
+                await with_retries(write, seconds=self.retry_seconds)
+            except ApiError as error:
+                if error.status != 404:
+                    log.error("writing %s of %s/%s failed: %s", what, *target, error)
+                API_WRITES.labels(what, "gone" if error.status == 404 else error_code(error)).inc()
+            except TRANSPORT_ERRORS as error:
+                log.error("writing %s of %s/%s failed: %r", what, *target, error)
+                API_WRITES.labels(what, error_code(error)).inc()
+            else:
+                API_WRITES.labels(what, "ok").inc()
+
+
+def _condition(condition: Condition, shown: JSON) -> JSON:
+    """The condition as written; it keeps its transition time while its type holds."""
+    previous: JSON = next(iter(shown.get("conditions") or []), {})
+    since = previous.get("lastTransitionTime") if previous.get("type") == condition.type else None
+    return {
+        "type": condition.type,
+        "status": "True",
+        "reason": condition.reason,
+        "message": condition.message,
+        "lastTransitionTime": since or now_rfc3339(),
+    }
+
+
+def _comparable(value: object) -> object:
+    """Conditions compare without their transition times."""
+    if isinstance(value, list):
+        return [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in value]
+    return value
+
+
+def _same(desired: JSON, shown: JSON) -> bool:
+    return all(_comparable(v) == _comparable(shown.get(k)) for k, v in desired.items())
+
+
+def _same_condition(desired: JSON, shown: JSON) -> bool:
+    return _comparable(desired.get("conditions")) == _comparable(shown.get("conditions"))

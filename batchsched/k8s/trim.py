@@ -1,0 +1,139 @@
+"""Watched objects cut down to the fields the scheduling core reads.
+
+What the cache parses stays small this way, and updates that touch nothing the core
+reads (kubelet heartbeats, container statuses, managed fields) compare equal to the
+previous version and are dropped before parsing. The fields kept here mirror what
+`batchsched.api` parses; tests/unit/k8s/test_trim.py checks that a trimmed object parses
+exactly like the whole one.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from batchsched.api.gpu import GPU_INDEX_ANNOTATION
+from batchsched.api.pods import (
+    COSCHEDULING_GROUP_LABEL,
+    KUBE_BATCH_GROUP_KEY,
+    LIGHTWEIGHT_MIN_LABEL,
+    LIGHTWEIGHT_NAME_LABEL,
+    OUR_GROUP_KEY,
+    TENCENT_GROUP_LABEL,
+)
+
+JSON = dict[str, Any]
+
+POD_LABELS = (
+    OUR_GROUP_KEY,
+    COSCHEDULING_GROUP_LABEL,
+    TENCENT_GROUP_LABEL,
+    LIGHTWEIGHT_NAME_LABEL,
+    LIGHTWEIGHT_MIN_LABEL,
+)
+POD_ANNOTATIONS = (OUR_GROUP_KEY, KUBE_BATCH_GROUP_KEY, GPU_INDEX_ANNOTATION)
+POD_SPEC = (
+    "schedulerName",
+    "nodeName",
+    "priority",
+    "priorityClassName",
+    "overhead",
+    "nodeSelector",
+    "tolerations",
+)
+CONTAINER = ("resources", "restartPolicy")
+
+
+def trim_pod(pod: Mapping[str, Any]) -> JSON:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    kept: JSON = {key: spec[key] for key in POD_SPEC if spec.get(key) is not None}
+    for section in ("containers", "initContainers"):
+        if spec.get(section):
+            kept[section] = [_container(c) for c in spec[section]]
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if required:
+        kept["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+        }
+    return {
+        "kind": "Pod",
+        "metadata": {
+            **_identity(meta),
+            "deletionTimestamp": meta.get("deletionTimestamp"),
+            "labels": {k: labels[k] for k in POD_LABELS if k in labels},
+            "annotations": {k: annotations[k] for k in POD_ANNOTATIONS if k in annotations},
+        },
+        "spec": kept,
+        "status": {"phase": (pod.get("status") or {}).get("phase")},
+    }
+
+
+def _container(container: Mapping[str, Any]) -> JSON:
+    kept = {key: container[key] for key in CONTAINER if key in container}
+    ports = [
+        {"hostPort": p["hostPort"], "protocol": p.get("protocol")}
+        for p in container.get("ports") or []
+        if p.get("hostPort")
+    ]
+    if ports:
+        kept["ports"] = ports
+    return kept
+
+
+def trim_node(node: Mapping[str, Any]) -> JSON:
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    return {
+        "kind": "Node",
+        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "spec": {"taints": spec.get("taints"), "unschedulable": spec.get("unschedulable")},
+        "status": {
+            "allocatable": status.get("allocatable"),
+            "capacity": None if status.get("allocatable") else status.get("capacity"),
+            "conditions": [
+                {"type": "Ready", "status": c.get("status")}
+                for c in status.get("conditions") or []
+                if c.get("type") == "Ready"
+            ],
+        },
+    }
+
+
+def trim_pod_group(group: Mapping[str, Any]) -> JSON:
+    return {
+        "apiVersion": group.get("apiVersion"),
+        "kind": "PodGroup",
+        "metadata": _identity(group.get("metadata") or {}),
+        "spec": group.get("spec"),
+        "status": {"phase": (group.get("status") or {}).get("phase")},
+    }
+
+
+def trim_queue(queue: Mapping[str, Any]) -> JSON:
+    return {
+        "kind": "Queue",
+        "metadata": {"name": (queue.get("metadata") or {}).get("name")},
+        "spec": queue.get("spec"),
+    }
+
+
+def trim_priority_class(priority_class: Mapping[str, Any]) -> JSON:
+    return {
+        "kind": "PriorityClass",
+        "metadata": {"name": (priority_class.get("metadata") or {}).get("name")},
+        "value": priority_class.get("value"),
+        "globalDefault": priority_class.get("globalDefault"),
+    }
+
+
+def _identity(meta: Mapping[str, Any]) -> JSON:
+    return {
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "uid": meta.get("uid"),
+        "creationTimestamp": meta.get("creationTimestamp"),
+    }
