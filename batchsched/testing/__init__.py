@@ -1,0 +1,20 @@
+"""Test support: a real Kubernetes control plane on loopback and a raw REST client.
+
+Shared by the integration tests, operator tests and benchmarks; nothing in the
+scheduler itself imports it.
+"""
+
+from batchsched.testing.controlplane import ControlPlane, ControlPlaneError, find_assets
+from batchsched.testing.kube import JSON, ClusterObjects, Kube, KubeError, Resource, Response
+
+__all__ = [
+    "JSON",
+    "ClusterObjects",
+    "ControlPlane",
+    "ControlPlaneError",
+    "Kube",
+    "KubeError",
+    "Resource",
+    "Response",
+    "find_assets",
+]
