@@ -1,0 +1,89 @@
+"""Fixtures for tests against a real etcd + kube-apiserver (see batchsched.testing).
+
+One control plane serves the whole session; each test gets its own namespace, and
+the cluster-scoped objects it creates through `cluster_objects` are deleted after it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from batchsched.testing import (
+    ClusterObjects,
+    ControlPlane,
+    ControlPlaneError,
+    Kube,
+    find_assets,
+)
+from batchsched.testing.objects import load_manifests
+
+REPO = Path(__file__).resolve().parents[2]
+PROJECT_CRDS = REPO / "crds"
+FOREIGN_CRDS = Path(__file__).resolve().parent / "crds"
+
+
+def _skip_requested() -> bool:
+    # CI must never skip: there the variable is ignored.
+    return os.environ.get("BATCHSCHED_SKIP_INTEGRATION") == "1" and os.environ.get("CI") != "true"
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    if _skip_requested():
+        pytest.skip("BATCHSCHED_SKIP_INTEGRATION=1")
+    try:
+        plane = ControlPlane.start(find_assets(), crds=load_manifests(PROJECT_CRDS, FOREIGN_CRDS))
+    except ControlPlaneError as err:
+        problem = str(err)
+    else:
+        with plane:
+            yield plane
+        return
+    pytest.fail(f"cannot run the integration tests: {problem}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: ControlPlane) -> Kube:
+    """Raw REST client with cluster-admin rights."""
+    return control_plane.kube()
+
+
+@pytest.fixture(scope="session")
+def api_client(control_plane: ControlPlane) -> Iterator[Any]:
+    """The generated `kubernetes` client, configured from the control plane's kubeconfig."""
+    # Typed through a variable: some client releases annotate this function, some don't.
+    new_client: Callable[..., Any] = k8s_config.new_client_from_config
+    api = new_client(config_file=str(control_plane.kubeconfig))
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def core_v1(api_client: Any) -> Any:
+    return k8s_client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def namespace(kube: Kube, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace named after the test, wiped with all its contents afterwards."""
+    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
+    name = f"{stem}-{secrets.token_hex(3)}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    kube.wipe_namespace(name)
+
+
+@pytest.fixture
+def cluster_objects(kube: Kube) -> Iterator[ClusterObjects]:
+    objects = ClusterObjects(kube)
+    yield objects
+    objects.delete_all()
