@@ -1,0 +1,321 @@
+"""The scheduler's ClusterRole from manifests/, enforced by the API server's RBAC:
+a token bound only to it can do the scheduler's work and nothing more."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from batchsched.testing import JSON, ClusterObjects, Kube, KubeError
+from batchsched.testing.objects import load_manifests, node, pod
+
+pytestmark = pytest.mark.integration
+
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+ROLE_NAME = "batchsched"
+FOREIGN_GROUPS = (
+    "scheduling.incubator.k8s.io",
+    "scheduling.volcano.sh",
+    "scheduling.x-k8s.io",
+    "batch.scheduler.tencent.com",
+)
+
+
+@pytest.fixture(scope="module")
+def rbac_docs() -> list[JSON]:
+    docs = [d for d in load_manifests(MANIFESTS) if d.get("kind") in RBAC_KINDS]
+    if not any(d["kind"] == "ClusterRole" and d["metadata"]["name"] == ROLE_NAME for d in docs):
+        pytest.skip(f"manifests/ has no ClusterRole {ROLE_NAME!r} yet")
+    return docs
+
+
+@pytest.fixture(scope="module")
+def cluster_role(rbac_docs: list[JSON]) -> JSON:
+    return next(
+        d for d in rbac_docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == ROLE_NAME
+    )
+
+
+@pytest.fixture(scope="module")
+def service_account(rbac_docs: list[JSON], cluster_role: JSON) -> JSON:
+    """The ServiceAccount the ClusterRoleBinding grants the role to."""
+    for binding in rbac_docs:
+        if binding["kind"] == "ClusterRoleBinding" and binding["roleRef"]["name"] == ROLE_NAME:
+            subject = next(s for s in binding["subjects"] if s["kind"] == "ServiceAccount")
+            return next(
+                d
+                for d in rbac_docs
+                if d["kind"] == "ServiceAccount"
+                and d["metadata"]["name"] == subject["name"]
+                and d["metadata"]["namespace"] == subject["namespace"]
+            )
+    raise AssertionError(f"no ClusterRoleBinding grants {ROLE_NAME!r} to a ServiceAccount")
+
+
+@pytest.fixture(scope="module")
+def scheduler(kube: Kube, rbac_docs: list[JSON], service_account: JSON) -> Iterator[Kube]:
+    """A client holding a token of the scheduler's ServiceAccount and nothing else."""
+    created: list[JSON] = []
+    for doc in rbac_docs:
+        try:
+            created.append(kube.create(doc))
+        except KubeError as err:
+            # Several manifest files may declare the same namespace.
+            if not (err.status == 409 and doc["kind"] == "Namespace"):
+                raise
+    meta = service_account["metadata"]
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600},
+    }
+    token = kube.post(
+        f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{meta['name']}/token", request
+    ).expect(201)["status"]["token"]
+    yield kube.with_token(token)
+    for obj in reversed(created):
+        if obj["kind"] == "Namespace":
+            kube.wipe_namespace(obj["metadata"]["name"])
+        else:
+            kube.delete_object(obj)
+
+
+def test_role_has_no_wildcards_or_secrets(cluster_role: JSON) -> None:
+    for rule in cluster_role["rules"]:
+        for key in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
+            assert not any("*" in value for value in rule.get(key, [])), rule
+        assert "secrets" not in rule.get("resources", []), rule
+        assert not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & set(
+            rule["verbs"]
+        ), rule
+
+
+def _allowed(client: Kube, verb: str, group: str, resource: str, namespace: str = "") -> bool:
+    resource, _, subresource = resource.partition("/")
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {
+                "verb": verb,
+                "group": group,
+                "resource": resource,
+                "subresource": subresource,
+                "namespace": namespace,
+            }
+        },
+    }
+    answer = client.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review).expect(
+        201
+    )
+    return bool(answer["status"].get("allowed"))
+
+
+NEEDED = [
+    *[
+        (verb, "", res)
+        for res in ("pods", "nodes", "namespaces")
+        for verb in ("get", "list", "watch")
+    ],
+    ("create", "", "pods/binding"),
+    ("patch", "", "pods/status"),
+    ("update", "", "pods/status"),
+    *[(verb, group, "events") for group in ("", "events.k8s.io") for verb in ("create", "patch")],
+    *[(verb, "scheduling.k8s.io", "priorityclasses") for verb in ("get", "list", "watch")],
+    *[
+        (verb, "scheduling.batchsched.io", res)
+        for res in ("podgroups", "podgroups/status", "queues", "queues/status")
+        for verb in ("get", "list", "watch", "patch", "update")
+    ],
+    *[(verb, group, "podgroups") for group in FOREIGN_GROUPS for verb in ("get", "list", "watch")],
+    *[
+        (verb, "apiextensions.k8s.io", "customresourcedefinitions")
+        for verb in ("get", "list", "watch")
+    ],
+    *[(verb, "coordination.k8s.io", "leases") for verb in ("get", "create", "update")],
+]
+
+NOT_NEEDED = [
+    *[(verb, "", "secrets") for verb in ("get", "list", "watch", "create")],
+    ("list", "", "configmaps"),
+    ("create", "", "pods"),
+    ("update", "", "pods"),
+    ("patch", "", "pods"),
+    ("delete", "", "pods"),
+    ("create", "", "pods/eviction"),
+    ("create", "", "pods/exec"),
+    ("create", "", "nodes"),
+    ("patch", "", "nodes"),
+    ("delete", "", "nodes"),
+    ("patch", "", "nodes/status"),
+    ("create", "", "serviceaccounts/token"),
+    ("delete", "", "events"),
+    ("create", "scheduling.batchsched.io", "podgroups"),
+    ("delete", "scheduling.batchsched.io", "podgroups"),
+    ("create", "scheduling.batchsched.io", "queues"),
+    ("delete", "scheduling.batchsched.io", "queues"),
+    ("patch", "scheduling.volcano.sh", "podgroups"),
+    ("update", "scheduling.x-k8s.io", "podgroups/status"),
+    ("create", "scheduling.k8s.io", "priorityclasses"),
+    ("create", "apiextensions.k8s.io", "customresourcedefinitions"),
+    ("list", "coordination.k8s.io", "leases"),
+    ("delete", "coordination.k8s.io", "leases"),
+    ("create", "rbac.authorization.k8s.io", "clusterrolebindings"),
+    ("impersonate", "", "users"),
+    ("list", "apps", "deployments"),
+]
+
+
+def test_access_review_matrix(scheduler: Kube, namespace: str) -> None:
+    refused = [
+        need for need in NEEDED if not _allowed(scheduler, need[0], need[1], need[2], namespace)
+    ]
+    granted = [
+        extra
+        for extra in NOT_NEEDED
+        if _allowed(scheduler, extra[0], extra[1], extra[2], namespace)
+    ]
+    assert refused == [], "the scheduler needs these"
+    assert granted == [], "the scheduler does not need these"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_scheduler_requests_succeed(
+    kube: Kube,
+    scheduler: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    service_account: JSON,
+) -> None:
+    cluster_objects.create(node("rbac-node", {"cpu": "4", "memory": "8Gi"}))
+    uid = kube.create(pod("p0", {"cpu": "1"}), namespace)["metadata"]["uid"]
+    group_path = f"/apis/scheduling.batchsched.io/v1alpha1/namespaces/{namespace}/podgroups/pg"
+    kube.create(
+        {
+            "apiVersion": "scheduling.batchsched.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg"},
+            "spec": {"minMember": 1},
+        },
+        namespace,
+    )
+    cluster_objects.create(
+        {
+            "apiVersion": "scheduling.batchsched.io/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": "rbac-q"},
+            "spec": {},
+        }
+    )
+
+    for path in (
+        "/api/v1/pods",
+        "/api/v1/nodes",
+        "/api/v1/namespaces",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "/apis/scheduling.batchsched.io/v1alpha1/podgroups",
+        "/apis/scheduling.batchsched.io/v1alpha1/queues",
+        "/apis/scheduling.volcano.sh/v1beta1/podgroups",
+        "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+    ):
+        scheduler.get(path).expect(200)
+
+    scheduler.bind(namespace, "p0", uid, "rbac-node").expect(201)
+    condition = {"type": "PodScheduled", "status": "True", "reason": "Scheduled"}
+    scheduler.patch(
+        f"/api/v1/namespaces/{namespace}/pods/p0/status",
+        {"status": {"conditions": [condition]}},
+        merge=False,
+    ).expect(200)
+    scheduler.patch(
+        f"{group_path}/status", {"status": {"phase": "Running", "scheduled": 1}}
+    ).expect(200)
+    queue = scheduler.get("/apis/scheduling.batchsched.io/v1alpha1/queues/rbac-q").expect(200)
+    queue["status"] = {"running": 1, "allocated": {"cpu": "1"}}
+    scheduler.put("/apis/scheduling.batchsched.io/v1alpha1/queues/rbac-q/status", queue).expect(200)
+
+    regarding = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": namespace,
+        "name": "p0",
+        "uid": uid,
+    }
+    core_event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "p0.scheduled"},
+        "involvedObject": regarding,
+        "reason": "Scheduled",
+        "message": "bound to rbac-node",
+        "type": "Normal",
+        "count": 1,
+        "firstTimestamp": _now()[:19] + "Z",
+        "lastTimestamp": _now()[:19] + "Z",
+        "source": {"component": "batch-scheduler"},
+    }
+    scheduler.post(f"/api/v1/namespaces/{namespace}/events", core_event).expect(201)
+    scheduler.patch(f"/api/v1/namespaces/{namespace}/events/p0.scheduled", {"count": 2}).expect(200)
+    new_event = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "p0.binding"},
+        "eventTime": _now(),
+        "reportingController": "batchsched.io/scheduler",
+        "reportingInstance": "batchsched-0",
+        "action": "Binding",
+        "reason": "Scheduled",
+        "regarding": regarding,
+        "note": "bound to rbac-node",
+        "type": "Normal",
+    }
+    scheduler.post(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", new_event).expect(201)
+
+    leases = (
+        f"/apis/coordination.k8s.io/v1/namespaces/{service_account['metadata']['namespace']}/leases"
+    )
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "batchsched-leader"},
+        "spec": {"holderIdentity": "replica-a", "leaseDurationSeconds": 15},
+    }
+    scheduler.post(leases, lease).expect(201)
+    held = scheduler.get(f"{leases}/batchsched-leader").expect(200)
+    held["spec"]["holderIdentity"] = "replica-b"
+    scheduler.put(f"{leases}/batchsched-leader", held).expect(200)
+
+
+def test_scheduler_requests_refused(scheduler: Kube, namespace: str) -> None:
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "s"},
+        "stringData": {"k": "v"},
+    }
+    forbidden = [
+        scheduler.get("/api/v1/secrets"),
+        scheduler.get(f"/api/v1/namespaces/{namespace}/secrets"),
+        scheduler.get(f"/api/v1/namespaces/{namespace}/secrets/anything"),
+        scheduler.post(f"/api/v1/namespaces/{namespace}/secrets", secret),
+        scheduler.get(f"/api/v1/namespaces/{namespace}/configmaps"),
+        scheduler.post(f"/api/v1/namespaces/{namespace}/pods", pod("sneaky", {"cpu": "1"})),
+        scheduler.delete(f"/api/v1/namespaces/{namespace}/pods/anything"),
+        scheduler.post("/api/v1/nodes", node("sneaky", {"cpu": "1"})),
+        scheduler.delete("/api/v1/nodes/anything"),
+        scheduler.delete(
+            f"/apis/scheduling.batchsched.io/v1alpha1/namespaces/{namespace}/podgroups/pg"
+        ),
+        scheduler.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"),
+        scheduler.get("/apis/rbac.authorization.k8s.io/v1/clusterroles"),
+        scheduler.get("/apis/apps/v1/deployments"),
+    ]
+    assert [(r.method, r.path, r.status) for r in forbidden if r.status != 403] == []
