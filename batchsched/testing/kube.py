@@ -294,7 +294,8 @@ def _any(_: JSON) -> bool:
 
 def _established_at(crd: JSON) -> float | None:
     """Unix time (whole seconds, as the server keeps it) the CRD became Established."""
-    for condition in crd.get("status", {}).get("conditions", []):
+    # A CRD just created may show `conditions: null` until the server fills them in.
+    for condition in (crd.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Established" and condition.get("status") == "True":
             return datetime.datetime.fromisoformat(condition["lastTransitionTime"]).timestamp()
     return None
