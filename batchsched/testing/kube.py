@@ -147,18 +147,19 @@ class Kube:
         found: list[Resource] = []
         for root in ("/api", "/apis"):
             listing = self.request("GET", root, accept=_AGGREGATED_DISCOVERY).expect(200)
-            for group in listing.get("items", []):
-                group_name = group.get("metadata", {}).get("name", "")
-                for version in group.get("versions", []):
-                    for res in version.get("resources", []):
+            # Fields may be null as well as absent.
+            for group in listing.get("items") or []:
+                group_name = (group.get("metadata") or {}).get("name") or ""
+                for version in group.get("versions") or []:
+                    for res in version.get("resources") or []:
                         found.append(
                             Resource(
                                 group=group_name,
                                 version=version["version"],
-                                kind=res.get("responseKind", {}).get("kind", ""),
+                                kind=(res.get("responseKind") or {}).get("kind") or "",
                                 plural=res["resource"],
                                 namespaced=res.get("scope") == "Namespaced",
-                                verbs=frozenset(res.get("verbs", [])),
+                                verbs=frozenset(res.get("verbs") or []),
                             )
                         )
         return found
