@@ -13,6 +13,7 @@ from batchsched.api.meta import (
     mapping,
     name_of,
     namespace_of,
+    text,
     whole_number,
 )
 from batchsched.api.objects import PodGroup
@@ -71,8 +72,10 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
     group.min_resources = parse_resource_list(
         spec.get("minResources"), where=f"{where}.spec.minResources"
     )
-    group.queue = str(spec.get("queue") or "default")
-    group.priority_class_name = str(spec.get("priorityClassName") or "")
+    group.queue = text(spec.get("queue"), where=f"{where}.spec.queue", default="default")
+    group.priority_class_name = text(
+        spec.get("priorityClassName"), where=f"{where}.spec.priorityClassName", default=""
+    )
     timeout_key = POD_GROUP_APIS[group.api_version]
     if timeout_key and spec.get(timeout_key) is not None:
         raw = spec[timeout_key]

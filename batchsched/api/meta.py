@@ -26,13 +26,19 @@ def sequence(value: object, *, where: str) -> list[Any]:
     return value
 
 
+# Kinds without a namespace; every other kind we read lives in one ("default" if unset).
+CLUSTER_SCOPED = frozenset({"Node", "Queue", "PriorityClass", "Namespace"})
+
+
 def describe(obj: Obj) -> str:
-    """`Kind ns/name` (or `Kind name`), the way every message names an object."""
+    """`Kind ns/name` (or `Kind name` when cluster-scoped): how every message names an object."""
     meta = obj.get("metadata") or {}
     name = meta.get("name", "<unnamed>") if isinstance(meta, Mapping) else "<unnamed>"
-    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
     kind = obj.get("kind", "object")
-    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    if kind in CLUSTER_SCOPED:
+        return f"{kind} {name}"
+    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return f"{kind} {namespace or 'default'}/{name}"
 
 
 def name_of(obj: Obj) -> str:
@@ -75,6 +81,21 @@ def annotations_of(obj: Obj) -> dict[str, str]:
     meta = mapping(obj.get("metadata"), where=f"{describe(obj)}.metadata")
     notes = mapping(meta.get("annotations"), where=f"{describe(obj)}.metadata.annotations")
     return {str(k): str(v) for k, v in notes.items()}
+
+
+def flag(value: object, *, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidObject(f"{where}: {value!r} is not true or false")
+    return value
+
+
+def text(value: object, *, where: str, default: str) -> str:
+    """A string field; absent or empty gives `default`."""
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str):
+        raise InvalidObject(f"{where}: {value!r} is not a string")
+    return value
 
 
 def whole_number(value: object, *, where: str, minimum: int) -> int:

@@ -1,7 +1,7 @@
 """Queues and PriorityClasses."""
 
 from batchsched.api.errors import InvalidObject
-from batchsched.api.meta import Obj, describe, mapping, name_of, whole_number
+from batchsched.api.meta import Obj, describe, flag, mapping, name_of, whole_number
 from batchsched.api.objects import PriorityClass, Queue
 from batchsched.api.resources import parse_resource_list
 
@@ -18,7 +18,7 @@ def queue_from_object(obj: Obj) -> Queue:
         name=name_of(obj),
         weight=whole_number(spec.get("weight", 1), where=f"{where}.spec.weight", minimum=1),
         capability=parse_resource_list(spec.get("capability"), where=f"{where}.spec.capability"),
-        reclaimable=bool(spec.get("reclaimable", True)),
+        reclaimable=flag(spec.get("reclaimable", True), where=f"{where}.spec.reclaimable"),
         open=state == "Open",
     )
 

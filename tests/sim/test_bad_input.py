@@ -70,16 +70,17 @@ def test_unknown_kind_is_a_warning(capsys: pytest.CaptureFixture[str], tmp_path:
         (
             "kind: Deployment\nmetadata: {name: web}\n"
             "spec: {replicas: 2, template: {metadata: {labels: oops}}}\n",
-            "Deployment web.spec.template.metadata.labels: expected a map, got 'oops'",
+            "Deployment default/web.spec.template.metadata.labels: expected a map, got 'oops'",
         ),
         (
             "kind: TFJob\nmetadata: {name: train}\n"
             "spec: {tfReplicaSpecs: {Worker: {replicas: 1, template: {spec: [x]}}}}\n",
-            "TFJob train.spec.tfReplicaSpecs.Worker.template.spec: expected a map, got ['x']",
+            "TFJob default/train.spec.tfReplicaSpecs.Worker.template.spec: "
+            "expected a map, got ['x']",
         ),
         (
             "kind: StatefulSet\nmetadata: {name: db}\nspec: {replicas: -1}\n",
-            "StatefulSet db.spec.replicas: -1 is below the minimum of 0",
+            "StatefulSet default/db.spec.replicas: -1 is below the minimum of 0",
         ),
     ],
     ids=["deployment-labels", "tfjob-spec", "statefulset-replicas"],

@@ -78,7 +78,7 @@ def test_defaults() -> None:
         ),
         (
             {"apiVersion": OURS, "kind": "PodGroup", "metadata": {"name": "g"}, "spec": {}},
-            "PodGroup g: spec.minMember is required",
+            "PodGroup default/g: spec.minMember is required",
         ),
         (pod_group("g", 0), "PodGroup default/g.spec.minMember: 0 is below the minimum of 1"),
         (pod_group("g", -3), "PodGroup default/g.spec.minMember: -3 is below the minimum of 1"),
