@@ -3,7 +3,12 @@
 For each scored resource r: u_r = floor((node requested + pod request) * 100 / allocatable),
 capped at 100; f is the configured broken-line shape; the node score is
 round(sum(f(u_r) * w_r) / sum(w_r)) over resources with f(u_r) > 0, from 0 to 100.
-CPU and memory are always scored; other resources only when the pod requests them.
+CPU and memory are always scored; other resources only when the pod requests them,
+unless listed in `alwaysScored`: with `nvidia.com/gpu` there, pods without GPUs prefer
+nodes whose GPUs are busy and leave idle GPUs to the pods that need them.
+
+GPU utilisation counts the session's cards (framework/gpucards.py) in milli, so shares of
+a card fill it as whole cards do; on nodes without shares it is the plain column ratio.
 """
 
 from collections.abc import Mapping, Sequence
@@ -12,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from batchsched.api.errors import InvalidObject
-from batchsched.api.resources import CPU, MEMORY
+from batchsched.api.gpu import CARD_MILLI
+from batchsched.api.resources import CPU, GPU, MEMORY
 from batchsched.cache.snapshot import IntArray, TaskInfo
 from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
@@ -23,6 +29,7 @@ MAX_UTILIZATION = 100
 # already scores from 0 to 100.
 SHAPE_KEYS = {"shape": 10, "functionshape": 100}
 WEIGHT_KEYS = ("resources", "resourcetoweightmap")
+ALWAYS_KEY = "alwaysScored"
 DEFAULT_SHAPE = ((0, 0), (100, 10))
 DEFAULT_WEIGHTS = {CPU: 1, MEMORY: 1}
 
@@ -31,10 +38,11 @@ class Binpack:
     name = "binpack"
 
     def __init__(self, arguments: Mapping[str, Any]) -> None:
-        check_keys(self.name, arguments, {"weight", *SHAPE_KEYS, *WEIGHT_KEYS})
+        check_keys(self.name, arguments, {"weight", ALWAYS_KEY, *SHAPE_KEYS, *WEIGHT_KEYS})
         self.weight = integer(self.name, "weight", arguments.get("weight", 1), low=1, high=100)
         self.table = _score_table(_shape(arguments))
         self.weights = _weights(arguments)
+        self.always_scored = {CPU, MEMORY} | _always_scored(arguments, self.weights)
 
     def open(self, session: Session) -> None:
         self.session = session
@@ -42,10 +50,12 @@ class Binpack:
         scored = [(column[name], w) for name, w in self.weights.items() if name in column]
         self.columns = np.array([c for c, _ in scored], dtype=np.int64)
         self.column_weights = np.array([w for _, w in scored], dtype=np.int64)
-        self.always = np.array(
-            [session.snapshot.resources[c] in (CPU, MEMORY) for c, _ in scored], dtype=np.bool_
-        )
+        names = [session.snapshot.resources[c] for c, _ in scored]
+        self.always = np.array([name in self.always_scored for name in names], dtype=np.bool_)
         capacity = session.snapshot.allocatable[:, self.columns]
+        self.gpu_at = names.index(GPU) if GPU in names else None
+        if self.gpu_at is not None:
+            capacity[:, self.gpu_at] = session.gpu.count * CARD_MILLI
         self.has_capacity = capacity > 0
         self.divisor = np.maximum(capacity, 1)
         self._shapes: dict[tuple[object, ...], tuple[IntArray, IntArray]] = {}
@@ -54,6 +64,10 @@ class Binpack:
     def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         request, weights = self._request_and_weights(task)
         used = self.session.requested[nodes[:, None], self.columns] + request
+        if self.gpu_at is not None:
+            cards = self.session.gpu
+            idle = cards.free[nodes].sum(axis=1)
+            used[:, self.gpu_at] = cards.count[nodes] * CARD_MILLI - idle + request[self.gpu_at]
         utilization = np.minimum(used * MAX_UTILIZATION // self.divisor[nodes], MAX_UTILIZATION)
         points = self.table[utilization]
         counted = np.where(self.has_capacity[nodes] & (points > 0), weights, 0)
@@ -67,7 +81,9 @@ class Binpack:
     def _request_and_weights(self, task: TaskInfo) -> tuple[IntArray, IntArray]:
         found = self._shapes.get(task.task.shape_key)
         if found is None:
-            request = task.vec[self.columns]
+            request = task.vec[self.columns].copy()
+            if self.gpu_at is not None:
+                request[self.gpu_at] = self.session.gpu.demand(task).total
             weights = np.where(self.always | (request > 0), self.column_weights, 0)
             found = self._shapes[task.task.shape_key] = (request, weights)
         return found
@@ -134,3 +150,17 @@ def _broken_line(points: list[tuple[int, int]], u: int) -> int:
             step = abs(rise) // (x - x0)
             return y0 + (step if rise >= 0 else -step)
     return points[-1][1]
+
+
+def _always_scored(arguments: Mapping[str, Any], weights: Mapping[str, int]) -> set[str]:
+    raw = arguments.get(ALWAYS_KEY, [])
+    if not isinstance(raw, Sequence) or isinstance(raw, str):
+        raise InvalidObject(f"plugin binpack: {ALWAYS_KEY} must be a list of resource names")
+    names = {str(name) for name in raw}
+    unweighted = sorted(names - set(weights))
+    if unweighted:
+        raise InvalidObject(
+            f"plugin binpack: {ALWAYS_KEY} names {unweighted[0]!r}, which has no weight "
+            f"(weighted: {', '.join(sorted(weights))})"
+        )
+    return names

@@ -9,7 +9,7 @@ from batchsched.plugins.binpack import Binpack
 
 ALLOWED_PLUGINS = ", ".join(sorted(PLUGINS))
 TOP_KEYS = "actions, schedulePeriod, schedulerName, starvationThreshold, tiers"
-BINPACK_ARGUMENTS = "functionshape, resources, resourcetoweightmap, shape, weight"
+BINPACK_ARGUMENTS = "alwaysScored, functionshape, resources, resourcetoweightmap, shape, weight"
 
 
 def binpack(arguments: str) -> str:
