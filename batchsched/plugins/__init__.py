@@ -6,6 +6,7 @@ from typing import Any
 from batchsched.framework.plugin import Plugin
 from batchsched.plugins.binpack import Binpack
 from batchsched.plugins.gang import Gang
+from batchsched.plugins.gpufragmentation import GpuFragmentation
 from batchsched.plugins.predicates import Predicates
 from batchsched.plugins.priority import Priority
 from batchsched.plugins.proportion import Proportion
@@ -13,6 +14,7 @@ from batchsched.plugins.proportion import Proportion
 PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
     "binpack": Binpack,
     "gang": Gang,
+    "gpufragmentation": GpuFragmentation,
     "predicates": Predicates,
     "priority": Priority,
     "proportion": Proportion,

@@ -6,7 +6,7 @@ are re-checked on the nodes that changed.
 """
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,12 +89,14 @@ class Predicates:
             if constraints == Constraints():
                 mask = self._plain
             else:
-                mask = np.array(
-                    [_constraint_failure(n, constraints) is None for n in self.nodes],
-                    dtype=np.bool_,
-                )
+                mask = allowed_nodes(self.nodes, constraints)
             self._static[constraints] = mask
         return mask
+
+
+def allowed_nodes(nodes: Sequence[Node], constraints: Constraints) -> BoolArray:
+    """Where pods with these constraints may run, whatever runs there already."""
+    return np.array([_constraint_failure(n, constraints) is None for n in nodes], dtype=np.bool_)
 
 
 def _blocking_taints(node: Node) -> bool:

@@ -1,0 +1,94 @@
+"""gpufragmentation: place each task where it adds the least GPU fragmentation (FGD).
+
+The FGD policy of Weng et al. (USENIX ATC 2023): of all feasible nodes (and, for a share
+of a card, all cards) pick the one whose fragmentation, measured against the workload's
+task-class mix (plugins/fragmentation.py), grows least. The mix is learnt from the
+pending pods the scheduler sees, each counted once when it first appears, so it follows
+the workload in the operator and is the whole trace in a replay. The plugin also picks
+the card a share goes to, so the binding's card is the one that was scored.
+"""
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from batchsched.api.resources import CPU
+from batchsched.cache.snapshot import IntArray, TaskInfo
+from batchsched.framework.plugin import MAX_NODE_SCORE
+from batchsched.framework.session import Session
+from batchsched.plugins.arguments import check_keys, integer
+from batchsched.plugins.fragmentation import (
+    FragmentationModel,
+    Placement,
+    TaskClass,
+    task_class,
+)
+
+
+class GpuFragmentation:
+    name = "gpufragmentation"
+
+    def __init__(self, arguments: Mapping[str, Any]) -> None:
+        check_keys(self.name, arguments, {"weight"})
+        self.weight = integer(self.name, "weight", arguments.get("weight", 1), low=1, high=100)
+        self.mix: Counter[TaskClass] = Counter()
+        # Uids of the pending pods counted so far that were still pending last session.
+        self._counted: set[str] = set()
+
+    def open(self, session: Session) -> None:
+        self.session = session
+        self._learn(session)
+        self.model = FragmentationModel(self.mix, session.snapshot.nodes)
+        cpu = session.snapshot.column[CPU]
+        self.cpu_allocatable = session.snapshot.allocatable[:, cpu]
+        self.cpu_column = cpu
+        self._classes: dict[tuple[object, ...], TaskClass] = {}
+        session.scorers.append((self, self.weight))
+        session.gpu.chooser = self._choose
+
+    def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
+        placement = self._placement(task, nodes)
+        return _points(placement.delta, self.model.total_weight, self._class(task))
+
+    def _choose(self, task: TaskInfo, node: int) -> tuple[int, ...]:
+        if not self.session.gpu.demand(task).shared:
+            return self.session.gpu.best_fit(task, node)
+        card = int(self._placement(task, np.array([node], dtype=np.int64)).card[0])
+        return (card,)
+
+    def _placement(self, task: TaskInfo, nodes: IntArray) -> Placement:
+        cpu_free = self.cpu_allocatable[nodes] - self.session.requested[nodes, self.cpu_column]
+        return self.model.placement(
+            nodes, self.session.gpu.free[nodes], cpu_free, self._class(task)
+        )
+
+    def _class(self, task: TaskInfo) -> TaskClass:
+        found = self._classes.get(task.task.shape_key)
+        if found is None:
+            found = self._classes[task.task.shape_key] = task_class(task.task)
+        return found
+
+    def _learn(self, session: Session) -> None:
+        pending = {
+            task.task.uid: task.task
+            for job in session.snapshot.jobs.values()
+            for task in job.pending
+        }
+        for uid, task in pending.items():
+            if uid not in self._counted:
+                self.mix[task_class(task)] += 1
+        self._counted = set(pending)
+
+
+def _points(delta: IntArray, total_weight: int, task: TaskClass) -> IntArray:
+    """0..100, more for less added fragmentation.
+
+    A placement can lower fragmentation by at most the GPU it takes, so `excess` >= 0
+    is how far it falls short of that ideal, in milli.
+    """
+    if total_weight == 0:
+        return np.zeros(len(delta), dtype=np.int64)
+    excess = np.maximum(delta / total_weight + task.demand.total, 0.0)
+    return np.rint(MAX_NODE_SCORE * 100.0 / (100.0 + excess)).astype(np.int64)

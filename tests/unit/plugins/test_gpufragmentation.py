@@ -1,0 +1,111 @@
+"""The FGD fragmentation measure on hand-worked nodes, and the plugin that places by it."""
+
+from collections import Counter
+
+import numpy as np
+
+from batchsched.api.gpu import GPU_INDEX_ANNOTATION, GPU_MILLI, NO_GPU, GpuDemand
+from batchsched.api.objects import Constraints, Node, Requirement
+from batchsched.api.resources import GPU
+from batchsched.framework.config import load_config
+from batchsched.framework.session import Session
+from batchsched.plugins.fragmentation import FragmentationModel, TaskClass
+from batchsched.plugins.gpufragmentation import GpuFragmentation
+
+from ..builders import Obj, decide, node, pod, snapshot_of
+
+HALF = TaskClass(1000, GpuDemand(1, 500), Constraints())
+WHOLE = TaskClass(1000, GpuDemand(1, 1000), Constraints())
+CPU_ONLY = TaskClass(1000, NO_GPU, Constraints())
+MIX = {HALF: 2, WHOLE: 1, CPU_ONLY: 1}
+
+CONFIG = """
+tiers:
+- plugins: [{name: predicates}, {name: gpufragmentation}]
+"""
+
+
+def model(nodes: int = 1) -> FragmentationModel:
+    return FragmentationModel(MIX, [Node(f"n{i}", {}) for i in range(nodes)])
+
+
+def measure(free: list[int], cpu_free: int) -> int:
+    cards = np.array([free], dtype=np.int64)
+    return model().cluster(cards, np.array([cpu_free], dtype=np.int64))
+
+
+def test_idle_milli_each_class_cannot_use_weighted_by_its_count() -> None:
+    # HALF fits, strands the 300 card (x2); WHOLE fits, strands 300; CPU_ONLY strands all.
+    assert measure([1000, 300], cpu_free=8000) == 2 * 300 + 300 + 1300
+
+
+def test_a_class_that_cannot_run_strands_every_idle_card() -> None:
+    # With too little CPU neither GPU class fits: all 1300 idle milli count for all four.
+    assert measure([1000, 300], cpu_free=500) == 4 * 1300
+
+
+def test_a_class_limited_to_other_models_strands_everything() -> None:
+    elsewhere = Constraints(affinity=((Requirement("model", "In", ("V100",)),),))
+    limited = FragmentationModel({TaskClass(0, GpuDemand(1, 500), elsewhere): 1}, [Node("n", {})])
+    free = np.array([[1000, 300]], dtype=np.int64)
+    assert limited.cluster(free, np.array([0], dtype=np.int64)) == 1300
+
+
+def test_a_share_goes_where_it_fills_a_card_rather_than_splitting_one() -> None:
+    free = np.array([[1000, 300], [1000, 500]], dtype=np.int64)
+    task = TaskClass(1000, GpuDemand(1, 400), Constraints())
+    placement = model(2).placement(np.arange(2), free, np.array([8000, 8000], dtype=np.int64), task)
+    # Node 0: only card 0 fits; 1000->600 leaves WHOLE nothing: +900 -300 for it, +0 for
+    # HALF, -400 for CPU_ONLY. Node 1: card 1 500->100 strands 100 for HALF and WHOLE.
+    assert placement.delta.tolist() == [200, -600]
+    assert placement.card.tolist() == [0, 1]
+
+
+def test_whole_cards_and_cpu_only_tasks_change_cards_without_a_choice() -> None:
+    free = np.array([[1000, 1000]], dtype=np.int64)
+    cpu = np.array([1500], dtype=np.int64)
+    rows = np.arange(1)
+    whole = model().placement(rows, free, cpu, WHOLE)
+    # 2000 -> 1000 idle: CPU_ONLY -1000; CPU then runs short, so HALF (x2) and WHOLE lose all.
+    assert whole.delta.tolist() == [3 * 1000 - 1000]
+    assert whole.card.tolist() == [-1]
+    cpu_only = model().placement(rows, free, cpu, CPU_ONLY)
+    assert cpu_only.delta.tolist() == [3 * 2000]
+
+
+def gpu_node(name: str, cards: int) -> Obj:
+    return node(name, cpu="64", extra={GPU: str(cards), GPU_MILLI: str(cards * 1000)})
+
+
+def test_plugin_tops_up_a_used_card_instead_of_opening_a_fresh_node() -> None:
+    objects = [
+        gpu_node("a", 2),
+        gpu_node("b", 2),
+        pod(
+            "held",
+            requests={GPU_MILLI: "500"},
+            node_name="b",
+            annotations={GPU_INDEX_ANNOTATION: "1"},
+        ),
+        pod("half", requests={GPU_MILLI: "500"}, created=0),
+        # Later arrivals the mix expects: whole cards, which a half-used fresh card strands.
+        *(pod(f"whole-{i}", requests={GPU: "1"}, created=1 + i) for i in range(3)),
+    ]
+    decisions = decide(objects, CONFIG)
+    cards = {b.name: (b.node, b.gpu_index) for b in decisions.bindings}
+    assert cards["half"] == ("b", (1,))
+
+
+def test_plugin_learns_each_pending_pod_once_across_sessions() -> None:
+    plugin = GpuFragmentation({})
+    objects = [gpu_node("a", 1), pod("p", requests={GPU_MILLI: "300"})]
+    for _ in range(2):
+        Session(snapshot_of(objects), tiers=[[plugin]])
+    assert plugin.mix == Counter({TaskClass(0, GpuDemand(1, 300), Constraints()): 1})
+    Session(snapshot_of([*objects, pod("q", requests={GPU_MILLI: "300"})]), tiers=[[plugin]])
+    assert sum(plugin.mix.values()) == 2
+
+
+def test_weight_is_checked_at_load() -> None:
+    config = load_config("tiers:\n- plugins: [{name: gpufragmentation, arguments: {weight: 3}}]\n")
+    assert config.tiers[0][0].name == "gpufragmentation"
