@@ -10,7 +10,10 @@ from pathlib import Path
 
 from batchsched.api.errors import InvalidObject
 from batchsched.framework.config import SchedulerConfig, default_config, load_config
+from batchsched.sim import openb
 from batchsched.sim.loader import UnreadableInput, load_files
+from batchsched.sim.plot import write_curve_png
+from batchsched.sim.replay import Progress, replay, replay_table
 from batchsched.sim.report import to_json, to_table
 from batchsched.sim.simulator import simulate
 
@@ -29,9 +32,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--config", help="scheduler configuration YAML")
     run.add_argument("--metrics-port", type=int, default=8080, help="0 turns the server off")
     run.add_argument("--leader-elect", action="store_true", help="hold a Lease to schedule")
+    add_replay_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "run":
         return run_operator(args)
+    if args.command == "replay":
+        return run_replay(args)
     try:
         config = read_config(args.config)
         loaded = load_files(args.files)
@@ -65,6 +71,66 @@ def run_operator(args: argparse.Namespace) -> int:
     options = Options(args.kubeconfig, config, args.metrics_port, args.leader_elect)
     asyncio.run(run(options))
     return 0
+
+
+def add_replay_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    rep = commands.add_parser(
+        "replay",
+        help="replay an openb GPU trace by the FGD paper's method",
+        description="Shuffle the pods with the seed, resample them until GPU requests reach "
+        "INFLATE x the cluster's GPUs, place each once in order and sample GPU allocation "
+        "and fragmentation at every 1 %% of arrived GPU demand.",
+    )
+    rep.add_argument("--nodes", required=True, help="node list CSV (openb_node_list_*.csv)")
+    rep.add_argument("--pods", required=True, help="pod list CSV (openb_pod_list_*.csv)")
+    rep.add_argument("--config", help="scheduler configuration YAML")
+    rep.add_argument("--seed", type=int, default=42, help="shuffle and resampling seed")
+    rep.add_argument("--inflate", type=float, default=1.3, help="GPU demand / capacity")
+    rep.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    rep.add_argument(
+        "--plot", metavar="FILE.png", help="chart: allocation (blue), fragmentation (red)"
+    )
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    if args.inflate <= 0:
+        print("batchsched: --inflate must be positive", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        config = read_config(args.config)
+        nodes = openb.read_nodes(args.nodes)
+        pods = openb.read_pods(args.pods, scheduler_name=config.scheduler_name)
+    except (UnreadableInput, InvalidObject) as error:
+        print(f"batchsched: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    result = replay(
+        nodes, pods, config, seed=args.seed, inflate=args.inflate, progress=progress_bar()
+    )
+    if args.plot:
+        write_curve_png(args.plot, result.curve)
+    if args.output == "json":
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(replay_table(result))
+    return 0
+
+
+def progress_bar(width: int = 30) -> Progress:
+    """Redraws one stderr line whenever another percent of the pods has been placed."""
+    shown = -1
+
+    def show(done: int, total: int) -> None:
+        nonlocal shown
+        percent = done * 100 // total
+        if percent == shown:
+            return
+        shown = percent
+        filled = percent * width // 100
+        bar = "#" * filled + "." * (width - filled)
+        end = "\n" if done == total else ""
+        print(f"\rreplay [{bar}] {percent:3d}% {done}/{total} pods", end=end, file=sys.stderr)
+
+    return show
 
 
 def read_config(path: str | None) -> SchedulerConfig:
