@@ -90,6 +90,10 @@ class ClusterCache:
             task.node_name = None
             task.gpu_index = ()
 
+    def confirm(self, task_key: str) -> None:
+        """The pod now shows the assumed node: the bind is done, nothing else changed."""
+        self.assumed.pop(task_key, None)
+
     def _keep_assumption(self, key: str, task: Task) -> None:
         """An update that still shows no node keeps the assumed bind; a node ends it."""
         assumed = self.assumed.get(key)

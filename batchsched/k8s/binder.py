@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, format_gpu_index
 from batchsched.framework.decisions import Binding
 from batchsched.k8s.client import TRANSPORT_ERRORS, Api, ApiError, error_code, with_retries
-from batchsched.k8s.handlers import Watch
 from batchsched.k8s.status import pod_ref
-from batchsched.k8s.trim import trim_pod
+from batchsched.k8s.watch import PODS, Watch
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import (
     BINDING_DURATION,
@@ -58,6 +57,7 @@ class Binder:
         watch: Watch,
         *,
         leading: Callable[[], bool],
+        idle: asyncio.Event,
         concurrency: int = 64,
         retry_seconds: float = 60.0,
     ) -> None:
@@ -69,10 +69,9 @@ class Binder:
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
         self._queue: asyncio.Queue[_Bind] = asyncio.Queue()
-
-    @property
-    def busy(self) -> bool:
-        return not self._queue.empty()
+        # Set while nothing is queued or in flight; status writes wait for it.
+        self.idle = idle
+        self._unsettled = 0
 
     def submit(self, bindings: Sequence[Binding]) -> None:
         """Queue one session's bindings; each must already be assumed in the cache."""
@@ -81,6 +80,9 @@ class Binder:
             gang = gangs.setdefault(binding.job, _Gang(binding.job))
             created = self.cache.tasks[binding.key].creation
             self._queue.put_nowait(_Bind(binding, gang, created))
+        self._unsettled += len(bindings)
+        if bindings:
+            self.idle.clear()
 
     async def run(self) -> None:
         await run_workers(self.concurrency, self._work)
@@ -88,14 +90,22 @@ class Binder:
     async def _work(self) -> None:
         while True:
             item = await self._queue.get()
-            binding = item.binding
-            if item.gang.failure is not None or not self.leading():
-                reason = item.gang.failure or "this replica lost the leader lease"
-                self._drop(binding, "cancelled", f"not bound: {reason}")
-                continue
-            failure = await self._bind(item)
-            if failure is not None and item.gang.failure is None:
-                item.gang.failure = f"{binding.key} could not be bound: {failure}"
+            try:
+                await self._settle(item)
+            finally:
+                self._unsettled -= 1
+                if not self._unsettled:
+                    self.idle.set()
+
+    async def _settle(self, item: _Bind) -> None:
+        binding = item.binding
+        if item.gang.failure is not None or not self.leading():
+            reason = item.gang.failure or "this replica lost the leader lease"
+            self._drop(binding, "cancelled", f"not bound: {reason}")
+            return
+        failure = await self._bind(item)
+        if failure is not None and item.gang.failure is None:
+            item.gang.failure = f"{binding.key} could not be bound: {failure}"
 
     async def _bind(self, item: _Bind) -> str | None:
         """Bind one pod; returns why it failed, None when it is bound."""
@@ -119,7 +129,11 @@ class Binder:
         return None
 
     async def _post(self, binding: Binding) -> None:
-        metadata: dict[str, object] = {**_name_of(binding), "uid": binding.uid}
+        metadata: dict[str, object] = {
+            "name": binding.name,
+            "namespace": binding.namespace,
+            "uid": binding.uid,
+        }
         if binding.gpu_index:
             metadata["annotations"] = {GPU_INDEX_ANNOTATION: format_gpu_index(binding.gpu_index)}
         body = {
@@ -168,18 +182,14 @@ class Binder:
             pod = await self.api.get(path)
         except ApiError as error:
             if error.status == 404:
-                self.watch.delete(trim_pod({"metadata": _name_of(binding)}))
+                self.watch.delete(PODS, binding.key)
             else:
                 log.warning("%s: cannot read it back: %s", binding.key, error)
             return
         except TRANSPORT_ERRORS as error:
             log.warning("%s: cannot read it back: %r", binding.key, error)
             return
-        self.watch.apply(trim_pod(pod), raw=pod)
-
-
-def _name_of(binding: Binding) -> dict[str, str]:
-    return {"name": binding.name, "namespace": binding.namespace}
+        self.watch.apply(PODS, pod)
 
 
 def _count_error(error: BaseException) -> None:

@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import aiohttp
-import kopf
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
@@ -26,6 +25,9 @@ T = TypeVar("T")
 
 # Transport failures worth retrying, like 429 and 5xx answers.
 TRANSPORT_ERRORS = (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)
+
+# Service-account tokens are re-read as often as client-go does.
+CREDENTIALS_SECONDS = 60.0
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -101,29 +103,6 @@ def load_configuration(kubeconfig: str | None) -> k8s_client.Configuration:
     return configuration
 
 
-def authorization(configuration: k8s_client.Configuration) -> str | None:
-    """The Authorization header value; asking for it refreshes an expiring token."""
-    bearer = configuration.auth_settings().get("BearerToken")
-    return str(bearer["value"]) if bearer else None
-
-
-def connection_info(configuration: k8s_client.Configuration) -> kopf.ConnectionInfo:
-    """The same credentials in the form kopf's login handler returns."""
-    scheme, token = None, None
-    header = authorization(configuration)
-    if header:
-        scheme, _, token = header.partition(" ")
-    return kopf.ConnectionInfo(
-        server=configuration.host,
-        ca_path=configuration.ssl_ca_cert,
-        insecure=not configuration.verify_ssl,
-        scheme=scheme.capitalize() if scheme else None,
-        token=token,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
-    )
-
-
 def _tls(configuration: k8s_client.Configuration) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
     if configuration.cert_file:
@@ -145,8 +124,10 @@ class Api:
         timeout: float = 30.0,
     ) -> None:
         self.configuration = configuration
-        self._server = configuration.host.rstrip("/")
-        self._session = aiohttp.ClientSession(
+        self.server = configuration.host.rstrip("/")
+        self._headers: dict[str, str] = {}
+        self._credentials_at = -CREDENTIALS_SECONDS
+        self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=_tls(configuration), limit=connections),
             timeout=aiohttp.ClientTimeout(total=timeout),
         )
@@ -159,24 +140,35 @@ class Api:
         *,
         content_type: str = "application/json",
     ) -> JSON:
-        headers = {"Accept": "application/json"}
-        header = authorization(self.configuration)
-        if header:
-            headers["Authorization"] = header
+        headers = dict(self.headers())
         data = None
         if body is not None:
             data = json.dumps(body)
             headers["Content-Type"] = content_type
-        async with self._session.request(
-            method, self._server + path, data=data, headers=headers
+        async with self.session.request(
+            method, self.server + path, data=data, headers=headers
         ) as reply:
             raw = await reply.read()
             status = reply.status
-        parsed: object = json.loads(raw) if raw.strip() else {}
-        document = parsed if isinstance(parsed, dict) else {"value": parsed}
+            is_json = reply.content_type == "application/json"
         if status >= 400:
-            raise ApiError(method, path, status, document)
-        return document
+            # Not every error is a Status object: a missing resource type is plain text.
+            body = json.loads(raw) if is_json else {"message": raw.decode(errors="replace")}
+            raise ApiError(method, path, status, body)
+        parsed: object = json.loads(raw) if raw.strip() else {}
+        return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+    def headers(self) -> dict[str, str]:
+        """Asking the configuration for the token re-reads expiring credentials, which
+        costs far more than a request: it is done once every CREDENTIALS_SECONDS."""
+        now = time.monotonic()
+        if now - self._credentials_at > CREDENTIALS_SECONDS:
+            bearer = self.configuration.auth_settings().get("BearerToken")
+            self._headers = {"Accept": "application/json"}
+            if bearer:
+                self._headers["Authorization"] = str(bearer["value"])
+            self._credentials_at = now
+        return self._headers
 
     async def get(self, path: str) -> JSON:
         return await self.request("GET", path)
@@ -191,6 +183,6 @@ class Api:
         return await self.request("PATCH", path, body, content_type=content_type)
 
     async def close(self) -> None:
-        await self._session.close()
+        await self.session.close()
         # Lets the TLS transports finish closing before the loop goes away (aiohttp docs).
         await asyncio.sleep(0.1)

@@ -1,6 +1,6 @@
 """/metrics, /healthz and /readyz on one port, served from the operator's event loop.
 
-Serving them from the loop that runs sessions and handlers makes /healthz an honest
+Serving them from the loop that runs sessions and watches makes /healthz an honest
 liveness probe: if the loop ever stalls, the probe times out. /readyz turns ready once
 the cache has seen the whole cluster, on standby replicas too, so both replicas of a
 Deployment are scraped and neither is restarted for merely waiting on the lease.

@@ -23,8 +23,8 @@ from batchsched.framework.config import SchedulerConfig, run_session
 from batchsched.framework.decisions import Decisions
 from batchsched.framework.session import Timings
 from batchsched.k8s.binder import Binder
-from batchsched.k8s.handlers import Watch
 from batchsched.k8s.usage import Usage, summarize
+from batchsched.k8s.watch import Watch
 from batchsched.metrics import (
     ACTION_DURATION,
     CLUSTER_ALLOCATABLE,
@@ -101,8 +101,16 @@ class SessionLoop:
         for binding in decisions.bindings:
             self.cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
         self.binder.submit(decisions.bindings)
-        SESSION_DURATION.observe(time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        SESSION_DURATION.observe(seconds)
         SESSIONS.labels("ran").inc()
+        if decisions.bindings:
+            log.info(
+                "session: %d pods to bind, %d pending, %.0f ms",
+                len(decisions.bindings),
+                len(decisions.pending),
+                seconds * 1000,
+            )
         pending = {**decisions.pending, **self._rejected()}
         self._waiting = bool(pending)
         usage = summarize(snapshot, decisions)

@@ -4,10 +4,12 @@ A write goes out only when what an object should show differs from what it shows
 the watch last saw it, or as last written here. Writes wait in a queue where a newer
 status for an object replaces a queued older one, and a few workers send them, so a
 cluster full of pending pods costs writes when their reasons change, not every session,
-and status never takes more than a few of the API server's slots away from binding.
+and status never competes with binding: writes wait while binds are queued or in
+flight (at most `defer_seconds`, so a steady stream of binds cannot starve them).
 """
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -104,14 +106,18 @@ class StatusWriter:
         *,
         scheduler_name: str,
         instance: str,
+        binds_idle: asyncio.Event,
         concurrency: int = 4,
         retry_seconds: float = 30.0,
+        defer_seconds: float = 30.0,
     ) -> None:
         self.api = api
         self.scheduler_name = scheduler_name
         self.instance = instance
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
+        self.binds_idle = binds_idle
+        self.defer_seconds = defer_seconds
         # (kind, key) -> what the object shows per the watch, and what we last wrote to it.
         self._observed: dict[tuple[str, str], Any] = {}
         self._written: dict[tuple[str, str], Any] = {}
@@ -285,6 +291,12 @@ class StatusWriter:
             while not self._queue:
                 self._wake.clear()
                 await self._wake.wait()
+            # asyncio.timeout, not wait_for: in 3.11 wait_for can swallow a cancellation.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.defer_seconds):
+                    await self.binds_idle.wait()
+            if not self._queue:
+                continue
             target = next(iter(self._queue))
             what, write = self._queue.pop(target)
             try:

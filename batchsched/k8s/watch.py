@@ -1,12 +1,8 @@
-"""Watching the cluster with kopf: every event becomes a trimmed object in the ClusterCache.
+"""What the scheduler watches, and how each watched object reaches the ClusterCache.
 
-Additions and changes arrive through index handlers: kopf runs those during its initial
-listing and holds every other handler until all listings are indexed. So the first call
-of an event handler means the cache has seen the whole cluster (`Watch.synced`).
-Deletions arrive through event handlers, since kopf does not call index handlers for
-them. Index and event handlers write nothing to the objects they see: no annotations,
-finalizers or status (DESIGN section 7). All handlers are coroutines: kopf would run
-plain functions in a thread pool, and the cache is not thread-safe.
+Objects arrive trimmed (trim.py); one whose trimmed form has not changed since the last
+time stops here, so kubelet heartbeats and status churn cost no parsing and do not wake
+the session loop. The watch only reads: it writes nothing to the objects it sees.
 """
 
 import asyncio
@@ -14,8 +10,6 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import kopf
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import GROUP, POD_GROUP_APIS, VERSION
@@ -34,31 +28,36 @@ from batchsched.metrics import INVALID_OBJECTS
 
 log = logging.getLogger(__name__)
 
-OUR_POD_GROUPS = f"{GROUP}/{VERSION}"
+OUR_API = f"{GROUP}/{VERSION}"
 
 
 @dataclass(frozen=True)
 class Watched:
-    group: str
-    version: str
+    """One watched collection: `kind` is how the cache knows its objects."""
+
+    api_version: str
     plural: str
+    kind: str
     trim: Callable[[Mapping[str, Any]], JSON]
 
     @property
     def id(self) -> str:
-        return f"{self.plural}.{self.group or 'core'}/{self.version}"
+        return f"{self.plural}.{self.api_version}"
+
+    @property
+    def path(self) -> str:
+        root = "/api" if "/" not in self.api_version else "/apis"
+        return f"{root}/{self.api_version}/{self.plural}"
 
 
+PODS = Watched("v1", "pods", "Pod", trim_pod)
 WATCHED = (
-    Watched("", "v1", "pods", trim_pod),
-    Watched("", "v1", "nodes", trim_node),
-    Watched("scheduling.k8s.io", "v1", "priorityclasses", trim_priority_class),
-    Watched(GROUP, VERSION, "queues", trim_queue),
-    # Ours and the foreign kinds; kopf starts watching each once its CRD exists.
-    *(
-        Watched(api.rpartition("/")[0], api.rpartition("/")[2], "podgroups", trim_pod_group)
-        for api in POD_GROUP_APIS
-    ),
+    PODS,
+    Watched("v1", "nodes", "Node", trim_node),
+    Watched("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", trim_priority_class),
+    Watched(OUR_API, "queues", "Queue", trim_queue),
+    # Ours and the kinds of the schedulers we stand in for, once their CRDs exist.
+    *(Watched(api, "podgroups", "PodGroup", trim_pod_group) for api in POD_GROUP_APIS),
 )
 
 
@@ -85,63 +84,69 @@ class Watch:
         self.status = status
         self.changes = Changes()
         self.synced = asyncio.Event()
-        # (kind, key) -> hash of the trimmed object last applied: unchanged updates stop here.
-        self._fingerprints: dict[tuple[str, str], int] = {}
+        self._unlisted = {w.id for w in WATCHED}
+        # Per watched collection: key -> hash of the trimmed object last applied.
+        self._fingerprints: dict[str, dict[str, int]] = {w.id: {} for w in WATCHED}
         # (kind, key) -> the object and why it cannot be used, for the leader to report.
         # Pods are not listed: their errors become their pending reasons.
         self.invalid: dict[tuple[str, str], tuple[ObjectRef, str]] = {}
         self._logged: dict[tuple[str, str], str] = {}
 
-    def register(self, registry: kopf.OperatorRegistry) -> None:
-        for w in WATCHED:
-            index = kopf.index(
-                group=w.group, version=w.version, plural=w.plural, id=w.id, registry=registry
-            )
-            index(self._indexer(w))
-            on_event = kopf.on.event(
-                group=w.group, version=w.version, plural=w.plural, id=w.id, registry=registry
-            )
-            on_event(self._eventer(w))
-
-    def _indexer(self, watched: Watched) -> Callable[..., Any]:
-        async def apply(body: kopf.Body, **_: Any) -> None:
-            self.apply(watched.trim(body), raw=body)
-
-        return apply
-
-    def _eventer(self, watched: Watched) -> Callable[..., Any]:
-        async def on_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    def listed(self, watched: Watched) -> None:
+        """A complete list of `watched` has been applied; with every kind listed, the
+        cache holds the whole cluster and sessions may start."""
+        self._unlisted.discard(watched.id)
+        if not self._unlisted:
             self.synced.set()
-            if type == "DELETED":
-                self.delete(watched.trim(body))
 
-        return on_event
+    def keys(self, watched: Watched) -> set[str]:
+        return set(self._fingerprints[watched.id])
 
-    def apply(self, obj: JSON, *, raw: Mapping[str, Any]) -> None:
-        """Record an added or changed object; `raw` is the whole object, for its status."""
-        kind, key = _identify(obj)
-        self._observe(kind, key, obj, raw)
+    def apply(self, watched: Watched, raw: Mapping[str, Any]) -> str:
+        """Record an added or changed object; returns its key."""
+        obj = watched.trim(raw)
+        key = key_of(obj)
+        self._observe(watched.kind, key, obj, raw)
         fingerprint = hash(repr(obj))
-        if self._fingerprints.get((kind, key)) == fingerprint:
-            return
-        self._fingerprints[(kind, key)] = fingerprint
+        seen = self._fingerprints[watched.id]
+        if seen.get(key) == fingerprint:
+            return key
+        previous = seen.get(key)
+        seen[key] = fingerprint
+        if watched is PODS and self._confirms_bind(key, obj, previous):
+            return key
         self.changes.note()
         try:
             self.cache.apply(obj)
         except InvalidObject as error:
-            self._report(kind, key, obj, str(error))
+            self._report(watched.kind, key, obj, str(error))
         else:
-            self.invalid.pop((kind, key), None)
-            self._logged.pop((kind, key), None)
+            self.invalid.pop((watched.kind, key), None)
+            self._logged.pop((watched.kind, key), None)
+        return key
 
-    def delete(self, obj: JSON) -> None:
-        kind, key = _identify(obj)
-        self._fingerprints.pop((kind, key), None)
-        self.invalid.pop((kind, key), None)
-        self._logged.pop((kind, key), None)
-        self.status.forget(kind, key)
+    def _confirms_bind(self, key: str, obj: JSON, previous: int | None) -> bool:
+        """Whether the pod changed only by showing the node we assumed for it: then the
+        cache already holds it as it is, and no session needs to look again."""
+        assumed = self.cache.assumed.get(key)
+        spec = obj["spec"]
+        if assumed is None or spec.get("nodeName") != assumed[0]:
+            return False
+        unbound = {**obj, "spec": {k: v for k, v in spec.items() if k != "nodeName"}}
+        if hash(repr(unbound)) != previous:
+            return False
+        self.cache.confirm(key)
+        return True
+
+    def delete(self, watched: Watched, key: str) -> None:
+        self._fingerprints[watched.id].pop(key, None)
+        self.invalid.pop((watched.kind, key), None)
+        self._logged.pop((watched.kind, key), None)
+        self.status.forget(watched.kind, key)
         self.changes.note()
-        self.cache.apply(obj, deleted=True)
+        namespace, _, name = key.rpartition("/")
+        meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+        self.cache.apply({"kind": watched.kind, "metadata": meta}, deleted=True)
 
     def _observe(self, kind: str, key: str, obj: JSON, raw: Mapping[str, Any]) -> None:
         """Tell the status writer what the object shows now, so it rewrites only changes."""
@@ -156,7 +161,7 @@ class Watch:
                 None,
             )
             self.status.observe(kind, key, message)
-        elif kind == "Queue" or (kind == "PodGroup" and obj["apiVersion"] == OUR_POD_GROUPS):
+        elif kind == "Queue" or (kind == "PodGroup" and obj["apiVersion"] == OUR_API):
             self.status.observe(kind, key, dict(status) or None)
 
     def _report(self, kind: str, key: str, obj: JSON, message: str) -> None:
@@ -169,8 +174,8 @@ class Watch:
             log.warning("%s cannot be used: %s", describe(obj), message)
 
 
-def _identify(obj: JSON) -> tuple[str, str]:
+def key_of(obj: Mapping[str, Any]) -> str:
+    """`namespace/name`, or `name` for cluster-scoped objects, as the cache keys them."""
     meta = obj["metadata"]
-    kind = str(obj["kind"])
     namespace = meta.get("namespace")
-    return kind, f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+    return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])

@@ -43,3 +43,11 @@ def test_deleting_the_pod_drops_its_assumption() -> None:
     cache.apply(pod("p"), deleted=True)
     assert cache.assumed == {}
     cache.forget("default/p")
+
+
+def test_confirm_ends_the_assumption_and_keeps_the_node() -> None:
+    cache = cache_with_pending_pod()
+    cache.assume("default/p", "n1")
+    cache.confirm("default/p")
+    assert cache.assumed == {}
+    assert cache.tasks["default/p"].node_name == "n1"

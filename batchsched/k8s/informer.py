@@ -1,0 +1,140 @@
+"""Keeping the cache in step with the cluster: one list-then-watch stream per kind.
+
+A kind is listed in pages, which bounds the memory a large cluster costs, then watched
+from the list's resourceVersion. The watch resumes from the last version it saw when
+the server closes it or the connection drops; a 410 Gone (the history it needs was
+compacted) means listing again and removing whatever disappeared in between. A kind
+whose CRD is not installed is looked for again every `absent_retry` seconds, so the
+foreign PodGroup kinds are picked up once their CRDs appear. The first complete list
+is reported to the Watch, which knows the cache is whole once every kind has one.
+"""
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from urllib.parse import urlencode
+
+import aiohttp
+
+from batchsched.k8s.client import JSON, TRANSPORT_ERRORS, Api, ApiError, backoff
+from batchsched.k8s.watch import Watch, Watched, key_of
+
+log = logging.getLogger(__name__)
+
+PAGE = 500
+# The server ends each watch after this long; it is then resumed where it stopped.
+WATCH_SECONDS = 300
+# Bookmarks arrive about once a minute: a quiet stream beyond this is presumed dead.
+SILENCE_SECONDS = 120
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old: the kind must be listed again."""
+
+
+class Informer:
+    def __init__(
+        self, api: Api, watched: Watched, watch: Watch, *, absent_retry: float = 30.0
+    ) -> None:
+        self.api = api
+        self.watched = watched
+        self.watch = watch
+        self.absent_retry = absent_retry
+
+    async def run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                version = await self._list()
+                self.watch.listed(self.watched)
+                failures = 0
+                if version is None:
+                    await asyncio.sleep(self.absent_retry)
+                    continue
+                await self._follow(version)
+            except Gone:
+                log.info("%s: watch history compacted, listing again", self.watched.id)
+            except (ApiError, *TRANSPORT_ERRORS) as error:
+                log.warning("%s: %s; retrying", self.watched.id, error or repr(error))
+                await asyncio.sleep(backoff(failures))
+                failures += 1
+
+    async def _list(self) -> str | None:
+        """Apply every object, drop the ones no longer there; None if the kind is absent.
+
+        The next page is requested before this one is applied, so the API server
+        prepares it while we parse.
+        """
+        seen: set[str] = set()
+        try:
+            page = await self._page("")
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            self._drop_all_but(seen)
+            return None
+        while True:
+            token = page["metadata"].get("continue") or ""
+            following = asyncio.create_task(self._page(token)) if token else None
+            try:
+                for obj in page.get("items") or []:
+                    seen.add(self.watch.apply(self.watched, obj))
+            except BaseException:
+                if following is not None:
+                    following.cancel()
+                raise
+            if following is None:
+                self._drop_all_but(seen)
+                return str(page["metadata"]["resourceVersion"])
+            page = await following
+
+    async def _page(self, token: str) -> JSON:
+        query = {"limit": PAGE, **({"continue": token} if token else {})}
+        return await self.api.get(f"{self.watched.path}?{urlencode(query)}")
+
+    def _drop_all_but(self, keys: set[str]) -> None:
+        for key in self.watch.keys(self.watched) - keys:
+            self.watch.delete(self.watched, key)
+
+    async def _follow(self, version: str) -> None:
+        """Apply watch events from `version` on, resuming after every disconnect."""
+        failures = 0
+        while True:
+            try:
+                async for event in self._events(version):
+                    failures = 0
+                    obj = event["object"]
+                    kind = event["type"]
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:
+                            raise Gone
+                        raise ApiError("WATCH", self.watched.path, int(obj.get("code") or 500), obj)
+                    version = obj["metadata"]["resourceVersion"]
+                    if kind == "DELETED":
+                        self.watch.delete(self.watched, key_of(obj))
+                    elif kind != "BOOKMARK":
+                        self.watch.apply(self.watched, obj)
+            except TRANSPORT_ERRORS as error:
+                log.info("%s: watch interrupted (%r); resuming", self.watched.id, error)
+                await asyncio.sleep(backoff(failures))
+                failures += 1
+
+    async def _events(self, version: str) -> AsyncIterator[JSON]:
+        query = {
+            "watch": "true",
+            "resourceVersion": version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": WATCH_SECONDS,
+        }
+        url = f"{self.api.server}{self.watched.path}?{urlencode(query)}"
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=SILENCE_SECONDS)
+        async with self.api.session.get(url, headers=self.api.headers(), timeout=timeout) as reply:
+            if reply.status >= 400:
+                raise ApiError("WATCH", self.watched.path, reply.status, await reply.json())
+            rest = b""
+            async for chunk in reply.content.iter_any():
+                *lines, rest = (rest + chunk).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)

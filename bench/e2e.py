@@ -1,0 +1,274 @@
+"""End-to-end throughput of `batchsched run` on a real control plane, beside the raw bind
+ceiling measured in the same run.
+
+Usage: python bench/e2e.py [--nodes 1000] [--pods 5000] [--gang 8] [--concurrency 64]
+Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
+
+1. A fresh etcd + kube-apiserver, N Ready nodes.
+2. Raw ceiling: P pods that no scheduler owns, bound to pre-chosen nodes by a plain
+   async client with `--concurrency` requests in flight; then deleted.
+3. End to end: the same P pods again, in PodGroups of `--gang`, created in bulk; then
+   the operator is started as a user starts it, and timed from its start until every
+   pod is bound, as seen by a watch. Latency is from each pod's creation (client
+   clock, when its create call returned) to the watch event showing its node.
+The operator's peak RSS is read from /proc (VmHWM) before it is stopped.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+
+from batchsched.k8s.client import JSON, Api, load_configuration
+from batchsched.testing import ControlPlane, find_assets
+from batchsched.testing.objects import load_manifests, node, pod
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEDULER = "batch-scheduler"
+NOBODY = "no-scheduler"
+POD_REQUESTS = {"cpu": "1", "memory": "1Gi"}
+NODE_ALLOCATABLE = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+CREATE_CONCURRENCY = 32
+
+T = TypeVar("T")
+
+
+async def bounded(
+    concurrency: int, call: Callable[[T], Awaitable[Any]], items: Iterable[T]
+) -> None:
+    """`call(item)` for every item, at most `concurrency` at a time."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(item: T) -> None:
+        async with gate:
+            await call(item)
+
+    await asyncio.gather(*(one(item) for item in items))
+
+
+async def create_nodes(api: Api, count: int) -> list[str]:
+    names = [f"node-{i:05d}" for i in range(count)]
+
+    async def create(name: str) -> None:
+        await api.post("/api/v1/nodes", node(name, NODE_ALLOCATABLE))
+        # No node lifecycle controller runs here to lift the not-ready taint the API
+        # server puts on new nodes.
+        await api.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
+
+    await bounded(CREATE_CONCURRENCY, create, names)
+    return names
+
+
+async def create_namespace(api: Api, name: str) -> None:
+    await api.post("/api/v1/namespaces", {"metadata": {"name": name}})
+
+
+def pod_manifests(count: int, gang: int, scheduler: str) -> list[JSON]:
+    manifests = []
+    for i in range(count):
+        group = f"job-{i // gang:05d}"
+        manifest = pod(f"{group}-{i % gang}", POD_REQUESTS, scheduler_name=scheduler)
+        manifest["metadata"]["annotations"] = {"scheduling.batchsched.io/group-name": group}
+        manifests.append(manifest)
+    return manifests
+
+
+async def create_pods(api: Api, namespace: str, manifests: list[JSON]) -> dict[str, float]:
+    """Create pods in bulk; returns name -> when its create call returned (monotonic)."""
+    created: dict[str, float] = {}
+
+    async def create(manifest: JSON) -> None:
+        await api.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
+        created[manifest["metadata"]["name"]] = time.monotonic()
+
+    await bounded(CREATE_CONCURRENCY, create, manifests)
+    return created
+
+
+async def create_groups(api: Api, namespace: str, count: int, gang: int) -> None:
+    path = f"/apis/scheduling.batchsched.io/v1alpha1/namespaces/{namespace}/podgroups"
+    groups = sorted({f"job-{i // gang:05d}" for i in range(count)})
+    sizes = {g: sum(1 for i in range(count) if f"job-{i // gang:05d}" == g) for g in groups}
+    bodies = [
+        {
+            "apiVersion": "scheduling.batchsched.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": g},
+            "spec": {"minMember": sizes[g]},
+        }
+        for g in groups
+    ]
+    await bounded(CREATE_CONCURRENCY, lambda body: api.post(path, body), bodies)
+
+
+async def raw_ceiling(api: Api, nodes: list[str], pods: int, concurrency: int) -> JSON:
+    namespace = "raw"
+    await create_namespace(api, namespace)
+    manifests = pod_manifests(pods, 1, NOBODY)
+    await create_pods(api, namespace, manifests)
+    listed = await api.get(f"/api/v1/namespaces/{namespace}/pods")
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in listed["items"]}
+    per_node = int(NODE_ALLOCATABLE["cpu"])
+
+    async def bind(numbered: tuple[int, str]) -> None:
+        index, name = numbered
+        target = nodes[(index // per_node) % len(nodes)]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uids[name]},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": target},
+        }
+        await api.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
+
+    names = sorted(uids)
+    started = time.monotonic()
+    await bounded(concurrency, bind, enumerate(names))
+    seconds = time.monotonic() - started
+    await api.request(
+        "DELETE",
+        f"/api/v1/namespaces/{namespace}/pods",
+        {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+    )
+    while (await api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1"))["items"]:
+        await asyncio.sleep(0.2)
+    return {"seconds": round(seconds, 3), "pods_per_second": round(pods / seconds, 1)}
+
+
+async def watch_bound(
+    api: Api, namespace: str, expected: int, bound: dict[str, float], done: asyncio.Event
+) -> None:
+    """Record when each pod is first seen with a node, until `expected` are."""
+    listed = await api.get(f"/api/v1/namespaces/{namespace}/pods")
+    version = listed["metadata"]["resourceVersion"]
+    url = f"{api.server}/api/v1/namespaces/{namespace}/pods"
+    params = {"watch": "true", "resourceVersion": version}
+    forever = aiohttp.ClientTimeout(total=None)
+    async with api.session.get(url, params=params, headers=api.headers(), timeout=forever) as reply:
+        async for line in reply.content:
+            event = json.loads(line)
+            obj = event["object"]
+            name = obj["metadata"]["name"]
+            if obj["spec"].get("nodeName") and name not in bound:
+                bound[name] = time.monotonic()
+                if len(bound) >= expected:
+                    done.set()
+                    return
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError(f"no VmHWM for pid {pid}")
+
+
+def start_operator(kubeconfig: Path, log: Path, metrics_port: int) -> subprocess.Popen[bytes]:
+    command = Path(sys.executable).parent / "batchsched"
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [
+                str(command),
+                "run",
+                "--kubeconfig",
+                str(kubeconfig),
+                f"--metrics-port={metrics_port}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+async def _until_done(done: asyncio.Event, operator: subprocess.Popen[bytes]) -> None:
+    while not done.is_set():
+        if operator.poll() is not None:
+            raise RuntimeError(f"the operator exited with code {operator.returncode}")
+        await asyncio.sleep(0.1)
+
+
+async def end_to_end(
+    api: Api, kubeconfig: Path, pods: int, gang: int, timeout: float, log: Path
+) -> JSON:
+    namespace = "e2e"
+    await create_namespace(api, namespace)
+    await create_groups(api, namespace, pods, gang)
+    created = await create_pods(api, namespace, pod_manifests(pods, gang, SCHEDULER))
+    bound: dict[str, float] = {}
+    done = asyncio.Event()
+    watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
+    await asyncio.sleep(1.0)  # the watch is established before the operator starts
+    started = time.monotonic()
+    operator = start_operator(kubeconfig, log, metrics_port=0)
+    try:
+        await asyncio.wait_for(_until_done(done, operator), timeout)
+        finished = time.monotonic()
+        rss = peak_rss_mb(operator.pid)
+    finally:
+        watcher.cancel()
+        operator.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(operator.wait, 30)
+    seconds = finished - started
+    latencies = sorted(bound[name] - created[name] for name in bound)
+    quantiles = statistics.quantiles(latencies, n=100)
+    first = min(bound.values()) - started
+    return {
+        "seconds": round(seconds, 3),
+        "pods_per_second": round(pods / seconds, 1),
+        "first_bind_after_seconds": round(first, 3),
+        "bind_phase_pods_per_second": round(pods / (finished - started - first), 1),
+        "latency_p50_seconds": round(quantiles[49], 3),
+        "latency_p99_seconds": round(quantiles[98], 3),
+        "scheduler_peak_rss_mb": rss,
+    }
+
+
+async def run(args: argparse.Namespace) -> JSON:
+    crds = load_manifests(REPO / "crds")
+    plane = await asyncio.to_thread(ControlPlane.start, find_assets(), crds=crds)
+    with plane, tempfile.TemporaryDirectory() as scratch:
+        api = Api(load_configuration(str(plane.kubeconfig)), connections=256)
+        try:
+            nodes = await create_nodes(api, args.nodes)
+            raw = await raw_ceiling(api, nodes, args.pods, args.concurrency)
+            log = Path(scratch) / "operator.log"
+            e2e = await end_to_end(api, plane.kubeconfig, args.pods, args.gang, args.timeout, log)
+        except Exception:
+            sys.stderr.write((Path(scratch) / "operator.log").read_text()[-5000:])
+            raise
+        finally:
+            await api.close()
+    return {
+        "nodes": args.nodes,
+        "pods": args.pods,
+        "gang": args.gang,
+        "cpus": os.cpu_count(),
+        "raw_bind": raw,
+        "end_to_end": e2e,
+        "ratio_to_raw": round(e2e["pods_per_second"] / raw["pods_per_second"], 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--gang", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=64, help="raw binds in flight")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(run(args)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
