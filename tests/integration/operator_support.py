@@ -1,0 +1,261 @@
+"""Running `batchsched run` against the test control plane the way a user does, with
+the least-privilege identity of manifests/rbac.yaml, and reading what it did.
+
+The operator tests import the fixtures here (`*_fixture`, used by their names without
+the suffix); there is no conftest of ours, the harness's stays as it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube
+from batchsched.testing.objects import load_manifests, node
+
+REPO = Path(__file__).resolve().parents[2]
+RBAC = REPO / "manifests" / "rbac.yaml"
+T = TypeVar("T")
+
+
+def eventually(check: Callable[[], T | None], *, timeout: float = 30.0, what: str = "") -> T:
+    """Poll `check` until it returns something truthy, and return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g}s: {what or check}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module", name="scheduler_kubeconfig")
+def scheduler_kubeconfig_fixture(
+    control_plane: ControlPlane, kube: Kube, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """A kubeconfig holding a token of a ServiceAccount bound to the scheduler's
+    ClusterRole from manifests/rbac.yaml, under a name of its own so that the RBAC
+    tests can create the manifest's objects undisturbed."""
+    suffix = secrets.token_hex(3)
+    role = next(d for d in load_manifests(RBAC) if d["kind"] == "ClusterRole")
+    role["metadata"] = {"name": f"batchsched-test-{suffix}"}
+    namespace = f"batchsched-test-{suffix}"
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "scheduler"}}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": role["metadata"]["name"]},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "scheduler", "namespace": namespace}],
+    }
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    kube.create(account, namespace)
+    cluster_scoped = [kube.create(role), kube.create(binding)]
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    token = kube.post(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/scheduler/token", request
+    ).expect(201)["status"]["token"]
+    path = tmp_path_factory.mktemp("scheduler") / "kubeconfig"
+    ca = base64.b64encode(control_plane.ca_file.read_bytes()).decode()
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "test",
+                        "cluster": {
+                            "server": control_plane.server,
+                            "certificate-authority-data": ca,
+                        },
+                    }
+                ],
+                "users": [{"name": "scheduler", "user": {"token": token}}],
+                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "scheduler"}}],
+                "current-context": "test",
+            }
+        )
+    )
+    yield path
+    for obj in reversed(cluster_scoped):
+        kube.delete_object(obj)
+    kube.wipe_namespace(namespace)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Scheduler:
+    """One `batchsched run` process. Its output goes to a file, shown when a test fails."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log: Path,
+        *,
+        leader_elect: bool = False,
+        lease_namespace: str | None = None,
+        config: Path | None = None,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.log = log
+        self.port = _free_port()
+        self.argv = [
+            str(Path(sys.executable).parent / "batchsched"),
+            "run",
+            f"--kubeconfig={kubeconfig}",
+            f"--metrics-port={self.port}",
+            *(["--leader-elect"] if leader_elect else []),
+            *([f"--config={config}"] if config else []),
+        ]
+        self.env = {**os.environ, **({"POD_NAMESPACE": lease_namespace} if lease_namespace else {})}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Scheduler:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, env=self.env
+            )
+        eventually(self._ready, timeout=30, what=f"{self.log.name} ready")
+        return self
+
+    def _ready(self) -> bool:
+        self._check_alive()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def _check_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise AssertionError(
+                f"the scheduler exited ({self.process.returncode}):\n{self.output()}"
+            )
+
+    def metrics(self) -> dict[str, float]:
+        """Samples by `name{labels}`, as /metrics shows them."""
+        self._check_alive()
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                samples[name] = float(value)
+        return samples
+
+    def metric(self, name: str) -> float:
+        return self.metrics().get(name, 0.0)
+
+    def stop(self) -> int:
+        """SIGTERM, as Kubernetes stops a pod; returns the exit code."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=30)
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies mid-whatever, as on a node failure."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-6000:]
+
+
+@pytest.fixture(name="start_scheduler")
+def start_scheduler_fixture(
+    scheduler_kubeconfig: Path, tmp_path: Path
+) -> Iterator[Callable[..., Scheduler]]:
+    """Starts schedulers for one test; stops them after it and shows their logs on failure."""
+    started: list[Scheduler] = []
+
+    def start(**options: Any) -> Scheduler:
+        log = tmp_path / f"scheduler-{len(started)}.log"
+        scheduler = Scheduler(scheduler_kubeconfig, log, **options)
+        started.append(scheduler)
+        return scheduler.start()
+
+    yield start
+    for scheduler in started:
+        if scheduler.process is not None and scheduler.process.poll() is None:
+            scheduler.stop()
+        # pytest shows what teardown writes only for a test that failed.
+        sys.stderr.write(f"--- {scheduler.log.name}\n{scheduler.output()}\n")
+
+
+def ready_node(cluster_objects: ClusterObjects, kube: Kube, manifest: JSON) -> JSON:
+    """Create a Node and lift the not-ready taint the API server puts on new nodes, as
+    the node lifecycle controller (not running here) would once the node reports Ready."""
+    created = cluster_objects.create(manifest)
+    name = created["metadata"]["name"]
+    taints = (manifest.get("spec") or {}).get("taints")
+    kube.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": taints}}).expect(200)
+    return created
+
+
+def add_nodes(
+    cluster_objects: ClusterObjects, kube: Kube, names: Iterable[str], allocatable: dict[str, str]
+) -> None:
+    for name in names:
+        ready_node(cluster_objects, kube, node(name, allocatable))
+
+
+def create(kube: Kube, namespace: str, obj: JSON) -> JSON:
+    """Create a namespaced object without a discovery round trip per call."""
+    api_version = obj["apiVersion"]
+    root = "/api" if "/" not in api_version else "/apis"
+    plural = {"Pod": "pods", "PodGroup": "podgroups"}[obj["kind"]]
+    path = f"{root}/{api_version}/namespaces/{namespace}/{plural}"
+    return kube.post(path, obj).expect(201)
+
+
+def pods(kube: Kube, namespace: str) -> dict[str, JSON]:
+    items = kube.get(f"/api/v1/namespaces/{namespace}/pods").expect(200)["items"]
+    return {p["metadata"]["name"]: p for p in items}
+
+
+def placements(kube: Kube, namespace: str) -> dict[str, str | None]:
+    """Pod name -> its node, None while unbound."""
+    return {name: p["spec"].get("nodeName") for name, p in pods(kube, namespace).items()}
+
+
+def unschedulable_message(pod: JSON) -> str | None:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition["type"] == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            return str(condition.get("message"))
+    return None
+
+
+def events(kube: Kube, namespace: str, reason: str | None = None) -> list[JSON]:
+    items = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events").expect(200)
+    return [e for e in items["items"] if reason is None or e["reason"] == reason]
+
+
+def pod_group(kube: Kube, namespace: str, name: str) -> JSON:
+    path = f"/apis/scheduling.batchsched.io/v1alpha1/namespaces/{namespace}/podgroups/{name}"
+    return kube.get(path).expect(200)

@@ -1,0 +1,204 @@
+"""`batchsched run` on the real control plane: the seed scenarios end as the simulator
+says, and pods, groups and nodes may arrive in any order."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batchsched.cli import read_config
+from batchsched.sim.loader import load_files
+from batchsched.sim.report import to_json
+from batchsched.sim.simulator import simulate
+from batchsched.testing import JSON, ClusterObjects, Kube
+from batchsched.testing.objects import node, pod
+
+from .operator_support import (  # noqa: F401 (fixtures)
+    REPO,
+    Scheduler,
+    add_nodes,
+    create,
+    events,
+    eventually,
+    placements,
+    pod_group,
+    pods,
+    ready_node,
+    scheduler_kubeconfig_fixture,
+    start_scheduler_fixture,
+    unschedulable_message,
+)
+
+pytestmark = pytest.mark.integration
+
+StartScheduler = Callable[..., Scheduler]
+OUR_API = "scheduling.batchsched.io/v1alpha1"
+CPU = {"cpu": "1", "memory": "1Gi"}
+
+
+def relocated(objects: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
+    """The scenario's namespaced objects moved into the test's namespace."""
+    for obj in objects:
+        obj.setdefault("apiVersion", "v1")
+        if obj["kind"] != "Node":
+            obj["metadata"]["namespace"] = namespace
+    return objects
+
+
+@pytest.mark.parametrize(
+    ("example", "config"),
+    [
+        ("tencent-race.yaml", None),
+        ("kube-batch-tfjobs.yaml", None),
+        ("binpack-tfjob.yaml", "examples/config/binpack-seed.yaml"),
+    ],
+)
+def test_seed_scenario_ends_as_the_simulator_says(
+    example: str,
+    config: str | None,
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+) -> None:
+    objects = relocated(load_files([str(REPO / "examples" / example)]).objects, namespace)
+    config_path = str(REPO / config) if config else None
+    expected = to_json(simulate(objects, read_config(config_path)))["pods"]
+    want = {p["name"]: p["node"] for p in expected if p["namespace"] == namespace}
+    reasons = {p["name"]: p["reason"] for p in expected if p["reason"]}
+    for obj in objects:
+        if obj["kind"] == "Node":
+            ready_node(cluster_objects, kube, obj)
+        else:
+            kube.create(obj)
+
+    start_scheduler(config=Path(config_path) if config_path else None)
+    bound = {name for name, where in want.items() if where}
+    eventually(
+        lambda: {n for n, where in placements(kube, namespace).items() if where} >= bound,
+        what=f"{sorted(bound)} bound",
+    )
+    time.sleep(2.5)  # more sessions: nothing else may be bound, no reason may change
+    ours = {name: where for name, where in placements(kube, namespace).items() if name in want}
+    assert ours == want
+    shown = {name: unschedulable_message(p) for name, p in pods(kube, namespace).items()}
+    assert {name: shown[name] for name in reasons} == reasons
+
+
+def test_pods_created_before_and_after_the_scheduler_starts_are_bound(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    node_name = f"n-{namespace}"
+    add_nodes(cluster_objects, kube, [node_name], {"cpu": "4", "memory": "8Gi"})
+    create(kube, namespace, pod("early", CPU))
+    start_scheduler()
+    eventually(lambda: placements(kube, namespace)["early"] == node_name, what="early bound")
+    create(kube, namespace, pod("late", CPU))
+    eventually(lambda: placements(kube, namespace)["late"] == node_name, what="late bound")
+    scheduled = {e["regarding"]["name"]: e["note"] for e in events(kube, namespace, "Scheduled")}
+    assert scheduled == {
+        name: f"Successfully assigned {namespace}/{name} to {node_name}"
+        for name in ("early", "late")
+    }
+
+
+def group_members(name: str, count: int, requests: dict[str, str] = CPU) -> list[JSON]:
+    members = []
+    for i in range(count):
+        member = pod(f"{name}-{i}", requests)
+        member["metadata"]["annotations"] = {"scheduling.batchsched.io/group-name": name}
+        members.append(member)
+    return members
+
+
+def our_pod_group(name: str, min_member: int, **spec: Any) -> JSON:
+    return {
+        "apiVersion": OUR_API,
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": min_member, **spec},
+    }
+
+
+def test_a_pod_group_created_after_its_pods_releases_them(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    add_nodes(cluster_objects, kube, [f"n-{namespace}"], {"cpu": "8", "memory": "16Gi"})
+    for member in group_members("g", 3):
+        create(kube, namespace, member)
+    start_scheduler()
+    missing = f"PodGroup {namespace}/g does not exist"
+    eventually(
+        lambda: all(unschedulable_message(p) == missing for p in pods(kube, namespace).values()),
+        what="pods waiting for their PodGroup",
+    )
+    assert not any(placements(kube, namespace).values())
+    waiting = {e["regarding"]["name"] for e in events(kube, namespace, "FailedScheduling")}
+    assert waiting == {"g-0", "g-1", "g-2"}
+
+    create(kube, namespace, our_pod_group("g", 3))
+    eventually(lambda: all(placements(kube, namespace).values()), what="the gang bound")
+
+
+def test_a_node_added_later_unblocks_a_gang(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    queue = f"q-{namespace}"
+    cluster_objects.create({"apiVersion": OUR_API, "kind": "Queue", "metadata": {"name": queue}})
+    first, second = f"a-{namespace}", f"b-{namespace}"
+    ready_node(cluster_objects, kube, node(first, {"cpu": "2", "memory": "8Gi"}))
+    create(kube, namespace, our_pod_group("g", 3, queue=queue))
+    for member in group_members("g", 3):
+        create(kube, namespace, member)
+    scheduler = start_scheduler()
+
+    def unschedulable() -> JSON | None:
+        status = pod_group(kube, namespace, "g").get("status") or {}
+        conditions = status.get("conditions") or [{}]
+        return status if conditions[0].get("type") == "Unschedulable" else None
+
+    status = eventually(unschedulable, what="PodGroup g Unschedulable")
+    assert status["phase"] in ("Pending", "Inqueue")
+    assert status["scheduled"] == 0
+    assert "gang" in status["conditions"][0]["message"]
+    for _ in range(15):  # three sessions: never half a gang
+        assert not any(placements(kube, namespace).values())
+        time.sleep(0.2)
+    group_events = [e for e in events(kube, namespace) if e["regarding"]["kind"] == "PodGroup"]
+    assert [e["reason"] for e in group_events] == ["FailedScheduling"]
+
+    ready_node(cluster_objects, kube, node(second, {"cpu": "2", "memory": "8Gi"}))
+    eventually(lambda: all(placements(kube, namespace).values()), what="the gang bound")
+    assert sorted(str(n) for n in placements(kube, namespace).values()) == [first, first, second]
+
+    def running() -> JSON | None:
+        status = pod_group(kube, namespace, "g").get("status") or {}
+        return status if status.get("phase") == "Running" else None
+
+    status = eventually(running, what="PodGroup g Running")
+    assert status["scheduled"] == 3
+    assert status["conditions"][0]["type"] == "Scheduled"
+    path = f"/apis/{OUR_API}/queues/{queue}"
+    queue_status = eventually(
+        lambda: (
+            (kube.get(path).expect(200).get("status") or {}).get("running") == 1
+            and kube.get(path).expect(200)["status"]
+        ),
+        what="Queue status",
+    )
+    assert queue_status["allocated"]["cpu"] == "3"
+    assert queue_status["pending"] == queue_status["inqueue"] == 0
+    # Each pod was told once that it waits, whatever the number of sessions.
+    failed = [e["regarding"]["name"] for e in events(kube, namespace, "FailedScheduling")]
+    assert sorted(n for n in failed if n.startswith("g-")) == ["g-0", "g-1", "g-2"]
+
+    metrics = scheduler.metrics()
+    assert metrics['batchsched_bindings_total{result="bound"}'] == 3
+    assert metrics["batchsched_pending_pods"] == 0
+    assert metrics[f'batchsched_queue_allocated{{queue="{queue}",resource="cpu",unit="core"}}'] == 3
+    assert metrics["batchsched_session_duration_seconds_count"] >= 2
+    assert metrics['batchsched_schedule_attempts_total{result="scheduled"}'] == 3
