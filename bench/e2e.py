@@ -11,6 +11,8 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
    the operator is started as a user starts it, and timed from its start until every
    pod is bound, as seen by a watch. Latency is from each pod's creation (client
    clock, when its create call returned) to the watch event showing its node.
+4. Caught up: `--steady-gangs` more gangs arrive, one every half second; the mean
+   session time while they are placed is read from the operator's /metrics.
 The operator's peak RSS is read from /proc (VmHWM) before it is stopped.
 """
 
@@ -19,11 +21,13 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -74,10 +78,10 @@ async def create_namespace(api: Api, name: str) -> None:
     await api.post("/api/v1/namespaces", {"metadata": {"name": name}})
 
 
-def pod_manifests(count: int, gang: int, scheduler: str) -> list[JSON]:
+def pod_manifests(count: int, gang: int, scheduler: str, prefix: str = "job") -> list[JSON]:
     manifests = []
     for i in range(count):
-        group = f"job-{i // gang:05d}"
+        group = f"{prefix}-{i // gang:05d}"
         manifest = pod(f"{group}-{i % gang}", POD_REQUESTS, scheduler_name=scheduler)
         manifest["metadata"]["annotations"] = {"scheduling.batchsched.io/group-name": group}
         manifests.append(manifest)
@@ -96,10 +100,12 @@ async def create_pods(api: Api, namespace: str, manifests: list[JSON]) -> dict[s
     return created
 
 
-async def create_groups(api: Api, namespace: str, count: int, gang: int) -> None:
+async def create_groups(
+    api: Api, namespace: str, count: int, gang: int, prefix: str = "job"
+) -> None:
     path = f"/apis/scheduling.batchsched.io/v1alpha1/namespaces/{namespace}/podgroups"
-    groups = sorted({f"job-{i // gang:05d}" for i in range(count)})
-    sizes = {g: sum(1 for i in range(count) if f"job-{i // gang:05d}" == g) for g in groups}
+    sizes = Counter(f"{prefix}-{i // gang:05d}" for i in range(count))
+    groups = sorted(sizes)
     bodies = [
         {
             "apiVersion": "scheduling.batchsched.io/v1alpha1",
@@ -197,10 +203,9 @@ async def _until_done(done: asyncio.Event, operator: subprocess.Popen[bytes]) ->
         await asyncio.sleep(0.1)
 
 
-async def end_to_end(
-    api: Api, kubeconfig: Path, pods: int, gang: int, timeout: float, log: Path
-) -> JSON:
+async def end_to_end(api: Api, kubeconfig: Path, args: argparse.Namespace, log: Path) -> JSON:
     namespace = "e2e"
+    pods, gang = args.pods, args.gang
     await create_namespace(api, namespace)
     await create_groups(api, namespace, pods, gang)
     created = await create_pods(api, namespace, pod_manifests(pods, gang, SCHEDULER))
@@ -209,10 +214,12 @@ async def end_to_end(
     watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
     await asyncio.sleep(1.0)  # the watch is established before the operator starts
     started = time.monotonic()
-    operator = start_operator(kubeconfig, log, metrics_port=0)
+    port = free_port()
+    operator = start_operator(kubeconfig, log, metrics_port=port)
     try:
-        await asyncio.wait_for(_until_done(done, operator), timeout)
+        await asyncio.wait_for(_until_done(done, operator), args.timeout)
         finished = time.monotonic()
+        steady = await steady_state(api, port, args.steady_gangs, gang)
         rss = peak_rss_mb(operator.pid)
     finally:
         watcher.cancel()
@@ -230,6 +237,46 @@ async def end_to_end(
         "latency_p50_seconds": round(quantiles[49], 3),
         "latency_p99_seconds": round(quantiles[98], 3),
         "scheduler_peak_rss_mb": rss,
+        "caught_up": steady,
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def session_totals(api: Api, port: int) -> tuple[float, float]:
+    """(seconds, count) of the operator's sessions so far, from its /metrics."""
+    async with api.session.get(f"http://127.0.0.1:{port}/metrics", ssl=False) as reply:
+        text = await reply.text()
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line[:1] != "#")
+    name = "batchsched_session_duration_seconds"
+    return float(values[f"{name}_sum"]), float(values[f"{name}_count"])
+
+
+async def steady_state(api: Api, port: int, gangs: int, gang: int) -> JSON:
+    """Once the backlog is bound, new gangs keep arriving: how long do sessions take?"""
+    namespace = "steady"
+    await create_namespace(api, namespace)
+    spent, sessions = await session_totals(api, port)
+    started = time.monotonic()
+    for index in range(gangs):
+        await create_groups(api, namespace, gang, gang, prefix=f"steady-{index}")
+        manifests = pod_manifests(gang, gang, SCHEDULER, prefix=f"steady-{index}")
+        await create_pods(api, namespace, manifests)
+        await asyncio.sleep(0.5)
+    unbound = f"/api/v1/namespaces/{namespace}/pods?fieldSelector=spec.nodeName%3D&limit=1"
+    while (await api.get(unbound))["items"]:
+        await asyncio.sleep(0.1)
+    seconds = time.monotonic() - started
+    spent_after, sessions_after = await session_totals(api, port)
+    return {
+        "pods": gangs * gang,
+        "seconds": round(seconds, 3),
+        "sessions": int(sessions_after - sessions),
+        "session_mean_seconds": round((spent_after - spent) / max(sessions_after - sessions, 1), 3),
     }
 
 
@@ -242,7 +289,7 @@ async def run(args: argparse.Namespace) -> JSON:
             nodes = await create_nodes(api, args.nodes)
             raw = await raw_ceiling(api, nodes, args.pods, args.concurrency)
             log = Path(scratch) / "operator.log"
-            e2e = await end_to_end(api, plane.kubeconfig, args.pods, args.gang, args.timeout, log)
+            e2e = await end_to_end(api, plane.kubeconfig, args, log)
         except Exception:
             sys.stderr.write((Path(scratch) / "operator.log").read_text()[-5000:])
             raise
@@ -266,6 +313,7 @@ def main() -> None:
     parser.add_argument("--gang", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=64, help="raw binds in flight")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--steady-gangs", type=int, default=10, help="gangs arriving after")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args)), indent=2))
 
