@@ -1,0 +1,131 @@
+"""How the binder settles each decided bind, and what a failure does to the rest of a gang."""
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+
+from batchsched.cache.cluster import ClusterCache
+from batchsched.framework.decisions import Binding
+from batchsched.k8s.binder import Binder
+from batchsched.k8s.client import JSON, Api, ApiError
+from batchsched.k8s.status import StatusWriter
+from batchsched.k8s.watch import PODS, Watch
+
+from ..builders import pod
+from .recording_api import RecordingApi, created
+
+
+def setup(
+    answer: Callable[[str, str, Any], JSON] = created,
+    *,
+    members: int = 3,
+    leading: bool = True,
+) -> tuple[Binder, RecordingApi, list[Binding]]:
+    api = RecordingApi(answer)
+    idle = asyncio.Event()
+    idle.set()
+    status = StatusWriter(cast(Api, api), scheduler_name="s", instance="i", binds_idle=idle)
+    watch = Watch(ClusterCache(), status)
+    bindings = []
+    for i in range(members):
+        manifest = pod(f"p{i}", requests={"cpu": "1"})
+        manifest["metadata"]["uid"] = f"uid-{i}"
+        watch.apply(PODS, manifest)
+        binding = Binding(namespace="default", name=f"p{i}", uid=f"uid-{i}", node="n1", job="g")
+        watch.cache.assume(binding.key, binding.node)
+        bindings.append(binding)
+    binder = Binder(cast(Api, api), watch, leading=lambda: leading, idle=idle, concurrency=1)
+    return binder, api, bindings
+
+
+async def settle(binder: Binder, bindings: list[Binding]) -> None:
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await asyncio.wait_for(binder.idle.wait(), 5)
+    task.cancel()
+
+
+def refuse(
+    status: int, *, times: int = 1_000, read_back: JSON | None = None
+) -> Callable[[str, str, Any], JSON]:
+    """Answer the first `times` Binding POSTs with `status`, later ones with success;
+    reading the pod back finds `read_back`, or nothing."""
+    failures = [0]
+
+    def answer(method: str, path: str, body: Any) -> JSON:
+        if method == "POST" and path.endswith("/binding") and failures[0] < times:
+            failures[0] += 1
+            raise ApiError(method, path, status, {"message": f"refused with {status}"})
+        if method == "GET":
+            if read_back is None:
+                raise ApiError(method, path, 404, {"message": "gone"})
+            return read_back
+        return {}
+
+    return answer
+
+
+async def test_each_bind_posts_a_binding_with_the_pods_uid() -> None:
+    binder, api, bindings = setup(members=2)
+    await settle(binder, bindings)
+    posts = api.sent("POST", "/binding")
+    assert [p["metadata"]["uid"] for p in posts] == ["uid-0", "uid-1"]
+    assert posts[0]["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+    assert "annotations" not in posts[0]["metadata"]
+    assert binder.cache.tasks["default/p0"].node_name == "n1"
+
+
+async def test_chosen_gpu_cards_travel_in_the_binding() -> None:
+    binder, api, bindings = setup(members=1)
+    bindings[0].gpu_index = (0, 3)
+    await settle(binder, bindings)
+    [post] = api.sent("POST", "/binding")
+    assert post["metadata"]["annotations"] == {"scheduling.batchsched.io/gpu-index": "0,3"}
+
+
+async def test_a_failed_member_stops_the_rest_of_its_gang() -> None:
+    binder, api, bindings = setup(refuse(404))
+    await settle(binder, bindings)
+    assert len(api.sent("POST", "/binding")) == 1
+    assert binder.cache.assumed == {}
+    # The pod that is gone is gone from the cache; its gang mates are pending again.
+    assert "default/p0" not in binder.cache.tasks
+    assert [binder.cache.tasks[f"default/p{i}"].node_name for i in (1, 2)] == [None, None]
+
+
+async def test_throttling_and_server_errors_are_retried() -> None:
+    binder, api, bindings = setup(refuse(429, times=2), members=1)
+    await settle(binder, bindings)
+    assert len(api.sent("POST", "/binding")) == 3
+    assert binder.cache.tasks["default/p0"].node_name == "n1"
+
+
+async def test_a_conflict_from_our_own_earlier_attempt_counts_as_bound() -> None:
+    def answer(method: str, path: str, body: Any) -> JSON:
+        if method == "POST":
+            raise ApiError(method, path, 409, {"message": "already assigned"})
+        return {"metadata": {"uid": "uid-0"}, "spec": {"nodeName": "n1"}}
+
+    binder, api, bindings = setup(answer, members=1)
+    await settle(binder, bindings)
+    assert binder.cache.assumed == {"default/p0": ("n1", ())}
+    assert [e["reason"] for e in api.sent("POST", "/events")] == []
+
+
+async def test_a_replica_that_lost_the_lease_binds_nothing() -> None:
+    binder, api, bindings = setup(leading=False)
+    await settle(binder, bindings)
+    assert api.sent("POST", "/binding") == []
+    assert binder.cache.assumed == {}
+
+
+@pytest.mark.parametrize("status", [400, 403, 422])
+async def test_other_refusals_forget_the_bind(status: int) -> None:
+    unbound = pod("p0", requests={"cpu": "1"})
+    unbound["metadata"]["uid"] = "uid-0"
+    binder, api, bindings = setup(refuse(status, read_back=unbound), members=1)
+    await settle(binder, bindings)
+    assert len(api.sent("POST", "/binding")) == 1
+    assert binder.cache.tasks["default/p0"].node_name is None

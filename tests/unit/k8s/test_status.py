@@ -1,0 +1,173 @@
+"""What the status writer sends: only changes, in the shape the API expects, after binds."""
+
+import asyncio
+from typing import cast
+
+from batchsched.api.objects import PodGroup, Queue
+from batchsched.framework.decisions import Binding, Condition, JobStatus
+from batchsched.k8s.client import Api
+from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
+
+from .recording_api import RecordingApi
+
+OUR_API = "scheduling.batchsched.io/v1alpha1"
+
+
+def writer(api: RecordingApi, binds_idle: asyncio.Event | None = None) -> StatusWriter:
+    idle = binds_idle or asyncio.Event()
+    if binds_idle is None:
+        idle.set()
+    return StatusWriter(
+        cast(Api, api), scheduler_name="batch-scheduler", instance="i", binds_idle=idle
+    )
+
+
+async def settle(status: StatusWriter, api: RecordingApi) -> None:
+    """Run the writer until it has sent everything queued."""
+    task = asyncio.create_task(status.run())
+    count = -1
+    while count != len(api.requests):
+        count = len(api.requests)
+        await asyncio.sleep(0.02)
+    task.cancel()
+
+
+def group_status(phase: str, scheduled: int, condition: Condition | None) -> JobStatus:
+    return JobStatus(
+        key="ns/g",
+        namespace="ns",
+        name="g",
+        phase=phase,
+        min_member=3,
+        scheduled=scheduled,
+        running=0,
+        succeeded=0,
+        failed=0,
+        condition=condition,
+    )
+
+
+GROUPS = {"ns/g": PodGroup(namespace="ns", name="g", min_member=3, creation=0, api_version=OUR_API)}
+WAITING = Condition("Unschedulable", "NotEnoughResources", "gang ns/g: 1/3 placed")
+
+
+async def test_a_pending_pod_is_told_once_per_distinct_reason() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    for _ in range(3):
+        status.pods({"ns/p": "0/2 nodes fit: 2 Insufficient cpu"}, {})
+    await settle(status, api)
+    [patch] = api.sent("PATCH", "/api/v1/namespaces/ns/pods/p/status")
+    [condition] = patch["status"]["conditions"]
+    assert condition["type"] == "PodScheduled"
+    assert condition["status"] == "False"
+    assert condition["reason"] == "Unschedulable"
+    assert condition["message"] == "0/2 nodes fit: 2 Insufficient cpu"
+    assert "lastTransitionTime" in condition
+    [event] = api.sent("POST", "/events")
+    assert event["reason"] == "FailedScheduling"
+    assert event["type"] == "Warning"
+    assert event["regarding"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "ns", "name": "p"}
+
+    status.pods({"ns/p": "0/3 nodes fit: 3 Insufficient cpu"}, {})
+    await settle(status, api)
+    patches = api.sent("PATCH", "/pods/p/status")
+    assert len(patches) == 2
+    # The pod stays unschedulable: the merge keeps the time it became so.
+    assert "lastTransitionTime" not in patches[1]["status"]["conditions"][0]
+
+
+async def test_what_a_pod_already_shows_is_not_written_again() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    status.observe("Pod", "ns/p", "waiting")
+    status.pods({"ns/p": "waiting"}, {})
+    await settle(status, api)
+    assert api.requests == []
+
+
+async def test_a_bound_pod_gets_a_scheduled_event_and_a_fresh_start() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    status.pods({"ns/p": "waiting"}, {})
+    status.bound(Binding(namespace="ns", name="p", uid="u1", node="n1", job="ns/g"))
+    status.pods({"ns/p": "waiting"}, {})
+    await settle(status, api)
+    reasons = [e["reason"] for e in api.sent("POST", "/events")]
+    assert reasons.count("Scheduled") == 1
+    assert reasons.count("FailedScheduling") == 2
+
+
+async def test_group_status_keeps_the_transition_time_while_the_condition_holds() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    status.groups({"ns/g": group_status("Inqueue", 0, WAITING)}, GROUPS)
+    await settle(status, api)
+    [first] = api.sent("PATCH", f"/apis/{OUR_API}/namespaces/ns/podgroups/g/status")
+    since = first["status"]["conditions"][0]["lastTransitionTime"]
+    assert first["status"]["phase"] == "Inqueue"
+
+    status.groups({"ns/g": group_status("Inqueue", 0, WAITING)}, GROUPS)
+    await settle(status, api)
+    assert len(api.sent("PATCH", "/podgroups/g/status")) == 1
+
+    moved = Condition("Unschedulable", "NotEnoughResources", "gang ns/g: 2/3 placed")
+    status.groups({"ns/g": group_status("Inqueue", 0, moved)}, GROUPS)
+    await settle(status, api)
+    second = api.sent("PATCH", "/podgroups/g/status")[1]
+    assert second["status"]["conditions"][0]["lastTransitionTime"] == since
+    group_events = [e for e in api.sent("POST", "/events") if e["regarding"]["kind"] == "PodGroup"]
+    assert [e["note"] for e in group_events] == [WAITING.message, moved.message]
+
+
+async def test_foreign_pod_groups_are_left_to_their_own_scheduler() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    volcano = PodGroup(
+        namespace="ns",
+        name="g",
+        min_member=3,
+        creation=0,
+        api_version="scheduling.volcano.sh/v1beta1",
+    )
+    status.groups({"ns/g": group_status("Running", 3, None)}, {"ns/g": volcano})
+    await settle(status, api)
+    assert api.requests == []
+
+
+async def test_queue_status_lists_allocations_and_removes_the_ones_gone() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    status.observe("Queue", "q", {"allocated": {"cpu": "2", "nvidia.com/gpu": "1"}, "running": 1})
+    usage = {"q": QueueUsage(allocated={"cpu": 1500, "memory": 2**30}, running=1, inqueue=2)}
+    status.queues(usage, {"q": Queue(name="q")})
+    await settle(status, api)
+    [patch] = api.sent("PATCH", f"/apis/{OUR_API}/queues/q/status")
+    assert patch["status"] == {
+        "allocated": {"cpu": "1500m", "memory": str(2**30), "nvidia.com/gpu": None},
+        "pending": 0,
+        "inqueue": 2,
+        "running": 1,
+    }
+    status.queues(usage, {"q": Queue(name="q")})
+    await settle(status, api)
+    assert len(api.sent("PATCH")) == 1
+
+
+async def test_writes_wait_while_binds_are_in_flight() -> None:
+    api = RecordingApi()
+    binds_idle = asyncio.Event()
+    status = writer(api, binds_idle)
+    status.pods({"ns/p": "waiting"}, {})
+    task = asyncio.create_task(status.run())
+    await asyncio.sleep(0.05)
+    assert api.requests == []
+    binds_idle.set()
+    await asyncio.sleep(0.05)
+    task.cancel()
+    assert len(api.requests) == 2
+
+
+def test_quantities_are_written_in_kubernetes_form() -> None:
+    assert [quantity("cpu", m) for m in (2000, 1500, 250)] == ["2", "1500m", "250m"]
+    assert quantity("memory", 2**30) == str(2**30)

@@ -1,0 +1,26 @@
+"""What a session leaves each queue and the cluster holding."""
+
+from batchsched.framework.config import default_config, run_session
+from batchsched.k8s.usage import summarize
+
+from ..builders import gang, node, pod, queue, snapshot_of
+
+
+def test_queue_usage_counts_bound_and_just_decided_pods() -> None:
+    objects = [
+        node("n1", cpu="4", memory="8Gi"),
+        queue("research"),
+        pod("running", requests={"cpu": "1"}, node_name="n1", phase="Running"),
+        *gang("fits", 2, requests={"cpu": "1"}, queue="research"),
+        *gang("waits", 4, requests={"cpu": "1"}, queue="research"),
+    ]
+    snapshot = snapshot_of(objects)
+    decisions = run_session(snapshot, default_config())
+    usage = summarize(snapshot, decisions)
+    research = usage.queues["research"]
+    assert research.allocated["cpu"] == 2000
+    assert (research.pending + research.inqueue, research.running) == (1, 1)
+    assert usage.queues["default"].allocated["cpu"] == 1000  # lone pods are in the default queue
+    assert usage.cluster_allocatable["cpu"] == 4000
+    assert usage.cluster_allocated["cpu"] == 3000
+    assert usage.pending_groups == 1
