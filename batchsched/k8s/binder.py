@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, format_gpu_index
 from batchsched.framework.decisions import Binding
-from batchsched.k8s.client import TRANSPORT_ERRORS, Api, ApiError, error_code, with_retries
+from batchsched.k8s.client import TRANSPORT_ERRORS, ApiError, Requests, error_code, with_retries
 from batchsched.k8s.status import pod_ref
 from batchsched.k8s.watch import PODS, Watch
 from batchsched.k8s.workers import run_workers
@@ -53,7 +53,7 @@ class _Bind:
 class Binder:
     def __init__(
         self,
-        api: Api,
+        api: Requests,
         watch: Watch,
         *,
         leading: Callable[[], bool],

@@ -7,6 +7,7 @@ go through aiohttp: the generated client blocks the event loop and cannot decode
 reply to a Binding.
 """
 
+import abc
 import asyncio
 import json
 import os
@@ -113,7 +114,35 @@ def _tls(configuration: k8s_client.Configuration) -> ssl.SSLContext:
     return context
 
 
-class Api:
+class Requests(abc.ABC):
+    """The REST verbs over one `request`: what the binder, status writer and lease use,
+    so that unit tests can stand in a recorder for the API server."""
+
+    @abc.abstractmethod
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        content_type: str = "application/json",
+    ) -> JSON:
+        """Send one request; errors raise ApiError or one of TRANSPORT_ERRORS."""
+
+    async def get(self, path: str) -> JSON:
+        return await self.request("GET", path)
+
+    async def post(self, path: str, body: object) -> JSON:
+        return await self.request("POST", path, body)
+
+    async def put(self, path: str, body: object) -> JSON:
+        return await self.request("PUT", path, body)
+
+    async def patch(self, path: str, body: object, *, content_type: str = MERGE_PATCH) -> JSON:
+        return await self.request("PATCH", path, body, content_type=content_type)
+
+
+class Api(Requests):
     """JSON requests to one API server; errors raise ApiError or a TRANSPORT_ERRORS type."""
 
     def __init__(
@@ -169,18 +198,6 @@ class Api:
                 self._headers["Authorization"] = str(bearer["value"])
             self._credentials_at = now
         return self._headers
-
-    async def get(self, path: str) -> JSON:
-        return await self.request("GET", path)
-
-    async def post(self, path: str, body: object) -> JSON:
-        return await self.request("POST", path, body)
-
-    async def put(self, path: str, body: object) -> JSON:
-        return await self.request("PUT", path, body)
-
-    async def patch(self, path: str, body: object, *, content_type: str = MERGE_PATCH) -> JSON:
-        return await self.request("PATCH", path, body, content_type=content_type)
 
     async def close(self) -> None:
         await self.session.close()

@@ -16,7 +16,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from batchsched.k8s.client import JSON, TRANSPORT_ERRORS, Api, ApiError
+from batchsched.k8s.client import JSON, TRANSPORT_ERRORS, ApiError, Requests
 from batchsched.metrics import LEADER
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ def _micro_time() -> str:
 class LeaderElection:
     def __init__(
         self,
-        api: Api,
+        api: Requests,
         *,
         namespace: str,
         name: str,

@@ -27,8 +27,8 @@ from batchsched.k8s.client import (
     JSON,
     STRATEGIC_MERGE_PATCH,
     TRANSPORT_ERRORS,
-    Api,
     ApiError,
+    Requests,
     error_code,
     with_retries,
 )
@@ -102,7 +102,7 @@ Write = Callable[[], Awaitable[object]]
 class StatusWriter:
     def __init__(
         self,
-        api: Api,
+        api: Requests,
         *,
         scheduler_name: str,
         instance: str,

@@ -1,12 +1,12 @@
-"""A stand-in for batchsched.k8s.client.Api in unit tests: it records every request and
-answers through a function the test provides. (Integration tests use the real API
-server; these only pin down what the shell sends and how it reacts to answers.)"""
+"""A stand-in for the API server in unit tests: it records every request and answers
+through a function the test provides. (Integration tests use the real API server;
+these only pin down what the shell sends and how it reacts to answers.)"""
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from batchsched.k8s.client import JSON, MERGE_PATCH
+from batchsched.k8s.client import JSON, Requests
 
 Answer = Callable[[str, str, Any], JSON]
 
@@ -16,7 +16,7 @@ def created(method: str, path: str, body: Any) -> JSON:
 
 
 @dataclass
-class RecordingApi:
+class RecordingApi(Requests):
     answer: Answer = created
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
 
@@ -25,18 +25,6 @@ class RecordingApi:
     ) -> JSON:
         self.requests.append((method, path, body))
         return self.answer(method, path, body)
-
-    async def get(self, path: str) -> JSON:
-        return await self.request("GET", path)
-
-    async def post(self, path: str, body: object) -> JSON:
-        return await self.request("POST", path, body)
-
-    async def put(self, path: str, body: object) -> JSON:
-        return await self.request("PUT", path, body)
-
-    async def patch(self, path: str, body: object, *, content_type: str = MERGE_PATCH) -> JSON:
-        return await self.request("PATCH", path, body, content_type=content_type)
 
     def sent(self, method: str, fragment: str = "") -> list[Any]:
         return [body for m, path, body in self.requests if m == method and fragment in path]

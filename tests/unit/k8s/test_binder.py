@@ -2,14 +2,14 @@
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from batchsched.cache.cluster import ClusterCache
 from batchsched.framework.decisions import Binding
 from batchsched.k8s.binder import Binder
-from batchsched.k8s.client import JSON, Api, ApiError
+from batchsched.k8s.client import JSON, ApiError
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
 
@@ -26,7 +26,7 @@ def setup(
     api = RecordingApi(answer)
     idle = asyncio.Event()
     idle.set()
-    status = StatusWriter(cast(Api, api), scheduler_name="s", instance="i", binds_idle=idle)
+    status = StatusWriter(api, scheduler_name="s", instance="i", binds_idle=idle)
     watch = Watch(ClusterCache(), status)
     bindings = []
     for i in range(members):
@@ -36,7 +36,7 @@ def setup(
         binding = Binding(namespace="default", name=f"p{i}", uid=f"uid-{i}", node="n1", job="g")
         watch.cache.assume(binding.key, binding.node)
         bindings.append(binding)
-    binder = Binder(cast(Api, api), watch, leading=lambda: leading, idle=idle, concurrency=1)
+    binder = Binder(api, watch, leading=lambda: leading, idle=idle, concurrency=1)
     return binder, api, bindings
 
 

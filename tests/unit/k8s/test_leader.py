@@ -7,7 +7,7 @@ from typing import Any, cast
 import pytest
 
 from batchsched.k8s import leader as leader_module
-from batchsched.k8s.client import JSON, Api, ApiError
+from batchsched.k8s.client import JSON, ApiError
 from batchsched.k8s.leader import LeaderElection
 
 from .recording_api import RecordingApi
@@ -47,7 +47,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def replica(store: LeaseStore, identity: str) -> LeaderElection:
-    api = cast(Api, RecordingApi(store.answer))
+    api = RecordingApi(store.answer)
     return LeaderElection(api, namespace="ns", name="sched", identity=identity)
 
 

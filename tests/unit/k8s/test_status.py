@@ -1,11 +1,9 @@
 """What the status writer sends: only changes, in the shape the API expects, after binds."""
 
 import asyncio
-from typing import cast
 
 from batchsched.api.objects import PodGroup, Queue
 from batchsched.framework.decisions import Binding, Condition, JobStatus
-from batchsched.k8s.client import Api
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
 
 from .recording_api import RecordingApi
@@ -17,9 +15,7 @@ def writer(api: RecordingApi, binds_idle: asyncio.Event | None = None) -> Status
     idle = binds_idle or asyncio.Event()
     if binds_idle is None:
         idle.set()
-    return StatusWriter(
-        cast(Api, api), scheduler_name="batch-scheduler", instance="i", binds_idle=idle
-    )
+    return StatusWriter(api, scheduler_name="batch-scheduler", instance="i", binds_idle=idle)
 
 
 async def settle(status: StatusWriter, api: RecordingApi) -> None:
