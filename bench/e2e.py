@@ -100,6 +100,18 @@ async def create_pods(api: Api, namespace: str, manifests: list[JSON]) -> dict[s
     return created
 
 
+async def uids_of(api: Api, namespace: str) -> dict[str, str]:
+    uids: dict[str, str] = {}
+    token = ""
+    while True:
+        query = f"limit=1000&continue={token}" if token else "limit=1000"
+        page = await api.get(f"/api/v1/namespaces/{namespace}/pods?{query}")
+        uids.update((p["metadata"]["name"], p["metadata"]["uid"]) for p in page["items"])
+        token = page["metadata"].get("continue") or ""
+        if not token:
+            return uids
+
+
 async def create_groups(
     api: Api, namespace: str, count: int, gang: int, prefix: str = "job"
 ) -> None:
@@ -123,8 +135,7 @@ async def raw_ceiling(api: Api, nodes: list[str], pods: int, concurrency: int) -
     await create_namespace(api, namespace)
     manifests = pod_manifests(pods, 1, NOBODY)
     await create_pods(api, namespace, manifests)
-    listed = await api.get(f"/api/v1/namespaces/{namespace}/pods")
-    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in listed["items"]}
+    uids = await uids_of(api, namespace)
     per_node = int(NODE_ALLOCATABLE["cpu"])
 
     async def bind(numbered: tuple[int, str]) -> None:
@@ -156,7 +167,7 @@ async def watch_bound(
     api: Api, namespace: str, expected: int, bound: dict[str, float], done: asyncio.Event
 ) -> None:
     """Record when each pod is first seen with a node, until `expected` are."""
-    listed = await api.get(f"/api/v1/namespaces/{namespace}/pods")
+    listed = await api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1")
     version = listed["metadata"]["resourceVersion"]
     url = f"{api.server}/api/v1/namespaces/{namespace}/pods"
     params = {"watch": "true", "resourceVersion": version}
@@ -284,14 +295,17 @@ async def run(args: argparse.Namespace) -> JSON:
     crds = load_manifests(REPO / "crds")
     plane = await asyncio.to_thread(ControlPlane.start, find_assets(), crds=crds)
     with plane, tempfile.TemporaryDirectory() as scratch:
-        api = Api(load_configuration(str(plane.kubeconfig)), connections=256)
+        # Deleting tens of thousands of pods in one call takes minutes.
+        api = Api(load_configuration(str(plane.kubeconfig)), connections=256, timeout=900)
         try:
             nodes = await create_nodes(api, args.nodes)
             raw = await raw_ceiling(api, nodes, args.pods, args.concurrency)
             log = Path(scratch) / "operator.log"
             e2e = await end_to_end(api, plane.kubeconfig, args, log)
         except Exception:
-            sys.stderr.write((Path(scratch) / "operator.log").read_text()[-5000:])
+            log = Path(scratch) / "operator.log"
+            if log.exists():
+                sys.stderr.write(log.read_text()[-5000:])
             raise
         finally:
             await api.close()
