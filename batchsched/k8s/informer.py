@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 PAGE = 500
 # The server ends each watch after this long; it is then resumed where it stopped.
 WATCH_SECONDS = 300
-# Bookmarks arrive about once a minute: a quiet stream beyond this is presumed dead.
-SILENCE_SECONDS = 120
+# A watch of a kind nobody changes can stay silent until the server ends it, bookmarks
+# or not; one silent for longer than that is presumed dead.
+SILENCE_SECONDS = WATCH_SECONDS + 30
 
 
 class Gone(Exception):
