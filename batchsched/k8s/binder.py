@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 class _Gang:
     """The members of one job decided in one session; `failure` stops the rest."""
 
-    key: str
     failure: str | None = None
 
 
@@ -77,7 +76,7 @@ class Binder:
         """Queue one session's bindings; each must already be assumed in the cache."""
         gangs: dict[str, _Gang] = {}
         for binding in bindings:
-            gang = gangs.setdefault(binding.job, _Gang(binding.job))
+            gang = gangs.setdefault(binding.job, _Gang())
             created = self.cache.tasks[binding.key].creation
             self._queue.put_nowait(_Bind(binding, gang, created))
         self._unsettled += len(bindings)
