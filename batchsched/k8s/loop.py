@@ -91,7 +91,7 @@ class SessionLoop:
             return True
         return self._waiting and now - self._last >= self.revisit_seconds
 
-    def session(self) -> Decisions:
+    def session(self) -> None:
         started = time.perf_counter()
         snapshot = take_snapshot(
             self.cache, now=time.time(), scheduler_name=self.config.scheduler_name
@@ -119,7 +119,6 @@ class SessionLoop:
         self.status.queues(usage.queues, self.cache.queues)
         self.status.invalid(self.watch.invalid)
         _record(timings, decisions, pending, usage)
-        return decisions
 
     def _rejected(self) -> dict[str, str]:
         """Our pods the cache could not parse: their error is their pending reason."""
