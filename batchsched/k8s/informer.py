@@ -22,7 +22,7 @@ from batchsched.k8s.watch import Watch, Watched, key_of
 
 log = logging.getLogger(__name__)
 
-PAGE = 500
+PAGE = 1000
 # The server ends each watch after this long; it is then resumed where it stopped.
 WATCH_SECONDS = 300
 # A watch of a kind nobody changes can stay silent until the server ends it, bookmarks
