@@ -161,19 +161,26 @@ class StatusWriter:
             if shown is None:
                 # Otherwise the merge keeps the time the pod first became unschedulable.
                 condition["lastTransitionTime"] = now_rfc3339()
-            namespace, name = key.split("/", 1)
-            path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
-            body = {"status": {"conditions": [condition]}}
-            write = partial(self.api.patch, path, body, content_type=STRATEGIC_MERGE_PATCH)
+            write = partial(self._pod_condition, key, condition, tasks)
             self._enqueue(("Pod", key), "pod_condition", write)
             task = tasks.get(key)
             ref = pod_ref(key, task.uid if task else None)
             self.event(ref, "Warning", "FailedScheduling", message)
 
+    async def _pod_condition(self, key: str, condition: JSON, tasks: Mapping[str, Task]) -> None:
+        """Sent late (after binds): a pod placed in the meantime must not be told it waits."""
+        task = tasks.get(key)
+        if task is not None and task.node_name is not None:
+            self._written.pop(("Pod", key), None)
+            return
+        namespace, name = key.split("/", 1)
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
+        body = {"status": {"conditions": [condition]}}
+        await self.api.patch(path, body, content_type=STRATEGIC_MERGE_PATCH)
+
     def bound(self, binding: Binding) -> None:
         """The pod is bound: the API server set PodScheduled=True; say where it went."""
-        self._observed.pop(("Pod", binding.key), None)
-        self._written.pop(("Pod", binding.key), None)
+        self.forget("Pod", binding.key)
         self.event(
             pod_ref(binding.key, binding.uid),
             "Normal",

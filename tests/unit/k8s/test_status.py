@@ -2,7 +2,7 @@
 
 import asyncio
 
-from batchsched.api.objects import PodGroup, Queue
+from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.framework.decisions import Binding, Condition, JobStatus
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
 
@@ -40,6 +40,18 @@ def group_status(phase: str, scheduled: int, condition: Condition | None) -> Job
         succeeded=0,
         failed=0,
         condition=condition,
+    )
+
+
+def pod_task(namespace: str, name: str, node: str | None = None) -> Task:
+    return Task(
+        namespace=namespace,
+        name=name,
+        uid=f"uid-{name}",
+        scheduler_name="batch-scheduler",
+        request={},
+        creation=0,
+        node_name=node,
     )
 
 
@@ -167,3 +179,15 @@ async def test_writes_wait_while_binds_are_in_flight() -> None:
 def test_quantities_are_written_in_kubernetes_form() -> None:
     assert [quantity("cpu", m) for m in (2000, 1500, 250)] == ["2", "1500m", "250m"]
     assert quantity("memory", 2**30) == str(2**30)
+
+
+async def test_a_pod_placed_before_its_condition_went_out_is_not_told_it_waits() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    tasks = {"ns/p": pod_task("ns", "p")}
+    status.pods({"ns/p": "waiting"}, tasks)
+    status.pods({"ns/q": "waiting"}, tasks)
+    tasks["ns/q"] = pod_task("ns", "q", node="n1")  # assumed by a later session
+    status.bound(Binding(namespace="ns", name="p", uid="u", node="n1", job="ns/p"))
+    await settle(status, api)
+    assert api.sent("PATCH") == []
