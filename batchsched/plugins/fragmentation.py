@@ -1,16 +1,22 @@
-"""GPU fragmentation as the FGD paper measures it (Weng et al., USENIX ATC 2023).
+"""GPU fragmentation measured against a workload's task classes (Weng et al., USENIX ATC 2023).
 
-Idle GPU milli on a node is fragmented for a class of tasks when that class cannot use
-it: all of it when the class cannot run there at all (it asks no GPU, the node has the
-wrong model, too little CPU, or too few cards with enough free), otherwise the cards with
-less free than the class asks per card. A node's fragmentation is that amount summed
-over the workload's classes, weighted by how many tasks of each class it has; divided by
-the total weight it is in GPU milli. The cluster's is the sum over nodes.
+The FGD paper's measure (FragmentationModel): idle GPU milli on a node is fragmented for
+a class of tasks when that class cannot use it: all of it when the class cannot run there
+at all (it asks no GPU, the node has the wrong model, too little CPU, or too few cards
+with enough free), otherwise the cards with less free than the class asks per card. A
+node's fragmentation is that amount summed over the classes, weighted by how many tasks
+of each class the workload has; divided by the total weight it is in GPU milli. The
+cluster's is the sum over nodes. Replay reports this measure.
 
-Counts stay integers so equal placements compare exactly equal. Per node, the model
-keeps how many cards fit each class and how much free lies on cards too small for it,
-recomputed only for nodes that changed; a placement changes one node's cards by one
-value, so its effect is derived from those sums without rebuilding them.
+The gpufragmentation plugin places by a stricter reading (InstanceFragmentationModel):
+what a class can use is as many of its tasks as still fit, by cards and by CPU together,
+so a card that holds one 470 share but not two, or a node with CPU for one more task but
+GPUs for three, counts its remainder as fragmented too.
+
+Both are sums over cards of per-card statistics followed by a per-class rule, so a
+placement, which changes one card (a share) or takes whole cards, is evaluated from the
+node's sums without rebuilding them. Counts stay integers, so equal placements compare
+exactly equal.
 """
 
 from collections.abc import Mapping, Sequence
@@ -24,6 +30,10 @@ from batchsched.api.resources import CPU
 from batchsched.cache.snapshot import IntArray
 from batchsched.framework.plugin import BoolArray
 from batchsched.plugins.predicates import allowed_nodes
+
+_WHOLE_CARD_TAKEN = np.array([CARD_MILLI, 0], dtype=np.int64)
+# More tasks than any node's cards could hold: how many fit by CPU when none is asked.
+_UNLIMITED = 1 << 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,34 +73,29 @@ class FragmentationModel:
         # Node row x class: may the class use this node's GPUs at all? Never without GPUs.
         self.allowed: BoolArray = allowed.reshape(len(classes), len(nodes)).T & (self.cards > 0)
 
-    def card_sums(self, free: IntArray) -> tuple[IntArray, IntArray]:
-        """Per row of `free` (rows x cards) and class: cards that fit it, free on the rest."""
-        fits = free[:, :, None] >= self.milli
-        fitting: IntArray = fits.sum(axis=1)
-        stranded: IntArray = np.where(fits, 0, free[:, :, None]).sum(axis=1)
-        return fitting, stranded
+    def per_card(self, free: IntArray) -> IntArray:
+        """free (any shape) -> free.shape x statistics x classes, summed over a node's cards.
+
+        Here: does the card fit the class, and its free milli if it does not.
+        """
+        fits = free[..., None] >= self.milli
+        return np.stack([fits, np.where(fits, 0, free[..., None])], axis=-2)
+
+    def lost(self, rows: IntArray, sums: IntArray, idle: IntArray, cpu_free: IntArray) -> IntArray:
+        """rows x classes: the idle milli each class cannot use, from the per-card sums."""
+        fitting, stranded = sums[:, 0], sums[:, 1]
+        usable = self.allowed[rows] & (cpu_free[:, None] >= self.cpu) & (fitting >= self.cards)
+        lost: IntArray = np.where(usable, stranded, idle[:, None])
+        return lost
+
+    def measure(self, rows: IntArray, free: IntArray, cpu_free: IntArray) -> IntArray:
+        """Weighted fragmentation of the node rows (divide by total_weight for milli)."""
+        sums = self.per_card(free).sum(axis=1)
+        return self.lost(rows, sums, free.sum(axis=1), cpu_free) @ self.weight
 
     def cluster(self, free: IntArray, cpu_free: IntArray) -> int:
         """Weighted fragmentation of all nodes, given every node's cards and free CPU."""
-        rows = np.arange(len(free), dtype=np.int64)
-        fitting, stranded = self.card_sums(free)
-        return int(self.measure(rows, fitting, stranded, free.sum(axis=1), cpu_free).sum())
-
-    def measure(
-        self,
-        rows: IntArray,
-        fitting: IntArray,
-        stranded: IntArray,
-        idle: IntArray,
-        cpu_free: IntArray,
-    ) -> IntArray:
-        """Weighted fragmentation of the given node rows (divide by total_weight for milli).
-
-        `fitting` and `stranded` come from card_sums, `idle` is the free milli per row.
-        """
-        usable = self.allowed[rows] & (cpu_free[:, None] >= self.cpu) & (fitting >= self.cards)
-        lost: IntArray = np.where(usable, stranded, idle[:, None])
-        return lost @ self.weight
+        return int(self.measure(np.arange(len(free), dtype=np.int64), free, cpu_free).sum())
 
     def placement(
         self,
@@ -105,15 +110,15 @@ class FragmentationModel:
         the largest delta; other demands that do not fit get meaningless ones, as the
         card filter rules those rows out anyway.
         """
-        fitting, stranded = self.card_sums(free)
+        sums = self.per_card(free).sum(axis=1)
         idle = free.sum(axis=1)
-        base = self.measure(rows, fitting, stranded, idle, cpu_free)
+        base = self.lost(rows, sums, idle, cpu_free) @ self.weight
         cpu_after = cpu_free - task.cpu
         demand = task.demand
         if not demand.shared:
-            after = self.measure(
-                rows, fitting - demand.cards, stranded, idle - demand.total, cpu_after
-            )
+            whole = self.per_card(_WHOLE_CARD_TAKEN)
+            after_sums = sums + demand.cards * (whole[1] - whole[0])
+            after = self.lost(rows, after_sums, idle - demand.total, cpu_after) @ self.weight
             return Placement(after - base, np.full(len(rows), -1, dtype=np.int64))
         # A share changes one card; cards with equal free are interchangeable, so each
         # distinct (row, free) pair is tried once, on its lowest-numbered card.
@@ -123,25 +128,11 @@ class FragmentationModel:
         keys, first = np.unique(keys, return_index=True)
         pair_row = keys // (CARD_MILLI + 1)
         before = keys % (CARD_MILLI + 1)
-        after_value = before - demand.milli
-        fits_before = before[:, None] >= self.milli
-        fits_after = after_value[:, None] >= self.milli
-        pair_fitting = fitting[pair_row] - fits_before + fits_after
-        pair_stranded = (
-            stranded[pair_row]
-            - np.where(fits_before, 0, before[:, None])
-            + np.where(fits_after, 0, after_value[:, None])
+        pair_sums = sums[pair_row] + self.per_card(before - demand.milli) - self.per_card(before)
+        pair_lost = self.lost(
+            rows[pair_row], pair_sums, idle[pair_row] - demand.milli, cpu_after[pair_row]
         )
-        pair_delta = (
-            self.measure(
-                rows[pair_row],
-                pair_fitting,
-                pair_stranded,
-                idle[pair_row] - demand.milli,
-                cpu_after[pair_row],
-            )
-            - base[pair_row]
-        )
+        pair_delta = pair_lost @ self.weight - base[pair_row]
         # Best pair per row: least added fragmentation, then the fullest card (best fit).
         order = np.lexsort((before, pair_delta, pair_row))
         best_rows, best_first = np.unique(pair_row[order], return_index=True)
@@ -151,3 +142,30 @@ class FragmentationModel:
         delta[best_rows] = pair_delta[chosen]
         card[best_rows] = positions[first[chosen]] % width
         return Placement(delta, card)
+
+
+class InstanceFragmentationModel(FragmentationModel):
+    """Idle milli a class cannot use once as many of its tasks as fit are counted."""
+
+    def __init__(self, mix: Mapping[TaskClass, int], nodes: Sequence[Node]) -> None:
+        super().__init__(mix, nodes)
+        self.shares = (self.cards == 1) & (self.milli < CARD_MILLI)
+        # A task's GPU milli, and how many of the counted cards one task takes.
+        self.each: IntArray = self.cards * self.milli
+        self.per_task: IntArray = np.where(self.shares, 1, np.maximum(self.cards, 1))
+        self.divisor: IntArray = np.maximum(self.milli, 1)
+        self.cpu_divisor: IntArray = np.maximum(self.cpu, 1)
+
+    def per_card(self, free: IntArray) -> IntArray:
+        """How many tasks of a share class fit on the card; for the rest, is it whole."""
+        whole = free[..., None] == CARD_MILLI
+        counted: IntArray = np.where(self.shares, free[..., None] // self.divisor, whole)
+        return counted[..., None, :]
+
+    def lost(self, rows: IntArray, sums: IntArray, idle: IntArray, cpu_free: IntArray) -> IntArray:
+        by_cards = sums[:, 0] // self.per_task
+        fit_cpu = np.maximum(cpu_free, 0)[:, None] // self.cpu_divisor
+        by_cpu = np.where(self.cpu > 0, fit_cpu, _UNLIMITED)
+        usable = np.minimum(np.minimum(by_cards, by_cpu) * self.each, idle[:, None])
+        lost: IntArray = idle[:, None] - np.where(self.allowed[rows], usable, 0)
+        return lost

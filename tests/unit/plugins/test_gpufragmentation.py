@@ -9,7 +9,11 @@ from batchsched.api.objects import Constraints, Node, Requirement
 from batchsched.api.resources import GPU
 from batchsched.framework.config import load_config
 from batchsched.framework.session import Session
-from batchsched.plugins.fragmentation import FragmentationModel, TaskClass
+from batchsched.plugins.fragmentation import (
+    FragmentationModel,
+    InstanceFragmentationModel,
+    TaskClass,
+)
 from batchsched.plugins.gpufragmentation import GpuFragmentation
 
 from ..builders import Obj, decide, node, pod, snapshot_of
@@ -71,6 +75,44 @@ def test_whole_cards_and_cpu_only_tasks_change_cards_without_a_choice() -> None:
     assert whole.card.tolist() == [-1]
     cpu_only = model().placement(rows, free, cpu, CPU_ONLY)
     assert cpu_only.delta.tolist() == [3 * 2000]
+
+
+def instances(mix: dict[TaskClass, int], free: list[int], cpu_free: int) -> int:
+    counting = InstanceFragmentationModel(mix, [Node("n", {})])
+    cards = np.array([free], dtype=np.int64)
+    return counting.cluster(cards, np.array([cpu_free], dtype=np.int64))
+
+
+def test_instances_count_what_repeated_tasks_leave_on_a_card() -> None:
+    # Two 470 shares fit a fresh card; the paper's measure sees no fragment, this one 60.
+    mix = {TaskClass(0, GpuDemand(1, 470), Constraints()): 1}
+    assert instances(mix, [1000], cpu_free=0) == 60
+    paper = FragmentationModel(mix, [Node("n", {})])
+    one_card = np.array([[1000]], dtype=np.int64)
+    assert paper.cluster(one_card, np.array([0], dtype=np.int64)) == 0
+
+
+def test_instances_are_limited_by_cpu_as_well_as_cards() -> None:
+    # Plenty of CPU: HALF fits twice (300 left, x2), WHOLE once (300), CPU_ONLY loses all.
+    assert instances(MIX, [1000, 300], cpu_free=8000) == 2 * 300 + 300 + 1300
+    # CPU for one task only: HALF uses 500 of 1300 (x2); the paper's measure sees no change.
+    assert instances(MIX, [1000, 300], cpu_free=1500) == 2 * 800 + 300 + 1300
+    assert measure([1000, 300], cpu_free=1500) == measure([1000, 300], cpu_free=8000)
+
+
+def test_instance_placement_takes_whole_cards_and_shares_alike() -> None:
+    counting = InstanceFragmentationModel(MIX, [Node("n", {})])
+    free = np.array([[1000, 1000]], dtype=np.int64)
+    cpu = np.array([8000], dtype=np.int64)
+    whole = counting.placement(np.arange(1), free, cpu, WHOLE)
+    share = counting.placement(
+        np.arange(1), free, cpu, TaskClass(1000, GpuDemand(1, 400), Constraints())
+    )
+    # Whole: 1000 left, all usable by HALF and WHOLE; CPU_ONLY loses 1000 less.
+    assert whole.delta.tolist() == [-1000]
+    # Share 400: [600, 1000]: HALF fits 3 (strands 100, x2), WHOLE once (600), CPU_ONLY -400.
+    assert share.delta.tolist() == [2 * 100 + 600 - 400]
+    assert share.card.tolist() == [0]
 
 
 def gpu_node(name: str, cards: int) -> Obj:
