@@ -88,29 +88,29 @@ class FragmentationModel:
         lost: IntArray = np.where(usable, stranded, idle[:, None])
         return lost
 
+    def card_sums(self, free: IntArray) -> IntArray:
+        """rows x statistics x classes, from the rows' cards (rows x cards)."""
+        sums: IntArray = self.per_card(free).sum(axis=1)
+        return sums
+
     def measure(self, rows: IntArray, free: IntArray, cpu_free: IntArray) -> IntArray:
         """Weighted fragmentation of the node rows (divide by total_weight for milli)."""
-        sums = self.per_card(free).sum(axis=1)
-        return self.lost(rows, sums, free.sum(axis=1), cpu_free) @ self.weight
-
-    def cluster(self, free: IntArray, cpu_free: IntArray) -> int:
-        """Weighted fragmentation of all nodes, given every node's cards and free CPU."""
-        return int(self.measure(np.arange(len(free), dtype=np.int64), free, cpu_free).sum())
+        return self.lost(rows, self.card_sums(free), free.sum(axis=1), cpu_free) @ self.weight
 
     def placement(
         self,
         rows: IntArray,
         free: IntArray,
+        sums: IntArray,
         cpu_free: IntArray,
         task: TaskClass,
     ) -> Placement:
         """The fragmentation change of placing `task` on each node row, on its best card.
 
-        `free` holds the rows' cards. A share of a card that fits nowhere on a row gets
-        the largest delta; other demands that do not fit get meaningless ones, as the
-        card filter rules those rows out anyway.
+        `free` holds the rows' cards and `sums` their card_sums. A share of a card that
+        fits nowhere on a row gets the largest delta; other demands that do not fit get
+        meaningless ones, as the card filter rules those rows out anyway.
         """
-        sums = self.per_card(free).sum(axis=1)
         idle = free.sum(axis=1)
         base = self.lost(rows, sums, idle, cpu_free) @ self.weight
         cpu_after = cpu_free - task.cpu

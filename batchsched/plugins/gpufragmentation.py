@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from batchsched.api.resources import CPU
-from batchsched.cache.snapshot import IntArray, TaskInfo
+from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
 from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys, integer
@@ -52,6 +52,11 @@ class GpuFragmentation:
         self.cpu_allocatable = session.snapshot.allocatable[:, cpu]
         self.cpu_column = cpu
         self._classes: dict[tuple[object, ...], TaskClass] = {}
+        # Card sums per node row, recomputed only for rows whose cards changed since.
+        self._sums = self.model.card_sums(session.gpu.free)
+        self._stale = np.zeros(session.node_count, dtype=np.bool_)
+        session.on_allocate.append(self._changed)
+        session.on_deallocate.append(self._changed)
         session.scorers.append((self, self.weight))
         session.gpu.chooser = self._choose
 
@@ -65,10 +70,18 @@ class GpuFragmentation:
         card = int(self._placement(task, np.array([node], dtype=np.int64)).card[0])
         return (card,)
 
+    def _changed(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+        self._stale[node] = True
+
     def _placement(self, task: TaskInfo, nodes: IntArray) -> Placement:
+        free = self.session.gpu.free
+        stale = nodes[self._stale[nodes]]
+        if len(stale):
+            self._sums[stale] = self.model.card_sums(free[stale])
+            self._stale[stale] = False
         cpu_free = self.cpu_allocatable[nodes] - self.session.requested[nodes, self.cpu_column]
         return self.model.placement(
-            nodes, self.session.gpu.free[nodes], cpu_free, self._class(task)
+            nodes, free[nodes], self._sums[nodes], cpu_free, self._class(task)
         )
 
     def _class(self, task: TaskInfo) -> TaskClass:

@@ -25,7 +25,7 @@ from batchsched.api.gpu import CARD_MILLI, gpu_demand, node_cards
 from batchsched.api.pods import task_from_pod
 from batchsched.api.resources import CPU
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import JobInfo, take_snapshot
+from batchsched.cache.snapshot import IntArray, JobInfo, take_snapshot
 from batchsched.framework.config import SchedulerConfig
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
@@ -154,7 +154,10 @@ def _place(session: Session, job: JobInfo) -> bool:
 
 
 class _Sampler:
-    """Records the curve each time arrived GPU demand crosses another 1 % of capacity."""
+    """Records the curve each time arrived GPU demand crosses another 1 % of capacity.
+
+    Fragmentation is kept per node and re-measured only on the nodes placements touched.
+    """
 
     def __init__(self, session: Session, mix: Counter[TaskClass], capacity: int) -> None:
         self.session = session
@@ -163,6 +166,8 @@ class _Sampler:
         cpu = session.snapshot.column[CPU]
         self.cpu_allocatable = session.snapshot.allocatable[:, cpu]
         self.cpu_column = cpu
+        self.by_node = self._measure(session.all_nodes)
+        self.seen = len(session.touched)
         self.arrived = 0
         self.allocated = 0
         self.next_percent = 1
@@ -176,9 +181,11 @@ class _Sampler:
             return
         while self.arrived * 100 >= self.next_percent * self.capacity:
             self.next_percent += 1
-        cpu_free = self.cpu_allocatable - self.session.requested[:, self.cpu_column]
-        weighted = self.model.cluster(self.session.gpu.free, cpu_free)
-        fragmented = weighted / max(self.model.total_weight, 1)
+        touched = self.session.touched
+        changed = np.unique(np.array(touched[self.seen :], dtype=np.int64))
+        self.by_node[changed] = self._measure(changed)
+        self.seen = len(touched)
+        fragmented = int(self.by_node.sum()) / max(self.model.total_weight, 1)
         self.curve.append(
             CurvePoint(
                 arrived_gpu_pct=round(100 * self.arrived / self.capacity, 3),
@@ -186,6 +193,10 @@ class _Sampler:
                 fragmented_gpu_pct=round(100 * fragmented / self.capacity, 3),
             )
         )
+
+    def _measure(self, rows: IntArray) -> IntArray:
+        cpu_free = self.cpu_allocatable[rows] - self.session.requested[rows, self.cpu_column]
+        return self.model.measure(rows, self.session.gpu.free[rows], cpu_free)
 
 
 def replay_table(result: ReplayResult) -> str:

@@ -7,11 +7,13 @@ import numpy as np
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, GPU_MILLI, NO_GPU, GpuDemand
 from batchsched.api.objects import Constraints, Node, Requirement
 from batchsched.api.resources import GPU
+from batchsched.cache.snapshot import IntArray
 from batchsched.framework.config import load_config
 from batchsched.framework.session import Session
 from batchsched.plugins.fragmentation import (
     FragmentationModel,
     InstanceFragmentationModel,
+    Placement,
     TaskClass,
 )
 from batchsched.plugins.gpufragmentation import GpuFragmentation
@@ -33,9 +35,19 @@ def model(nodes: int = 1) -> FragmentationModel:
     return FragmentationModel(MIX, [Node(f"n{i}", {}) for i in range(nodes)])
 
 
+def total(model: FragmentationModel, free: IntArray, cpu: IntArray) -> int:
+    """The weighted fragmentation of all the nodes given."""
+    return int(model.measure(np.arange(len(free), dtype=np.int64), free, cpu).sum())
+
+
+def place(model: FragmentationModel, free: IntArray, cpu: IntArray, task: TaskClass) -> Placement:
+    rows = np.arange(len(free), dtype=np.int64)
+    return model.placement(rows, free, model.card_sums(free), cpu, task)
+
+
 def measure(free: list[int], cpu_free: int) -> int:
     cards = np.array([free], dtype=np.int64)
-    return model().cluster(cards, np.array([cpu_free], dtype=np.int64))
+    return total(model(), cards, np.array([cpu_free], dtype=np.int64))
 
 
 def test_idle_milli_each_class_cannot_use_weighted_by_its_count() -> None:
@@ -52,13 +64,13 @@ def test_a_class_limited_to_other_models_strands_everything() -> None:
     elsewhere = Constraints(affinity=((Requirement("model", "In", ("V100",)),),))
     limited = FragmentationModel({TaskClass(0, GpuDemand(1, 500), elsewhere): 1}, [Node("n", {})])
     free = np.array([[1000, 300]], dtype=np.int64)
-    assert limited.cluster(free, np.array([0], dtype=np.int64)) == 1300
+    assert total(limited, free, np.array([0], dtype=np.int64)) == 1300
 
 
 def test_a_share_goes_where_it_fills_a_card_rather_than_splitting_one() -> None:
     free = np.array([[1000, 300], [1000, 500]], dtype=np.int64)
     task = TaskClass(1000, GpuDemand(1, 400), Constraints())
-    placement = model(2).placement(np.arange(2), free, np.array([8000, 8000], dtype=np.int64), task)
+    placement = place(model(2), free, np.array([8000, 8000], dtype=np.int64), task)
     # Node 0: only card 0 fits; 1000->600 leaves WHOLE nothing: +900 -300 for it, +0 for
     # HALF, -400 for CPU_ONLY. Node 1: card 1 500->100 strands 100 for HALF and WHOLE.
     assert placement.delta.tolist() == [200, -600]
@@ -68,19 +80,18 @@ def test_a_share_goes_where_it_fills_a_card_rather_than_splitting_one() -> None:
 def test_whole_cards_and_cpu_only_tasks_change_cards_without_a_choice() -> None:
     free = np.array([[1000, 1000]], dtype=np.int64)
     cpu = np.array([1500], dtype=np.int64)
-    rows = np.arange(1)
-    whole = model().placement(rows, free, cpu, WHOLE)
+    whole = place(model(), free, cpu, WHOLE)
     # 2000 -> 1000 idle: CPU_ONLY -1000; CPU then runs short, so HALF (x2) and WHOLE lose all.
     assert whole.delta.tolist() == [3 * 1000 - 1000]
     assert whole.card.tolist() == [-1]
-    cpu_only = model().placement(rows, free, cpu, CPU_ONLY)
+    cpu_only = place(model(), free, cpu, CPU_ONLY)
     assert cpu_only.delta.tolist() == [3 * 2000]
 
 
 def instances(mix: dict[TaskClass, int], free: list[int], cpu_free: int) -> int:
     counting = InstanceFragmentationModel(mix, [Node("n", {})])
     cards = np.array([free], dtype=np.int64)
-    return counting.cluster(cards, np.array([cpu_free], dtype=np.int64))
+    return total(counting, cards, np.array([cpu_free], dtype=np.int64))
 
 
 def test_instances_count_what_repeated_tasks_leave_on_a_card() -> None:
@@ -89,7 +100,7 @@ def test_instances_count_what_repeated_tasks_leave_on_a_card() -> None:
     assert instances(mix, [1000], cpu_free=0) == 60
     paper = FragmentationModel(mix, [Node("n", {})])
     one_card = np.array([[1000]], dtype=np.int64)
-    assert paper.cluster(one_card, np.array([0], dtype=np.int64)) == 0
+    assert total(paper, one_card, np.array([0], dtype=np.int64)) == 0
 
 
 def test_instances_are_limited_by_cpu_as_well_as_cards() -> None:
@@ -104,10 +115,8 @@ def test_instance_placement_takes_whole_cards_and_shares_alike() -> None:
     counting = InstanceFragmentationModel(MIX, [Node("n", {})])
     free = np.array([[1000, 1000]], dtype=np.int64)
     cpu = np.array([8000], dtype=np.int64)
-    whole = counting.placement(np.arange(1), free, cpu, WHOLE)
-    share = counting.placement(
-        np.arange(1), free, cpu, TaskClass(1000, GpuDemand(1, 400), Constraints())
-    )
+    whole = place(counting, free, cpu, WHOLE)
+    share = place(counting, free, cpu, TaskClass(1000, GpuDemand(1, 400), Constraints()))
     # Whole: 1000 left, all usable by HALF and WHOLE; CPU_ONLY loses 1000 less.
     assert whole.delta.tolist() == [-1000]
     # Share 400: [600, 1000]: HALF fits 3 (strands 100, x2), WHOLE once (600), CPU_ONLY -400.
