@@ -30,35 +30,57 @@ def sequence(value: object, *, where: str) -> list[Any]:
 CLUSTER_SCOPED = frozenset({"Node", "Queue", "PriorityClass", "Namespace"})
 
 
-def describe(obj: Obj) -> str:
-    """`Kind ns/name` (or `Kind name` when cluster-scoped): how every message names an object."""
+def describe(obj: Obj, *, kind: str | None = None) -> str:
+    """`Kind ns/name` (or `Kind name` when cluster-scoped): how every message names an object.
+
+    `kind` stands in for objects that arrive without one (trimmed watch events).
+    """
     meta = obj.get("metadata") or {}
     name = meta.get("name", "<unnamed>") if isinstance(meta, Mapping) else "<unnamed>"
-    kind = obj.get("kind", "object")
+    kind = kind or obj.get("kind", "object")
     if kind in CLUSTER_SCOPED:
         return f"{kind} {name}"
     namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
     return f"{kind} {namespace or 'default'}/{name}"
 
 
-def name_of(obj: Obj) -> str:
-    meta = mapping(obj.get("metadata"), where=f"{describe(obj)}.metadata")
-    name = meta.get("name")
+# Every pod passes through these on every watch event, so they build an object's
+# description only when there is an error to report.
+
+
+def _metadata(obj: Obj, kind: str | None) -> Obj:
+    meta = obj.get("metadata")
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping):
+        raise InvalidObject(f"{describe(obj, kind=kind)}.metadata: expected a map, got {meta!r}")
+    return meta
+
+
+def _string_map(obj: Obj, key: str, kind: str | None) -> dict[str, str]:
+    value = _metadata(obj, kind).get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        where = f"{describe(obj, kind=kind)}.metadata.{key}"
+        raise InvalidObject(f"{where}: expected a map, got {value!r}")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def name_of(obj: Obj, *, kind: str | None = None) -> str:
+    name = _metadata(obj, kind).get("name")
     if not isinstance(name, str) or not name:
-        raise InvalidObject(f"{describe(obj)}: metadata.name is missing")
+        raise InvalidObject(f"{describe(obj, kind=kind)}: metadata.name is missing")
     return name
 
 
-def namespace_of(obj: Obj) -> str:
-    meta = mapping(obj.get("metadata"), where=f"{describe(obj)}.metadata")
-    namespace = meta.get("namespace") or "default"
-    return str(namespace)
+def namespace_of(obj: Obj, *, kind: str | None = None) -> str:
+    return str(_metadata(obj, kind).get("namespace") or "default")
 
 
-def creation_of(obj: Obj, *, default: float) -> float:
+def creation_of(obj: Obj, *, default: float, kind: str | None = None) -> float:
     """metadata.creationTimestamp as epoch seconds; `default` keeps input order in files."""
-    meta = mapping(obj.get("metadata"), where=f"{describe(obj)}.metadata")
-    stamp = meta.get("creationTimestamp")
+    stamp = _metadata(obj, kind).get("creationTimestamp")
     if stamp is None:
         return default
     if isinstance(stamp, datetime):
@@ -66,21 +88,18 @@ def creation_of(obj: Obj, *, default: float) -> float:
     try:
         return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
     except ValueError:
+        where = describe(obj, kind=kind)
         raise InvalidObject(
-            f"{describe(obj)}: metadata.creationTimestamp {stamp!r} is not a timestamp"
+            f"{where}: metadata.creationTimestamp {stamp!r} is not a timestamp"
         ) from None
 
 
-def labels_of(obj: Obj) -> dict[str, str]:
-    meta = mapping(obj.get("metadata"), where=f"{describe(obj)}.metadata")
-    labels = mapping(meta.get("labels"), where=f"{describe(obj)}.metadata.labels")
-    return {str(k): str(v) for k, v in labels.items()}
+def labels_of(obj: Obj, *, kind: str | None = None) -> dict[str, str]:
+    return _string_map(obj, "labels", kind)
 
 
-def annotations_of(obj: Obj) -> dict[str, str]:
-    meta = mapping(obj.get("metadata"), where=f"{describe(obj)}.metadata")
-    notes = mapping(meta.get("annotations"), where=f"{describe(obj)}.metadata.annotations")
-    return {str(k): str(v) for k, v in notes.items()}
+def annotations_of(obj: Obj, *, kind: str | None = None) -> dict[str, str]:
+    return _string_map(obj, "annotations", kind)
 
 
 def flag(value: object, *, where: str) -> bool:

@@ -27,29 +27,30 @@ LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 
 def task_from_pod(pod: Obj, *, default_creation: float = 0.0) -> Task:
     """Parse a Pod; raises InvalidObject naming the pod and field when it cannot be used."""
-    namespace, name = namespace_of({**pod, "kind": "Pod"}), name_of({**pod, "kind": "Pod"})
+    namespace, name = namespace_of(pod, kind="Pod"), name_of(pod, kind="Pod")
     where = f"Pod {namespace}/{name}"
     spec = mapping(pod.get("spec"), where=f"{where}.spec")
     status = mapping(pod.get("status"), where=f"{where}.status")
     meta = mapping(pod.get("metadata"), where=f"{where}.metadata")
+    labels, notes = labels_of(pod, kind="Pod"), annotations_of(pod, kind="Pod")
     priority = spec.get("priority")
     constraints = _constraints(spec, where=where)
     request = effective_request(spec, where=where)
     check_gpu_request(request, where=where)
     ports = _host_ports(spec, where=where)
-    gpu_index = annotations_of(pod).get(GPU_INDEX_ANNOTATION)
+    gpu_index = notes.get(GPU_INDEX_ANNOTATION)
     return Task(
         namespace=namespace,
         name=name,
         uid=str(meta.get("uid") or f"{namespace}/{name}"),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         request=request,
-        creation=creation_of(pod, default=default_creation),
+        creation=creation_of(pod, default=default_creation, kind="Pod"),
         node_name=spec.get("nodeName") or None,
         phase=str(status.get("phase") or "Pending"),
         priority=priority if isinstance(priority, int) else None,
         priority_class_name=str(spec.get("priorityClassName") or ""),
-        group=group_of(pod, namespace=namespace, where=where),
+        group=group_from_metadata(labels, notes, namespace=namespace, where=where),
         constraints=constraints,
         host_ports=ports,
         deleting=meta.get("deletionTimestamp") is not None,
@@ -60,7 +61,17 @@ def task_from_pod(pod: Obj, *, default_creation: float = 0.0) -> Task:
 
 def group_of(pod: Obj, *, namespace: str, where: str) -> GroupRef | None:
     """The group a pod names, by the first association key present (DESIGN section 3)."""
-    labels, notes = labels_of(pod), annotations_of(pod)
+    return group_from_metadata(
+        labels_of(pod, kind="Pod"),
+        annotations_of(pod, kind="Pod"),
+        namespace=namespace,
+        where=where,
+    )
+
+
+def group_from_metadata(
+    labels: Mapping[str, str], notes: Mapping[str, str], *, namespace: str, where: str
+) -> GroupRef | None:
     for value in (
         notes.get(OUR_GROUP_KEY) or labels.get(OUR_GROUP_KEY),
         notes.get(KUBE_BATCH_GROUP_KEY),

@@ -5,6 +5,7 @@ fit checks are exact integer comparisons, as in kube-scheduler.
 """
 
 from collections.abc import Mapping
+from functools import lru_cache
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.quantity import ceil_int, parse_quantity
@@ -30,6 +31,26 @@ MAX_UNITS = 2**53
 
 def to_units(name: str, value: object, *, where: str) -> int:
     """One quantity in the core's integer unit for resource `name`."""
+    if isinstance(value, str):
+        units = _known_text(name, value)
+        if units is not None:
+            return units
+    return _units(name, value, where=where)
+
+
+@lru_cache(maxsize=4096)
+def _known_text(name: str, text: str) -> int | None:
+    """Parsed once per distinct text: pods of one workload repeat the same few quantities.
+
+    None for text that does not parse; the caller parses it again to say which field.
+    """
+    try:
+        return _units(name, text, where="")
+    except InvalidObject:
+        return None
+
+
+def _units(name: str, value: object, *, where: str) -> int:
     quantity = parse_quantity(value, where=where)
     units = ceil_int(quantity * 1000) if name == CPU else ceil_int(quantity)
     if units > MAX_UNITS:
