@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from batchsched.api.gpu import GPU_MILLI
+from batchsched.api.gpu import GPU_MILLI, NO_GPU, GpuDemand, gpu_demand
 from batchsched.api.objects import Node, PodGroup, Queue, Task
 from batchsched.api.queues import DEFAULT_QUEUE
 from batchsched.api.resources import BASE_RESOURCES, GPU, PODS, ResourceList
@@ -27,6 +27,8 @@ class TaskInfo:
     priority: int
     # Set when the pod cannot be scheduled whatever the cluster looks like.
     error: str | None = None
+    # The GPU cards it asks for, parsed once rather than at every placement attempt.
+    gpu: GpuDemand = NO_GPU
 
     @property
     def key(self) -> str:
@@ -176,7 +178,15 @@ class _JobBuilder:
             job.running += task.phase == "Running"
         elif ours and not task.deleting:
             priority, error = self._priority(task.priority, task.priority_class_name)
-            job.pending.append(TaskInfo(task=task, vec=vec, priority=priority, error=error))
+            job.pending.append(
+                TaskInfo(
+                    task=task,
+                    vec=vec,
+                    priority=priority,
+                    error=error,
+                    gpu=gpu_demand(task.request),
+                )
+            )
 
     def finish(self) -> dict[str, JobInfo]:
         for job in self.jobs.values():

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from batchsched.api.gpu import CARD_MILLI, GPU_MILLI, NO_GPU, GpuDemand, gpu_demand, node_cards
+from batchsched.api.gpu import CARD_MILLI, GPU_MILLI, GpuDemand, gpu_demand, node_cards
 from batchsched.api.objects import Task
 from batchsched.api.resources import GPU
 from batchsched.cache.snapshot import IntArray, Snapshot, TaskInfo
@@ -37,30 +37,28 @@ class GpuCards:
         self.free: IntArray = np.where(
             np.arange(width) < self.count[:, None], CARD_MILLI, 0
         ).astype(np.int64)
+        # Per node row, kept with `free` so that filtering and scoring need no card scan:
+        # free milli in all, fully free cards, and the most free on one card.
+        self.idle: IntArray = self.free.sum(axis=1)
+        self.whole: IntArray = (self.free == CARD_MILLI).sum(axis=1)
+        self.largest: IntArray = self.free.max(axis=1, initial=0)
         # Task key -> cards taken by this session's placements, for bindings and undo.
         self.placed: dict[str, tuple[int, ...]] = {}
         self.chooser: CardChooser = self.best_fit
-        self._demands: dict[tuple[object, ...], GpuDemand] = {}
         self._hold_bound(snapshot.gpu_holders)
 
-    def demand(self, task: TaskInfo) -> GpuDemand:
-        shape = task.task.shape_key
-        found = self._demands.get(shape)
-        if found is None:
-            found = self._demands[shape] = gpu_demand(task.task.request)
-        return found
-
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
-        return self.fits(self.demand(task), nodes)
+        return self.fits(task.gpu, nodes)
 
     def fits(self, demand: GpuDemand, nodes: IntArray) -> BoolArray:
         if demand.cards == 0:
             return np.ones(len(nodes), dtype=np.bool_)
-        usable = (self.free[nodes] >= demand.milli).sum(axis=1)
-        return np.asarray(usable >= demand.cards, dtype=np.bool_)
+        if demand.shared:
+            return np.asarray(self.largest[nodes] >= demand.milli, dtype=np.bool_)
+        return np.asarray(self.whole[nodes] >= demand.cards, dtype=np.bool_)
 
     def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
-        demand = self.demand(task)
+        demand = task.gpu
         # Nodes short at node level are left to the predicates plugin's message.
         columns = self.columns
         free = self.allocatable[np.ix_(nodes, columns)] - self.requested[np.ix_(nodes, columns)]
@@ -75,29 +73,36 @@ class GpuCards:
         return Counter({reason: short})
 
     def take(self, task: TaskInfo, node: int) -> None:
-        demand = self.demand(task)
-        if demand == NO_GPU:
+        if task.gpu.cards == 0:
             return
         cards = self.chooser(task, node)
-        self.free[node, list(cards)] -= demand.milli
+        self.free[node, list(cards)] -= task.gpu.milli
+        self._refresh(node)
         self.placed[task.key] = cards
 
     def release(self, task: TaskInfo, node: int) -> None:
         cards = self.placed.pop(task.key, ())
-        self.free[node, list(cards)] += self.demand(task).milli
+        if cards:
+            self.free[node, list(cards)] += task.gpu.milli
+            self._refresh(node)
 
     def best_fit(self, task: TaskInfo, node: int) -> tuple[int, ...]:
-        return self._best_fit(node, self.demand(task))
+        return self._best_fit(node, task.gpu)
 
     def _best_fit(self, node: int, demand: GpuDemand) -> tuple[int, ...]:
-        """The fitting cards with the least free, lowest index first on ties.
-
-        Whole-card demands always get fully free cards, so for them this is first fit.
-        """
+        """The lowest-numbered whole cards, or for a share the fitting card with least free
+        (lowest-numbered on ties)."""
         free = self.free[node]
-        fitting = np.flatnonzero(free >= demand.milli)
-        chosen = fitting[np.argsort(free[fitting], kind="stable")[: demand.cards]]
-        return tuple(int(card) for card in np.sort(chosen))
+        if not demand.shared:
+            whole: list[int] = np.flatnonzero(free == CARD_MILLI)[: demand.cards].tolist()
+            return tuple(whole)
+        return (int(np.where(free >= demand.milli, free, CARD_MILLI + 1).argmin()),)
+
+    def _refresh(self, node: int) -> None:
+        free = self.free[node]
+        self.idle[node] = free.sum()
+        self.whole[node] = (free == CARD_MILLI).sum()
+        self.largest[node] = free.max(initial=0)
 
     def _hold_bound(self, holders: Iterable[tuple[int, Task]]) -> None:
         """Count the cards of pods already bound.
@@ -124,3 +129,4 @@ class GpuCards:
     def _hold(self, row: int, cards: tuple[int, ...], milli: int) -> None:
         for card in cards:
             self.free[row, card] = max(int(self.free[row, card]) - milli, 0)
+        self._refresh(row)

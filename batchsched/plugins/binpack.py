@@ -66,8 +66,9 @@ class Binpack:
         used = self.session.requested[nodes[:, None], self.columns] + request
         if self.gpu_at is not None:
             cards = self.session.gpu
-            idle = cards.free[nodes].sum(axis=1)
-            used[:, self.gpu_at] = cards.count[nodes] * CARD_MILLI - idle + request[self.gpu_at]
+            used[:, self.gpu_at] = (
+                cards.count[nodes] * CARD_MILLI - cards.idle[nodes] + request[self.gpu_at]
+            )
         utilization = np.minimum(used * MAX_UTILIZATION // self.divisor[nodes], MAX_UTILIZATION)
         points = self.table[utilization]
         counted = np.where(self.has_capacity[nodes] & (points > 0), weights, 0)
@@ -83,7 +84,7 @@ class Binpack:
         if found is None:
             request = task.vec[self.columns].copy()
             if self.gpu_at is not None:
-                request[self.gpu_at] = self.session.gpu.demand(task).total
+                request[self.gpu_at] = task.gpu.total
             weights = np.where(self.always | (request > 0), self.column_weights, 0)
             found = self._shapes[task.task.shape_key] = (request, weights)
         return found

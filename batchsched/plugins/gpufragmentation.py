@@ -65,7 +65,7 @@ class GpuFragmentation:
         return _points(placement.delta, self.model.total_weight, self._class(task))
 
     def _choose(self, task: TaskInfo, node: int) -> tuple[int, ...]:
-        if not self.session.gpu.demand(task).shared:
+        if not task.gpu.shared:
             return self.session.gpu.best_fit(task, node)
         card = int(self._placement(task, np.array([node], dtype=np.int64)).card[0])
         return (card,)

@@ -174,7 +174,7 @@ class _Sampler:
         self.curve: list[CurvePoint] = []
 
     def arrive(self, job: JobInfo, *, placed: bool) -> None:
-        demand = self.session.gpu.demand(job.pending[0]).total
+        demand = job.pending[0].gpu.total
         self.arrived += demand
         self.allocated += demand if placed else 0
         if self.capacity == 0 or self.arrived * 100 < self.next_percent * self.capacity:

@@ -98,7 +98,7 @@ def test_random_placements_never_overcommit_and_undo_restores() -> None:
     assert (session.gpu.free >= 0).all()
     used = fresh - session.gpu.free
     placed = sum(
-        session.gpu.demand(t).total
+        t.gpu.total
         for job in snapshot.jobs.values()
         for t in job.pending
         if t.key in session.gpu.placed
