@@ -100,12 +100,12 @@ def run_replay(args: argparse.Namespace) -> int:
         config = read_config(args.config)
         nodes = openb.read_nodes(args.nodes)
         pods = openb.read_pods(args.pods, scheduler_name=config.scheduler_name)
+        result = replay(
+            nodes, pods, config, seed=args.seed, inflate=args.inflate, progress=progress_bar()
+        )
     except (UnreadableInput, InvalidObject) as error:
         print(f"batchsched: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    result = replay(
-        nodes, pods, config, seed=args.seed, inflate=args.inflate, progress=progress_bar()
-    )
     if args.plot:
         write_curve_png(args.plot, result.curve)
     if args.output == "json":

@@ -107,10 +107,10 @@ def _points(delta: IntArray, total_weight: int, task: TaskClass) -> IntArray:
 
     A placement can lower fragmentation by at most the GPU it takes, so `excess` >= 0
     is how far it falls short of that ideal, in milli; the score halves at HALF_SCORE.
-    Steps are a milli wide near the ideal and coarse far from it, so nodes that are
-    about equally poor tie and go to the session's first-fit order, which keeps
-    filling the same nodes (measured on the openb traces: spreading by exact deltas
-    allocates about a point less).
+    Steps are under a milli wide near the ideal and coarse far from it, so nodes that
+    are about equally poor tie and go to the session's first-fit order, which keeps
+    filling the same nodes (on the openb traces, ranking by exact deltas spreads pods
+    and allocates up to 0.3 % less).
     """
     if total_weight == 0:
         return np.zeros(len(delta), dtype=np.int64)

@@ -63,14 +63,14 @@ def read_pods(path: str | Path, *, scheduler_name: str) -> list[dict[str, Any]]:
             "memory": f"{_number(row, 'memory_mib', where)}Mi",
         }
         cards, milli = _number(row, "num_gpu", where), _number(row, "gpu_milli", where)
-        if cards and milli >= CARD_MILLI:
+        if cards and milli == CARD_MILLI:
             requests[GPU] = str(cards)
-        elif cards == 1 and milli:
+        elif cards == 1 and 0 < milli < CARD_MILLI:
             requests[GPU_MILLI] = str(milli)
         elif cards or milli:
             raise InvalidObject(
-                f"{where}: num_gpu={cards} with gpu_milli={milli}: only whole cards or a "
-                "share of one card can be asked for"
+                f"{where}: num_gpu={cards} with gpu_milli={milli}: only whole cards "
+                f"(gpu_milli {CARD_MILLI}) or a share of one card can be asked for"
             )
         spec: dict[str, Any] = {
             "schedulerName": scheduler_name,

@@ -126,7 +126,8 @@ def arrivals(
     demands = [_gpu_milli(pod) for pod in pods]
     requested = sum(demands)
     copies = 0
-    while pods and requested < inflate * capacity:
+    # Pods without GPUs never raise GPU demand: a trace of only those is not resampled.
+    while any(demands) and requested < inflate * capacity:
         pick = int(rng.integers(len(pods)))
         copies += 1
         extra = copy.deepcopy(pods[pick])

@@ -66,6 +66,11 @@ def test_arrivals_shuffle_the_trace_then_resample_up_to_the_inflation(
     assert [p["metadata"]["name"] for p in other] != names
 
 
+def test_a_trace_without_gpus_is_not_resampled(trace: tuple[Path, Path]) -> None:
+    pods = [p for p in read_pods(trace[1], scheduler_name=SCHEDULER) if not gpu_milli(p)]
+    assert len(arrivals(pods, seed=1, inflate=1.3, capacity=1000)) == len(pods)
+
+
 def test_curve_has_one_sample_per_percent_of_arrived_demand(trace: tuple[Path, Path]) -> None:
     nodes = read_nodes(trace[0])
     pods = read_pods(trace[1], scheduler_name=SCHEDULER)

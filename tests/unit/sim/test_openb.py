@@ -72,9 +72,13 @@ def test_gpu_spec_becomes_required_affinity_and_is_honoured(tmp_path: Path) -> N
     assert placements(decisions) == {"openb/picky": "n-v100"}
 
 
-def test_multi_card_shares_are_refused_with_the_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\nx,1,1,2,500\n")
-    with pytest.raises(InvalidObject, match=r"pods.csv line 2: num_gpu=2 with gpu_milli=500"):
+@pytest.mark.parametrize(("cards", "milli"), [(2, 500), (1, 1500), (0, 300)])
+def test_asks_other_than_whole_cards_or_one_share_are_refused(
+    tmp_path: Path, cards: int, milli: int
+) -> None:
+    header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli"
+    path = write(tmp_path, "pods.csv", f"{header}\nx,1,1,{cards},{milli}\n")
+    with pytest.raises(InvalidObject, match=f"line 2: num_gpu={cards} with gpu_milli={milli}"):
         read_pods(path, scheduler_name=SCHEDULER)
 
 
