@@ -79,7 +79,7 @@ def add_replay_parser(commands: "argparse._SubParsersAction[argparse.ArgumentPar
         help="replay an openb GPU trace by the FGD paper's method",
         description="Shuffle the pods with the seed, resample them until GPU requests reach "
         "INFLATE x the cluster's GPUs, place each once in order and sample GPU allocation "
-        "and fragmentation at every 1 %% of arrived GPU demand.",
+        "and fragmentation at every 1 % of arrived GPU demand.",
     )
     rep.add_argument("--nodes", required=True, help="node list CSV (openb_node_list_*.csv)")
     rep.add_argument("--pods", required=True, help="pod list CSV (openb_pod_list_*.csv)")
