@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_operator(args: argparse.Namespace) -> int:
-    """kopf and the Kubernetes client are imported here only, so `simulate` starts fast."""
+    """The operator's modules are imported here only, so `simulate` starts fast."""
     from batchsched.k8s.operator import Options, run
 
     try:
