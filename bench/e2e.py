@@ -2,6 +2,7 @@
 ceiling measured in the same run.
 
 Usage: python bench/e2e.py [--nodes 1000] [--pods 5000] [--gang 8] [--concurrency 64]
+                          [--rounds 3]
 Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
 
 1. A fresh etcd + kube-apiserver, N Ready nodes.
@@ -14,9 +15,13 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
    which leaves out process start and listing the cluster. Latency is from each pod's
    creation (client clock, when its create call returned) to the watch event showing
    its node.
-4. Caught up: `--steady-gangs` more gangs arrive, one every half second; the mean
-   session time while they are placed is read from the operator's /metrics.
-The operator's peak RSS is read from /proc (VmHWM) before it is stopped.
+   The operator is stopped and the pods deleted.
+4. Caught up (last round only): `--steady-gangs` more gangs arrive, one every half
+   second; the mean session time while they are placed is read from the operator's
+   /metrics.
+Steps 2 and 3 are repeated `--rounds` times on the same control plane, so each ratio
+compares two runs made seconds apart on a shared, noisy machine; the medians are the
+headline figures. The operator's peak RSS is read from /proc (VmHWM) before it is stopped.
 """
 
 import argparse
@@ -137,8 +142,9 @@ async def create_groups(
     await bounded(CREATE_CONCURRENCY, lambda body: api.post(path, body), bodies)
 
 
-async def raw_ceiling(api: Api, nodes: list[str], pods: int, concurrency: int) -> JSON:
-    namespace = "raw"
+async def raw_ceiling(
+    api: Api, nodes: list[str], pods: int, concurrency: int, namespace: str
+) -> JSON:
     await create_namespace(api, namespace)
     manifests = pod_manifests(pods, 1, NOBODY)
     await create_pods(api, namespace, manifests)
@@ -167,6 +173,12 @@ async def raw_ceiling(api: Api, nodes: list[str], pods: int, concurrency: int) -
     await done.wait()
     await watcher
     seconds = time.monotonic() - started
+    await delete_pods(api, namespace, pods)
+    return {"seconds": round(seconds, 3), "pods_per_second": round(pods / seconds, 1)}
+
+
+async def delete_pods(api: Api, namespace: str, pods: int) -> None:
+    """Delete the namespace's pods and wait until they are gone, leaving the nodes free."""
 
     async def delete(batch: int) -> None:
         await api.request(
@@ -179,7 +191,6 @@ async def raw_ceiling(api: Api, nodes: list[str], pods: int, concurrency: int) -
     await bounded(4, delete, range(pods // DELETE_BATCH + 1))
     while (await api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1"))["items"]:
         await asyncio.sleep(0.2)
-    return {"seconds": round(seconds, 3), "pods_per_second": round(pods / seconds, 1)}
 
 
 async def watch_bound(
@@ -243,8 +254,9 @@ async def _until_done(done: asyncio.Event, operator: subprocess.Popen[bytes]) ->
         await asyncio.sleep(0.1)
 
 
-async def end_to_end(api: Api, kubeconfig: Path, args: argparse.Namespace, log: Path) -> JSON:
-    namespace = "e2e"
+async def end_to_end(
+    api: Api, kubeconfig: Path, args: argparse.Namespace, log: Path, *, namespace: str, last: bool
+) -> JSON:
     pods, gang = args.pods, args.gang
     await create_namespace(api, namespace)
     await create_groups(api, namespace, pods, gang)
@@ -260,12 +272,13 @@ async def end_to_end(api: Api, kubeconfig: Path, args: argparse.Namespace, log: 
         await asyncio.wait_for(_until_done(done, operator), args.timeout)
         finished = time.monotonic()
         synced = synced_after(log, started_wall)
-        steady = await steady_state(api, port, args.steady_gangs, gang)
+        steady = await steady_state(api, port, args.steady_gangs, gang) if last else None
         rss = peak_rss_mb(operator.pid)
     finally:
         watcher.cancel()
         operator.send_signal(signal.SIGTERM)
         await asyncio.to_thread(operator.wait, 30)
+    await delete_pods(api, namespace, pods)
     seconds = finished - started
     latencies = sorted(bound[name] - created[name] for name in bound)
     quantiles = statistics.quantiles(latencies, n=100)
@@ -280,7 +293,7 @@ async def end_to_end(api: Api, kubeconfig: Path, args: argparse.Namespace, log: 
         "latency_p50_seconds": round(quantiles[49], 3),
         "latency_p99_seconds": round(quantiles[98], 3),
         "scheduler_peak_rss_mb": rss,
-        "caught_up": steady,
+        **({"caught_up": steady} if steady else {}),
     }
 
 
@@ -337,13 +350,25 @@ async def run(args: argparse.Namespace) -> JSON:
     plane = await asyncio.to_thread(ControlPlane.start, find_assets(), crds=crds)
     with plane, tempfile.TemporaryDirectory() as scratch:
         api = Api(load_configuration(str(plane.kubeconfig)), connections=256, timeout=120)
+        log = Path(scratch) / "operator.log"
+        rounds: list[JSON] = []
         try:
             nodes = await create_nodes(api, args.nodes)
-            raw = await raw_ceiling(api, nodes, args.pods, args.concurrency)
-            log = Path(scratch) / "operator.log"
-            e2e = await end_to_end(api, plane.kubeconfig, args, log)
+            for index in range(args.rounds):
+                raw = await raw_ceiling(api, nodes, args.pods, args.concurrency, f"raw-{index}")
+                last = index == args.rounds - 1
+                e2e = await end_to_end(
+                    api, plane.kubeconfig, args, log, namespace=f"e2e-{index}", last=last
+                )
+                rounds.append(
+                    {
+                        "raw_bind": raw,
+                        "end_to_end": e2e,
+                        "ratio_to_raw": ratio(e2e["pods_per_second"], raw),
+                        "ratio_to_raw_once_synced": ratio(e2e["pods_per_second_once_synced"], raw),
+                    }
+                )
         except Exception:
-            log = Path(scratch) / "operator.log"
             if log.exists():
                 sys.stderr.write(log.read_text()[-5000:])
             raise
@@ -354,13 +379,18 @@ async def run(args: argparse.Namespace) -> JSON:
         "pods": args.pods,
         "gang": args.gang,
         "cpus": os.cpu_count(),
-        "raw_bind": raw,
-        "end_to_end": e2e,
-        "ratio_to_raw": round(e2e["pods_per_second"] / raw["pods_per_second"], 3),
-        "ratio_to_raw_once_synced": round(
-            e2e["pods_per_second_once_synced"] / raw["pods_per_second"], 3
-        ),
+        "rounds": rounds,
+        "median": {
+            key: statistics.median(r[key] for r in rounds)
+            for key in ("ratio_to_raw", "ratio_to_raw_once_synced")
+        },
+        "scheduler_peak_rss_mb": max(r["end_to_end"]["scheduler_peak_rss_mb"] for r in rounds),
+        "caught_up": rounds[-1]["end_to_end"]["caught_up"],
     }
+
+
+def ratio(pods_per_second: float, raw: JSON) -> float:
+    return round(pods_per_second / float(raw["pods_per_second"]), 3)
 
 
 def main() -> None:
@@ -371,6 +401,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64, help="raw binds in flight")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--steady-gangs", type=int, default=10, help="gangs arriving after")
+    parser.add_argument("--rounds", type=int, default=3, help="raw + end-to-end pairs")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args)), indent=2))
 
