@@ -84,8 +84,10 @@ class Snapshot:
     jobs: dict[str, JobInfo]
     queues: dict[str, Queue]
     scheduler_name: str
-    # Bound pods that hold GPU cards, with their node rows: per-card usage is rebuilt from them.
-    gpu_holders: list[tuple[int, Task]] = field(default_factory=list)
+    # Bound pods that hold GPU cards, with their node rows and their cards as of the
+    # snapshot (an assumed bind may be forgotten while a session runs): per-card usage
+    # is rebuilt from them.
+    gpu_holders: list[tuple[int, Task, tuple[int, ...]]] = field(default_factory=list)
 
     @property
     def column(self) -> dict[str, int]:
@@ -110,7 +112,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
             allocatable[i, column[name]] = value
     used = np.zeros_like(allocatable)
     port_users: dict[tuple[str, int], set[int]] = defaultdict(set)
-    gpu_holders: list[tuple[int, Task]] = []
+    gpu_holders: list[tuple[int, Task, tuple[int, ...]]] = []
     vectors: dict[tuple[object, ...], IntArray] = {}
     builder = _JobBuilder(cache, scheduler_name=scheduler_name, width=len(resources))
     for task in cache.tasks.values():
@@ -127,7 +129,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
             for port in task.host_ports:
                 port_users[port].add(row)
             if GPU in task.request or GPU_MILLI in task.request:
-                gpu_holders.append((row, task))
+                gpu_holders.append((row, task, task.gpu_index))
         builder.add(task, vec)
     return Snapshot(
         now=now,

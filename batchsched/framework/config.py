@@ -17,7 +17,7 @@ from batchsched.api.groups import parse_duration
 from batchsched.cache.snapshot import Snapshot
 from batchsched.framework.decisions import Decisions
 from batchsched.framework.plugin import Plugin
-from batchsched.framework.session import Session, Timings
+from batchsched.framework.session import CommitHandler, Session, Timings
 from batchsched.plugins import PLUGINS
 
 DEFAULT_YAML = """
@@ -81,14 +81,20 @@ def default_config() -> SchedulerConfig:
 
 
 def run_session(
-    snapshot: Snapshot, config: SchedulerConfig, *, timings: Timings | None = None
+    snapshot: Snapshot,
+    config: SchedulerConfig,
+    *,
+    timings: Timings | None = None,
+    on_commit: CommitHandler | None = None,
 ) -> Decisions:
-    """The scheduling core: a snapshot in, decisions out, no I/O; `timings` are filled in."""
+    """The scheduling core: a snapshot in, decisions out, no I/O; `timings` are filled in
+    and `on_commit` hears each job's bindings as soon as they are final."""
     session = Session(
         snapshot,
         tiers=config.tiers,
         starvation_seconds=config.starvation_seconds,
         timings=timings,
+        on_commit=on_commit,
     )
     for action in config.actions:
         started = time.perf_counter()

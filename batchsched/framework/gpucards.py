@@ -104,7 +104,7 @@ class GpuCards:
         self.whole[node] = (free == CARD_MILLI).sum()
         self.largest[node] = free.max(initial=0)
 
-    def _hold_bound(self, holders: Iterable[tuple[int, Task]]) -> None:
+    def _hold_bound(self, holders: Iterable[tuple[int, Task, tuple[int, ...]]]) -> None:
         """Count the cards of pods already bound.
 
         Pods that name valid cards keep them; the rest (bound by another scheduler, or
@@ -112,9 +112,8 @@ class GpuCards:
         beyond its size is clamped at zero rather than trusted to be free.
         """
         later: list[tuple[int, GpuDemand]] = []
-        for row, task in holders:
+        for row, task, cards in holders:
             demand = gpu_demand(task.request)
-            cards = task.gpu_index
             if len(set(cards)) == demand.cards and all(c < self.count[row] for c in cards):
                 self._hold(row, cards, demand.milli)
             else:

@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
-from batchsched.framework.decisions import Decisions
+from batchsched.framework.decisions import Binding, Decisions
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import BoolArray, NodeFilter, NodeScorer, Plugin
 
 JobCheck = Callable[[JobInfo], str | None]
 TaskCheck = Callable[[JobInfo, TaskInfo], str | None]
 Handler = Callable[[JobInfo, TaskInfo, int], None]
+# Told each job's bindings the moment they are final, before the session ends.
+CommitHandler = Callable[[Sequence[Binding]], None]
 
 
 @dataclass(slots=True)
@@ -46,8 +48,10 @@ class Session:
         tiers: Sequence[Sequence[Plugin]],
         starvation_seconds: float | None = None,
         timings: Timings | None = None,
+        on_commit: CommitHandler | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.on_commit = on_commit
         self.timings = Timings() if timings is None else timings
         self.starvation_seconds = starvation_seconds
         # Set by the enqueue action; without it every valid job may be allocated.

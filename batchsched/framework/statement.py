@@ -25,17 +25,21 @@ class Statement:
         self.placed.clear()
 
     def commit(self) -> None:
-        nodes = self.session.snapshot.nodes
-        self.session.placed[self.job.key] += len(self.placed)
-        for task, node in self.placed:
-            self.session.decisions.bindings.append(
-                Binding(
-                    namespace=task.task.namespace,
-                    name=task.task.name,
-                    uid=task.task.uid,
-                    node=nodes[node].name,
-                    job=self.job.key,
-                    gpu_index=self.session.gpu.placed.get(task.key, ()),
-                )
+        session = self.session
+        nodes = session.snapshot.nodes
+        session.placed[self.job.key] += len(self.placed)
+        bindings = [
+            Binding(
+                namespace=task.task.namespace,
+                name=task.task.name,
+                uid=task.task.uid,
+                node=nodes[node].name,
+                job=self.job.key,
+                gpu_index=session.gpu.placed.get(task.key, ()),
             )
+            for task, node in self.placed
+        ]
+        session.decisions.bindings.extend(bindings)
+        if session.on_commit is not None and bindings:
+            session.on_commit(bindings)
         self.placed.clear()

@@ -1,8 +1,17 @@
 """The session loop: one session per schedulePeriod, the only place decisions are made.
 
 It starts once the watch has seen the whole cluster and runs sessions only while this
-replica leads. It is one coroutine, so two sessions never overlap, and a session runs
-on the event loop from snapshot to assumed binds, so no watch event lands in between.
+replica leads. It is one coroutine, so two sessions never overlap.
+
+The snapshot is taken on the event loop; the session itself runs in a worker thread on
+that snapshot, so a long session (tens of thousands of pods) does not stall watches,
+binds in flight or the lease. Each job's bindings come back to the event loop the
+moment the session commits them and go to the binder at once, so the API server is
+binding the first gangs while later ones are still being placed. Before a job's
+bindings are assumed they are checked against the cache as it is by then: if a member
+was deleted, recreated or bound meanwhile, or its node is gone, none of the job is
+bound and the next session looks again.
+
 A tick on which nothing the core reads has changed skips the session: an idle cluster
 costs a counter increment per period. Pods left pending are looked at again every
 `revisit_seconds` even so, because some reasons change with time alone (schedule
@@ -19,7 +28,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from prometheus_client import Gauge
 
@@ -27,7 +36,7 @@ from batchsched.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, ResourceLis
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.snapshot import Snapshot, take_snapshot
 from batchsched.framework.config import SchedulerConfig, run_session
-from batchsched.framework.decisions import Decisions
+from batchsched.framework.decisions import Binding, Decisions
 from batchsched.framework.session import Timings
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.usage import Usage, summarize
@@ -109,17 +118,17 @@ class SessionLoop:
             self.cache, now=time.time(), scheduler_name=self.config.scheduler_name
         )
         timings = Timings()
-        decisions = run_session(snapshot, self.config, timings=timings)
-        for binding in decisions.bindings:
-            self.cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
-        self.binder.submit(decisions.bindings)
-        deciding = time.perf_counter() - started
-        # The binder puts its first requests on the wire before status is worked out,
-        # so the API server binds while this process does the bookkeeping.
-        await asyncio.sleep(0)
-        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+
+        def committed(bindings: Sequence[Binding]) -> None:
+            loop.call_soon_threadsafe(self._accept, bindings)
+
+        # Every `committed` call is queued on the loop before the thread's result is.
+        decisions = await asyncio.to_thread(
+            run_session, snapshot, self.config, timings=timings, on_commit=committed
+        )
         self._publish(snapshot, decisions, timings)
-        seconds = deciding + time.perf_counter() - started
+        seconds = time.perf_counter() - started
         SESSION_DURATION.observe(seconds)
         SESSIONS.labels("ran").inc()
         if decisions.bindings:
@@ -129,6 +138,24 @@ class SessionLoop:
                 len(decisions.pending),
                 seconds * 1000,
             )
+
+    def _accept(self, bindings: Sequence[Binding]) -> None:
+        """Assume and send one job's bindings, unless the cluster moved under them."""
+        tasks, nodes = self.cache.tasks, self.cache.nodes
+        for binding in bindings:
+            task = tasks.get(binding.key)
+            if task is None or task.uid != binding.uid or task.node_name is not None:
+                stale = f"{binding.key} changed while the session ran"
+            elif binding.node not in nodes:
+                stale = f"node {binding.node} was removed while the session ran"
+            else:
+                continue
+            log.info("not binding %s: %s", binding.job, stale)
+            self.watch.changes.note()
+            return
+        for binding in bindings:
+            self.cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
+        self.binder.submit(bindings)
 
     def _publish(self, snapshot: Snapshot, decisions: Decisions, timings: Timings) -> None:
         """Pod conditions, group and queue status, and metrics for one session."""

@@ -1,0 +1,74 @@
+"""The session loop's hand-off from a session to the binder: decisions are sent only
+while the pods and nodes they were made for are still there as they were."""
+
+import asyncio
+
+import pytest
+
+from batchsched.cache.cluster import ClusterCache
+from batchsched.framework.config import default_config
+from batchsched.framework.decisions import Binding
+from batchsched.k8s.binder import Binder
+from batchsched.k8s.loop import SessionLoop
+from batchsched.k8s.status import StatusWriter
+from batchsched.k8s.watch import PODS, WATCHED, Watch
+
+from ..builders import gang, node
+from .recording_api import RecordingApi
+
+NODES = next(w for w in WATCHED if w.kind == "Node")
+GROUPS = next(w for w in WATCHED if w.kind == "PodGroup")  # ours come first
+
+
+def setup() -> tuple[SessionLoop, RecordingApi]:
+    api = RecordingApi()
+    idle = asyncio.Event()
+    idle.set()
+    status = StatusWriter(api, scheduler_name="batch-scheduler", instance="i", binds_idle=idle)
+    watch = Watch(ClusterCache(), status)
+    watch.apply(NODES, node("n1", cpu="4"))
+    for i, obj in enumerate(gang("g", 2, requests={"cpu": "1"})):
+        obj["metadata"]["uid"] = f"uid-{i}"
+        watch.apply(PODS if obj["kind"] == "Pod" else GROUPS, obj)
+    binder = Binder(api, watch, leading=lambda: True, idle=idle)
+    return SessionLoop(default_config(), watch, binder, leading=lambda: True), api
+
+
+def binding(member: int, *, node: str = "n1") -> Binding:
+    return Binding(
+        namespace="default", name=f"g-{member}", uid=f"uid-{member + 1}", node=node, job="g"
+    )
+
+
+async def test_a_session_assumes_and_sends_every_binding() -> None:
+    loop, api = setup()
+    runner = asyncio.create_task(loop.binder.run())
+    await loop.session()
+    await asyncio.wait_for(loop.binder.idle.wait(), 5)
+    runner.cancel()
+    assert sorted(p["metadata"]["name"] for p in api.sent("POST", "/binding")) == ["g-0", "g-1"]
+    assert loop.cache.tasks["default/g-0"].node_name == "n1"
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["recreated", "deleted", "bound elsewhere", "node removed"],
+)
+async def test_a_job_whose_pods_or_node_changed_during_the_session_is_not_sent(
+    change: str,
+) -> None:
+    loop, _ = setup()
+    cache = loop.cache
+    if change == "recreated":
+        cache.tasks["default/g-1"].uid = "uid-new"
+    elif change == "deleted":
+        del cache.tasks["default/g-1"]
+    elif change == "bound elsewhere":
+        cache.tasks["default/g-1"].node_name = "n2"
+    else:
+        del cache.nodes["n1"]
+    loop.watch.changes.take()
+    loop._accept([binding(0), binding(1)])
+    assert loop.binder.idle.is_set(), "nothing was queued"
+    assert cache.tasks["default/g-0"].node_name is None, "no member is assumed"
+    assert loop.watch.changes.take(), "the next session looks again"
