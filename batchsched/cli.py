@@ -58,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_operator(args: argparse.Namespace) -> int:
     """The operator's modules are imported here only, so `simulate` starts fast."""
+    from batchsched.k8s.credentials import CredentialsError
     from batchsched.k8s.operator import Options, run
 
     try:
@@ -69,7 +70,13 @@ def run_operator(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     options = Options(args.kubeconfig, config, args.metrics_port, args.leader_elect)
-    asyncio.run(run(options))
+    # Credentials are read before any task starts, so an unusable kubeconfig arrives
+    # here as itself rather than inside a task group's ExceptionGroup.
+    try:
+        asyncio.run(run(options))
+    except CredentialsError as error:
+        print(f"batchsched: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return 0
 
 

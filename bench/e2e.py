@@ -43,7 +43,8 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from batchsched.k8s.client import JSON, Api, load_configuration
+from batchsched.k8s.client import JSON, Api
+from batchsched.k8s.credentials import load_credentials
 from batchsched.testing import ControlPlane, find_assets
 from batchsched.testing.objects import load_manifests, node, pod
 
@@ -349,7 +350,7 @@ async def run(args: argparse.Namespace) -> JSON:
     crds = load_manifests(REPO / "crds")
     plane = await asyncio.to_thread(ControlPlane.start, find_assets(), crds=crds)
     with plane, tempfile.TemporaryDirectory() as scratch:
-        api = Api(load_configuration(str(plane.kubeconfig)), connections=256, timeout=120)
+        api = Api(load_credentials(str(plane.kubeconfig)), connections=256, timeout=120)
         log = Path(scratch) / "operator.log"
         rounds: list[JSON] = []
         try:

@@ -1,34 +1,27 @@
-"""Reaching the API server: credentials from a kubeconfig or the pod's service account,
-and one aiohttp session for every request batchsched makes itself.
+"""Reaching the API server: one aiohttp session for every request batchsched makes,
+authenticated with the credentials of `batchsched.k8s.credentials`.
 
-The `kubernetes` package is used only to read credentials, since it knows every
-kubeconfig form (files, inline data, exec plugins, rotating in-cluster tokens). Requests
-go through aiohttp: the generated client blocks the event loop and cannot decode the
-reply to a Binding.
+Requests go through aiohttp rather than the generated `kubernetes` client: that client
+blocks the event loop and cannot decode the reply to a Binding.
 """
 
 import abc
 import asyncio
 import json
-import os
 import random
-import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import aiohttp
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
+
+from batchsched.k8s.credentials import REFRESH_SECONDS, Credentials
 
 JSON = dict[str, Any]
 T = TypeVar("T")
 
 # Transport failures worth retrying, like 429 and 5xx answers.
 TRANSPORT_ERRORS = (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)
-
-# Service-account tokens are re-read as often as client-go does.
-CREDENTIALS_SECONDS = 60.0
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -89,31 +82,6 @@ async def with_retries(
         attempt += 1
 
 
-def load_configuration(kubeconfig: str | None) -> k8s_client.Configuration:
-    """`kubeconfig` if given; else the service account inside a pod; else $KUBECONFIG
-    or ~/.kube/config, as kubectl does."""
-    configuration = k8s_client.Configuration()
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=configuration
-        )
-    else:
-        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, client_configuration=configuration
-        )
-    return configuration
-
-
-def _tls(configuration: k8s_client.Configuration) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, configuration.key_file)
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
 class Requests(abc.ABC):
     """The REST verbs over one `request`: what the binder, status writer and lease use,
     so that unit tests can stand in a recorder for the API server."""
@@ -147,17 +115,17 @@ class Api(Requests):
 
     def __init__(
         self,
-        configuration: k8s_client.Configuration,
+        credentials: Credentials,
         *,
         connections: int = 128,
         timeout: float = 30.0,
     ) -> None:
-        self.configuration = configuration
-        self.server = configuration.host.rstrip("/")
+        self.credentials = credentials
+        self.server = credentials.server.rstrip("/")
         self._headers: dict[str, str] = {}
-        self._credentials_at = -CREDENTIALS_SECONDS
+        self._credentials_at = -REFRESH_SECONDS
         self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=_tls(configuration), limit=connections),
+            connector=aiohttp.TCPConnector(ssl=credentials.ssl_context(), limit=connections),
             timeout=aiohttp.ClientTimeout(total=timeout),
         )
 
@@ -175,7 +143,11 @@ class Api(Requests):
             data = json.dumps(body)
             headers["Content-Type"] = content_type
         async with self.session.request(
-            method, self.server + path, data=data, headers=headers
+            method,
+            self.server + path,
+            data=data,
+            headers=headers,
+            server_hostname=self.credentials.tls_server_name,
         ) as reply:
             raw = await reply.read()
             status = reply.status
@@ -188,14 +160,16 @@ class Api(Requests):
         return parsed if isinstance(parsed, dict) else {"value": parsed}
 
     def headers(self) -> dict[str, str]:
-        """Asking the configuration for the token re-reads expiring credentials, which
-        costs far more than a request: it is done once every CREDENTIALS_SECONDS."""
+        """Asking the credentials for the token may read a file or run a plugin, which
+        costs far more than a request: it is done once every REFRESH_SECONDS."""
         now = time.monotonic()
-        if now - self._credentials_at > CREDENTIALS_SECONDS:
-            bearer = self.configuration.auth_settings().get("BearerToken")
-            self._headers = {"Accept": "application/json"}
-            if bearer:
-                self._headers["Authorization"] = str(bearer["value"])
+        if now - self._credentials_at > REFRESH_SECONDS:
+            token = self.credentials.token()
+            # Uncompressed: on the cluster network, gzipping a page of a thousand pods
+            # costs the API server more CPU than sending it as it is saves time.
+            self._headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+            if token:
+                self._headers["Authorization"] = f"Bearer {token}"
             self._credentials_at = now
         return self._headers
 

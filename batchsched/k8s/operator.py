@@ -29,7 +29,8 @@ from typing import Any
 from batchsched.cache.cluster import ClusterCache
 from batchsched.framework.config import SchedulerConfig
 from batchsched.k8s.binder import Binder
-from batchsched.k8s.client import Api, load_configuration
+from batchsched.k8s.client import Api
+from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.endpoints import serve
 from batchsched.k8s.informer import Informer
 from batchsched.k8s.leader import LeaderElection
@@ -65,7 +66,7 @@ def lease_namespace() -> str:
 
 
 async def run(options: Options) -> None:
-    configuration = load_configuration(options.kubeconfig)
+    configuration = load_credentials(options.kubeconfig)
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     scheduler_name = options.config.scheduler_name
     async with contextlib.AsyncExitStack() as cleanup:
