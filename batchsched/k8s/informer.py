@@ -130,7 +130,12 @@ class Informer:
         }
         url = f"{self.api.server}{self.watched.path}?{urlencode(query)}"
         timeout = aiohttp.ClientTimeout(total=None, sock_read=SILENCE_SECONDS)
-        async with self.api.session.get(url, headers=self.api.headers(), timeout=timeout) as reply:
+        async with self.api.session.get(
+            url,
+            headers=self.api.headers(),
+            timeout=timeout,
+            server_hostname=self.api.credentials.tls_server_name,
+        ) as reply:
             if reply.status >= 400:
                 raise ApiError("WATCH", self.watched.path, reply.status, await reply.json())
             rest = b""
