@@ -366,7 +366,8 @@ class _Kubeconfig:
 
 def _read_yaml(path: Path) -> Mapping[str, Any]:
     try:
-        document = yaml.safe_load(path.read_bytes())
+        with path.open("rb") as stream:  # so that YAML errors name the file
+            document = yaml.safe_load(stream)
     except OSError as error:
         raise CredentialsError(f"kubeconfig {path}: {_reason(error)}") from None
     except yaml.YAMLError as error:
