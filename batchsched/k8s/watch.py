@@ -61,6 +61,22 @@ WATCHED = (
 )
 
 
+# A hash of a trimmed object apart from a pod's node, and that node.
+Fingerprint = tuple[int, object]
+
+
+def fingerprint_of(obj: JSON) -> Fingerprint:
+    """Keeping the node apart tells a bind confirmation from any other change in one
+    pass over the object (a bind is the most frequent pod event a scheduler sees)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or "nodeName" not in spec:
+        return hash(repr(obj)), None
+    node = spec.pop("nodeName")
+    digest = hash(repr(obj))
+    spec["nodeName"] = node
+    return digest, node
+
+
 class Changes:
     """Counts changes a session could act on, so the loop can skip ticks without any."""
 
@@ -85,8 +101,8 @@ class Watch:
         self.changes = Changes()
         self.synced = asyncio.Event()
         self._unlisted = {w.id for w in WATCHED}
-        # Per watched collection: key -> hash of the trimmed object last applied.
-        self._fingerprints: dict[str, dict[str, int]] = {w.id: {} for w in WATCHED}
+        # Per watched collection: key -> fingerprint of the trimmed object last applied.
+        self._fingerprints: dict[str, dict[str, Fingerprint]] = {w.id: {} for w in WATCHED}
         # (kind, key) -> the object and why it cannot be used, for the leader to report.
         # Pods are not listed: their errors become their pending reasons.
         self.invalid: dict[tuple[str, str], tuple[ObjectRef, str]] = {}
@@ -107,13 +123,13 @@ class Watch:
         obj = watched.trim(raw)
         key = key_of(obj)
         self._observe(watched.kind, key, obj, raw)
-        fingerprint = hash(repr(obj))
+        fingerprint = fingerprint_of(obj)
         seen = self._fingerprints[watched.id]
-        if seen.get(key) == fingerprint:
-            return key
         previous = seen.get(key)
+        if previous == fingerprint:
+            return key
         seen[key] = fingerprint
-        if watched is PODS and self._confirms_bind(key, obj, previous):
+        if watched is PODS and self._confirms_bind(key, fingerprint, previous):
             return key
         self.changes.note()
         try:
@@ -125,15 +141,15 @@ class Watch:
             self._logged.pop((watched.kind, key), None)
         return key
 
-    def _confirms_bind(self, key: str, obj: JSON, previous: int | None) -> bool:
+    def _confirms_bind(
+        self, key: str, fingerprint: Fingerprint, previous: Fingerprint | None
+    ) -> bool:
         """Whether the pod changed only by showing the node we assumed for it: then the
         cache already holds it as it is, and no session needs to look again."""
         assumed = self.cache.assumed.get(key)
-        spec = obj["spec"]
-        if assumed is None or spec.get("nodeName") != assumed[0]:
+        if assumed is None or previous is None or fingerprint[1] != assumed[0]:
             return False
-        unbound = {**obj, "spec": {k: v for k, v in spec.items() if k != "nodeName"}}
-        if hash(repr(unbound)) != previous:
+        if fingerprint[0] != previous[0]:
             return False
         self.cache.confirm(key)
         return True

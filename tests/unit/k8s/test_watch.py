@@ -1,0 +1,45 @@
+"""What a watch event costs: a bind the cache already assumed is confirmed without a
+session being woken; any other change is applied."""
+
+import asyncio
+
+from batchsched.cache.cluster import ClusterCache
+from batchsched.k8s.status import StatusWriter
+from batchsched.k8s.watch import PODS, Watch
+
+from ..builders import pod
+from .recording_api import RecordingApi
+
+
+def watching(manifest: dict[str, object]) -> Watch:
+    status = StatusWriter(
+        RecordingApi(), scheduler_name="s", instance="i", binds_idle=asyncio.Event()
+    )
+    watch = Watch(ClusterCache(), status)
+    watch.apply(PODS, manifest)
+    watch.cache.assume("default/p", "n1")
+    watch.changes.take()
+    return watch
+
+
+def test_the_assumed_node_showing_up_confirms_the_bind_quietly() -> None:
+    watch = watching(pod("p", requests={"cpu": "1"}))
+    watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n1"))
+    assert "default/p" not in watch.cache.assumed
+    assert watch.cache.tasks["default/p"].node_name == "n1"
+    assert not watch.changes.take()
+
+
+def test_a_bind_that_comes_with_another_change_is_applied() -> None:
+    watch = watching(pod("p", requests={"cpu": "1"}))
+    # Resized in place as it was bound.
+    watch.apply(PODS, pod("p", requests={"cpu": "2"}, node_name="n1"))
+    assert watch.cache.tasks["default/p"].request["cpu"] == 2000
+    assert watch.changes.take()
+
+
+def test_another_node_than_the_assumed_one_is_applied() -> None:
+    watch = watching(pod("p", requests={"cpu": "1"}))
+    watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n2"))
+    assert watch.cache.tasks["default/p"].node_name == "n2"
+    assert watch.changes.take()
