@@ -49,7 +49,7 @@ import aiohttp
 from batchsched.k8s.client import JSON, Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.testing import ControlPlane, find_assets
-from batchsched.testing.objects import load_manifests, node, pod
+from batchsched.testing.objects import load_manifests, node, pod, pod_group
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEDULER = "batch-scheduler"
@@ -133,16 +133,7 @@ async def create_groups(
 ) -> None:
     path = f"/apis/scheduling.batchsched.io/v1alpha1/namespaces/{namespace}/podgroups"
     sizes = Counter(f"{prefix}-{i // gang:05d}" for i in range(count))
-    groups = sorted(sizes)
-    bodies = [
-        {
-            "apiVersion": "scheduling.batchsched.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": g},
-            "spec": {"minMember": sizes[g]},
-        }
-        for g in groups
-    ]
+    bodies = [pod_group(g, sizes[g]) for g in sorted(sizes)]
     await bounded(CREATE_CONCURRENCY, lambda body: api.post(path, body), bodies)
 
 

@@ -1,5 +1,5 @@
 """Manifests: read from YAML files, or made for the objects tests create most,
-schedulable Nodes and pending Pods.
+schedulable Nodes, pending Pods and PodGroups.
 
 There is no kubelet, so a Node is only what its manifest claims: it is created
 Ready, with the allocatable resources given, and stays that way.
@@ -15,6 +15,7 @@ import yaml
 from batchsched.testing.kube import JSON
 
 SCHEDULER_NAME = "batch-scheduler"
+OUR_API = "scheduling.batchsched.io/v1alpha1"
 
 
 def load_manifests(*paths: Path) -> list[JSON]:
@@ -73,4 +74,15 @@ def pod(
                 }
             ],
         },
+    }
+
+
+def pod_group(name: str, min_member: int, *, api_version: str = OUR_API, **spec: object) -> JSON:
+    """A PodGroup of ours, or of the kind `api_version` names; extra keywords (queue,
+    minResources, ...) go into its spec."""
+    return {
+        "apiVersion": api_version,
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": min_member, **spec},
     }

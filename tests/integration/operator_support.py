@@ -256,6 +256,6 @@ def events(kube: Kube, namespace: str, reason: str | None = None) -> list[JSON]:
     return [e for e in items["items"] if reason is None or e["reason"] == reason]
 
 
-def pod_group(kube: Kube, namespace: str, name: str) -> JSON:
+def get_pod_group(kube: Kube, namespace: str, name: str) -> JSON:
     path = f"/apis/scheduling.batchsched.io/v1alpha1/namespaces/{namespace}/podgroups/{name}"
     return kube.get(path).expect(200)

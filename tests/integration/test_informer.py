@@ -30,8 +30,8 @@ from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.informer import Informer
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import WATCHED, Watch, Watched
-from batchsched.testing import JSON, ControlPlane, Kube
-from batchsched.testing.objects import load_manifests
+from batchsched.testing import ControlPlane, Kube
+from batchsched.testing.objects import load_manifests, pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -142,15 +142,6 @@ async def until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> 
         await asyncio.sleep(0.02)
 
 
-def pod_group(name: str, min_member: int) -> JSON:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "PodGroup",
-        "metadata": {"name": name},
-        "spec": {"minMember": min_member},
-    }
-
-
 def in_cluster(kube: Kube) -> dict[str, int]:
     """Every PodGroup of the kind, by cache key, with its minMember."""
     items = kube.get(PODGROUPS.path).expect(200)["items"]
@@ -230,7 +221,7 @@ async def test_a_watch_resumed_after_the_server_lost_its_history_lists_again(
     caplog.set_level(logging.INFO, logger="batchsched.k8s.informer")
     path = f"/apis/{API_VERSION}/namespaces/{namespace}/podgroups"
     for name in ("deleted", "modified", "unchanged"):
-        kube.post(path, pod_group(name, 1)).expect(201)
+        kube.post(path, pod_group(name, 1, api_version=API_VERSION)).expect(201)
     relay = Relay(control_plane.server)
     await relay.start()
     api = api_via(relay.url)
@@ -244,7 +235,7 @@ async def test_a_watch_resumed_after_the_server_lost_its_history_lists_again(
             # server that has forgotten this version has forgotten that one too.
             seen = kube.get(PODGROUPS.path).expect(200)["metadata"]["resourceVersion"]
             kube.delete(f"{path}/deleted").expect(200)
-            kube.post(path, pod_group("created", 1)).expect(201)
+            kube.post(path, pod_group("created", 1, api_version=API_VERSION)).expect(201)
             kube.patch(f"{path}/modified", {"spec": {"minMember": 3}}).expect(200)
             rebuild_kind_cache()
             await until(lambda: history_lost(kube, seen), "the server answering 410 Gone")
@@ -278,7 +269,7 @@ async def test_a_kind_whose_crd_is_missing_is_picked_up_once_it_is_installed(
             # Installing takes seconds, during which the informers keep running.
             await asyncio.to_thread(reinstall_crd)
             path = f"/apis/{API_VERSION}/namespaces/{namespace}/podgroups"
-            kube.post(path, pod_group("late", 2)).expect(201)
+            kube.post(path, pod_group("late", 2, api_version=API_VERSION)).expect(201)
             await until(
                 lambda: in_cache(watch).get(f"{namespace}/late") == 2, "the new kind's object"
             )
@@ -293,7 +284,7 @@ async def test_a_watch_checks_the_certificate_against_the_tls_server_name(
     server's address does not (here a loopback address it does not list, by way of the
     relay); the watch must check it too, or it fails on every connection."""
     path = f"/apis/{API_VERSION}/namespaces/{namespace}/podgroups"
-    kube.post(path, pod_group("listed", 1)).expect(201)
+    kube.post(path, pod_group("listed", 1, api_version=API_VERSION)).expect(201)
     relay = Relay(control_plane.server, address="127.0.0.2")
     await relay.start()
     credentials = load_credentials(str(control_plane.kubeconfig))
@@ -301,7 +292,7 @@ async def test_a_watch_checks_the_certificate_against_the_tls_server_name(
     try:
         async with informing(api, [PODGROUPS]) as watch:
             await until(lambda: f"{namespace}/listed" in in_cache(watch), "the first list")
-            kube.post(path, pod_group("watched", 1)).expect(201)
+            kube.post(path, pod_group("watched", 1, api_version=API_VERSION)).expect(201)
             await until(lambda: f"{namespace}/watched" in in_cache(watch), "the watch event")
     finally:
         await api.close()

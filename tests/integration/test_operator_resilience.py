@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from batchsched.testing import ClusterObjects, Kube
-from batchsched.testing.objects import node, pod
+from batchsched.testing.objects import node, pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     Scheduler,
@@ -35,13 +35,7 @@ BOUND = 'batchsched_bindings_total{result="bound"}'
 
 def create_gangs(kube: Kube, namespace: str, gangs: int, size: int) -> None:
     for g in range(gangs):
-        group = {
-            "apiVersion": "scheduling.batchsched.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": f"g{g}"},
-            "spec": {"minMember": size},
-        }
-        create(kube, namespace, group)
+        create(kube, namespace, pod_group(f"g{g}", size))
         for i in range(size):
             member = pod(f"g{g}-{i}", CPU)
             member["metadata"]["annotations"] = {GROUP_KEY: f"g{g}"}

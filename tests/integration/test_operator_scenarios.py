@@ -15,7 +15,7 @@ from batchsched.sim.loader import load_files
 from batchsched.sim.report import to_json
 from batchsched.sim.simulator import simulate
 from batchsched.testing import JSON, ClusterObjects, Kube
-from batchsched.testing.objects import node, pod
+from batchsched.testing.objects import node, pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
@@ -24,8 +24,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     create,
     events,
     eventually,
+    get_pod_group,
     placements,
-    pod_group,
     pods,
     ready_node,
     scheduler_kubeconfig_fixture,
@@ -115,15 +115,6 @@ def group_members(name: str, count: int, requests: dict[str, str] = CPU) -> list
     return members
 
 
-def our_pod_group(name: str, min_member: int, **spec: Any) -> JSON:
-    return {
-        "apiVersion": OUR_API,
-        "kind": "PodGroup",
-        "metadata": {"name": name},
-        "spec": {"minMember": min_member, **spec},
-    }
-
-
 def test_a_pod_group_created_after_its_pods_releases_them(
     kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
 ) -> None:
@@ -140,7 +131,7 @@ def test_a_pod_group_created_after_its_pods_releases_them(
     waiting = {e["regarding"]["name"] for e in events(kube, namespace, "FailedScheduling")}
     assert waiting == {"g-0", "g-1", "g-2"}
 
-    create(kube, namespace, our_pod_group("g", 3))
+    create(kube, namespace, pod_group("g", 3))
     eventually(lambda: all(placements(kube, namespace).values()), what="the gang bound")
 
 
@@ -151,13 +142,13 @@ def test_a_node_added_later_unblocks_a_gang(
     cluster_objects.create({"apiVersion": OUR_API, "kind": "Queue", "metadata": {"name": queue}})
     first, second = f"a-{namespace}", f"b-{namespace}"
     ready_node(cluster_objects, kube, node(first, {"cpu": "2", "memory": "8Gi"}))
-    create(kube, namespace, our_pod_group("g", 3, queue=queue))
+    create(kube, namespace, pod_group("g", 3, queue=queue))
     for member in group_members("g", 3):
         create(kube, namespace, member)
     scheduler = start_scheduler()
 
     def unschedulable() -> JSON | None:
-        status = pod_group(kube, namespace, "g").get("status") or {}
+        status = get_pod_group(kube, namespace, "g").get("status") or {}
         conditions = status.get("conditions") or [{}]
         return status if conditions[0].get("type") == "Unschedulable" else None
 
@@ -176,7 +167,7 @@ def test_a_node_added_later_unblocks_a_gang(
     assert sorted(str(n) for n in placements(kube, namespace).values()) == [first, first, second]
 
     def running() -> JSON | None:
-        status = pod_group(kube, namespace, "g").get("status") or {}
+        status = get_pod_group(kube, namespace, "g").get("status") or {}
         return status if status.get("phase") == "Running" else None
 
     status = eventually(running, what="PodGroup g Running")

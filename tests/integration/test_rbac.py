@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from batchsched.testing import JSON, ClusterObjects, Kube, KubeError
-from batchsched.testing.objects import load_manifests, node, pod
+from batchsched.testing.objects import load_manifests, node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -195,15 +195,7 @@ def test_scheduler_requests_succeed(
     cluster_objects.create(node("rbac-node", {"cpu": "4", "memory": "8Gi"}))
     uid = kube.create(pod("p0", {"cpu": "1"}), namespace)["metadata"]["uid"]
     group_path = f"/apis/scheduling.batchsched.io/v1alpha1/namespaces/{namespace}/podgroups/pg"
-    kube.create(
-        {
-            "apiVersion": "scheduling.batchsched.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": "pg"},
-            "spec": {"minMember": 1},
-        },
-        namespace,
-    )
+    kube.create(pod_group("pg", 1), namespace)
     cluster_objects.create(
         {
             "apiVersion": "scheduling.batchsched.io/v1alpha1",

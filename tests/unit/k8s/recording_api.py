@@ -2,11 +2,15 @@
 through a function the test provides. (Integration tests use the real API server;
 these only pin down what the shell sends and how it reacts to answers.)"""
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from batchsched.cache.cluster import ClusterCache
 from batchsched.k8s.client import JSON, Requests
+from batchsched.k8s.status import StatusWriter
+from batchsched.k8s.watch import Watch
 
 Answer = Callable[[str, str, Any], JSON]
 
@@ -28,3 +32,12 @@ class RecordingApi(Requests):
 
     def sent(self, method: str, fragment: str = "") -> list[Any]:
         return [body for m, path, body in self.requests if m == method and fragment in path]
+
+
+def watch_over(api: Requests, *, scheduler_name: str = "batch-scheduler") -> Watch:
+    """A Watch over an empty cache whose status writer reports through `api`; its
+    `binds_idle` event starts set, as the operator's does, for a Binder to share."""
+    idle = asyncio.Event()
+    idle.set()
+    status = StatusWriter(api, scheduler_name=scheduler_name, instance="i", binds_idle=idle)
+    return Watch(ClusterCache(), status)

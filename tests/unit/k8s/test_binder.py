@@ -6,15 +6,13 @@ from typing import Any
 
 import pytest
 
-from batchsched.cache.cluster import ClusterCache
 from batchsched.framework.decisions import Binding
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.client import JSON, ApiError
-from batchsched.k8s.status import StatusWriter
-from batchsched.k8s.watch import PODS, Watch
+from batchsched.k8s.watch import PODS
 
 from ..builders import pod
-from .recording_api import RecordingApi, created
+from .recording_api import RecordingApi, created, watch_over
 
 
 def setup(
@@ -24,10 +22,7 @@ def setup(
     leading: bool = True,
 ) -> tuple[Binder, RecordingApi, list[Binding]]:
     api = RecordingApi(answer)
-    idle = asyncio.Event()
-    idle.set()
-    status = StatusWriter(api, scheduler_name="s", instance="i", binds_idle=idle)
-    watch = Watch(ClusterCache(), status)
+    watch = watch_over(api, scheduler_name="s")
     bindings = []
     for i in range(members):
         manifest = pod(f"p{i}", requests={"cpu": "1"})
@@ -36,6 +31,7 @@ def setup(
         binding = Binding(namespace="default", name=f"p{i}", uid=f"uid-{i}", node="n1", job="g")
         watch.cache.assume(binding.key, binding.node)
         bindings.append(binding)
+    idle = watch.status.binds_idle
     binder = Binder(api, watch, leading=lambda: leading, idle=idle, concurrency=1)
     return binder, api, bindings
 

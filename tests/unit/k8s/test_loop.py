@@ -5,16 +5,14 @@ import asyncio
 
 import pytest
 
-from batchsched.cache.cluster import ClusterCache
 from batchsched.framework.config import default_config
 from batchsched.framework.decisions import Binding
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.loop import SessionLoop
-from batchsched.k8s.status import StatusWriter
-from batchsched.k8s.watch import PODS, WATCHED, Watch
+from batchsched.k8s.watch import PODS, WATCHED
 
 from ..builders import gang, node
-from .recording_api import RecordingApi
+from .recording_api import RecordingApi, watch_over
 
 NODES = next(w for w in WATCHED if w.kind == "Node")
 GROUPS = next(w for w in WATCHED if w.kind == "PodGroup")  # ours come first
@@ -22,15 +20,12 @@ GROUPS = next(w for w in WATCHED if w.kind == "PodGroup")  # ours come first
 
 def setup() -> tuple[SessionLoop, RecordingApi]:
     api = RecordingApi()
-    idle = asyncio.Event()
-    idle.set()
-    status = StatusWriter(api, scheduler_name="batch-scheduler", instance="i", binds_idle=idle)
-    watch = Watch(ClusterCache(), status)
+    watch = watch_over(api)
     watch.apply(NODES, node("n1", cpu="4"))
     for i, obj in enumerate(gang("g", 2, requests={"cpu": "1"})):
         obj["metadata"]["uid"] = f"uid-{i}"
         watch.apply(PODS if obj["kind"] == "Pod" else GROUPS, obj)
-    binder = Binder(api, watch, leading=lambda: True, idle=idle)
+    binder = Binder(api, watch, leading=lambda: True, idle=watch.status.binds_idle)
     return SessionLoop(default_config(), watch, binder, leading=lambda: True), api
 
 

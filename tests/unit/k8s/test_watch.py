@@ -1,21 +1,14 @@
 """What a watch event costs: a bind the cache already assumed is confirmed without a
 session being woken; any other change is applied."""
 
-import asyncio
-
-from batchsched.cache.cluster import ClusterCache
-from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
 
 from ..builders import pod
-from .recording_api import RecordingApi
+from .recording_api import RecordingApi, watch_over
 
 
 def watching(manifest: dict[str, object]) -> Watch:
-    status = StatusWriter(
-        RecordingApi(), scheduler_name="s", instance="i", binds_idle=asyncio.Event()
-    )
-    watch = Watch(ClusterCache(), status)
+    watch = watch_over(RecordingApi())
     watch.apply(PODS, manifest)
     watch.cache.assume("default/p", "n1")
     watch.changes.take()
