@@ -20,8 +20,9 @@ timeouts, starvation).
 Python's cyclic collector is kept out of the way of startup: listing a large cluster
 builds hundreds of thousands of long-lived objects, and every full collection would
 walk them all again (several pauses of ~50 ms per 5,000 pods before the first bind).
-It is paused until the first session is done, then the cache as it stands is frozen
-out of its reach. Nearly all of that data is freed by reference counting alone.
+It is paused until the first tick after the cache is synced (the first session, on the
+leader), then the cache as it stands is frozen out of its reach. Nearly all of that
+data is freed by reference counting alone.
 """
 
 import asyncio
@@ -96,13 +97,14 @@ class SessionLoop:
                 if self._due(started):
                     self._last = started
                     await self.session()
-                    if not gc.isenabled():
-                        gc.freeze()
-                        gc.enable()
                 else:
                     SESSIONS.labels("idle").inc()
             else:
                 self._last = None
+            if not gc.isenabled():
+                # After the first tick, leading or standing by.
+                gc.freeze()
+                gc.enable()
             spent = time.monotonic() - started
             await asyncio.sleep(max(0.0, self.config.schedule_period - spent))
 
