@@ -1,6 +1,7 @@
 """Pods as Tasks, with the defaulting the API server would have applied before we see them."""
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, check_gpu_request, parse_gpu_index
@@ -25,7 +26,54 @@ LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 
 
-def task_from_pod(pod: Obj, *, default_creation: float = 0.0) -> Task:
+# The parts of a pod spec that say what it needs of a node.
+SHAPE_FIELDS = (
+    "containers",
+    "initContainers",
+    "overhead",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PodShape:
+    """What a pod asks of a node. Pods stamped from one template share one, request
+    dict included: tasks only ever read their request."""
+
+    request: ResourceList
+    constraints: Constraints
+    host_ports: frozenset[tuple[str, int]]
+    # Task.shape_key: equal for interchangeable pods.
+    key: tuple[object, ...]
+
+
+class ShapeMemo:
+    """Parsed shapes by spec text. A cluster's pods come from few templates, and
+    parsing requests, tolerations and affinity is most of what parsing a pod costs; a
+    thousand-pod gang is parsed once. Bounded: past `limit` distinct shapes it starts over.
+    """
+
+    def __init__(self, *, limit: int = 4096) -> None:
+        self.limit = limit
+        self._shapes: dict[str, PodShape] = {}
+
+    def shape(self, spec: Mapping[str, object], *, where: str) -> PodShape:
+        text = repr([spec.get(field) for field in SHAPE_FIELDS])
+        found = self._shapes.get(text)
+        if found is None:
+            # Not remembered when it raises: each bad pod gets an error naming itself.
+            found = pod_shape(spec, where=where)
+            if len(self._shapes) >= self.limit:
+                self._shapes.clear()
+            self._shapes[text] = found
+        return found
+
+
+def task_from_pod(
+    pod: Obj, *, default_creation: float = 0.0, shapes: ShapeMemo | None = None
+) -> Task:
     """Parse a Pod; raises InvalidObject naming the pod and field when it cannot be used."""
     namespace, name = namespace_of(pod, kind="Pod"), name_of(pod, kind="Pod")
     where = f"Pod {namespace}/{name}"
@@ -34,28 +82,35 @@ def task_from_pod(pod: Obj, *, default_creation: float = 0.0) -> Task:
     meta = mapping(pod.get("metadata"), where=f"{where}.metadata")
     labels, notes = labels_of(pod, kind="Pod"), annotations_of(pod, kind="Pod")
     priority = spec.get("priority")
-    constraints = _constraints(spec, where=where)
-    request = effective_request(spec, where=where)
-    check_gpu_request(request, where=where)
-    ports = _host_ports(spec, where=where)
+    shape = pod_shape(spec, where=where) if shapes is None else shapes.shape(spec, where=where)
     gpu_index = notes.get(GPU_INDEX_ANNOTATION)
     return Task(
         namespace=namespace,
         name=name,
         uid=str(meta.get("uid") or f"{namespace}/{name}"),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        request=request,
+        request=shape.request,
         creation=creation_of(pod, default=default_creation, kind="Pod"),
         node_name=spec.get("nodeName") or None,
         phase=str(status.get("phase") or "Pending"),
         priority=priority if isinstance(priority, int) else None,
         priority_class_name=str(spec.get("priorityClassName") or ""),
         group=group_from_metadata(labels, notes, namespace=namespace, where=where),
-        constraints=constraints,
-        host_ports=ports,
+        constraints=shape.constraints,
+        host_ports=shape.host_ports,
         deleting=meta.get("deletionTimestamp") is not None,
         gpu_index=parse_gpu_index(gpu_index, where=where) if gpu_index else (),
-        shape_key=(tuple(sorted(request.items())), constraints, ports),
+        shape_key=shape.key,
+    )
+
+
+def pod_shape(spec: Mapping[str, object], *, where: str) -> PodShape:
+    constraints = _constraints(spec, where=where)
+    request = effective_request(spec, where=where)
+    check_gpu_request(request, where=where)
+    ports = _host_ports(spec, where=where)
+    return PodShape(
+        request, constraints, ports, (tuple(sorted(request.items())), constraints, ports)
     )
 
 

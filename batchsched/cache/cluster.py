@@ -13,7 +13,7 @@ from batchsched.api.groups import pod_group_from_object
 from batchsched.api.meta import Obj, describe, name_of, namespace_of
 from batchsched.api.nodes import node_from_object
 from batchsched.api.objects import Node, PodGroup, PriorityClass, Queue, Task
-from batchsched.api.pods import task_from_pod
+from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
 
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
@@ -34,6 +34,7 @@ class ClusterCache:
         # pod look pending again.
         self.assumed: dict[str, tuple[str, tuple[int, ...]]] = {}
         self._sequence = 0.0
+        self._shapes = ShapeMemo()
 
     def apply(self, obj: Obj, *, deleted: bool = False) -> None:
         """Record an added, changed or deleted object of one of KINDS.
@@ -48,7 +49,10 @@ class ClusterCache:
         self._sequence += 1.0
         handlers: dict[str, tuple[dict[str, Any], Callable[[], Any]]] = {
             "Node": (self.nodes, lambda: node_from_object(obj)),
-            "Pod": (self.tasks, lambda: task_from_pod(obj, default_creation=self._sequence)),
+            "Pod": (
+                self.tasks,
+                lambda: task_from_pod(obj, default_creation=self._sequence, shapes=self._shapes),
+            ),
             "PodGroup": (
                 self.pod_groups,
                 lambda: pod_group_from_object(obj, default_creation=self._sequence),

@@ -7,7 +7,7 @@ import pytest
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.objects import GroupRef, Requirement, Toleration
-from batchsched.api.pods import effective_request, group_of, task_from_pod
+from batchsched.api.pods import ShapeMemo, effective_request, group_of, task_from_pod
 
 from ..builders import Obj, pod
 
@@ -311,3 +311,36 @@ def test_task_fields() -> None:
         "n1",
     )
     assert (task.priority, task.phase, task.deleting, task.creation) == (7, "Running", True, 3.0)
+
+
+def test_pods_of_one_template_share_a_parsed_shape() -> None:
+    shapes = ShapeMemo()
+    spec = {"tolerations": [{"key": "dedicated", "operator": "Exists"}]}
+    first, second = (
+        task_from_pod(pod(name, requests={"cpu": "1"}, spec=spec), shapes=shapes)
+        for name in ("a", "b")
+    )
+    other = task_from_pod(pod("c", requests={"cpu": "2"}, spec=spec), shapes=shapes)
+    assert first.request is second.request
+    assert first.constraints is second.constraints
+    assert first.shape_key is second.shape_key
+    assert other.request == {"cpu": 2000, "pods": 1}
+    assert other.shape_key != first.shape_key
+    assert first == task_from_pod(pod("a", requests={"cpu": "1"}, spec=spec))
+
+
+def test_a_remembered_shape_still_names_each_bad_pod() -> None:
+    shapes = ShapeMemo()
+    for name in ("a", "b"):
+        with pytest.raises(InvalidObject, match=f"Pod default/{name}.spec.containers"):
+            task_from_pod(pod(name, requests={"cpu": "lots"}), shapes=shapes)
+
+
+def test_shape_memo_starts_over_past_its_limit() -> None:
+    shapes = ShapeMemo(limit=2)
+    kept = task_from_pod(pod("a", requests={"cpu": "1"}), shapes=shapes)
+    task_from_pod(pod("b", requests={"cpu": "2"}), shapes=shapes)
+    task_from_pod(pod("c", requests={"cpu": "3"}), shapes=shapes)
+    again = task_from_pod(pod("d", requests={"cpu": "1"}), shapes=shapes)
+    assert again.request == kept.request
+    assert again.request is not kept.request
