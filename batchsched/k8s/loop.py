@@ -22,7 +22,9 @@ builds hundreds of thousands of long-lived objects, and every full collection wo
 walk them all again (several pauses of ~50 ms per 5,000 pods before the first bind).
 It is paused until the first tick after the cache is synced (the first session, on the
 leader), then the cache as it stands is frozen out of its reach. Nearly all of that
-data is freed by reference counting alone.
+data is freed by reference counting alone. If the cache cannot sync (say RBAC forbids
+listing a kind), the collector comes back after `SYNC_GRACE_SECONDS` anyway, so the
+retrying informers do not pile up cycles for ever.
 """
 
 import asyncio
@@ -59,6 +61,9 @@ from batchsched.metrics import (
 log = logging.getLogger(__name__)
 
 UNITS = {CPU: "core", MEMORY: "byte", EPHEMERAL_STORAGE: "byte"}
+# Listing even 50,000 pods takes seconds: a cache not synced by then is waiting on the
+# cluster (permissions, an unreachable API server), not on parsing.
+SYNC_GRACE_SECONDS = 60.0
 
 
 class SessionLoop:
@@ -80,11 +85,19 @@ class SessionLoop:
         self.revisit_seconds = revisit_seconds
         self._last: float | None = None
         self._waiting = False
+        # Jobs of the running session that _accept did not send.
+        self._dropped: set[str] = set()
 
     async def run(self) -> None:
         """Runs sessions until cancelled; started before the informers' first pages."""
         gc.disable()
-        await self.watch.synced.wait()
+        try:
+            async with asyncio.timeout(SYNC_GRACE_SECONDS):
+                await self.watch.synced.wait()
+        except TimeoutError:
+            log.warning("cache not synced after %gs; still waiting", SYNC_GRACE_SECONDS)
+            gc.enable()
+            await self.watch.synced.wait()
         log.info(
             "cache synced: %d nodes, %d pods; scheduling every %gs",
             len(self.cache.nodes),
@@ -121,6 +134,7 @@ class SessionLoop:
         )
         timings = Timings()
         loop = asyncio.get_running_loop()
+        self._dropped.clear()
 
         def committed(bindings: Sequence[Binding]) -> None:
             loop.call_soon_threadsafe(self._accept, bindings)
@@ -156,10 +170,12 @@ class SessionLoop:
             else:
                 continue
             log.info("not binding %s: %s", binding.job, stale)
+            self._dropped.add(binding.job)
             self.watch.changes.note()
             return
         for binding in bindings:
             self.cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
+        SCHEDULE_ATTEMPTS.labels("scheduled").inc(len(bindings))
         self.binder.submit(bindings)
 
     def _publish(self, snapshot: Snapshot, decisions: Decisions, timings: Timings) -> None:
@@ -168,7 +184,10 @@ class SessionLoop:
         self._waiting = bool(pending)
         usage = summarize(snapshot, decisions)
         self.status.pods(pending, self.cache.tasks)
-        self.status.groups(decisions.jobs, self.cache.pod_groups)
+        # A dropped job's status would claim a placement never sent; the next session,
+        # which runs at once, writes it.
+        jobs = {key: job for key, job in decisions.jobs.items() if key not in self._dropped}
+        self.status.groups(jobs, self.cache.pod_groups)
         self.status.queues(usage.queues, self.cache.queues)
         self.status.invalid(self.watch.invalid)
         _record(timings, decisions, pending, usage)
@@ -190,7 +209,6 @@ def _record(
         ACTION_DURATION.labels(action).observe(seconds)
     for plugin, seconds in timings.plugins.items():
         PLUGIN_DURATION.labels(plugin).observe(seconds)
-    SCHEDULE_ATTEMPTS.labels("scheduled").inc(len(decisions.bindings))
     SCHEDULE_ATTEMPTS.labels("unschedulable").inc(len(pending))
     PENDING_PODS.set(len(pending))
     PENDING_GROUPS.set(usage.pending_groups)

@@ -41,3 +41,13 @@ def watch_over(api: Requests, *, scheduler_name: str = "batch-scheduler") -> Wat
     idle.set()
     status = StatusWriter(api, scheduler_name=scheduler_name, instance="i", binds_idle=idle)
     return Watch(ClusterCache(), status)
+
+
+async def settle(status: StatusWriter, api: RecordingApi) -> None:
+    """Run the writer until it has sent everything queued."""
+    task = asyncio.create_task(status.run())
+    count = -1
+    while count != len(api.requests):
+        count = len(api.requests)
+        await asyncio.sleep(0.02)
+    task.cancel()

@@ -2,17 +2,21 @@
 while the pods and nodes they were made for are still there as they were."""
 
 import asyncio
+import gc
+from collections.abc import Sequence
 
 import pytest
+from prometheus_client import REGISTRY
 
 from batchsched.framework.config import default_config
 from batchsched.framework.decisions import Binding
+from batchsched.k8s import loop as session_loop
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.watch import PODS, WATCHED
 
 from ..builders import gang, node
-from .recording_api import RecordingApi, watch_over
+from .recording_api import RecordingApi, settle, watch_over
 
 NODES = next(w for w in WATCHED if w.kind == "Node")
 GROUPS = next(w for w in WATCHED if w.kind == "PodGroup")  # ours come first
@@ -67,3 +71,51 @@ async def test_a_job_whose_pods_or_node_changed_during_the_session_is_not_sent(
     assert loop.binder.idle.is_set(), "nothing was queued"
     assert cache.tasks["default/g-0"].node_name is None, "no member is assumed"
     assert loop.watch.changes.take(), "the next session looks again"
+
+
+def scheduled_attempts() -> float:
+    sample = REGISTRY.get_sample_value(
+        "batchsched_schedule_attempts_total", {"result": "scheduled"}
+    )
+    return sample or 0.0
+
+
+async def test_a_job_dropped_at_hand_off_is_not_reported_as_placed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loop, api = setup()
+    accept = loop._accept
+
+    def recreated_meanwhile(bindings: Sequence[Binding]) -> None:
+        loop.cache.tasks["default/g-1"].uid = "uid-new"
+        accept(bindings)
+
+    monkeypatch.setattr(loop, "_accept", recreated_meanwhile)
+    before = scheduled_attempts()
+    await loop.session()
+    await settle(loop.status, api)
+    assert scheduled_attempts() == before
+    assert not api.sent("PATCH", "/podgroups/"), "the next session writes the group's status"
+    assert not api.sent("POST", "/binding")
+
+
+async def test_a_job_sent_at_hand_off_counts_as_scheduled() -> None:
+    loop, _ = setup()
+    before = scheduled_attempts()
+    await loop.session()
+    assert scheduled_attempts() == before + 2
+
+
+async def test_the_collector_comes_back_if_the_cache_never_syncs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loop, _ = setup()
+    monkeypatch.setattr(session_loop, "SYNC_GRACE_SECONDS", 0.01)
+    runner = asyncio.create_task(loop.run())
+    try:
+        await asyncio.sleep(0.1)
+        assert gc.isenabled()
+        assert not runner.done(), "still waiting for the cache"
+    finally:
+        runner.cancel()
+        gc.enable()

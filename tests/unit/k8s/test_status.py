@@ -6,7 +6,7 @@ from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.framework.decisions import Binding, Condition, JobStatus
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
 
-from .recording_api import RecordingApi
+from .recording_api import RecordingApi, settle
 
 OUR_API = "scheduling.batchsched.io/v1alpha1"
 
@@ -16,16 +16,6 @@ def writer(api: RecordingApi, binds_idle: asyncio.Event | None = None) -> Status
     if binds_idle is None:
         idle.set()
     return StatusWriter(api, scheduler_name="batch-scheduler", instance="i", binds_idle=idle)
-
-
-async def settle(status: StatusWriter, api: RecordingApi) -> None:
-    """Run the writer until it has sent everything queued."""
-    task = asyncio.create_task(status.run())
-    count = -1
-    while count != len(api.requests):
-        count = len(api.requests)
-        await asyncio.sleep(0.02)
-    task.cancel()
 
 
 def group_status(phase: str, scheduled: int, condition: Condition | None) -> JobStatus:
