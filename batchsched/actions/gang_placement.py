@@ -49,6 +49,6 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     statement.discard()
     first = next(iter(task_failures.values()), "no pending pods")
     if job.is_gang:
-        first = f"gang {job.key}: {job.bound + placed}/{job.min_member} placed; {first}"
+        first = f"gang {job.key}: room for {job.bound + placed} of {job.min_member}; {first}"
     session.job_messages[job.key] = first
     return False

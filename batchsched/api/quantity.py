@@ -47,6 +47,9 @@ def _parse_text(text: str, *, where: str) -> Decimal:
             suffix = candidate
             break
     digits = text[: len(text) - len(suffix)] if suffix else text
+    # An exponent and a suffix never go together ("1e3m" is refused, as the API server does).
+    if suffix and ("e" in digits or "E" in digits):
+        raise InvalidObject(f"{where}: {text!r} is not a quantity")
     # "1e3" is a decimal exponent, but "1E" alone is the exa suffix.
     if not suffix and ("e" in digits or "E" in digits):
         mantissa, _, exponent = digits.replace("E", "e").partition("e")

@@ -52,7 +52,7 @@ def test_starving_gang_holds_its_queue(
 ) -> None:
     decisions = decide(cluster(small_queue), f"starvationThreshold: {threshold}", now=at(waited))
     assert decisions.pending["default/big-0"] == (
-        "gang default/big: 2/3 placed; 0/1 nodes fit: 1 Insufficient cpu"
+        "gang default/big: room for 2 of 3; 0/1 nodes fit: 1 Insufficient cpu"
     )
     if held:
         assert placements(decisions) == {}

@@ -29,5 +29,5 @@ def test_zero_request_gang_is_still_a_gang(max_pods: int, bound: int) -> None:
     assert len(decisions.bindings) == bound
     if not bound:
         assert decisions.pending["default/g-0"] == (
-            "gang default/g: 2/3 placed; 0/1 nodes fit: 1 Too many pods"
+            "gang default/g: room for 2 of 3; 0/1 nodes fit: 1 Too many pods"
         )

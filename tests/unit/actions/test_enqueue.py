@@ -86,5 +86,5 @@ def test_admitted_but_unplaced_job_is_inqueue() -> None:
     )
     assert decisions.jobs["default/g"].phase == "Inqueue"
     assert decisions.pending["default/g-0"] == (
-        "gang default/g: 1/2 placed; 0/1 nodes fit: 1 Insufficient cpu"
+        "gang default/g: room for 1 of 2; 0/1 nodes fit: 1 Insufficient cpu"
     )

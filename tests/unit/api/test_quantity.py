@@ -61,6 +61,8 @@ def test_valid_quantities(raw: object, expected: Decimal) -> None:
         ("1.2.3", "'1.2.3' is not a quantity"),
         ("1e", "'1e' is not a quantity"),
         ("1e3.5", "'1e3.5' is not a quantity"),
+        ("1e3m", "'1e3m' is not a quantity"),
+        ("2E1Gi", "'2E1Gi' is not a quantity"),
         ("1-", "'1-' is not a quantity"),
         ("inf", "'inf' is not a quantity"),
         (float("inf"), "inf is not a finite quantity"),

@@ -14,7 +14,7 @@ def test_never_a_partial_gang_and_smaller_jobs_still_run() -> None:
         [node("n1", cpu="2"), *gang("g", 3, requests=ONE_CPU), pod("small", requests=ONE_CPU)]
     )
     assert placements(decisions) == {"default/small": "n1"}
-    message = "gang default/g: 2/3 placed; 0/1 nodes fit: 1 Insufficient cpu"
+    message = "gang default/g: room for 2 of 3; 0/1 nodes fit: 1 Insufficient cpu"
     assert decisions.pending == {f"default/g-{i}": message for i in range(3)}
     status = decisions.jobs["default/g"]
     assert (status.phase, status.scheduled, status.min_member) == ("Inqueue", 0, 3)
@@ -100,7 +100,7 @@ def test_label_only_group(min_available: str, node_cpu: str, bound: int) -> None
     assert (status.min_member, status.scheduled) == (int(min_available), bound)
     if not bound:
         assert decisions.pending["default/lw-0"].startswith(
-            f"gang default/lw: 2/{min_available} placed; "
+            f"gang default/lw: room for 2 of {min_available}; "
         )
 
 
@@ -112,7 +112,7 @@ def test_label_only_group(min_available: str, node_cpu: str, bound: int) -> None
             Condition(
                 "Unschedulable",
                 "NotEnoughResources",
-                "gang default/g: 1/2 placed; 0/1 nodes fit: 1 Insufficient cpu",
+                "gang default/g: room for 1 of 2; 0/1 nodes fit: 1 Insufficient cpu",
             ),
         ),
         (
@@ -121,7 +121,7 @@ def test_label_only_group(min_available: str, node_cpu: str, bound: int) -> None
                 "Unschedulable",
                 "ScheduleTimeout",
                 "still short of minMember after 30s: "
-                "gang default/g: 1/2 placed; 0/1 nodes fit: 1 Insufficient cpu",
+                "gang default/g: room for 1 of 2; 0/1 nodes fit: 1 Insufficient cpu",
             ),
         ),
     ],

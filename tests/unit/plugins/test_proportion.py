@@ -19,7 +19,7 @@ def test_capability_caps_a_queue() -> None:
     )
     assert sorted(placements(decisions)) == ["default/j0-0", "default/j1-0"]
     assert decisions.pending == {
-        "default/j2-0": "gang default/j2: 0/1 placed; queue q: pod default/j2-0 would exceed "
+        "default/j2-0": "gang default/j2: room for 0 of 1; queue q: pod default/j2-0 would exceed "
         "its capability for cpu (2 of 2 in use)"
     }
 
