@@ -57,15 +57,21 @@ def _starving(session: Session, job: JobInfo) -> bool:
 
 
 def _fits_empty_cluster(session: Session, job: JobInfo) -> bool:
-    """A cheap necessary condition: enough pending pods each fit some node's allocatable,
-    and the smallest requests of as many as are needed fit the cluster's total."""
-    allocatable = session.snapshot.allocatable
+    """Whether first-fit decreasing packs the members it still needs onto the empty
+    cluster. A packing found proves the gang fits once the cluster drains; when none is
+    found (fragmentation, or pods larger than any node) the queue is not held for it,
+    since it might never fit and would block the queue for ever."""
+    free = session.snapshot.allocatable.copy()
     needed = job.min_member - job.bound
-    fitting = [t.vec for t in job.pending if (allocatable >= t.vec).all(axis=1).any()]
-    if len(fitting) < needed:
-        return False
-    least = np.sort(np.array(fitting), axis=0)[:needed].sum(axis=0)
-    return bool((least <= allocatable.sum(axis=0)).all())
+    largest = np.maximum(free.max(axis=0), 1)
+    for vec in sorted((t.vec for t in job.pending), key=lambda v: -float((v / largest).sum())):
+        rows = np.flatnonzero((free >= vec).all(axis=1))
+        if rows.size:
+            free[rows[0]] -= vec
+            needed -= 1
+            if needed <= 0:
+                return True
+    return needed <= 0
 
 
 def _leave_waiting(session: Session, jobs: list[JobInfo], message: str) -> None:

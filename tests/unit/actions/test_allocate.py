@@ -79,6 +79,19 @@ def test_jobs_that_never_hold_their_queue(big: list[Obj]) -> None:
     assert placements(decisions)["default/small"] == "n1"
 
 
+def test_a_gang_that_fits_each_node_but_not_the_cluster_never_holds_its_queue() -> None:
+    """Three 2-CPU pods and two 3-CPU nodes: each pod fits a node and the total fits
+    the cluster, but only one pod fits per node."""
+    objects = [
+        node("n1", cpu="3"),
+        node("n2", cpu="3"),
+        *old_gang(3, "2"),
+        pod("small", requests=ONE_CPU, created=10),
+    ]
+    decisions = decide(objects, "starvationThreshold: 60s", now=at(120))
+    assert placements(decisions)["default/small"] in ("n1", "n2")
+
+
 def test_older_job_first_within_a_queue() -> None:
     decisions = decide(
         [
