@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from batchsched.api.errors import InvalidObject
-from batchsched.api.groups import pod_group_from_object
+from batchsched.api.groups import POD_GROUP_APIS, pod_group_from_object
 from batchsched.api.meta import Obj, describe, name_of, namespace_of
 from batchsched.api.nodes import node_from_object
 from batchsched.api.objects import Node, PodGroup, PriorityClass, Queue, Task
@@ -35,6 +35,8 @@ class ClusterCache:
         self.assumed: dict[str, tuple[str, tuple[int, ...]]] = {}
         self._sequence = 0.0
         self._shapes = ShapeMemo()
+        # "ns/name" -> apiVersion -> PodGroup, for groups of one name in several APIs.
+        self._group_versions: dict[str, dict[str, PodGroup]] = {}
 
     def apply(self, obj: Obj, *, deleted: bool = False) -> None:
         """Record an added, changed or deleted object of one of KINDS.
@@ -47,15 +49,14 @@ class ClusterCache:
             raise InvalidObject(f"{describe(obj)}: kind {kind!r} is not one of {', '.join(KINDS)}")
         key = self._key(obj, namespaced=kind in ("Pod", "PodGroup"))
         self._sequence += 1.0
+        if kind == "PodGroup":
+            self._apply_group(key, obj, deleted=deleted)
+            return
         handlers: dict[str, tuple[dict[str, Any], Callable[[], Any]]] = {
             "Node": (self.nodes, lambda: node_from_object(obj)),
             "Pod": (
                 self.tasks,
                 lambda: task_from_pod(obj, default_creation=self._sequence, shapes=self._shapes),
-            ),
-            "PodGroup": (
-                self.pod_groups,
-                lambda: pod_group_from_object(obj, default_creation=self._sequence),
             ),
             "Queue": (self.queues, lambda: queue_from_object(obj)),
             "PriorityClass": (self.priority_classes, lambda: priority_class_from_object(obj)),
@@ -78,6 +79,23 @@ class ClusterCache:
                 scheduler = spec.get("schedulerName") if isinstance(spec, dict) else None
                 self.rejected_pods[key] = (str(scheduler or "default-scheduler"), str(error))
             raise
+
+    def _apply_group(self, key: str, obj: Obj, *, deleted: bool) -> None:
+        """PodGroups of one name in several APIs are kept apart, so deleting one leaves
+        the others. Pods see the one whose API comes first in POD_GROUP_APIS: ours."""
+        versions = self._group_versions.setdefault(key, {})
+        api_version = str(obj.get("apiVersion") or "")
+        if deleted:
+            versions.pop(api_version, None)
+        else:
+            versions[api_version] = pod_group_from_object(obj, default_creation=self._sequence)
+        if not versions:
+            del self._group_versions[key]
+            self.pod_groups.pop(key, None)
+            return
+        order = list(POD_GROUP_APIS)
+        first = min(versions, key=lambda v: order.index(v) if v in order else len(order))
+        self.pod_groups[key] = versions[first]
 
     def assume(self, task_key: str, node_name: str, *, gpu_index: tuple[int, ...] = ()) -> None:
         """Count a decided bind at once, so the next session sees the node (and cards) as used."""

@@ -162,7 +162,8 @@ class Watch:
         self.changes.note()
         namespace, _, name = key.rpartition("/")
         meta = {"name": name, **({"namespace": namespace} if namespace else {})}
-        self.cache.apply({"kind": watched.kind, "metadata": meta}, deleted=True)
+        stub = {"apiVersion": watched.api_version, "kind": watched.kind, "metadata": meta}
+        self.cache.apply(stub, deleted=True)
 
     def _observe(self, kind: str, key: str, obj: JSON, raw: Mapping[str, Any]) -> None:
         """Tell the status writer what the object shows now, so it rewrites only changes."""

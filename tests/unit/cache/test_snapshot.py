@@ -190,3 +190,18 @@ def test_label_only_group_is_as_old_as_its_oldest_pod(order: tuple[int, int, int
     pods = [pod(f"lw-{i}", labels=labels, created=10 * (i + 1)) for i in range(3)]
     snapshot = snapshot_of([pods[i] for i in order])
     assert snapshot.jobs["default/lw"].creation == at(10)
+
+
+def test_same_named_pod_groups_of_other_apis_do_not_replace_or_remove_ours() -> None:
+    volcano = "scheduling.volcano.sh/v1beta1"
+    cache = ClusterCache()
+    cache.apply(pod_group("g", 3))
+    cache.apply(pod_group("g", 5, api_version=volcano))
+    assert cache.pod_groups["default/g"].min_member == 3, "ours wins, whatever the order"
+    cache.apply(pod_group("g", 5, api_version=volcano), deleted=True)
+    assert cache.pod_groups["default/g"].min_member == 3
+    cache.apply(pod_group("g", 5, api_version=volcano))
+    cache.apply(pod_group("g", 3), deleted=True)
+    assert cache.pod_groups["default/g"].api_version == volcano, "theirs, once ours is gone"
+    cache.apply(pod_group("g", 5, api_version=volcano), deleted=True)
+    assert "default/g" not in cache.pod_groups

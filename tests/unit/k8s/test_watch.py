@@ -1,9 +1,9 @@
 """What a watch event costs: a bind the cache already assumed is confirmed without a
 session being woken; any other change is applied."""
 
-from batchsched.k8s.watch import PODS, Watch
+from batchsched.k8s.watch import PODS, WATCHED, Watch
 
-from ..builders import pod
+from ..builders import pod, pod_group
 from .recording_api import RecordingApi, watch_over
 
 
@@ -36,3 +36,15 @@ def test_another_node_than_the_assumed_one_is_applied() -> None:
     watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n2"))
     assert watch.cache.tasks["default/p"].node_name == "n2"
     assert watch.changes.take()
+
+
+def test_deleting_another_apis_group_of_the_same_name_keeps_ours() -> None:
+    watch = watch_over(RecordingApi())
+    ours, volcano = (
+        next(w for w in WATCHED if w.api_version == version)
+        for version in ("scheduling.batchsched.io/v1alpha1", "scheduling.volcano.sh/v1beta1")
+    )
+    watch.apply(ours, pod_group("g", 3))
+    watch.apply(volcano, pod_group("g", 5, api_version=volcano.api_version))
+    watch.delete(volcano, "default/g")
+    assert watch.cache.pod_groups["default/g"].min_member == 3
