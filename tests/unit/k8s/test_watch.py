@@ -41,7 +41,7 @@ def test_another_node_than_the_assumed_one_is_applied() -> None:
 def test_deleting_another_apis_group_of_the_same_name_keeps_ours() -> None:
     watch = watch_over(RecordingApi())
     ours, volcano = (
-        next(w for w in WATCHED if w.api_version == version)
+        next(w for w in WATCHED if w.kind == "PodGroup" and w.api_version == version)
         for version in ("scheduling.batchsched.io/v1alpha1", "scheduling.volcano.sh/v1beta1")
     )
     watch.apply(ours, pod_group("g", 3))
