@@ -91,8 +91,8 @@ def quantity(resource: str, amount: int) -> str:
     return str(amount // 1000 if resource == CPU else amount)
 
 
-def now_rfc3339(*, micro: bool = False) -> str:
-    stamp = datetime.now(UTC)
+def rfc3339(seconds: float, *, micro: bool = False) -> str:
+    stamp = datetime.fromtimestamp(seconds, UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -160,7 +160,7 @@ class StatusWriter:
             }
             if shown is None:
                 # Otherwise the merge keeps the time the pod first became unschedulable.
-                condition["lastTransitionTime"] = now_rfc3339()
+                condition["lastTransitionTime"] = rfc3339(time.time())
             write = partial(self._pod_condition, key, condition, tasks)
             self._enqueue(("Pod", key), "pod_condition", write)
             task = tasks.get(key)
@@ -265,23 +265,30 @@ class StatusWriter:
         *,
         action: str = "Scheduling",
     ) -> None:
-        namespace = regarding.get("namespace", "default")
+        # The body is built when the event is sent: events wait for binding to finish,
+        # and the bind burst, when most of them are raised, should not pay for them.
+        occurred = time.time()
         name = f"{regarding['name']}.{time.time_ns():x}{next(self._serial):x}"
+        fields = {"action": action, "reason": reason, "type": type, "note": note[:NOTE_LIMIT]}
+        send = partial(self._post_event, name, occurred, regarding, fields)
+        self._enqueue(("Event", name), "event", send)
+
+    async def _post_event(
+        self, name: str, occurred: float, regarding: ObjectRef, fields: dict[str, str]
+    ) -> object:
+        namespace = regarding.get("namespace", "default")
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
-            "eventTime": now_rfc3339(micro=True),
+            "eventTime": rfc3339(occurred, micro=True),
             "reportingController": self.scheduler_name,
             "reportingInstance": self.instance,
-            "action": action,
-            "reason": reason,
-            "type": type,
+            **fields,
             "regarding": regarding,
-            "note": note[:NOTE_LIMIT],
         }
         path = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
-        self._enqueue(("Event", name), "event", partial(self.api.post, path, body))
+        return await self.api.post(path, body)
 
     # Sending.
 
@@ -328,7 +335,7 @@ def _condition(condition: Condition, shown: JSON) -> JSON:
         "status": "True",
         "reason": condition.reason,
         "message": condition.message,
-        "lastTransitionTime": since or now_rfc3339(),
+        "lastTransitionTime": since or rfc3339(time.time()),
     }
 
 

@@ -1,6 +1,7 @@
 """What the status writer sends: only changes, in the shape the API expects, after binds."""
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.framework.decisions import Binding, Condition, JobStatus
@@ -88,12 +89,26 @@ async def test_a_bound_pod_gets_a_scheduled_event_and_a_fresh_start() -> None:
     api = RecordingApi()
     status = writer(api)
     status.pods({"ns/p": "waiting"}, {})
+    raised = datetime.now(UTC)
     status.bound(Binding(namespace="ns", name="p", uid="u1", node="n1", job="ns/g"))
     status.pods({"ns/p": "waiting"}, {})
+    await asyncio.sleep(0.3)
     await settle(status, api)
     reasons = [e["reason"] for e in api.sent("POST", "/events")]
     assert reasons.count("Scheduled") == 1
     assert reasons.count("FailedScheduling") == 2
+    [scheduled] = [e for e in api.sent("POST", "/events") if e["reason"] == "Scheduled"]
+    assert scheduled["note"] == "Successfully assigned ns/p to n1"
+    assert scheduled["regarding"] == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": "ns",
+        "name": "p",
+        "uid": "u1",
+    }
+    # Stamped when it happened, not when it was sent.
+    stamp = datetime.strptime(scheduled["eventTime"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    assert abs(stamp.replace(tzinfo=UTC) - raised) < timedelta(seconds=0.2)
 
 
 async def test_group_status_keeps_the_transition_time_while_the_condition_holds() -> None:
