@@ -38,13 +38,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
-
-import aiohttp
+from urllib.parse import urlencode
 
 from batchsched.k8s.client import JSON, Api
 from batchsched.k8s.credentials import load_credentials
@@ -59,6 +59,8 @@ NODE_ALLOCATABLE = {"cpu": "32", "memory": "128Gi", "pods": "110"}
 CREATE_CONCURRENCY = 32
 DELETE_BATCH = 1000
 BATCH_LABEL = "bench-batch"
+# Longer than any phase waits for its first event; a silent watch is then a broken one.
+WATCH_SILENCE_SECONDS = 600.0
 
 T = TypeVar("T")
 
@@ -198,14 +200,11 @@ async def watch_bound(
     """
     listed = await api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1")
     version = listed["metadata"]["resourceVersion"]
-    url = f"{api.server}/api/v1/namespaces/{namespace}/pods"
-    forever = aiohttp.ClientTimeout(total=None)
     while True:
         params = {"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true"}
-        async with api.session.get(
-            url, params=params, headers=api.headers(), timeout=forever
-        ) as reply:
-            async for line in reply.content:
+        path = f"/api/v1/namespaces/{namespace}/pods?{urlencode(params)}"
+        async with api.stream(path, silence=WATCH_SILENCE_SECONDS) as reply:
+            async for line in reply.lines():
                 event = json.loads(line)
                 obj = event["object"]
                 if event["type"] == "ERROR":
@@ -307,10 +306,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def session_totals(api: Api, port: int) -> tuple[float, float]:
+def session_totals(port: int) -> tuple[float, float]:
     """(seconds, count) of the operator's sessions so far, from its /metrics."""
-    async with api.session.get(f"http://127.0.0.1:{port}/metrics", ssl=False) as reply:
-        text = await reply.text()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
     values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line[:1] != "#")
     name = "batchsched_session_duration_seconds"
     return float(values[f"{name}_sum"]), float(values[f"{name}_count"])
@@ -320,7 +319,7 @@ async def steady_state(api: Api, port: int, gangs: int, gang: int) -> JSON:
     """Once the backlog is bound, new gangs keep arriving: how long do sessions take?"""
     namespace = "steady"
     await create_namespace(api, namespace)
-    spent, sessions = await session_totals(api, port)
+    spent, sessions = await asyncio.to_thread(session_totals, port)
     started = time.monotonic()
     for index in range(gangs):
         await create_groups(api, namespace, gang, gang, prefix=f"steady-{index}")
@@ -331,7 +330,7 @@ async def steady_state(api: Api, port: int, gangs: int, gang: int) -> JSON:
     while (await api.get(unbound))["items"]:
         await asyncio.sleep(0.1)
     seconds = time.monotonic() - started
-    spent_after, sessions_after = await session_totals(api, port)
+    spent_after, sessions_after = await asyncio.to_thread(session_totals, port)
     return {
         "pods": gangs * gang,
         "seconds": round(seconds, 3),

@@ -1,27 +1,33 @@
-"""Reaching the API server: one aiohttp session for every request batchsched makes,
-authenticated with the credentials of `batchsched.k8s.credentials`.
+"""Reaching the API server: one connection pool (`batchsched.k8s.http`) for every
+request batchsched makes, authenticated with the credentials of
+`batchsched.k8s.credentials`.
 
-Requests go through aiohttp rather than the generated `kubernetes` client: that client
-blocks the event loop and cannot decode the reply to a Binding.
+Requests go through our own small HTTP client: the generated `kubernetes` client blocks
+the event loop and cannot decode the reply to a Binding, and the general-purpose async
+client used before cost more start-up time and CPU per request (see the http module).
 """
 
 import abc
 import asyncio
+import contextlib
 import json
 import random
+import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
-import aiohttp
-
-from batchsched.k8s.credentials import REFRESH_SECONDS, Credentials
+from batchsched.k8s.credentials import REFRESH_SECONDS, Credentials, CredentialsError
+from batchsched.k8s.http import Pool, Stream, TransportError
 
 JSON = dict[str, Any]
 T = TypeVar("T")
 
-# Transport failures worth retrying, like 429 and 5xx answers.
-TRANSPORT_ERRORS = (TimeoutError, aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)
+# Transport failures worth retrying, like 429 and 5xx answers: everything the http
+# module raises. ssl.SSLError comes from connecting, a server certificate that does not
+# verify among them.
+TRANSPORT_ERRORS = (TimeoutError, TransportError, ssl.SSLError)
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -122,11 +128,25 @@ class Api(Requests):
     ) -> None:
         self.credentials = credentials
         self.server = credentials.server.rstrip("/")
+        self.timeout = timeout
+        url = urlsplit(self.server)
+        try:
+            host, port = url.hostname, url.port
+        except ValueError as error:  # a port that is not a number
+            raise CredentialsError(f"server {self.server!r}: {error}") from None
+        if not host:
+            raise CredentialsError(f"server {self.server!r} names no host")
+        https = url.scheme == "https"
+        # A server behind a proxy may sit under a path, as Rancher's do.
+        self._prefix = url.path
         self._headers: dict[str, str] = {}
         self._credentials_at = -REFRESH_SECONDS
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=credentials.ssl_context(), limit=connections),
-            timeout=aiohttp.ClientTimeout(total=timeout),
+        self._pool = Pool(
+            host,
+            port or (443 if https else 80),
+            tls=credentials.ssl_context() if https else None,
+            server_hostname=credentials.tls_server_name,
+            limit=connections,
         )
 
     async def request(
@@ -137,27 +157,31 @@ class Api(Requests):
         *,
         content_type: str = "application/json",
     ) -> JSON:
-        headers = dict(self.headers())
+        headers = self.headers()
         data = None
         if body is not None:
-            data = json.dumps(body)
-            headers["Content-Type"] = content_type
-        async with self.session.request(
-            method,
-            self.server + path,
-            data=data,
-            headers=headers,
-            server_hostname=self.credentials.tls_server_name,
-        ) as reply:
-            raw = await reply.read()
-            status = reply.status
-            is_json = reply.content_type == "application/json"
-        if status >= 400:
-            # Not every error is a Status object: a missing resource type is plain text.
-            body = json.loads(raw) if is_json else {"message": raw.decode(errors="replace")}
-            raise ApiError(method, path, status, body)
-        parsed: object = json.loads(raw) if raw.strip() else {}
+            data = json.dumps(body).encode()
+            headers = {**headers, "Content-Type": content_type}
+        reply = await self._pool.request(
+            method, self._prefix + path, headers, data, timeout=self.timeout
+        )
+        raw = reply.body
+        if reply.status >= 400:
+            raise _error(method, path, reply.status, reply.headers, raw)
+        # isspace() rather than strip(): a page of pods is megabytes, ending in b"\n".
+        parsed: object = {} if not raw or raw.isspace() else json.loads(raw)
         return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, *, silence: float) -> AsyncIterator[Stream]:
+        """GET `path` (a watch) and read its body as it arrives; raises ApiError for an
+        error status, TimeoutError after `silence` seconds without a byte."""
+        async with self._pool.stream(
+            "GET", self._prefix + path, self.headers(), silence=silence
+        ) as reply:
+            if reply.status >= 400:
+                raise _error("WATCH", path, reply.status, reply.headers, await reply.read())
+            yield reply
 
     def headers(self) -> dict[str, str]:
         """Asking the credentials for the token may read a file or run a plugin, which
@@ -174,6 +198,11 @@ class Api(Requests):
         return self._headers
 
     async def close(self) -> None:
-        await self.session.close()
-        # Lets the TLS transports finish closing before the loop goes away (aiohttp docs).
-        await asyncio.sleep(0.1)
+        await self._pool.close()
+
+
+def _error(method: str, path: str, status: int, headers: dict[str, str], raw: bytes) -> ApiError:
+    # Not every error is a Status object: a missing resource type is plain text.
+    is_json = headers.get("content-type", "").partition(";")[0].strip() == "application/json"
+    body = json.loads(raw) if is_json else {"message": raw.decode(errors="replace")}
+    return ApiError(method, path, status, body)

@@ -10,12 +10,11 @@ is reported to the Watch, which knows the cache is whole once every kind has one
 """
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from urllib.parse import urlencode
-
-import aiohttp
 
 from batchsched.k8s.client import JSON, TRANSPORT_ERRORS, Api, ApiError, backoff
 from batchsched.k8s.watch import Watch, Watched, key_of
@@ -103,44 +102,37 @@ class Informer:
         failures = 0
         while True:
             try:
-                async for event in self._events(version):
-                    failures = 0
-                    obj = event["object"]
-                    kind = event["type"]
-                    if kind == "ERROR":
-                        if obj.get("code") == 410:
-                            raise Gone
-                        raise ApiError("WATCH", self.watched.path, int(obj.get("code") or 500), obj)
-                    version = obj["metadata"]["resourceVersion"]
-                    if kind == "DELETED":
-                        self.watch.delete(self.watched, key_of(obj))
-                    elif kind != "BOOKMARK":
-                        self.watch.apply(self.watched, obj)
+                # aclosing: leaving the loop (Gone, an error) closes the watch at once.
+                async with contextlib.aclosing(self._events(version)) as events:
+                    async for event in events:
+                        failures = 0
+                        obj = event["object"]
+                        kind = event["type"]
+                        if kind == "ERROR":
+                            if obj.get("code") == 410:
+                                raise Gone
+                            raise ApiError(
+                                "WATCH", self.watched.path, int(obj.get("code") or 500), obj
+                            )
+                        version = obj["metadata"]["resourceVersion"]
+                        if kind == "DELETED":
+                            self.watch.delete(self.watched, key_of(obj))
+                        elif kind != "BOOKMARK":
+                            self.watch.apply(self.watched, obj)
             except TRANSPORT_ERRORS as error:
                 log.info("%s: watch interrupted (%r); resuming", self.watched.id, error)
                 await asyncio.sleep(backoff(failures))
                 failures += 1
 
-    async def _events(self, version: str) -> AsyncIterator[JSON]:
+    async def _events(self, version: str) -> AsyncGenerator[JSON, None]:
         query = {
             "watch": "true",
             "resourceVersion": version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": WATCH_SECONDS,
         }
-        url = f"{self.api.server}{self.watched.path}?{urlencode(query)}"
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=SILENCE_SECONDS)
-        async with self.api.session.get(
-            url,
-            headers=self.api.headers(),
-            timeout=timeout,
-            server_hostname=self.api.credentials.tls_server_name,
-        ) as reply:
-            if reply.status >= 400:
-                raise ApiError("WATCH", self.watched.path, reply.status, await reply.json())
-            rest = b""
-            async for chunk in reply.content.iter_any():
-                *lines, rest = (rest + chunk).split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield json.loads(line)
+        path = f"{self.watched.path}?{urlencode(query)}"
+        async with self.api.stream(path, silence=SILENCE_SECONDS) as reply:
+            async for line in reply.lines():
+                if line.strip():
+                    yield json.loads(line)

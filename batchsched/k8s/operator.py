@@ -89,7 +89,7 @@ async def run(options: Options) -> None:
         loop = SessionLoop(options.config, watch, binder, leading=leading)
         if options.metrics_port:
             server = await serve(options.metrics_port, ready=watch.synced.is_set)
-            cleanup.push_async_callback(server.cleanup)
+            cleanup.push_async_callback(server.close)
         LEADER.set(0 if leader else 1)
         jobs = [
             loop.run(),

@@ -4,12 +4,12 @@ identity each form names, which the server tells through a SelfSubjectReview."""
 from __future__ import annotations
 
 import shutil
+import ssl
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import aiohttp
 import pytest
 import yaml
 
@@ -68,7 +68,7 @@ async def test_exec_plugin_and_tls_server_name(control_plane: ControlPlane, tmp_
     assert await whoami(load_credentials(str(path))) == ADMIN_USER
 
     path = rewrite_kubeconfig(control_plane, path, cluster={"tls-server-name": "elsewhere.test"})
-    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+    with pytest.raises(ssl.SSLCertVerificationError):
         await whoami(load_credentials(str(path)))
 
 
