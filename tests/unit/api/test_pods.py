@@ -1,5 +1,6 @@
 """Pods as tasks: the effective request, the group a pod names, and parse errors."""
 
+import datetime
 import re
 from typing import Any
 
@@ -344,3 +345,11 @@ def test_shape_memo_starts_over_past_its_limit() -> None:
     again = task_from_pod(pod("d", requests={"cpu": "1"}), shapes=shapes)
     assert again.request == kept.request
     assert again.request is not kept.request
+
+
+def test_shapes_holding_yaml_dates_are_remembered_too() -> None:
+    shapes = ShapeMemo()
+    spec = {"nodeSelector": {"since": datetime.date(2024, 1, 1)}}
+    first, second = (task_from_pod(pod(name, spec=spec), shapes=shapes) for name in ("a", "b"))
+    assert first.constraints.node_selector == (("since", "2024-01-01"),)
+    assert first.constraints is second.constraints
