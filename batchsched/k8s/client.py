@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from batchsched import __version__
 from batchsched.k8s.credentials import REFRESH_SECONDS, Credentials, CredentialsError
 from batchsched.k8s.http import Pool, Stream, TransportError
 
@@ -29,6 +30,7 @@ T = TypeVar("T")
 # verify among them.
 TRANSPORT_ERRORS = (TimeoutError, TransportError, ssl.SSLError)
 
+USER_AGENT = f"batchsched/{__version__}"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
@@ -191,7 +193,12 @@ class Api(Requests):
             token = self.credentials.token()
             # Uncompressed: on the cluster network, gzipping a page of a thousand pods
             # costs the API server more CPU than sending it as it is saves time.
-            self._headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+            self._headers = {
+                "Accept": "application/json",
+                "Accept-Encoding": "identity",
+                # What audit logs and API priority and fairness know the caller by.
+                "User-Agent": USER_AGENT,
+            }
             if token:
                 self._headers["Authorization"] = f"Bearer {token}"
             self._credentials_at = now

@@ -22,7 +22,7 @@ import yaml
 
 from batchsched.cli import EXIT_BAD_INPUT, main
 from batchsched.k8s import credentials as credentials_module
-from batchsched.k8s.client import Api
+from batchsched.k8s.client import USER_AGENT, Api
 from batchsched.k8s.credentials import (
     REFRESH_SECONDS,
     Credentials,
@@ -572,6 +572,7 @@ async def test_api_sends_the_token_and_asks_for_it_once_per_refresh(
         assert api.headers() == {
             "Accept": "application/json",
             "Accept-Encoding": "identity",
+            "User-Agent": USER_AGENT,
             "Authorization": "Bearer token-2",
         }
     finally:
