@@ -545,13 +545,8 @@ class Pool:
 
     def _release(self, connection: _Connection) -> None:
         """A connection free for the next request: to the first waiter, else idle."""
-        waiters = self._waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(connection)
-                return
-        self._idle.append(connection)
+        if not self._hand_over(connection):
+            self._idle.append(connection)
 
     def _discard(self, connection: _Connection) -> None:
         connection.abort()
@@ -560,13 +555,19 @@ class Pool:
 
     def _free_slot(self) -> None:
         """A connection's slot is free: the first waiter opens one in it."""
+        if not self._hand_over(None):
+            self._open -= 1
+
+    def _hand_over(self, connection: _Connection | None) -> bool:
+        """Wake the first waiter still waiting with `connection` (None: a free slot);
+        False when nobody waits."""
         waiters = self._waiters
         while waiters:
             waiter = waiters.popleft()
             if not waiter.done():
-                waiter.set_result(None)
-                return
-        self._open -= 1
+                waiter.set_result(connection)
+                return True
+        return False
 
     async def close(self) -> None:
         """Close every connection, streams' too; requests in flight fail, later ones
