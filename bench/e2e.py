@@ -23,6 +23,10 @@ Steps 2 and 3 are repeated `--rounds` times on the same control plane, so each r
 compares two runs made seconds apart on a shared, noisy machine; the medians are the
 headline figures (single rounds have ranged from 0.5 to 1.1 on a 2-core VM, hence
 five). The operator's peak RSS is read from /proc (VmHWM) before it is stopped.
+Each phase also reports its CPU milliseconds per pod, read from /proc: the control
+plane's, and the client's (raw: the bench's binder and watch; end to end: the operator
+from its start, and the bench's watch). The API server shares the machine's cores with
+the client, so client CPU per pod is where the end-to-end rate goes.
 The package's bytecode is compiled first, as the image build does, so that the operator's
 start is not charged for compiling its own source.
 """
@@ -141,7 +145,7 @@ async def create_groups(
 
 
 async def raw_ceiling(
-    api: Api, nodes: list[str], pods: int, concurrency: int, namespace: str
+    api: Api, nodes: list[str], pods: int, concurrency: int, namespace: str, server: list[int]
 ) -> JSON:
     await create_namespace(api, namespace)
     manifests = pod_manifests(pods, 1, NOBODY)
@@ -166,13 +170,20 @@ async def raw_ceiling(
     done = asyncio.Event()
     watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
     await asyncio.sleep(1.0)
+    processes = {"control_plane": server, "client": [os.getpid()]}
+    cpu_before = cpu_seconds(processes)
     started = time.monotonic()
     await bounded(concurrency, bind, enumerate(names))
     await done.wait()
     await watcher
     seconds = time.monotonic() - started
+    cpu = cpu_ms_per_pod(cpu_before, cpu_seconds(processes), pods)
     await delete_pods(api, namespace, pods)
-    return {"seconds": round(seconds, 3), "pods_per_second": round(pods / seconds, 1)}
+    return {
+        "seconds": round(seconds, 3),
+        "pods_per_second": round(pods / seconds, 1),
+        "cpu_ms_per_pod": cpu,
+    }
 
 
 async def delete_pods(api: Api, namespace: str, pods: int) -> None:
@@ -219,6 +230,25 @@ async def watch_bound(
                         return
 
 
+def cpu_seconds(processes: dict[str, list[int]]) -> dict[str, float]:
+    """User plus system CPU each named group of processes has used so far (/proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for name, pids in processes.items():
+        total = 0
+        for pid in pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        used[name] = total / tick
+    return used
+
+
+def cpu_ms_per_pod(before: dict[str, float], after: dict[str, float], pods: int) -> JSON:
+    """Where the machine's CPU went in a phase: the cores are shared, so whatever the
+    client spends per pod, the API server and etcd cannot."""
+    return {name: round((after[name] - before[name]) * 1000 / pods, 3) for name in after}
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -250,7 +280,14 @@ async def _until_done(done: asyncio.Event, operator: subprocess.Popen[bytes]) ->
 
 
 async def end_to_end(
-    api: Api, kubeconfig: Path, args: argparse.Namespace, log: Path, *, namespace: str, last: bool
+    api: Api,
+    kubeconfig: Path,
+    args: argparse.Namespace,
+    log: Path,
+    *,
+    namespace: str,
+    last: bool,
+    server: list[int],
 ) -> JSON:
     pods, gang = args.pods, args.gang
     await create_namespace(api, namespace)
@@ -260,12 +297,16 @@ async def end_to_end(
     done = asyncio.Event()
     watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
     await asyncio.sleep(1.0)  # the watch is established before the operator starts
+    processes = {"control_plane": server, "bench_watch": [os.getpid()]}
+    cpu_before = {**cpu_seconds(processes), "operator": 0.0}
     started, started_wall = time.monotonic(), time.time()
     port = free_port()
     operator = start_operator(kubeconfig, log, metrics_port=port)
     try:
         await asyncio.wait_for(_until_done(done, operator), args.timeout)
         finished = time.monotonic()
+        processes["operator"] = [operator.pid]
+        cpu = cpu_ms_per_pod(cpu_before, cpu_seconds(processes), pods)
         synced = synced_after(log, started_wall)
         steady = await steady_state(api, port, args.steady_gangs, gang) if last else None
         rss = peak_rss_mb(operator.pid)
@@ -288,6 +329,7 @@ async def end_to_end(
         "latency_p50_seconds": round(quantiles[49], 3),
         "latency_p99_seconds": round(quantiles[98], 3),
         "scheduler_peak_rss_mb": rss,
+        "cpu_ms_per_pod": cpu,
         **({"caught_up": steady} if steady else {}),
     }
 
@@ -351,10 +393,18 @@ async def run(args: argparse.Namespace) -> JSON:
         try:
             nodes = await create_nodes(api, args.nodes)
             for index in range(args.rounds):
-                raw = await raw_ceiling(api, nodes, args.pods, args.concurrency, f"raw-{index}")
+                raw = await raw_ceiling(
+                    api, nodes, args.pods, args.concurrency, f"raw-{index}", plane.pids
+                )
                 last = index == args.rounds - 1
                 e2e = await end_to_end(
-                    api, plane.kubeconfig, args, log, namespace=f"e2e-{index}", last=last
+                    api,
+                    plane.kubeconfig,
+                    args,
+                    log,
+                    namespace=f"e2e-{index}",
+                    last=last,
+                    server=plane.pids,
                 )
                 rounds.append(
                     {
