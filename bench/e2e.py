@@ -21,12 +21,13 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
    /metrics.
 Steps 2 and 3 are repeated `--rounds` times on the same control plane, so each ratio
 compares two runs made seconds apart on a shared, noisy machine; the medians are the
-headline figures (single rounds have ranged from 0.5 to 1.1 on a 2-core VM, hence
+headline figures (single rounds have ranged from 0.5 to 1.5 on a 2-core VM, hence
 five). The operator's peak RSS is read from /proc (VmHWM) before it is stopped.
-Each phase also reports its CPU milliseconds per pod, read from /proc: the control
-plane's, and the client's (raw: the bench's binder and watch; end to end: the operator
-from its start, and the bench's watch). The API server shares the machine's cores with
-the client, so client CPU per pod is where the end-to-end rate goes.
+Each phase starts once the control plane has gone quiet, and reports its CPU
+milliseconds per pod, read from /proc: the control plane's, and the client's (raw: the
+bench's binder and watch; end to end: the operator from its start, and the bench's
+watch). The API server shares the machine's cores with the client, so client CPU per
+pod is where the end-to-end rate goes.
 The package's bytecode is compiled first, as the image build does, so that the operator's
 start is not charged for compiling its own source.
 """
@@ -170,6 +171,7 @@ async def raw_ceiling(
     done = asyncio.Event()
     watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
     await asyncio.sleep(1.0)
+    await quiet(server)
     processes = {"control_plane": server, "client": [os.getpid()]}
     cpu_before = cpu_seconds(processes)
     started = time.monotonic()
@@ -243,6 +245,19 @@ def cpu_seconds(processes: dict[str, list[int]]) -> dict[str, float]:
     return used
 
 
+async def quiet(server: list[int], *, cores: float = 0.1, longest: float = 30.0) -> None:
+    """Wait until the control plane idles (under `cores` for half a second), so that
+    neither phase is timed while the server still works off earlier requests."""
+    deadline = time.monotonic() + longest
+    used = sum(cpu_seconds({"server": server}).values())
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        now = sum(cpu_seconds({"server": server}).values())
+        if now - used < cores * 0.5:
+            return
+        used = now
+
+
 def cpu_ms_per_pod(before: dict[str, float], after: dict[str, float], pods: int) -> JSON:
     """Where the machine's CPU went in a phase: the cores are shared, so whatever the
     client spends per pod, the API server and etcd cannot."""
@@ -297,6 +312,7 @@ async def end_to_end(
     done = asyncio.Event()
     watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
     await asyncio.sleep(1.0)  # the watch is established before the operator starts
+    await quiet(server)
     processes = {"control_plane": server, "bench_watch": [os.getpid()]}
     cpu_before = {**cpu_seconds(processes), "operator": 0.0}
     started, started_wall = time.monotonic(), time.time()
