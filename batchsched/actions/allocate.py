@@ -63,15 +63,30 @@ def _fits_empty_cluster(session: Session, job: JobInfo) -> bool:
     since it might never fit and would block the queue for ever."""
     free = session.snapshot.allocatable.copy()
     needed = job.min_member - job.bound
+    requests = [t.vec for t in job.pending]
+    if len(requests) < needed:
+        return False
+    # Cheap refusal first: the smallest requests summed must fit the cluster's total.
+    if (np.sort(np.array(requests), axis=0)[:needed].sum(axis=0) > free.sum(axis=0)).any():
+        return False
     largest = np.maximum(free.max(axis=0), 1)
-    for vec in sorted((t.vec for t in job.pending), key=lambda v: -float((v / largest).sum())):
-        rows = np.flatnonzero((free >= vec).all(axis=1))
-        if rows.size:
-            free[rows[0]] -= vec
-            needed -= 1
-            if needed <= 0:
-                return True
-    return needed <= 0
+    # Per request: the node it last went to. Nodes only fill up, so the ones before it
+    # have no room for it, and a gang of identical pods is packed in one pass.
+    cursor: dict[bytes, int] = {}
+    for vec in sorted(requests, key=lambda v: -float((v / largest).sum())):
+        key = vec.tobytes()
+        row = cursor.get(key, 0)
+        if row < len(free) and not (free[row] >= vec).all():
+            later = np.flatnonzero((free[row + 1 :] >= vec).all(axis=1))
+            row = row + 1 + int(later[0]) if later.size else len(free)
+        cursor[key] = row
+        if row == len(free):
+            continue
+        free[row] -= vec
+        needed -= 1
+        if needed <= 0:
+            return True
+    return False
 
 
 def _leave_waiting(session: Session, jobs: list[JobInfo], message: str) -> None:
