@@ -13,6 +13,7 @@ import resource
 import time
 from typing import Any
 
+from batchsched.api.groups import OUR_API
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.snapshot import take_snapshot
 from batchsched.framework.config import default_config, run_session
@@ -70,7 +71,7 @@ def workload(pods: int, rng: random.Random) -> list[dict[str, Any]]:
         members += [pod(f"{group}-{i}", group, shape) for i in range(size - len(members))]
         objects.append(
             {
-                "apiVersion": "scheduling.batchsched.io/v1alpha1",
+                "apiVersion": OUR_API,
                 "kind": "PodGroup",
                 "metadata": {"name": group, "namespace": "bench"},
                 "spec": {"minMember": size},

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
+from batchsched.api.groups import OUR_API
 from batchsched.k8s.client import JSON, Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.testing import ControlPlane, find_assets
@@ -139,7 +140,7 @@ async def uids_of(api: Api, namespace: str) -> dict[str, str]:
 async def create_groups(
     api: Api, namespace: str, count: int, gang: int, prefix: str = "job"
 ) -> None:
-    path = f"/apis/scheduling.batchsched.io/v1alpha1/namespaces/{namespace}/podgroups"
+    path = f"/apis/{OUR_API}/namespaces/{namespace}/podgroups"
     sizes = Counter(f"{prefix}-{i // gang:05d}" for i in range(count))
     bodies = [pod_group(g, sizes[g]) for g in sorted(sizes)]
     await bounded(CREATE_CONCURRENCY, lambda body: api.post(path, body), bodies)

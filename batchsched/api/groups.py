@@ -21,10 +21,12 @@ from batchsched.api.resources import parse_resource_list
 
 GROUP = "scheduling.batchsched.io"
 VERSION = "v1alpha1"
+# The apiVersion of our own PodGroups and Queues.
+OUR_API = f"{GROUP}/{VERSION}"
 
 # apiVersion -> how that API spells the schedule timeout (None: it has none).
 POD_GROUP_APIS: dict[str, str | None] = {
-    f"{GROUP}/{VERSION}": "scheduleTimeoutSeconds",
+    OUR_API: "scheduleTimeoutSeconds",
     "scheduling.incubator.k8s.io/v1alpha1": None,
     "scheduling.sigs.k8s.io/v1alpha1": "scheduleTimeoutSeconds",
     "scheduling.volcano.sh/v1beta1": None,

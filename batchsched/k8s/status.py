@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from batchsched.api.groups import GROUP, VERSION
+from batchsched.api.groups import OUR_API
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.resources import CPU, ResourceList
 from batchsched.framework.decisions import Binding, Condition, JobStatus
@@ -37,7 +37,6 @@ from batchsched.metrics import API_WRITES
 
 log = logging.getLogger(__name__)
 
-OUR_API = f"{GROUP}/{VERSION}"
 API_VERSIONS = {
     "Pod": "v1",
     "Node": "v1",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchsched.api.errors import InvalidObject
-from batchsched.api.groups import GROUP, POD_GROUP_APIS, VERSION
+from batchsched.api.groups import OUR_API, POD_GROUP_APIS
 from batchsched.api.meta import describe
 from batchsched.cache.cluster import ClusterCache
 from batchsched.k8s.status import ObjectRef, StatusWriter, object_ref
@@ -28,8 +28,6 @@ from batchsched.k8s.trim import (
 from batchsched.metrics import INVALID_OBJECTS
 
 log = logging.getLogger(__name__)
-
-OUR_API = f"{GROUP}/{VERSION}"
 
 
 @dataclass(frozen=True)

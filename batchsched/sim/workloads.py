@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from batchsched.api.groups import OUR_API
 from batchsched.api.meta import Obj, describe, mapping, name_of, namespace_of, whole_number
 from batchsched.api.pods import group_of
 
@@ -107,7 +108,7 @@ def _implied_group(
         group_spec["queue"] = policy["queue"]
     return [
         {
-            "apiVersion": "scheduling.batchsched.io/v1alpha1",
+            "apiVersion": OUR_API,
             "kind": "PodGroup",
             "metadata": {
                 "name": name,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import yaml
 
+from batchsched.api.groups import OUR_API
 from batchsched.testing.kube import JSON
 
 SCHEDULER_NAME = "batch-scheduler"
-OUR_API = "scheduling.batchsched.io/v1alpha1"
 
 
 def load_manifests(*paths: Path) -> list[JSON]:
