@@ -233,27 +233,27 @@ async def watch_bound(
                         return
 
 
+def process_cpu(pids: list[int]) -> float:
+    """User plus system CPU seconds these processes have used so far (/proc)."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(processes: dict[str, list[int]]) -> dict[str, float]:
-    """User plus system CPU each named group of processes has used so far (/proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    used = {}
-    for name, pids in processes.items():
-        total = 0
-        for pid in pids:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-        used[name] = total / tick
-    return used
+    return {name: process_cpu(pids) for name, pids in processes.items()}
 
 
 async def quiet(server: list[int], *, cores: float = 0.1, longest: float = 30.0) -> None:
     """Wait until the control plane idles (under `cores` for half a second), so that
     neither phase is timed while the server still works off earlier requests."""
     deadline = time.monotonic() + longest
-    used = sum(cpu_seconds({"server": server}).values())
+    used = process_cpu(server)
     while time.monotonic() < deadline:
         await asyncio.sleep(0.5)
-        now = sum(cpu_seconds({"server": server}).values())
+        now = process_cpu(server)
         if now - used < cores * 0.5:
             return
         used = now

@@ -17,6 +17,8 @@ from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
 
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
+# Which of a name's PodGroups pods see: the one whose API comes first (ours).
+_API_RANK = {api: rank for rank, api in enumerate(POD_GROUP_APIS)}
 
 
 class ClusterCache:
@@ -93,8 +95,7 @@ class ClusterCache:
             del self._group_versions[key]
             self.pod_groups.pop(key, None)
             return
-        order = list(POD_GROUP_APIS)
-        first = min(versions, key=lambda v: order.index(v) if v in order else len(order))
+        first = min(versions, key=lambda v: _API_RANK.get(v, len(_API_RANK)))
         self.pod_groups[key] = versions[first]
 
     def assume(self, task_key: str, node_name: str, *, gpu_index: tuple[int, ...] = ()) -> None:

@@ -66,11 +66,11 @@ def lease_namespace() -> str:
 
 
 async def run(options: Options) -> None:
-    configuration = load_credentials(options.kubeconfig)
+    credentials = load_credentials(options.kubeconfig)
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     scheduler_name = options.config.scheduler_name
     async with contextlib.AsyncExitStack() as cleanup:
-        api = Api(configuration)
+        api = Api(credentials)
         cleanup.push_async_callback(api.close)
         leader = None
         if options.leader_elect:

@@ -266,10 +266,10 @@ class StatusWriter:
     ) -> None:
         # The body is built when the event is sent: events wait for binding to finish,
         # and the bind burst, when most of them are raised, should not pay for them.
-        occurred = time.time()
-        name = f"{regarding['name']}.{time.time_ns():x}{next(self._serial):x}"
+        occurred = time.time_ns()
+        name = f"{regarding['name']}.{occurred:x}{next(self._serial):x}"
         fields = {"action": action, "reason": reason, "type": type, "note": note[:NOTE_LIMIT]}
-        send = partial(self._post_event, name, occurred, regarding, fields)
+        send = partial(self._post_event, name, occurred / 1e9, regarding, fields)
         self._enqueue(("Event", name), "event", send)
 
     async def _post_event(

@@ -187,10 +187,12 @@ class Scheduler:
         return self.log.read_text(errors="replace")[-6000:]
 
 
+# What the start_scheduler fixture hands a test: Scheduler's keyword options in.
+StartScheduler = Callable[..., Scheduler]
+
+
 @pytest.fixture(name="start_scheduler")
-def start_scheduler_fixture(
-    scheduler_kubeconfig: Path, tmp_path: Path
-) -> Iterator[Callable[..., Scheduler]]:
+def start_scheduler_fixture(scheduler_kubeconfig: Path, tmp_path: Path) -> Iterator[StartScheduler]:
     """Starts schedulers for one test; stops them after it and shows their logs on failure."""
     started: list[Scheduler] = []
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
 
@@ -13,6 +12,7 @@ from batchsched.testing.objects import node, pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     Scheduler,
+    StartScheduler,
     add_nodes,
     create,
     events,
@@ -27,7 +27,6 @@ from .operator_support import (  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
 
-StartScheduler = Callable[..., Scheduler]
 CPU = {"cpu": "1", "memory": "256Mi"}
 GROUP_KEY = "scheduling.batchsched.io/group-name"
 BOUND = 'batchsched_bindings_total{result="bound"}'

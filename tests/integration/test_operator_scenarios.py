@@ -4,7 +4,6 @@ says, and pods, groups and nodes may arrive in any order."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from batchsched.testing.objects import node, pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
-    Scheduler,
+    StartScheduler,
     add_nodes,
     create,
     events,
@@ -35,7 +34,6 @@ from .operator_support import (  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
 
-StartScheduler = Callable[..., Scheduler]
 OUR_API = "scheduling.batchsched.io/v1alpha1"
 CPU = {"cpu": "1", "memory": "1Gi"}
 
