@@ -23,11 +23,19 @@ Steps 2 and 3 are repeated `--rounds` times on the same control plane, so each r
 compares two runs made seconds apart on a shared, noisy machine; the medians are the
 headline figures (single rounds have ranged from 0.5 to 1.5 on a 2-core VM, hence
 five). The operator's peak RSS is read from /proc (VmHWM) before it is stopped.
-Each phase starts once the control plane has gone quiet, and reports its CPU
-milliseconds per pod, read from /proc: the control plane's, and the client's (raw: the
-bench's binder and watch; end to end: the operator from its start, and the bench's
-watch). The API server shares the machine's cores with the client, so client CPU per
-pod is where the end-to-end rate goes.
+Both phases start on equal terms:
+- Odd rounds run the end-to-end phase first. The API server keeps every pod event of
+  the last minutes in its watch cache, so whichever phase runs second works with a
+  larger heap; always running the same one second would tilt the comparison.
+- Before each phase the API server collects its heap (Go's GC, through the profiling
+  endpoint) and goes quiet. Whether a collection of that heap (1-2 GB after a few
+  rounds) fell inside a phase was the largest difference between rounds: phases
+  without one spent 0.9-1.2 ms of control-plane CPU per pod, phases with one or two
+  1.3-1.8 ms. This way neither phase pays for garbage the other one made.
+Each phase reports its CPU milliseconds per pod, read from /proc: the control plane's,
+and the client's (raw: the bench's binder and watch; end to end: the operator from its
+start, and the bench's watch). The API server shares the machine's cores with the
+client, so client CPU per pod is where the end-to-end rate goes.
 The package's bytecode is compiled first, as the image build does, so that the operator's
 start is not charged for compiling its own source.
 """
@@ -35,6 +43,7 @@ start is not charged for compiling its own source.
 import argparse
 import asyncio
 import compileall
+import contextlib
 import json
 import os
 import signal
@@ -48,6 +57,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode
@@ -172,7 +182,7 @@ async def raw_ceiling(
     done = asyncio.Event()
     watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
     await asyncio.sleep(1.0)
-    await quiet(server)
+    await settle(api, server)
     processes = {"control_plane": server, "client": [os.getpid()]}
     cpu_before = cpu_seconds(processes)
     started = time.monotonic()
@@ -246,6 +256,14 @@ def cpu_seconds(processes: dict[str, list[int]]) -> dict[str, float]:
     return {name: process_cpu(pids) for name, pids in processes.items()}
 
 
+async def settle(api: Api, server: list[int]) -> None:
+    """Collect the API server's heap, then wait for the control plane to go quiet."""
+    # The heap profile is taken after a forced collection (`gc=1`); its text is unused.
+    async with api.stream("/debug/pprof/heap?gc=1&debug=1", silence=60.0) as reply:
+        await reply.read()
+    await quiet(server)
+
+
 async def quiet(server: list[int], *, cores: float = 0.1, longest: float = 30.0) -> None:
     """Wait until the control plane idles (under `cores` for half a second), so that
     neither phase is timed while the server still works off earlier requests."""
@@ -289,10 +307,14 @@ def start_operator(kubeconfig: Path, log: Path, metrics_port: int) -> subprocess
 
 
 async def _until_done(done: asyncio.Event, operator: subprocess.Popen[bytes]) -> None:
+    """Returns the moment `done` is set (a poll of its own would stop the clock up to a
+    poll late, which the raw phase is not), checking the operator is alive meanwhile."""
     while not done.is_set():
         if operator.poll() is not None:
             raise RuntimeError(f"the operator exited with code {operator.returncode}")
-        await asyncio.sleep(0.1)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await done.wait()
 
 
 async def end_to_end(
@@ -313,7 +335,7 @@ async def end_to_end(
     done = asyncio.Event()
     watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
     await asyncio.sleep(1.0)  # the watch is established before the operator starts
-    await quiet(server)
+    await settle(api, server)
     processes = {"control_plane": server, "bench_watch": [os.getpid()]}
     cpu_before = {**cpu_seconds(processes), "operator": 0.0}
     started, started_wall = time.monotonic(), time.time()
@@ -410,21 +432,33 @@ async def run(args: argparse.Namespace) -> JSON:
         try:
             nodes = await create_nodes(api, args.nodes)
             for index in range(args.rounds):
-                raw = await raw_ceiling(
-                    api, nodes, args.pods, args.concurrency, f"raw-{index}", plane.pids
-                )
-                last = index == args.rounds - 1
-                e2e = await end_to_end(
-                    api,
-                    plane.kubeconfig,
-                    args,
-                    log,
-                    namespace=f"e2e-{index}",
-                    last=last,
-                    server=plane.pids,
-                )
+                phases: dict[str, Callable[[], Awaitable[JSON]]] = {
+                    "raw_bind": partial(
+                        raw_ceiling,
+                        api,
+                        nodes,
+                        args.pods,
+                        args.concurrency,
+                        f"raw-{index}",
+                        plane.pids,
+                    ),
+                    "end_to_end": partial(
+                        end_to_end,
+                        api,
+                        plane.kubeconfig,
+                        args,
+                        log,
+                        namespace=f"e2e-{index}",
+                        last=index == args.rounds - 1,
+                        server=plane.pids,
+                    ),
+                }
+                order = list(phases)[:: -1 if index % 2 else 1]
+                done = {name: await phases[name]() for name in order}
+                raw, e2e = done["raw_bind"], done["end_to_end"]
                 rounds.append(
                     {
+                        "first": order[0],
                         "raw_bind": raw,
                         "end_to_end": e2e,
                         "ratio_to_raw": ratio(e2e["pods_per_second"], raw),
