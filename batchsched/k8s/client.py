@@ -159,6 +159,17 @@ class Api(Requests):
         *,
         content_type: str = "application/json",
     ) -> JSON:
+        return decode(await self.raw(method, path, body, content_type=content_type))
+
+    async def raw(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        content_type: str = "application/json",
+    ) -> bytes:
+        """As `request`, but the body as received, for callers that cut it down first."""
         headers = self.headers()
         data = None
         if body is not None:
@@ -167,12 +178,9 @@ class Api(Requests):
         reply = await self._pool.request(
             method, self._prefix + path, headers, data, timeout=self.timeout
         )
-        raw = reply.body
         if reply.status >= 400:
-            raise _error(method, path, reply.status, reply.headers, raw)
-        # isspace() rather than strip(): a page of pods is megabytes, ending in b"\n".
-        parsed: object = {} if not raw or raw.isspace() else json.loads(raw)
-        return parsed if isinstance(parsed, dict) else {"value": parsed}
+            raise _error(method, path, reply.status, reply.headers, reply.body)
+        return reply.body
 
     @contextlib.asynccontextmanager
     async def stream(self, path: str, *, silence: float) -> AsyncIterator[Stream]:
@@ -206,6 +214,13 @@ class Api(Requests):
 
     async def close(self) -> None:
         await self._pool.close()
+
+
+def decode(raw: bytes) -> JSON:
+    """A response body as a JSON object; an empty body is an empty one."""
+    # isspace() rather than strip(): a page of pods is megabytes, ending in b"\n".
+    parsed: object = {} if not raw or raw.isspace() else json.loads(raw)
+    return parsed if isinstance(parsed, dict) else {"value": parsed}
 
 
 def _error(method: str, path: str, status: int, headers: dict[str, str], raw: bytes) -> ApiError:

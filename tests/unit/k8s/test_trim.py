@@ -2,6 +2,8 @@
 leave the trimmed form unchanged."""
 
 import copy
+import json
+from typing import Any
 
 from batchsched.api.groups import pod_group_from_object
 from batchsched.api.nodes import node_from_object
@@ -13,6 +15,7 @@ from batchsched.k8s.trim import (
     trim_pod_group,
     trim_priority_class,
     trim_queue,
+    without_managed_fields,
 )
 
 from ..builders import Obj, node, pod, pod_group, priority_class, queue, stamp
@@ -134,3 +137,71 @@ def test_groups_queues_and_priority_classes_parse_like_the_whole_object() -> Non
     assert queue_from_object(trim_queue(q)) == queue_from_object(q)
     pc = priority_class("high", 1000, global_default=True)
     assert priority_class_from_object(trim_priority_class(pc)) == priority_class_from_object(pc)
+
+
+MANAGED = [
+    {
+        "manager": "kubectl",
+        "operation": "Update",
+        "time": stamp(5),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:containers": {'k:{"name":"main"}': {".": {}}}}},
+    },
+    {"manager": "kube-scheduler", "subresource": "status", "fieldsV1": {"f:status": {}}},
+]
+
+
+def as_sent(value: Any) -> bytes:
+    """JSON as the API server writes it: compact, keys in the Go types' order."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def without(obj: Obj) -> Obj:
+    cut = copy.deepcopy(obj)
+    del cut["metadata"]["managedFields"]
+    return cut
+
+
+def a_pod(name: str) -> Obj:
+    full = copy.deepcopy(FULL_POD)
+    full["metadata"]["name"] = name
+    full["metadata"]["managedFields"] = MANAGED
+    return full
+
+
+def test_managed_fields_are_cut_from_a_page_and_from_an_event() -> None:
+    pods = [a_pod("a"), a_pod("b")]
+    page = as_sent({"kind": "PodList", "metadata": {}, "items": pods})
+    cut = without_managed_fields(page)
+    assert len(cut) < len(page) - 2 * len(as_sent(MANAGED))
+    assert json.loads(cut)["items"] == [without(p) for p in pods]
+    event = as_sent({"type": "MODIFIED", "object": pods[0]})
+    assert json.loads(without_managed_fields(event))["object"] == without(pods[0])
+    empty = a_pod("c")
+    empty["metadata"]["managedFields"] = []
+    assert json.loads(without_managed_fields(as_sent(empty))) == without(empty)
+
+
+def test_managed_fields_stay_where_the_cut_could_be_wrong() -> None:
+    # A `]` inside a field name: the first `]` is not the end of the list.
+    bracket = a_pod("bracket")
+    bracket["metadata"]["managedFields"] = [{"fieldsV1": {"f:data": {"k:[0]": {}}}}]
+    # Keys in sorted order, as custom resources come: the list is not last in metadata.
+    custom = {"metadata": {"managedFields": MANAGED, "name": "g"}, "spec": {"minMember": 2}}
+    # Metadata followed by something else than a spec.
+    priority_class = {"metadata": {"name": "high", "managedFields": MANAGED}, "value": 10}
+    # The key's text inside a string.
+    text = a_pod("text")
+    text["metadata"]["annotations"]["note"] = ',"managedFields":[]},"spec":{'
+    for obj in (bracket, custom, priority_class):
+        assert without_managed_fields(as_sent(obj)) == as_sent(obj)
+    assert json.loads(without_managed_fields(as_sent(text))) == without(text)
+    # Next to objects that cannot be cut, the ones that can still are, and nothing else.
+    mixed = [priority_class, a_pod("after"), bracket, custom, a_pod("last")]
+    items = json.loads(without_managed_fields(as_sent({"items": mixed})))["items"]
+    assert items == [priority_class, without(mixed[1]), bracket, custom, without(mixed[4])]
+
+
+def test_data_without_managed_fields_is_returned_as_it_is() -> None:
+    data = as_sent(without(a_pod("a")))
+    assert without_managed_fields(data) is data
