@@ -7,13 +7,16 @@ from typing import Any
 from batchsched.api.errors import InvalidObject
 
 Obj = Mapping[str, Any]
+# For isinstance: decoded JSON and YAML are dicts, which this checks at C speed before
+# asking the Mapping ABC (~0.4 us; every watch event of a pod asks a dozen times).
+MAP_TYPES = (dict, Mapping)
 
 
 def mapping(value: object, *, where: str) -> Obj:
     """`value` as a map, treating a missing value as empty."""
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if not isinstance(value, MAP_TYPES):
         raise InvalidObject(f"{where}: expected a map, got {value!r}")
     return value
 
@@ -52,7 +55,7 @@ def _metadata(obj: Obj, kind: str | None) -> Obj:
     meta = obj.get("metadata")
     if meta is None:
         return {}
-    if not isinstance(meta, Mapping):
+    if not isinstance(meta, MAP_TYPES):
         raise InvalidObject(f"{describe(obj, kind=kind)}.metadata: expected a map, got {meta!r}")
     return meta
 
@@ -61,7 +64,7 @@ def _string_map(obj: Obj, key: str, kind: str | None) -> dict[str, str]:
     value = _metadata(obj, kind).get(key)
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if not isinstance(value, MAP_TYPES):
         where = f"{describe(obj, kind=kind)}.metadata.{key}"
         raise InvalidObject(f"{where}: expected a map, got {value!r}")
     return {str(k): str(v) for k, v in value.items()}

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from batchsched.api.errors import InvalidObject
+from batchsched.api.meta import MAP_TYPES
 from batchsched.api.quantity import ceil_int, parse_quantity
 
 CPU = "cpu"
@@ -62,7 +63,7 @@ def parse_resource_list(raw: object, *, where: str) -> ResourceList:
     """A Kubernetes ResourceList (`{cpu: "500m", memory: 1Gi}`) in integer units."""
     if raw is None:
         return {}
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, MAP_TYPES):
         raise InvalidObject(f"{where}: expected a map of resource quantities, got {raw!r}")
     return {
         str(name): to_units(str(name), value, where=f"{where}.{name}")
