@@ -15,7 +15,7 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
    which leaves out process start and listing the cluster. Latency is from each pod's
    creation (client clock, when its create call returned) to the watch event showing
    its node.
-   The operator is stopped and the pods deleted.
+   The operator is stopped and the pods and PodGroups deleted.
 4. Caught up (last round only): `--steady-gangs` more gangs arrive, one every half
    second; the mean session time while they are placed is read from the operator's
    /metrics.
@@ -354,6 +354,8 @@ async def end_to_end(
         operator.send_signal(signal.SIGTERM)
         await asyncio.to_thread(operator.wait, 30)
     await delete_pods(api, namespace, pods)
+    # Their groups too: later rounds' operators would otherwise list and carry them all.
+    await api.request("DELETE", f"/apis/{OUR_API}/namespaces/{namespace}/podgroups")
     seconds = finished - started
     latencies = sorted(bound[name] - created[name] for name in bound)
     quantiles = statistics.quantiles(latencies, n=100)

@@ -159,22 +159,20 @@ class Api(Requests):
         *,
         content_type: str = "application/json",
     ) -> JSON:
-        return decode(await self.raw(method, path, body, content_type=content_type))
-
-    async def raw(
-        self,
-        method: str,
-        path: str,
-        body: object = None,
-        *,
-        content_type: str = "application/json",
-    ) -> bytes:
-        """As `request`, but the body as received, for callers that cut it down first."""
         headers = self.headers()
         data = None
         if body is not None:
             data = json.dumps(body).encode()
             headers = {**headers, "Content-Type": content_type}
+        return decode(await self._send(method, path, headers, data))
+
+    async def get_raw(self, path: str) -> bytes:
+        """A GET's body as received, for callers that cut it down before decoding."""
+        return await self._send("GET", path, self.headers(), None)
+
+    async def _send(
+        self, method: str, path: str, headers: dict[str, str], data: bytes | None
+    ) -> bytes:
         reply = await self._pool.request(
             method, self._prefix + path, headers, data, timeout=self.timeout
         )

@@ -94,7 +94,7 @@ class Informer:
 
     async def _page(self, token: str) -> JSON:
         query = {"limit": PAGE, **({"continue": token} if token else {})}
-        page = await self.api.raw("GET", f"{self.watched.path}?{urlencode(query)}")
+        page = await self.api.get_raw(f"{self.watched.path}?{urlencode(query)}")
         return decode(without_managed_fields(page))
 
     def _drop_all_but(self, keys: set[str]) -> None:
