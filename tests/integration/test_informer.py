@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from batchsched.cache.cluster import ClusterCache
+from batchsched.k8s import informer
 from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.informer import Informer
@@ -297,3 +298,32 @@ async def test_a_watch_checks_the_certificate_against_the_tls_server_name(
     finally:
         await api.close()
         await relay.close()
+
+
+async def test_a_kind_is_listed_page_by_page_each_page_asked_for_once(
+    kube: Kube,
+    namespace: str,
+    api_via: Callable[[str], Api],
+    control_plane: ControlPlane,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = f"/apis/{API_VERSION}/namespaces/{namespace}/podgroups"
+    for index in range(5):
+        kube.post(path, pod_group(f"g{index}", index + 1, api_version=API_VERSION)).expect(201)
+    monkeypatch.setattr(informer, "PAGE", 2)
+    asked: list[str] = []
+    page = Informer._page
+
+    async def spy(self: Informer, token: str) -> bytes:
+        asked.append(token)
+        return await page(self, token)
+
+    monkeypatch.setattr(Informer, "_page", spy)
+    api = api_via(control_plane.server)
+    try:
+        async with informing(api, [PODGROUPS]) as watch:
+            await until(lambda: in_cache(watch) == in_cluster(kube), "the first list")
+    finally:
+        await api.close()
+    assert len(asked) >= 3 and asked[0] == ""
+    assert len(set(asked)) == len(asked), "a page was asked for twice"
