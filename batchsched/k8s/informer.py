@@ -69,9 +69,9 @@ class Informer:
         """Apply every object, drop the ones no longer there; None if the kind is absent.
 
         The next page is asked for as soon as this one has arrived, before it is decoded
-        (its continue token is read from the list's own metadata, which comes first), so
-        the API server prepares it while this page is decoded and applied. Listing 5,000
-        pods took 0.21-0.24 s this way, against 0.36-0.41 s asking after decoding.
+        (the continue token is read from the list's own metadata alone), so the API
+        server prepares it while this page is decoded and applied. In paired runs,
+        listing 5,000 pods took 0.20-0.32 s this way and 0.29-0.51 s asking afterwards.
         """
         seen: set[str] = set()
         try:
@@ -160,7 +160,8 @@ def continue_token(data: bytes) -> str:
         key = data.rfind(b'"metadata":', max(0, len(data) - LIST_METADATA_BYTES))
         if key < 0:
             return ""
-    text = data[key + len(b'"metadata":') :][:LIST_METADATA_BYTES].decode("utf-8", "replace")
+    start = key + len(b'"metadata":')
+    text = data[start : start + LIST_METADATA_BYTES].decode("utf-8", "replace")
     try:
         meta, end = json.JSONDecoder().raw_decode(text)
     except ValueError:
