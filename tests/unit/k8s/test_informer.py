@@ -5,6 +5,8 @@ from typing import Any
 
 from batchsched.k8s.informer import LIST_METADATA_BYTES, continue_token
 
+from ..builders import OUR_API
+
 
 def page(metadata: object, items: int = 3) -> bytes:
     body = {
@@ -25,7 +27,7 @@ def test_the_token_comes_from_the_list_metadata() -> None:
 
 def test_a_custom_resource_list_has_its_metadata_last() -> None:
     body: dict[str, Any] = {
-        "apiVersion": "scheduling.batchsched.io/v1alpha1",
+        "apiVersion": OUR_API,
         "items": [{"metadata": {"name": f"g{i}"}, "spec": {"minMember": 2}} for i in range(50)],
         "kind": "PodGroupList",
         "metadata": {"continue": "next", "resourceVersion": "9"},

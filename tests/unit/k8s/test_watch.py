@@ -3,7 +3,7 @@ session being woken; any other change is applied."""
 
 from batchsched.k8s.watch import PODS, WATCHED, Watch
 
-from ..builders import pod, pod_group
+from ..builders import OUR_API, pod, pod_group
 from .recording_api import RecordingApi, watch_over
 
 
@@ -42,7 +42,7 @@ def test_deleting_another_apis_group_of_the_same_name_keeps_ours() -> None:
     watch = watch_over(RecordingApi())
     ours, volcano = (
         next(w for w in WATCHED if w.kind == "PodGroup" and w.api_version == version)
-        for version in ("scheduling.batchsched.io/v1alpha1", "scheduling.volcano.sh/v1beta1")
+        for version in (OUR_API, "scheduling.volcano.sh/v1beta1")
     )
     watch.apply(ours, pod_group("g", 3))
     watch.apply(volcano, pod_group("g", 5, api_version=volcano.api_version))
