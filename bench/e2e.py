@@ -8,7 +8,8 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
 1. A fresh etcd + kube-apiserver, N Ready nodes.
 2. Raw ceiling: P pods that no scheduler owns, bound to pre-chosen nodes by a plain
    async client with `--concurrency` requests in flight, timed until a watch has seen
-   them all bound (as in 3); then deleted.
+   them all bound (as in 3); then deleted. Its Bindings are encoded as the operator's
+   are (protobuf), so the ratio compares the scheduler with binding alone.
 3. End to end: the same P pods again, in PodGroups of `--gang`, created in bulk; then
    the operator is started as a user starts it, and timed from its start until every
    pod is bound, as seen by a watch; also from when its cache is synced (its log),
@@ -65,6 +66,7 @@ from urllib.parse import urlencode
 from batchsched.api.groups import OUR_API
 from batchsched.k8s.client import JSON, Api
 from batchsched.k8s.credentials import load_credentials
+from batchsched.k8s.protobuf import PROTOBUF
 from batchsched.testing import ControlPlane, find_assets
 from batchsched.testing.objects import load_manifests, node, pod, pod_group
 
@@ -174,7 +176,8 @@ async def raw_ceiling(
             "metadata": {"name": name, "namespace": namespace, "uid": uids[name]},
             "target": {"apiVersion": "v1", "kind": "Node", "name": target},
         }
-        await api.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
+        await api.post(path, body, content_type=PROTOBUF)
 
     names = sorted(uids)
     # Timed as the end-to-end run is: until a watch has seen every pod bound.

@@ -14,13 +14,15 @@ import json
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from batchsched import __version__
+from batchsched.k8s import protobuf
 from batchsched.k8s.credentials import REFRESH_SECONDS, Credentials, CredentialsError
 from batchsched.k8s.http import Pool, Stream, TransportError
+from batchsched.k8s.protobuf import PROTOBUF
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -108,8 +110,10 @@ class Requests(abc.ABC):
     async def get(self, path: str) -> JSON:
         return await self.request("GET", path)
 
-    async def post(self, path: str, body: object) -> JSON:
-        return await self.request("POST", path, body)
+    async def post(
+        self, path: str, body: object, *, content_type: str = "application/json"
+    ) -> JSON:
+        return await self.request("POST", path, body, content_type=content_type)
 
     async def put(self, path: str, body: object) -> JSON:
         return await self.request("PUT", path, body)
@@ -162,7 +166,7 @@ class Api(Requests):
         headers = self.headers()
         data = None
         if body is not None:
-            data = json.dumps(body).encode()
+            data = _encode(body, content_type)
             headers = {**headers, "Content-Type": content_type}
         return decode(await self._send(method, path, headers, data))
 
@@ -212,6 +216,15 @@ class Api(Requests):
 
     async def close(self) -> None:
         await self._pool.close()
+
+
+def _encode(body: object, content_type: str) -> bytes:
+    """JSON, or protobuf for the kinds `protobuf.KINDS` lists."""
+    if content_type != PROTOBUF:
+        return json.dumps(body).encode()
+    if not isinstance(body, Mapping):
+        raise TypeError(f"a protobuf body is a manifest, not {type(body).__name__}")
+    return protobuf.encode(body)
 
 
 def decode(raw: bytes) -> JSON:
