@@ -7,10 +7,11 @@ The snapshot is taken on the event loop; the session itself runs in a worker thr
 that snapshot, so a long session (tens of thousands of pods) does not stall watches,
 binds in flight or the lease. Each job's bindings come back to the event loop the
 moment the session commits them and go to the binder at once, so the API server is
-binding the first gangs while later ones are still being placed. Before a job's
-bindings are assumed they are checked against the cache as it is by then: if a member
-was deleted, recreated or bound meanwhile, or its node is gone, none of the job is
-bound and the next session looks again.
+binding the first gangs while later ones are still being placed (the thread shares the
+GIL with the event loop; operator.py says how the loop still gets it promptly). Before
+a job's bindings are assumed they are checked against the cache as it is by then: if a
+member was deleted, recreated or bound meanwhile, or its node is gone, none of the job
+is bound and the next session looks again.
 
 A tick on which nothing the core reads has changed skips the session: an idle cluster
 costs a counter increment per period. Pods left pending are looked at again every
@@ -138,11 +139,9 @@ class SessionLoop:
 
         def committed(bindings: Sequence[Binding]) -> None:
             loop.call_soon_threadsafe(self._accept, bindings)
-            # Hands the GIL to the event loop now, so the binder sends them at once
-            # rather than after the interpreter's switch interval (5 ms per turn).
-            time.sleep(0)
 
         # Every `committed` call is queued on the loop before the thread's result is.
+        # The loop gets the GIL within the switch interval the operator sets (1 ms).
         decisions = await asyncio.to_thread(
             run_session, snapshot, self.config, timings=timings, on_commit=committed
         )
