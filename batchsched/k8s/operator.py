@@ -11,9 +11,10 @@ Python hands the GIL to a waiting thread only after its switch interval, 5 ms by
 default, and a session thread that lets go of it voluntarily usually takes it straight
 back on a busy machine; so while a session ran, the event loop waited up to 5 ms each
 time it woke, and the binder went short of requests in flight. The operator sets the
-interval to 1 ms: in 16 paired runs binding 5,000 pods (the bench's 1,000-node
-cluster, 2 cores), that took 10-15 % less time, and 10-20 % less CPU in both the
-operator and the API server, than 5 ms; 0.2 ms was worse than 0.5 or 1.
+interval to 1 ms. Binding 5,000 pods on the bench's 1,000-node cluster (2 cores), four
+batches of 5-6 interleaved runs each put 0.5 or 1 ms against the default: the median
+run took 9-20 % less time, and 6-19 % less CPU in both the operator and the API
+server. 0.5 and 1 ms did alike; 0.2 ms did worse.
 
 Why not kopf, which DESIGN section 7 suggests for watching: kopf 1.45 runs every watch
 event through a per-object worker and its handler machinery, about 0.9 ms per event
