@@ -78,7 +78,13 @@ def _field(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
+# bytes((n,)) for each one-byte varint, made once: the binder encodes a body per pod.
+_BYTES = [bytes((n,)) for n in range(0x80)]
+
+
 def _varint(value: int) -> bytes:
+    if value < 0x80:  # every tag here, and most lengths: one byte
+        return _BYTES[value]
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
