@@ -33,6 +33,7 @@ T = TypeVar("T")
 TRANSPORT_ERRORS = (TimeoutError, TransportError, ssl.SSLError)
 
 USER_AGENT = f"batchsched/{__version__}"
+APPLICATION_JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
@@ -103,16 +104,14 @@ class Requests(abc.ABC):
         path: str,
         body: object = None,
         *,
-        content_type: str = "application/json",
+        content_type: str = APPLICATION_JSON,
     ) -> JSON:
         """Send one request; errors raise ApiError or one of TRANSPORT_ERRORS."""
 
     async def get(self, path: str) -> JSON:
         return await self.request("GET", path)
 
-    async def post(
-        self, path: str, body: object, *, content_type: str = "application/json"
-    ) -> JSON:
+    async def post(self, path: str, body: object, *, content_type: str = APPLICATION_JSON) -> JSON:
         return await self.request("POST", path, body, content_type=content_type)
 
     async def put(self, path: str, body: object) -> JSON:
@@ -161,7 +160,7 @@ class Api(Requests):
         path: str,
         body: object = None,
         *,
-        content_type: str = "application/json",
+        content_type: str = APPLICATION_JSON,
     ) -> JSON:
         headers = self.headers()
         data = None
@@ -204,7 +203,7 @@ class Api(Requests):
             # Uncompressed: on the cluster network, gzipping a page of a thousand pods
             # costs the API server more CPU than sending it as it is saves time.
             self._headers = {
-                "Accept": "application/json",
+                "Accept": APPLICATION_JSON,
                 "Accept-Encoding": "identity",
                 # What audit logs and API priority and fairness know the caller by.
                 "User-Agent": USER_AGENT,
@@ -236,6 +235,6 @@ def decode(raw: bytes) -> JSON:
 
 def _error(method: str, path: str, status: int, headers: dict[str, str], raw: bytes) -> ApiError:
     # Not every error is a Status object: a missing resource type is plain text.
-    is_json = headers.get("content-type", "").partition(";")[0].strip() == "application/json"
+    is_json = headers.get("content-type", "").partition(";")[0].strip() == APPLICATION_JSON
     body = json.loads(raw) if is_json else {"message": raw.decode(errors="replace")}
     return ApiError(method, path, status, body)
