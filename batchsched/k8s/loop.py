@@ -141,7 +141,7 @@ class SessionLoop:
             loop.call_soon_threadsafe(self._accept, bindings)
 
         # Every `committed` call is queued on the loop before the thread's result is.
-        # The loop gets the GIL within the switch interval the operator sets (1 ms).
+        # The loop gets the GIL within the switch interval the operator sets.
         decisions = await asyncio.to_thread(
             run_session, snapshot, self.config, timings=timings, on_commit=committed
         )
