@@ -14,9 +14,10 @@ Bindings go as protobuf (k8s/protobuf.py), which the API server reads for less C
 """
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, format_gpu_index
@@ -70,9 +71,11 @@ class Binder:
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
         self._queue: asyncio.Queue[_Bind] = asyncio.Queue()
-        # Set while nothing is queued or in flight; status writes wait for it.
+        # Set while nothing is queued or in flight and no session is deciding more;
+        # status writes wait for it.
         self.idle = idle
         self._unsettled = 0
+        self._deciding = False
 
     def submit(self, bindings: Sequence[Binding]) -> None:
         """Queue one session's bindings; each must already be assumed in the cache."""
@@ -85,6 +88,23 @@ class Binder:
         if bindings:
             self.idle.clear()
 
+    @contextlib.contextmanager
+    def deciding(self) -> Iterator[None]:
+        """Held while a session runs. Its jobs arrive one by one, and the binds sent so
+        far may all settle before the next job comes; status writes slipping into such
+        gaps would take the API server from the binds still to come."""
+        self._deciding = True
+        self.idle.clear()
+        try:
+            yield
+        finally:
+            self._deciding = False
+            self._check_idle()
+
+    def _check_idle(self) -> None:
+        if not self._unsettled and not self._deciding:
+            self.idle.set()
+
     async def run(self) -> None:
         await run_workers(self.concurrency, self._work)
 
@@ -95,8 +115,7 @@ class Binder:
                 await self._settle(item)
             finally:
                 self._unsettled -= 1
-                if not self._unsettled:
-                    self.idle.set()
+                self._check_idle()
 
     async def _settle(self, item: _Bind) -> None:
         binding = item.binding

@@ -142,9 +142,10 @@ class SessionLoop:
 
         # Every `committed` call is queued on the loop before the thread's result is.
         # The loop gets the GIL within the switch interval the operator sets.
-        decisions = await asyncio.to_thread(
-            run_session, snapshot, self.config, timings=timings, on_commit=committed
-        )
+        with self.binder.deciding():
+            decisions = await asyncio.to_thread(
+                run_session, snapshot, self.config, timings=timings, on_commit=committed
+            )
         self._publish(snapshot, decisions, timings)
         seconds = time.perf_counter() - started
         SESSION_DURATION.observe(seconds)

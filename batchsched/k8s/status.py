@@ -5,7 +5,8 @@ the watch last saw it, or as last written here. Writes wait in a queue where a n
 status for an object replaces a queued older one, and a few workers send them, so a
 cluster full of pending pods costs writes when their reasons change, not every session,
 and status never competes with binding: writes wait while binds are queued or in
-flight (at most `defer_seconds`, so a steady stream of binds cannot starve them).
+flight, or a session may send more (at most `defer_seconds`, so a steady stream of
+binds cannot starve them).
 """
 
 import asyncio

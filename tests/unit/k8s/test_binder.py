@@ -125,3 +125,25 @@ async def test_other_refusals_forget_the_bind(status: int) -> None:
     await settle(binder, bindings)
     assert len(api.sent("POST", "/binding")) == 1
     assert binder.cache.tasks["default/p0"].node_name is None
+
+
+async def test_binds_are_not_idle_while_a_session_may_send_more() -> None:
+    binder, api, bindings = setup(members=2)
+    task = asyncio.create_task(binder.run())
+    with binder.deciding():
+        binder.submit(bindings[:1])
+        for _ in range(50):  # every bind sent so far settles
+            await asyncio.sleep(0)
+        assert len(api.sent("POST", "/binding")) == 1
+        assert not binder.idle.is_set(), "status writes would slip in before the next job"
+        binder.submit(bindings[1:])
+    await asyncio.wait_for(binder.idle.wait(), 5)
+    task.cancel()
+    assert len(api.sent("POST", "/binding")) == 2
+
+
+async def test_a_session_that_sends_nothing_leaves_binds_idle() -> None:
+    binder, _, _ = setup(members=1)
+    with binder.deciding():
+        assert not binder.idle.is_set()
+    assert binder.idle.is_set()
