@@ -18,6 +18,11 @@ SESSION_DURATION = Histogram(
     "Time of one scheduling session, from snapshot to decisions handed to the binder.",
     buckets=exponential_buckets(0.001, 2, 15),
 )
+SESSION_PEAK_RSS = Gauge(
+    "batchsched_session_peak_rss_bytes",
+    "Highest peak resident memory of any session's process so far (each session is a "
+    "forked child; pages it shares with the scheduler's process count in both).",
+)
 SESSIONS = Counter(
     "batchsched_sessions_total",
     "Session loop ticks: `ran` took a snapshot, `idle` found nothing changed and skipped it.",

@@ -2,7 +2,7 @@
 ceiling measured in the same run.
 
 Usage: python bench/e2e.py [--nodes 1000] [--pods 5000] [--gang 8] [--concurrency 64]
-                          [--rounds 5]
+                          [--rounds 6]
 Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
 
 1. A fresh etcd + kube-apiserver, N Ready nodes.
@@ -23,11 +23,13 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
 Steps 2 and 3 are repeated `--rounds` times on the same control plane, so each ratio
 compares two runs made seconds apart on a shared, noisy machine; the medians are the
 headline figures (single rounds have ranged from 0.5 to 1.5 on a 2-core VM, hence
-five). The operator's peak RSS is read from /proc (VmHWM) before it is stopped.
+six). The operator's peak RSS is read from /proc (VmHWM) before it is stopped; its
+sessions run in forked children, whose highest peak RSS it reports in its /metrics.
 Both phases start on equal terms:
-- Odd rounds run the end-to-end phase first. The API server keeps every pod event of
-  the last minutes in its watch cache, so whichever phase runs second works with a
-  larger heap; always running the same one second would tilt the comparison.
+- Every other round runs the end-to-end phase first, so that an even number of rounds
+  runs each order equally often. The API server keeps every pod event of the last
+  minutes in its watch cache, so whichever phase runs second works with a larger heap;
+  always running the same one second would tilt the comparison.
 - Before each phase the API server collects its heap (Go's GC, through the profiling
   endpoint) and goes quiet. Whether a collection of that heap (1-2 GB after a few
   rounds) fell inside a phase was the largest difference between rounds: phases
@@ -352,6 +354,8 @@ async def end_to_end(
         synced = synced_after(log, started_wall)
         steady = await steady_state(api, port, args.steady_gangs, gang) if last else None
         rss = peak_rss_mb(operator.pid)
+        metrics = await asyncio.to_thread(scrape, port)
+        session_rss = round(metrics["batchsched_session_peak_rss_bytes"] / 2**20, 1)
     finally:
         watcher.cancel()
         operator.send_signal(signal.SIGTERM)
@@ -373,6 +377,7 @@ async def end_to_end(
         "latency_p50_seconds": round(quantiles[49], 3),
         "latency_p99_seconds": round(quantiles[98], 3),
         "scheduler_peak_rss_mb": rss,
+        "session_peak_rss_mb": session_rss,
         "cpu_ms_per_pod": cpu,
         **({"caught_up": steady} if steady else {}),
     }
@@ -393,13 +398,19 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def session_totals(port: int) -> tuple[float, float]:
-    """(seconds, count) of the operator's sessions so far, from its /metrics."""
+def scrape(port: int) -> dict[str, float]:
+    """The operator's /metrics, sample name (with labels) -> value."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
         text = reply.read().decode()
-    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line[:1] != "#")
+    samples = (line.rsplit(" ", 1) for line in text.splitlines() if line[:1] != "#")
+    return {name: float(value) for name, value in samples}
+
+
+def session_totals(port: int) -> tuple[float, float]:
+    """(seconds, count) of the operator's sessions so far."""
+    values = scrape(port)
     name = "batchsched_session_duration_seconds"
-    return float(values[f"{name}_sum"]), float(values[f"{name}_count"])
+    return values[f"{name}_sum"], values[f"{name}_count"]
 
 
 async def steady_state(api: Api, port: int, gangs: int, gang: int) -> JSON:
@@ -486,7 +497,10 @@ async def run(args: argparse.Namespace) -> JSON:
             key: statistics.median(r[key] for r in rounds)
             for key in ("ratio_to_raw", "ratio_to_raw_once_synced")
         },
-        "scheduler_peak_rss_mb": max(r["end_to_end"]["scheduler_peak_rss_mb"] for r in rounds),
+        **{
+            key: max(r["end_to_end"][key] for r in rounds)
+            for key in ("scheduler_peak_rss_mb", "session_peak_rss_mb")
+        },
         "caught_up": rounds[-1]["end_to_end"]["caught_up"],
     }
 
@@ -503,7 +517,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64, help="raw binds in flight")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--steady-gangs", type=int, default=10, help="gangs arriving after")
-    parser.add_argument("--rounds", type=int, default=5, help="raw + end-to-end pairs")
+    parser.add_argument("--rounds", type=int, default=6, help="raw + end-to-end pairs")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args)), indent=2))
 

@@ -3,15 +3,14 @@
 It starts once the watch has seen the whole cluster and runs sessions only while this
 replica leads. It is one coroutine, so two sessions never overlap.
 
-The snapshot is taken on the event loop; the session itself runs in a worker thread on
-that snapshot, so a long session (tens of thousands of pods) does not stall watches,
-binds in flight or the lease. Each job's bindings come back to the event loop the
-moment the session commits them and go to the binder at once, so the API server is
-binding the first gangs while later ones are still being placed (the thread shares the
-GIL with the event loop; operator.py says how the loop still gets it promptly). Before
-a job's bindings are assumed they are checked against the cache as it is by then: if a
-member was deleted, recreated or bound meanwhile, or its node is gone, none of the job
-is bound and the next session looks again.
+The snapshot is taken on the event loop; the session itself runs on that snapshot in a
+forked child process at a lower CPU priority (forked.py says why), so a long session
+(tens of thousands of pods) does not stall watches, binds in flight or the lease. Each
+job's bindings come back to the event loop the moment the session commits them and go
+to the binder at once, so the API server is binding the first gangs while later ones
+are still being placed. Before a job's bindings are assumed they are checked against
+the cache as it is by then: if a member was deleted, recreated or bound meanwhile, or
+its node is gone, none of the job is bound and the next session looks again.
 
 A tick on which nothing the core reads has changed skips the session: an idle cluster
 costs a counter increment per period. Pods left pending are looked at again every
@@ -33,6 +32,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from prometheus_client import Gauge
 
@@ -43,6 +43,7 @@ from batchsched.framework.config import SchedulerConfig, run_session
 from batchsched.framework.decisions import Binding, Decisions
 from batchsched.framework.session import Timings
 from batchsched.k8s.binder import Binder
+from batchsched.k8s.forked import run_forked
 from batchsched.k8s.usage import Usage, summarize
 from batchsched.k8s.watch import Watch
 from batchsched.metrics import (
@@ -56,6 +57,7 @@ from batchsched.metrics import (
     QUEUE_DESERVED,
     SCHEDULE_ATTEMPTS,
     SESSION_DURATION,
+    SESSION_PEAK_RSS,
     SESSIONS,
 )
 
@@ -86,6 +88,7 @@ class SessionLoop:
         self.revisit_seconds = revisit_seconds
         self._last: float | None = None
         self._waiting = False
+        self._peak_rss = 0
         # Jobs of the running session that _accept did not send.
         self._dropped: set[str] = set()
 
@@ -133,19 +136,14 @@ class SessionLoop:
         snapshot = take_snapshot(
             self.cache, now=time.time(), scheduler_name=self.config.scheduler_name
         )
-        timings = Timings()
-        loop = asyncio.get_running_loop()
         self._dropped.clear()
-
-        def committed(bindings: Sequence[Binding]) -> None:
-            loop.call_soon_threadsafe(self._accept, bindings)
-
-        # Every `committed` call is queued on the loop before the thread's result is.
-        # The loop gets the GIL within the switch interval the operator sets.
         with self.binder.deciding():
-            decisions = await asyncio.to_thread(
-                run_session, snapshot, self.config, timings=timings, on_commit=committed
+            finished = await run_forked(
+                partial(_decide, snapshot, self.config), on_message=self._accept
             )
+        decisions, timings = finished.result
+        self._peak_rss = max(self._peak_rss, finished.peak_rss_bytes)
+        SESSION_PEAK_RSS.set(self._peak_rss)
         self._publish(snapshot, decisions, timings)
         seconds = time.perf_counter() - started
         SESSION_DURATION.observe(seconds)
@@ -200,6 +198,15 @@ class SessionLoop:
             for key, (scheduler, message) in self.cache.rejected_pods.items()
             if scheduler == name
         }
+
+
+def _decide(
+    snapshot: Snapshot, config: SchedulerConfig, commit: Callable[[Sequence[Binding]], None]
+) -> tuple[Decisions, Timings]:
+    """The session, as the forked child runs it."""
+    timings = Timings()
+    decisions = run_session(snapshot, config, timings=timings, on_commit=commit)
+    return decisions, timings
 
 
 def _record(

@@ -1,20 +1,10 @@
 """`batchsched run`: the scheduler on a real cluster.
 
 One asyncio program: an informer per watched kind feeds the cache; beside them run the
-session loop, the binder, the status writer and, with leader election, the lease. If
-any of them fails, all stop and the error ends the process: a scheduler that silently
-stopped scheduling would be worse than one that restarts. SIGTERM and SIGINT stop it
-cleanly, handing the lease over.
-
-Sessions run in a worker thread (loop.py), which shares the GIL with the event loop.
-Python hands the GIL to a waiting thread only after its switch interval, 5 ms by
-default, and a session thread that lets go of it voluntarily usually takes it straight
-back on a busy machine; so while a session ran, the event loop waited up to 5 ms each
-time it woke, and the binder went short of requests in flight. The operator sets the
-interval to 1 ms. Binding 5,000 pods on the bench's 1,000-node cluster (2 cores), four
-batches of 5-6 interleaved runs each put 0.5 or 1 ms against the default: the median
-run took 9-20 % less time, and 6-19 % less CPU in both the operator and the API
-server. 0.5 and 1 ms did alike; 0.2 ms did worse.
+session loop (each session in a forked child process), the binder, the status writer
+and, with leader election, the lease. If any of them fails, all stop and the error ends
+the process: a scheduler that silently stopped scheduling would be worse than one that
+restarts. SIGTERM and SIGINT stop it cleanly, handing the lease over.
 
 Why not kopf, which DESIGN section 7 suggests for watching: kopf 1.45 runs every watch
 event through a per-object worker and its handler machinery, about 0.9 ms per event
@@ -30,7 +20,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -53,8 +42,6 @@ from batchsched.metrics import LEADER
 log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-# How long a thread may hold the GIL while another waits for it (module docstring).
-SWITCH_INTERVAL_SECONDS = 0.001
 
 
 @dataclass(frozen=True)
@@ -80,7 +67,6 @@ def lease_namespace() -> str:
 
 async def run(options: Options) -> None:
     credentials = load_credentials(options.kubeconfig)
-    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     scheduler_name = options.config.scheduler_name
     async with contextlib.AsyncExitStack() as cleanup:
