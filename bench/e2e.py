@@ -249,11 +249,12 @@ async def watch_bound(
 
 
 def process_cpu(pids: list[int]) -> float:
-    """User plus system CPU seconds these processes have used so far (/proc)."""
+    """User plus system CPU seconds these processes have used so far (/proc), their
+    children that have ended included: the operator's sessions run in forked children."""
     ticks = 0
     for pid in pids:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        ticks += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -494,7 +495,7 @@ async def run(args: argparse.Namespace) -> JSON:
         "cpus": os.cpu_count(),
         "rounds": rounds,
         "median": {
-            key: statistics.median(r[key] for r in rounds)
+            key: round(statistics.median(r[key] for r in rounds), 3)
             for key in ("ratio_to_raw", "ratio_to_raw_once_synced")
         },
         **{
