@@ -20,8 +20,20 @@ class Binding:
         return f"{self.namespace}/{self.name}"
 
 
+class _PickledAsFields:
+    """Pickled as the class and its fields in order. The operator's sessions send their
+    decisions back from a child process, one status per group (k8s/forked.py); the slot
+    state dataclasses pickle by default cost twice as much (90 ms for 6,250 groups)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        fields: tuple[str, ...] = self.__slots__
+        return type(self), tuple(getattr(self, name) for name in fields)
+
+
 @dataclass(frozen=True, slots=True)
-class Condition:
+class Condition(_PickledAsFields):
     """A PodGroup condition: type Scheduled or Unschedulable, with a reason a user can act on."""
 
     type: str
@@ -30,7 +42,7 @@ class Condition:
 
 
 @dataclass(slots=True)
-class JobStatus:
+class JobStatus(_PickledAsFields):
     key: str
     namespace: str
     name: str

@@ -1,0 +1,22 @@
+import pickle
+
+from batchsched.framework.decisions import Condition, JobStatus
+
+
+def test_statuses_pickle_back_to_equal_ones() -> None:
+    condition = Condition(type="Unschedulable", reason="NotEnoughResources", message="3/8 fit")
+    status = JobStatus(
+        key="ns/job",
+        namespace="ns",
+        name="job",
+        phase="Pending",
+        min_member=8,
+        scheduled=1,
+        running=2,
+        succeeded=3,
+        failed=4,
+        condition=condition,
+    )
+    again = pickle.loads(pickle.dumps(status, pickle.HIGHEST_PROTOCOL))
+    assert again == status
+    assert again.condition == condition
