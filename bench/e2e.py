@@ -37,8 +37,9 @@ Both phases start on equal terms:
   1.3-1.8 ms. This way neither phase pays for garbage the other one made.
 Each phase reports its CPU milliseconds per pod, read from /proc: the control plane's,
 and the client's (raw: the bench's binder and watch; end to end: the operator from its
-start, and the bench's watch). The API server shares the machine's cores with the
-client, so client CPU per pod is where the end-to-end rate goes.
+start with its session processes, and the bench's watch). The API server shares the
+machine's cores with the client, so client CPU per pod is where the end-to-end rate
+goes. It also reports how many garbage collections the API server ran in the phase.
 The package's bytecode is compiled first, as the image build does, so that the operator's
 start is not charged for compiling its own source.
 """
@@ -187,7 +188,7 @@ async def raw_ceiling(
     done = asyncio.Event()
     watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
     await asyncio.sleep(1.0)
-    await settle(api, server)
+    collections = await settle(api, server)
     processes = {"control_plane": server, "client": [os.getpid()]}
     cpu_before = cpu_seconds(processes)
     started = time.monotonic()
@@ -196,11 +197,13 @@ async def raw_ceiling(
     await watcher
     seconds = time.monotonic() - started
     cpu = cpu_ms_per_pod(cpu_before, cpu_seconds(processes), pods)
+    collections = await collections_so_far(api) - collections
     await delete_pods(api, namespace, pods)
     return {
         "seconds": round(seconds, 3),
         "pods_per_second": round(pods / seconds, 1),
         "cpu_ms_per_pod": cpu,
+        "api_server_collections": collections,
     }
 
 
@@ -262,12 +265,24 @@ def cpu_seconds(processes: dict[str, list[int]]) -> dict[str, float]:
     return {name: process_cpu(pids) for name, pids in processes.items()}
 
 
-async def settle(api: Api, server: list[int]) -> None:
-    """Collect the API server's heap, then wait for the control plane to go quiet."""
+async def settle(api: Api, server: list[int]) -> int:
+    """Collect the API server's heap, then wait for the control plane to go quiet;
+    returns its garbage collections so far."""
     # The heap profile is taken after a forced collection (`gc=1`); its text is unused.
     async with api.stream("/debug/pprof/heap?gc=1&debug=1", silence=60.0) as reply:
         await reply.read()
     await quiet(server)
+    return await collections_so_far(api)
+
+
+async def collections_so_far(api: Api) -> int:
+    """The API server's garbage collections so far: one inside a phase costs it about as
+    much CPU as a few hundred binds, and is the likeliest reason two phases differ."""
+    text = (await api.get_raw("/metrics")).decode()
+    for line in text.splitlines():
+        if line.startswith("go_gc_duration_seconds_count "):
+            return int(float(line.split()[1]))
+    raise RuntimeError("the API server's /metrics has no go_gc_duration_seconds_count")
 
 
 async def quiet(server: list[int], *, cores: float = 0.1, longest: float = 30.0) -> None:
@@ -341,7 +356,7 @@ async def end_to_end(
     done = asyncio.Event()
     watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
     await asyncio.sleep(1.0)  # the watch is established before the operator starts
-    await settle(api, server)
+    collections = await settle(api, server)
     processes = {"control_plane": server, "bench_watch": [os.getpid()]}
     cpu_before = {**cpu_seconds(processes), "operator": 0.0}
     started, started_wall = time.monotonic(), time.time()
@@ -352,6 +367,7 @@ async def end_to_end(
         finished = time.monotonic()
         processes["operator"] = [operator.pid]
         cpu = cpu_ms_per_pod(cpu_before, cpu_seconds(processes), pods)
+        collections = await collections_so_far(api) - collections
         synced = synced_after(log, started_wall)
         steady = await steady_state(api, port, args.steady_gangs, gang) if last else None
         rss = peak_rss_mb(operator.pid)
@@ -380,6 +396,7 @@ async def end_to_end(
         "scheduler_peak_rss_mb": rss,
         "session_peak_rss_mb": session_rss,
         "cpu_ms_per_pod": cpu,
+        "api_server_collections": collections,
         **({"caught_up": steady} if steady else {}),
     }
 
