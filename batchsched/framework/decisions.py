@@ -5,8 +5,22 @@ from dataclasses import dataclass, field
 from batchsched.api.resources import ResourceList
 
 
+class _PickledAsFields:
+    """Pickled as the class and its fields in order. The operator's sessions send their
+    decisions back from a child process (k8s/forked.py): each job's bindings as it is
+    committed, one status per group at the end. The slot state that slotted dataclasses
+    pickle by default took twice as long to read back (5,000 bindings: 10.6 against
+    5.2 ms on the event loop; 6,250 statuses, written and read: 93 against 45-65 ms)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        fields: tuple[str, ...] = self.__slots__
+        return type(self), tuple(getattr(self, name) for name in fields)
+
+
 @dataclass(slots=True)
-class Binding:
+class Binding(_PickledAsFields):
     namespace: str
     name: str
     uid: str
@@ -18,18 +32,6 @@ class Binding:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-
-class _PickledAsFields:
-    """Pickled as the class and its fields in order. The operator's sessions send their
-    decisions back from a child process, one status per group (k8s/forked.py); the slot
-    state dataclasses pickle by default cost twice as much (90 ms for 6,250 groups)."""
-
-    __slots__ = ()
-
-    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
-        fields: tuple[str, ...] = self.__slots__
-        return type(self), tuple(getattr(self, name) for name in fields)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 import pickle
 
-from batchsched.framework.decisions import Condition, JobStatus
+from batchsched.framework.decisions import Binding, Condition, JobStatus
 
 
 def test_statuses_pickle_back_to_equal_ones() -> None:
@@ -20,3 +20,10 @@ def test_statuses_pickle_back_to_equal_ones() -> None:
     again = pickle.loads(pickle.dumps(status, pickle.HIGHEST_PROTOCOL))
     assert again == status
     assert again.condition == condition
+
+
+def test_bindings_pickle_back_to_equal_ones() -> None:
+    binding = Binding(namespace="ns", name="p", uid="u", node="n", job="ns/job", gpu_index=(1, 3))
+    again = pickle.loads(pickle.dumps(binding, pickle.HIGHEST_PROTOCOL))
+    assert again == binding
+    assert again.key == "ns/p"
