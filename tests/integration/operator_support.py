@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -256,6 +256,20 @@ def unschedulable_message(pod: JSON) -> str | None:
 def events(kube: Kube, namespace: str, reason: str | None = None) -> list[JSON]:
     items = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events").expect(200)
     return [e for e in items["items"] if reason is None or e["reason"] == reason]
+
+
+def events_about(kube: Kube, namespace: str, reason: str, names: Collection[str]) -> list[JSON]:
+    """The `reason` events in `namespace`, once there is one about each of `names`.
+
+    The operator writes an event after the change it reports (a bind, a condition), so
+    a test that has just seen the change may still be ahead of the event.
+    """
+
+    def written() -> list[JSON] | None:
+        found = events(kube, namespace, reason)
+        return found if set(names) <= {e["regarding"]["name"] for e in found} else None
+
+    return eventually(written, what=f"{reason} events about {sorted(names)}")
 
 
 def get_pod_group(kube: Kube, namespace: str, name: str) -> JSON:

@@ -15,7 +15,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
     add_nodes,
     create,
-    events,
+    events_about,
     eventually,
     placements,
     pods,
@@ -141,7 +141,8 @@ def test_unusable_objects_are_reported_and_do_not_block_the_rest(
     assert waiting["bad-1"] == waiting["bad-0"]
     assert waiting["orphan"] == f"PodGroup {namespace}/missing does not exist"
     assert "pod-group.scheduling.sigs.k8s.io/min-available" in str(waiting["mislabeled"])
-    told = Counter(e["regarding"]["name"] for e in events(kube, namespace, "FailedScheduling"))
+    written = events_about(kube, namespace, "FailedScheduling", waiting)
+    told = Counter(e["regarding"]["name"] for e in written)
     assert told == {name: 1 for name in waiting}
     assert scheduler.metric('batchsched_invalid_objects_total{kind="Pod"}') == 1
     assert not any(placements(kube, namespace)[name] for name in waiting)

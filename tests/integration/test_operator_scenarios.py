@@ -22,6 +22,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     add_nodes,
     create,
     events,
+    events_about,
     eventually,
     get_pod_group,
     placements,
@@ -97,7 +98,8 @@ def test_pods_created_before_and_after_the_scheduler_starts_are_bound(
     eventually(lambda: placements(kube, namespace)["early"] == node_name, what="early bound")
     create(kube, namespace, pod("late", CPU))
     eventually(lambda: placements(kube, namespace)["late"] == node_name, what="late bound")
-    scheduled = {e["regarding"]["name"]: e["note"] for e in events(kube, namespace, "Scheduled")}
+    written = events_about(kube, namespace, "Scheduled", ("early", "late"))
+    scheduled = {e["regarding"]["name"]: e["note"] for e in written}
     assert scheduled == {
         name: f"Successfully assigned {namespace}/{name} to {node_name}"
         for name in ("early", "late")
@@ -126,8 +128,11 @@ def test_a_pod_group_created_after_its_pods_releases_them(
         what="pods waiting for their PodGroup",
     )
     assert not any(placements(kube, namespace).values())
-    waiting = {e["regarding"]["name"] for e in events(kube, namespace, "FailedScheduling")}
-    assert waiting == {"g-0", "g-1", "g-2"}
+    members = ("g-0", "g-1", "g-2")
+    waiting = [
+        e["regarding"]["name"] for e in events_about(kube, namespace, "FailedScheduling", members)
+    ]
+    assert sorted(waiting) == list(members)
 
     create(kube, namespace, pod_group("g", 3))
     eventually(lambda: all(placements(kube, namespace).values()), what="the gang bound")
@@ -182,8 +187,11 @@ def test_a_node_added_later_unblocks_a_gang(
     assert queue_status["allocated"]["cpu"] == "3"
     assert queue_status["pending"] == queue_status["inqueue"] == 0
     # Each pod was told once that it waits, whatever the number of sessions.
-    failed = [e["regarding"]["name"] for e in events(kube, namespace, "FailedScheduling")]
-    assert sorted(n for n in failed if n.startswith("g-")) == ["g-0", "g-1", "g-2"]
+    members = ("g-0", "g-1", "g-2")
+    failed = [
+        e["regarding"]["name"] for e in events_about(kube, namespace, "FailedScheduling", members)
+    ]
+    assert sorted(n for n in failed if n.startswith("g-")) == list(members)
 
     metrics = scheduler.metrics()
     assert metrics['batchsched_bindings_total{result="bound"}'] == 3
