@@ -81,11 +81,17 @@ def test_seed_scenario_ends_as_the_simulator_says(
         lambda: {n for n, where in placements(kube, namespace).items() if where} >= bound,
         what=f"{sorted(bound)} bound",
     )
+
+    def shown() -> dict[str, str | None]:
+        messages = {name: unschedulable_message(p) for name, p in pods(kube, namespace).items()}
+        return {name: messages.get(name) for name in reasons}
+
+    # Reasons are written once binding has settled, so they may follow the binds.
+    eventually(lambda: shown() == reasons, what=f"reasons on {sorted(reasons)}")
     time.sleep(2.5)  # more sessions: nothing else may be bound, no reason may change
     ours = {name: where for name, where in placements(kube, namespace).items() if name in want}
     assert ours == want
-    shown = {name: unschedulable_message(p) for name, p in pods(kube, namespace).items()}
-    assert {name: shown[name] for name in reasons} == reasons
+    assert shown() == reasons
 
 
 def test_pods_created_before_and_after_the_scheduler_starts_are_bound(
