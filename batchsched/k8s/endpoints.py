@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from batchsched.k8s.http import ProtocolError, header_fields
+
 log = logging.getLogger(__name__)
 
 # A request's head longer than this is not from a probe or a scraper.
@@ -122,12 +124,10 @@ def _parse(head: bytes) -> tuple[str, str, str, dict[str, str]] | None:
     request = lines[0].split(" ")
     if len(request) != 3 or not request[2].startswith("HTTP/1."):
         return None
-    fields = {}
-    for line in lines[1:-2]:  # the head ends with an empty line and its CRLF
-        name, colon, value = line.partition(":")
-        if not colon:
-            return None
-        fields[name.strip().lower()] = value.strip()
+    try:
+        fields = header_fields(lines[1:-2])  # the head ends with an empty line and its CRLF
+    except ProtocolError:
+        return None
     method, target, version = request
     return method, target, version, fields
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -40,7 +40,24 @@ class ConnectionClosed(TransportError):
 
 
 class ProtocolError(TransportError):
-    """The server sent something that is not HTTP/1.1; the message says what."""
+    """A message that is not HTTP/1.1 (a response, or a request to our endpoints);
+    the error says what is wrong with it."""
+
+
+def header_fields(lines: Iterable[str]) -> dict[str, str]:
+    """A message's header fields by lower-case name, a repeated field's values joined
+    with commas (RFC 9110, 5.3). Whitespace before the colon is refused, not trimmed:
+    RFC 9112 (5.1) forbids it because proxies have read such lines differently.
+    """
+    fields: dict[str, str] = {}
+    for line in lines:
+        name, colon, value = line.partition(":")
+        if not colon or not name or name[0] in " \t" or name[-1] in " \t":
+            raise ProtocolError(f"malformed header line {line[:100]!r}")
+        name = name.lower()
+        value = value.strip(" \t")
+        fields[name] = f"{fields[name]}, {value}" if name in fields else value
+    return fields
 
 
 @dataclass(slots=True, frozen=True)
@@ -185,14 +202,7 @@ class _Connection(asyncio.Protocol):
         status = int(code)
         if status < 200:
             return  # informational (1xx): the real response follows
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, colon, value = line.partition(":")
-            if not colon or not name or name[0] in " \t" or name[-1] in " \t":
-                raise ProtocolError(f"malformed header line {line[:100]!r}")
-            name = name.lower()
-            value = value.strip(" \t")
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        headers = header_fields(lines[1:])
         self.status = status
         self.headers = headers
         closes = "close" in headers.get("connection", "").lower()

@@ -109,6 +109,7 @@ async def test_connections_closed_when_asked_or_when_a_body_came(
         b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",
         b"GET /healthz\r\n\r\n",
         b"GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost : example\r\n\r\n",
         b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\n\r\n",
     ],
 )

@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from batchsched.k8s.http import ConnectFailed, ConnectionClosed, Pool, ProtocolError
+from batchsched.k8s.http import (
+    ConnectFailed,
+    ConnectionClosed,
+    Pool,
+    ProtocolError,
+    header_fields,
+)
 
 
 @dataclass
@@ -326,6 +332,7 @@ async def test_abandoned_stream_closes_its_connection(serve: Serve) -> None:
         (b"HTTP/1.1 abc\r\n\r\n", "malformed status line 'HTTP/1.1 abc'"),
         (b"SMTP ready\r\n\r\n", "malformed status line 'SMTP ready'"),
         (b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n", "malformed header line 'no colon'"),
+        (b"HTTP/1.1 200 OK\r\nServer :x\r\n\r\n", "malformed header line 'Server :x'"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "malformed Content-Length '-1'"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "malformed chunk size"),
     ],
@@ -339,6 +346,15 @@ async def test_malformed_answers(serve: Serve, answer: bytes, error: str) -> Non
     _, pool = await serve(garbage)
     with pytest.raises(ProtocolError, match=error):
         await get(pool)
+
+
+def test_header_fields_are_named_in_lower_case_and_repeated_ones_joined() -> None:
+    lines = ["Content-Type: text/plain", "Warning:\t299 - a ", "warning: 299 - b", "X-Empty:"]
+    assert header_fields(lines) == {
+        "content-type": "text/plain",
+        "warning": "299 - a, 299 - b",
+        "x-empty": "",
+    }
 
 
 async def test_nothing_listening() -> None:
