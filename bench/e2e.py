@@ -78,7 +78,7 @@ from urllib.parse import urlencode
 
 from batchsched.api.groups import OUR_API
 from batchsched.k8s.client import JSON, Api
-from batchsched.k8s.credentials import load_credentials
+from batchsched.k8s.credentials import Credentials, load_credentials
 from batchsched.k8s.protobuf import PROTOBUF
 from batchsched.testing import ControlPlane, find_assets
 from batchsched.testing.objects import load_manifests, node, pod, pod_group
@@ -173,7 +173,7 @@ async def create_groups(
 
 async def raw_ceiling(
     api: Api,
-    kubeconfig: Path,
+    credentials: Credentials,
     nodes: list[str],
     pods: int,
     concurrency: int,
@@ -187,7 +187,7 @@ async def raw_ceiling(
     per_node = int(NODE_ALLOCATABLE["cpu"])
     # A client of its own, whose connections open as it binds (timed), as the operator's
     # do; the bench's own are warm from creating the pods.
-    binder = Api(load_credentials(str(kubeconfig)), connections=concurrency, timeout=120)
+    binder = Api(credentials, connections=concurrency, timeout=120)
 
     async def bind(numbered: tuple[int, str]) -> None:
         index, name = numbered
@@ -483,7 +483,8 @@ async def run(args: argparse.Namespace) -> JSON:
     crds = load_manifests(REPO / "crds")
     plane = await asyncio.to_thread(ControlPlane.start, find_assets(), crds=crds)
     with plane, tempfile.TemporaryDirectory() as scratch:
-        api = Api(load_credentials(str(plane.kubeconfig)), connections=256, timeout=120)
+        credentials = load_credentials(str(plane.kubeconfig))
+        api = Api(credentials, connections=256, timeout=120)
         log = Path(scratch) / "operator.log"
         rounds: list[JSON] = []
         try:
@@ -493,7 +494,7 @@ async def run(args: argparse.Namespace) -> JSON:
                     "raw_bind": partial(
                         raw_ceiling,
                         api,
-                        plane.kubeconfig,
+                        credentials,
                         nodes,
                         args.pods,
                         args.concurrency,
