@@ -102,14 +102,17 @@ T = TypeVar("T")
 async def bounded(
     concurrency: int, call: Callable[[T], Awaitable[Any]], items: Iterable[T]
 ) -> None:
-    """`call(item)` for every item, at most `concurrency` at a time."""
-    gate = asyncio.Semaphore(concurrency)
+    """`call(item)` for every item, `concurrency` at a time. That many workers take the
+    items in turn: a task per item, made up front, cost ~0.9 s of the event loop at
+    50,000 items (~0.08 s at 5,000), which the raw phase's clock counted against the
+    ceiling."""
+    remaining = iter(items)
 
-    async def one(item: T) -> None:
-        async with gate:
+    async def worker() -> None:
+        for item in remaining:
             await call(item)
 
-    await asyncio.gather(*(one(item) for item in items))
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
 async def create_nodes(api: Api, count: int) -> list[str]:
