@@ -1,5 +1,5 @@
 """End-to-end throughput of `batchsched run` on a real control plane, beside the raw bind
-ceiling measured in the same run.
+ceiling and the list-watch floor measured in the same run.
 
 Usage: python bench/e2e.py [--nodes 1000] [--pods 5000] [--gang 8] [--concurrency 64]
                           [--rounds 6]
@@ -21,11 +21,16 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
    creation (client clock, when its create call returned) to the watch event showing
    its node.
    The operator is stopped and the pods and PodGroups deleted.
-4. Caught up (last round only): `--steady-gangs` more gangs arrive, one every half
+4. List-watch floor: P pods that no scheduler owns, bound by bench/floor.py, started
+   and timed as the operator is. It lists the cluster, watches every pod and binds
+   as the raw client does, deciding nothing: what any scheduler that lists and
+   watches must do. `ratio_to_floor` is then what scheduling itself costs, and
+   `floor_ratio_to_raw` what listing and watching cost on this machine.
+5. Caught up (last round only): `--steady-gangs` more gangs arrive, one every half
    second; the mean session time while they are placed is read from the operator's
    /metrics.
-Steps 2 and 3 are repeated `--rounds` times on the same control plane, so each ratio
-compares two runs made seconds apart on a shared, noisy machine; the medians are the
+Steps 2 to 4 are repeated `--rounds` times on the same control plane, so each ratio
+compares runs made seconds apart on a shared, noisy machine; the medians are the
 headline figures (single rounds have ranged from 0.5 to 1.5 on a 2-core VM, hence
 six). Even the medians move with the machine's load: the operator's start-up (~0.5 s
 of imports and listing the cluster before its first bind) is a fixed cost, and a busy
@@ -35,23 +40,23 @@ rises with load (the same code: 0.68 with raw binds at 1,000-1,300 pods/s, 0.82 
 The operator's peak RSS is read from /proc (VmHWM) before it is stopped; its
 sessions run in forked children, whose highest peak RSS it reports in its /metrics.
 Both phases start on equal terms:
-- Every other round runs the end-to-end phase first, so that an even number of rounds
-  runs each order equally often. The API server keeps every pod event of the last
-  minutes in its watch cache, so whichever phase runs second works with a larger heap;
-  always running the same one second would tilt the comparison.
+- Each round starts the order of the phases one later than the round before, so that
+  six rounds run each phase in each position twice. The API server keeps every pod
+  event of the last minutes in its watch cache, so a phase that runs later works with
+  a larger heap; always running the same one last would tilt the comparison.
 - Before each phase the API server collects its heap (Go's GC, through the profiling
   endpoint) and goes quiet. Whether a collection of that heap (1-2 GB after a few
   rounds) fell inside a phase was the largest difference between rounds: phases
   without one spent 0.9-1.2 ms of control-plane CPU per pod, phases with one or two
-  1.3-1.8 ms. This way neither phase pays for garbage the other one made.
+  1.3-1.8 ms. This way no phase pays for garbage another one made.
 Each phase reports its CPU milliseconds per pod, read from /proc: the control plane's,
 and the client's (raw: the bench's binder and watch; end to end: the operator from its
-start with its session processes, and the bench's watch). The API server shares the
-machine's cores with the client, so client CPU per pod is where the end-to-end rate
-goes, and it raises the control plane's figure too: on 2 cores, raw binds beside a
-process busy 40 % of the time took 24-36 % longer, and the control plane spent 0.1 to
-0.4 ms more per pod on the same requests (3 interleaved pairs). It also reports how
-many garbage collections the API server ran in the phase.
+start with its session processes, and the bench's watch; the floor likewise). The API
+server shares the machine's cores with the client, so client CPU per pod is where the
+end-to-end rate goes, and it raises the control plane's figure too: on 2 cores, raw
+binds beside a process busy 40 % of the time took 24-36 % longer, and the control
+plane spent 0.1 to 0.4 ms more per pod on the same requests (3 interleaved pairs). It
+also reports how many garbage collections the API server ran in the phase.
 The package's bytecode is compiled first, as the image build does, so that the operator's
 start is not charged for compiling its own source.
 """
@@ -71,7 +76,8 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -86,6 +92,7 @@ from batchsched.testing import ControlPlane, find_assets
 from batchsched.testing.objects import load_manifests, node, pod, pod_group
 
 REPO = Path(__file__).resolve().parents[1]
+FLOOR = REPO / "bench" / "floor.py"
 SCHEDULER = "batch-scheduler"
 NOBODY = "no-scheduler"
 POD_REQUESTS = {"cpu": "1", "memory": "1Gi"}
@@ -342,29 +349,116 @@ def peak_rss_mb(pid: int) -> float:
 
 def start_operator(kubeconfig: Path, log: Path, metrics_port: int) -> subprocess.Popen[bytes]:
     command = Path(sys.executable).parent / "batchsched"
+    args = ["run", "--kubeconfig", str(kubeconfig), f"--metrics-port={metrics_port}"]
+    return spawn([str(command), *args], log)
+
+
+def start_floor(
+    kubeconfig: Path, log: Path, namespace: str, concurrency: int
+) -> subprocess.Popen[bytes]:
+    args = ["--kubeconfig", str(kubeconfig), "--namespace", namespace]
+    return spawn([sys.executable, str(FLOOR), *args, f"--concurrency={concurrency}"], log)
+
+
+def spawn(command: list[str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
-        return subprocess.Popen(
-            [
-                str(command),
-                "run",
-                "--kubeconfig",
-                str(kubeconfig),
-                f"--metrics-port={metrics_port}",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A phase run by a process of its own, timed until the bench's watch saw every pod
+    bound; the process still runs."""
+
+    process: subprocess.Popen[bytes]
+    started_wall: float
+    seconds: float
+    bound: dict[str, float]
+    first_bind_after_seconds: float
+    cpu_ms_per_pod: JSON
+    api_server_collections: int
+
+    def summary(self) -> JSON:
+        pods = len(self.bound)
+        return {
+            "seconds": round(self.seconds, 3),
+            "pods_per_second": round(pods / self.seconds, 1),
+            "first_bind_after_seconds": round(self.first_bind_after_seconds, 3),
+            "cpu_ms_per_pod": self.cpu_ms_per_pod,
+            "api_server_collections": self.api_server_collections,
+        }
+
+
+@contextlib.asynccontextmanager
+async def timed_process(
+    api: Api,
+    namespace: str,
+    pods: int,
+    start: Callable[[], subprocess.Popen[bytes]],
+    *,
+    name: str,
+    server: list[int],
+    timeout: float,
+) -> AsyncIterator[Timed]:
+    """Start the process on a quiet control plane and time it; stops it on leaving."""
+    bound: dict[str, float] = {}
+    done = asyncio.Event()
+    watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
+    await asyncio.sleep(1.0)  # the watch is established before the process starts
+    collections = await settle(api, server)
+    processes = {"control_plane": server, "bench_watch": [os.getpid()]}
+    cpu_before = {**cpu_seconds(processes), name: 0.0}
+    started, started_wall = time.monotonic(), time.time()
+    process = start()
+    try:
+        await asyncio.wait_for(_until_done(done, process, name), timeout)
+        finished = time.monotonic()
+        processes[name] = [process.pid]
+        yield Timed(
+            process=process,
+            started_wall=started_wall,
+            seconds=finished - started,
+            bound=bound,
+            first_bind_after_seconds=min(bound.values()) - started,
+            cpu_ms_per_pod=cpu_ms_per_pod(cpu_before, cpu_seconds(processes), pods),
+            api_server_collections=await collections_so_far(api) - collections,
         )
+    finally:
+        watcher.cancel()
+        process.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(process.wait, 30)
 
 
-async def _until_done(done: asyncio.Event, operator: subprocess.Popen[bytes]) -> None:
+async def _until_done(done: asyncio.Event, process: subprocess.Popen[bytes], name: str) -> None:
     """Returns the moment `done` is set (a poll of its own would stop the clock up to a
-    poll late, which the raw phase is not), checking the operator is alive meanwhile."""
+    poll late, which the raw phase is not), checking the process is alive meanwhile."""
     while not done.is_set():
-        if operator.poll() is not None:
-            raise RuntimeError(f"the operator exited with code {operator.returncode}")
+        if process.poll() is not None:
+            raise RuntimeError(f"the {name} exited with code {process.returncode}")
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(0.1):
                 await done.wait()
+
+
+async def list_watch_floor(
+    api: Api,
+    kubeconfig: Path,
+    args: argparse.Namespace,
+    log: Path,
+    *,
+    namespace: str,
+    server: list[int],
+) -> JSON:
+    """The same pods, bound by bench/floor.py: listing and watching, deciding nothing."""
+    await create_namespace(api, namespace)
+    await create_pods(api, namespace, pod_manifests(args.pods, 1, NOBODY))
+    start = partial(start_floor, kubeconfig, log, namespace, args.concurrency)
+    async with timed_process(
+        api, namespace, args.pods, start, name="floor", server=server, timeout=args.timeout
+    ) as timed:
+        pass
+    await delete_pods(api, namespace, args.pods)
+    return timed.summary()
 
 
 async def end_to_end(
@@ -381,51 +475,32 @@ async def end_to_end(
     await create_namespace(api, namespace)
     await create_groups(api, namespace, pods, gang)
     created = await create_pods(api, namespace, pod_manifests(pods, gang, SCHEDULER))
-    bound: dict[str, float] = {}
-    done = asyncio.Event()
-    watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
-    await asyncio.sleep(1.0)  # the watch is established before the operator starts
-    collections = await settle(api, server)
-    processes = {"control_plane": server, "bench_watch": [os.getpid()]}
-    cpu_before = {**cpu_seconds(processes), "operator": 0.0}
-    started, started_wall = time.monotonic(), time.time()
     port = free_port()
-    operator = start_operator(kubeconfig, log, metrics_port=port)
-    try:
-        await asyncio.wait_for(_until_done(done, operator), args.timeout)
-        finished = time.monotonic()
-        processes["operator"] = [operator.pid]
-        cpu = cpu_ms_per_pod(cpu_before, cpu_seconds(processes), pods)
-        collections = await collections_so_far(api) - collections
-        synced = synced_after(log, started_wall)
+    start = partial(start_operator, kubeconfig, log, port)
+    async with timed_process(
+        api, namespace, pods, start, name="operator", server=server, timeout=args.timeout
+    ) as timed:
+        synced = synced_after(log, timed.started_wall)
         steady = await steady_state(api, port, args.steady_gangs, gang) if last else None
-        rss = peak_rss_mb(operator.pid)
+        rss = peak_rss_mb(timed.process.pid)
         metrics = await asyncio.to_thread(scrape, port)
         session_rss = round(metrics["batchsched_session_peak_rss_bytes"] / 2**20, 1)
-    finally:
-        watcher.cancel()
-        operator.send_signal(signal.SIGTERM)
-        await asyncio.to_thread(operator.wait, 30)
     await delete_pods(api, namespace, pods)
     # Their groups too: later rounds' operators would otherwise list and carry them all.
     await api.request("DELETE", f"/apis/{OUR_API}/namespaces/{namespace}/podgroups")
-    seconds = finished - started
-    latencies = sorted(bound[name] - created[name] for name in bound)
+    latencies = sorted(timed.bound[name] - created[name] for name in timed.bound)
     quantiles = statistics.quantiles(latencies, n=100)
-    first = min(bound.values()) - started
+    first = timed.first_bind_after_seconds
+    summary = timed.summary()
     return {
-        "seconds": round(seconds, 3),
-        "pods_per_second": round(pods / seconds, 1),
+        **summary,
         "synced_after_seconds": round(synced, 3),
-        "pods_per_second_once_synced": round(pods / (seconds - synced), 1),
-        "first_bind_after_seconds": round(first, 3),
-        "bind_phase_pods_per_second": round(pods / (finished - started - first), 1),
+        "pods_per_second_once_synced": round(pods / (timed.seconds - synced), 1),
+        "bind_phase_pods_per_second": round(pods / (timed.seconds - first), 1),
         "latency_p50_seconds": round(quantiles[49], 3),
         "latency_p99_seconds": round(quantiles[98], 3),
         "scheduler_peak_rss_mb": rss,
         "session_peak_rss_mb": session_rss,
-        "cpu_ms_per_pod": cpu,
-        "api_server_collections": collections,
         **({"caught_up": steady} if steady else {}),
     }
 
@@ -517,17 +592,30 @@ async def run(args: argparse.Namespace) -> JSON:
                         last=index == args.rounds - 1,
                         server=plane.pids,
                     ),
+                    "list_watch_floor": partial(
+                        list_watch_floor,
+                        api,
+                        plane.kubeconfig,
+                        args,
+                        log,
+                        namespace=f"floor-{index}",
+                        server=plane.pids,
+                    ),
                 }
-                order = list(phases)[:: -1 if index % 2 else 1]
+                names = list(phases)
+                order = names[index % 3 :] + names[: index % 3]
                 done = {name: await phases[name]() for name in order}
-                raw, e2e = done["raw_bind"], done["end_to_end"]
+                raw, e2e, floor = (done[name] for name in names)
                 rounds.append(
                     {
-                        "first": order[0],
+                        "order": order,
                         "raw_bind": raw,
                         "end_to_end": e2e,
+                        "list_watch_floor": floor,
                         "ratio_to_raw": ratio(e2e["pods_per_second"], raw),
                         "ratio_to_raw_once_synced": ratio(e2e["pods_per_second_once_synced"], raw),
+                        "floor_ratio_to_raw": ratio(floor["pods_per_second"], raw),
+                        "ratio_to_floor": ratio(e2e["pods_per_second"], floor),
                     }
                 )
         except Exception:
@@ -544,7 +632,12 @@ async def run(args: argparse.Namespace) -> JSON:
         "rounds": rounds,
         "median": {
             key: round(statistics.median(r[key] for r in rounds), 3)
-            for key in ("ratio_to_raw", "ratio_to_raw_once_synced")
+            for key in (
+                "ratio_to_raw",
+                "ratio_to_raw_once_synced",
+                "floor_ratio_to_raw",
+                "ratio_to_floor",
+            )
         },
         **{
             key: max(r["end_to_end"][key] for r in rounds)
@@ -554,8 +647,8 @@ async def run(args: argparse.Namespace) -> JSON:
     }
 
 
-def ratio(pods_per_second: float, raw: JSON) -> float:
-    return round(pods_per_second / float(raw["pods_per_second"]), 3)
+def ratio(pods_per_second: float, baseline: JSON) -> float:
+    return round(pods_per_second / float(baseline["pods_per_second"]), 3)
 
 
 def main() -> None:
@@ -566,7 +659,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64, help="raw binds in flight")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--steady-gangs", type=int, default=10, help="gangs arriving after")
-    parser.add_argument("--rounds", type=int, default=6, help="raw + end-to-end pairs")
+    parser.add_argument("--rounds", type=int, default=6, help="times the three phases run")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args)), indent=2))
 

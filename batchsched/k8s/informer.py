@@ -19,14 +19,12 @@ from collections.abc import AsyncGenerator
 from urllib.parse import urlencode
 
 from batchsched.k8s.client import JSON, TRANSPORT_ERRORS, Api, ApiError, backoff, decode
+from batchsched.k8s.pages import PAGE, continue_token
 from batchsched.k8s.trim import without_managed_fields
 from batchsched.k8s.watch import Watch, Watched, key_of
 
 log = logging.getLogger(__name__)
 
-PAGE = 1000
-# A list's own metadata (resourceVersion, continue token, remaining count) fits in this.
-LIST_METADATA_BYTES = 4096
 # The server ends each watch after this long; it is then resumed where it stopped.
 WATCH_SECONDS = 300
 # A watch of a kind nobody changes can stay silent until the server ends it, bookmarks
@@ -147,26 +145,3 @@ class Informer:
             async for line in reply.lines():
                 if line.strip():
                     yield json.loads(without_managed_fields(line))
-
-
-def continue_token(data: bytes) -> str:
-    """A page's continue token, read from the list's own metadata alone; "" when it has
-    none, or when that metadata is not where the API server puts it: first for built-in
-    kinds, last for custom resources (whose keys come sorted, `items` before it)."""
-    key = data.find(b'"metadata":', 0, LIST_METADATA_BYTES)
-    # Only kind and apiVersion, which hold no braces, come before it.
-    last = key < 0 or data.count(b"{", 0, key) != 1
-    if last:
-        key = data.rfind(b'"metadata":', max(0, len(data) - LIST_METADATA_BYTES))
-        if key < 0:
-            return ""
-    start = key + len(b'"metadata":')
-    text = data[start : start + LIST_METADATA_BYTES].decode("utf-8", "replace")
-    try:
-        meta, end = json.JSONDecoder().raw_decode(text)
-    except ValueError:
-        return ""
-    if last and text[end:].strip() != "}":
-        return ""  # not the list's: something follows it
-    token = meta.get("continue") if isinstance(meta, dict) else None
-    return token if isinstance(token, str) else ""

@@ -3,7 +3,7 @@
 import json
 from typing import Any
 
-from batchsched.k8s.informer import LIST_METADATA_BYTES, continue_token
+from batchsched.k8s.pages import LIST_METADATA_BYTES, continue_token
 
 from ..builders import OUR_API
 
