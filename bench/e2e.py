@@ -2,10 +2,20 @@
 ceiling and the list-watch floor measured in the same run.
 
 Usage: python bench/e2e.py [--nodes 1000] [--pods 5000] [--gang 8] [--concurrency 64]
-                          [--rounds 6]
+                          [--rounds 6] [--control-plane-cpus 0|shared]
 Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
 
-1. A fresh etcd + kube-apiserver, N Ready nodes.
+1. A fresh etcd + kube-apiserver, N Ready nodes. The API server and etcd run on a CPU
+   of their own (the first; `--control-plane-cpus` names others, `shared` turns this
+   off), and the bench, the operator and the floor on the rest. That is how the
+   scheduler runs in a cluster: its Deployment runs on worker nodes (the control
+   plane's are tainted, and managed clusters keep theirs apart), so none of its CPU
+   comes out of the API server's. With every process sharing 2 cores, whatever a
+   client spends is charged twice, as its own time and again as the API server's
+   (raw binds beside a process busy 40 % of the time took 24-36 % longer, and the
+   control plane spent 0.1 to 0.4 ms more per pod on the same requests), and rounds
+   vary far more: raw rates of 930-1,741 pods/s within one run, against 1,127-1,210
+   with the control plane on one core of the same machine.
 2. Raw ceiling: P pods that no scheduler owns, bound to pre-chosen nodes by a plain
    async client with `--concurrency` requests in flight, timed until a watch has seen
    them all bound (as in 3); then deleted. The client is made as the phase starts, so
@@ -31,15 +41,18 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
    /metrics.
 Steps 2 to 4 are repeated `--rounds` times on the same control plane, so each ratio
 compares runs made seconds apart on a shared, noisy machine; the medians are the
-headline figures (single rounds have ranged from 0.5 to 1.5 on a 2-core VM, hence
-six). Even the medians move with the machine's load: the operator's start-up (~0.5 s
-of imports and listing the cluster before its first bind) is a fixed cost, and a busy
-machine slows the API server's binding more than it slows start-up, so the ratio
-rises with load (the same code: 0.68 with raw binds at 1,000-1,300 pods/s, 0.82 at
-720-870 pods/s, on one day). Compare versions in interleaved pairs, not by bench runs.
+headline figures (single rounds have ranged from 0.5 to 1.5 on a 2-core VM with the
+cores shared, 0.75 to 0.88 in a quiet run with the control plane on its own, hence
+six). Even the
+medians move with the machine's load: the operator's start-up (~0.5 s of imports and
+listing the cluster before its first bind) is a fixed cost, and a busy machine slows
+the API server's binding more than it slows start-up, so the ratio rises with load
+(with the cores shared, the same code gave 0.68 with raw binds at 1,000-1,300 pods/s
+and 0.82 at 720-870 pods/s on one day). Compare versions in interleaved pairs, not by
+bench runs.
 The operator's peak RSS is read from /proc (VmHWM) before it is stopped; its
 sessions run in forked children, whose highest peak RSS it reports in its /metrics.
-Both phases start on equal terms:
+All phases start on equal terms:
 - Each round starts the order of the phases one later than the round before, so that
   six rounds run each phase in each position twice. The API server keeps every pod
   event of the last minutes in its watch cache, so a phase that runs later works with
@@ -51,12 +64,8 @@ Both phases start on equal terms:
   1.3-1.8 ms. This way no phase pays for garbage another one made.
 Each phase reports its CPU milliseconds per pod, read from /proc: the control plane's,
 and the client's (raw: the bench's binder and watch; end to end: the operator from its
-start with its session processes, and the bench's watch; the floor likewise). The API
-server shares the machine's cores with the client, so client CPU per pod is where the
-end-to-end rate goes, and it raises the control plane's figure too: on 2 cores, raw
-binds beside a process busy 40 % of the time took 24-36 % longer, and the control
-plane spent 0.1 to 0.4 ms more per pod on the same requests (3 interleaved pairs). It
-also reports how many garbage collections the API server ran in the phase.
+start with its session processes, and the bench's watch; the floor likewise), and
+how many garbage collections the API server ran in the phase.
 The package's bytecode is compiled first, as the image build does, so that the operator's
 start is not charged for compiling its own source.
 """
@@ -559,11 +568,38 @@ async def steady_state(api: Api, port: int, gangs: int, gang: int) -> JSON:
     }
 
 
+def control_plane_cpus(chosen: set[int] | None) -> set[int]:
+    """The CPUs to give the control plane: as chosen, else the first if there are more."""
+    if chosen is not None:
+        return chosen
+    allowed = sorted(os.sched_getaffinity(0))
+    return {allowed[0]} if len(allowed) > 1 else set()
+
+
+def pin(control_plane: list[int], cpus: set[int]) -> None:
+    """The control plane's processes (every thread) on `cpus`, this one on the rest; the
+    processes it starts from now on inherit that."""
+    allowed = os.sched_getaffinity(0)
+    rest = allowed - cpus
+    if not cpus <= allowed or not rest:
+        raise SystemExit(
+            f"--control-plane-cpus: {sorted(cpus)} must be some of {sorted(allowed)}, "
+            "leaving at least one for the rest"
+        )
+    for pid in control_plane:
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(thread), cpus)
+    os.sched_setaffinity(0, rest)
+
+
 async def run(args: argparse.Namespace) -> JSON:
     compileall.compile_dir(REPO / "batchsched", quiet=1)
     crds = load_manifests(REPO / "crds")
     plane = await asyncio.to_thread(ControlPlane.start, find_assets(), crds=crds)
     with plane, tempfile.TemporaryDirectory() as scratch:
+        cpus = control_plane_cpus(args.control_plane_cpus)
+        if cpus:
+            pin(plane.pids, cpus)
         credentials = load_credentials(str(plane.kubeconfig))
         api = Api(credentials, connections=256, timeout=120)
         log = Path(scratch) / "operator.log"
@@ -629,6 +665,7 @@ async def run(args: argparse.Namespace) -> JSON:
         "pods": args.pods,
         "gang": args.gang,
         "cpus": os.cpu_count(),
+        "control_plane_cpus": sorted(cpus) or "shared",
         "rounds": rounds,
         "median": {
             key: round(statistics.median(r[key] for r in rounds), 3)
@@ -651,6 +688,15 @@ def ratio(pods_per_second: float, baseline: JSON) -> float:
     return round(pods_per_second / float(baseline["pods_per_second"]), 3)
 
 
+def cpu_set(text: str) -> set[int]:
+    if text == "shared":
+        return set()
+    try:
+        return {int(cpu) for cpu in text.split(",")}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of CPU numbers: {text!r}") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--nodes", type=int, default=1000)
@@ -660,6 +706,13 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--steady-gangs", type=int, default=10, help="gangs arriving after")
     parser.add_argument("--rounds", type=int, default=6, help="times the three phases run")
+    parser.add_argument(
+        "--control-plane-cpus",
+        type=cpu_set,
+        metavar="0[,1...]|shared",
+        help="CPUs for the API server and etcd, the rest for everything else (default: "
+        "the first CPU if there are more); shared: every process on every CPU",
+    )
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args)), indent=2))
 
