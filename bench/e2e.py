@@ -11,11 +11,9 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
    scheduler runs in a cluster: its Deployment runs on worker nodes (the control
    plane's are tainted, and managed clusters keep theirs apart), so none of its CPU
    comes out of the API server's. With every process sharing 2 cores, whatever a
-   client spends is charged twice, as its own time and again as the API server's
-   (raw binds beside a process busy 40 % of the time took 24-36 % longer, and the
-   control plane spent 0.1 to 0.4 ms more per pod on the same requests), and rounds
-   vary far more: raw rates of 930-1,741 pods/s within one run, against 1,127-1,210
-   with the control plane on one core of the same machine.
+   client spends is charged twice, as its own time and again as the API server's:
+   raw binds beside a process busy 40 % of the time took 24-36 % longer, and the
+   control plane spent 0.1 to 0.4 ms more per pod on the same requests.
 2. Raw ceiling: P pods that no scheduler owns, bound to pre-chosen nodes by a plain
    async client with `--concurrency` requests in flight, timed until a watch has seen
    them all bound (as in 3); then deleted. The client is made as the phase starts, so
@@ -41,15 +39,14 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
    /metrics.
 Steps 2 to 4 are repeated `--rounds` times on the same control plane, so each ratio
 compares runs made seconds apart on a shared, noisy machine; the medians are the
-headline figures (single rounds have ranged from 0.5 to 1.5 on a 2-core VM with the
-cores shared, 0.75 to 0.88 in a quiet run with the control plane on its own, hence
-six). Even the
-medians move with the machine's load: the operator's start-up (~0.5 s of imports and
-listing the cluster before its first bind) is a fixed cost, and a busy machine slows
-the API server's binding more than it slows start-up, so the ratio rises with load
-(with the cores shared, the same code gave 0.68 with raw binds at 1,000-1,300 pods/s
-and 0.82 at 720-870 pods/s on one day). Compare versions in interleaved pairs, not by
-bench runs.
+headline figures (single rounds have ranged from 0.5 to 1.5 on a 2-core VM, hence
+six). Even the medians move with the machine's load by more than the margins that
+matter: with the control plane on its own core, the same code gave 0.821, 0.825 and
+0.779 in three runs on one day. With the cores shared, a busy machine slowed the API
+server's binding more than the operator's start-up (~0.5 s of imports and listing
+the cluster before its first bind, a fixed cost), so the ratio rose with load: 0.68
+with raw binds at 1,000-1,300 pods/s, 0.82 at 720-870 pods/s, on one day. Compare
+versions in interleaved pairs, not by bench runs.
 The operator's peak RSS is read from /proc (VmHWM) before it is stopped; its
 sessions run in forked children, whose highest peak RSS it reports in its /metrics.
 All phases start on equal terms:
@@ -500,9 +497,8 @@ async def end_to_end(
     latencies = sorted(timed.bound[name] - created[name] for name in timed.bound)
     quantiles = statistics.quantiles(latencies, n=100)
     first = timed.first_bind_after_seconds
-    summary = timed.summary()
     return {
-        **summary,
+        **timed.summary(),
         "synced_after_seconds": round(synced, 3),
         "pods_per_second_once_synced": round(pods / (timed.seconds - synced), 1),
         "bind_phase_pods_per_second": round(pods / (timed.seconds - first), 1),
