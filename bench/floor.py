@@ -4,9 +4,8 @@ Usage: python bench/floor.py --kubeconfig FILE --namespace NS [--concurrency 64]
 Started by bench/e2e.py as it starts the operator, and timed the same way.
 
 It does what no scheduler can skip, and nothing else: start Python, list every node
-and every pod (pages of 1,000, each asked for as the previous one arrives, as the
-operator's informers do), watch every pod from the list's version on, decoding each
-event, and bind each of the namespace's pods that has no node to the nodes in turn,
+and every pod (with the informers' own page reader, batchsched/k8s/pages.py), watch
+every pod from the list's version on, decoding each event, and bind each of the namespace's pods that has no node to the nodes in turn,
 `--concurrency` at a time, with the operator's client and protobuf Binding bodies. It
 decides nothing, keeps no cache and writes no status. The end-to-end phase's ratio to
 this phase is what the scheduler itself costs; this phase's ratio to the raw ceiling
@@ -18,13 +17,14 @@ It runs until SIGTERM.
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 from urllib.parse import urlencode
 
 from batchsched.k8s.client import JSON, Api
 from batchsched.k8s.credentials import load_credentials
-from batchsched.k8s.pages import PAGE, continue_token
+from batchsched.k8s.pages import read_pages
 from batchsched.k8s.protobuf import PROTOBUF
 from batchsched.k8s.trim import without_managed_fields
 
@@ -33,30 +33,23 @@ WATCH_SILENCE_SECONDS = 600.0
 
 
 async def list_all(api: Api, path: str) -> tuple[list[JSON], str]:
-    """Every object at `path`, and the list's resourceVersion."""
+    """Every object at `path`, and the list's resourceVersion, read as informers read."""
     items: list[JSON] = []
-    data = await api.get_raw(f"{path}?limit={PAGE}")
-    while True:
-        token = continue_token(data)
-        query = urlencode({"limit": PAGE, "continue": token})
-        following = asyncio.create_task(api.get_raw(f"{path}?{query}")) if token else None
-        await asyncio.sleep(0)  # lets the request go out before decoding
-        page = json.loads(without_managed_fields(data))
-        items.extend(page["items"])
-        if following is None:
-            return items, str(page["metadata"]["resourceVersion"])
-        data = await following
+    version = ""
+    async with contextlib.aclosing(read_pages(api, path)) as pages:
+        async for page in pages:
+            items.extend(page["items"])
+            version = str(page["metadata"]["resourceVersion"])
+    return items, version
 
 
-async def watch_pods(api: Api, version: str, nodes_of: dict[str, str | None]) -> None:
-    """Every pod event from `version` on, decoded; each pod's node is kept."""
+async def watch_pods(api: Api, version: str) -> None:
+    """Every pod event from `version` on, decoded and dropped."""
     query = urlencode({"watch": "true", "resourceVersion": version})
     async with api.stream(f"/api/v1/pods?{query}", silence=WATCH_SILENCE_SECONDS) as reply:
         async for line in reply.lines():
             if line.strip():
-                pod = json.loads(without_managed_fields(line))["object"]
-                meta = pod["metadata"]
-                nodes_of[f"{meta['namespace']}/{meta['name']}"] = pod["spec"].get("nodeName")
+                json.loads(without_managed_fields(line))
 
 
 async def bind(
@@ -96,7 +89,7 @@ async def run(args: argparse.Namespace) -> None:
         )
         async with asyncio.TaskGroup() as tasks:
             jobs = [
-                tasks.create_task(watch_pods(api, version, {})),
+                tasks.create_task(watch_pods(api, version)),
                 tasks.create_task(bind(api, nodes, pods, args.namespace, args.concurrency)),
             ]
             await stop.wait()

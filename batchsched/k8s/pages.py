@@ -1,7 +1,20 @@
-"""Listing in pages: the page size, and a page's continue token read before the page is
-decoded, so that the next page can be asked for while this one is (informer.py)."""
+"""Listing a kind in pages, each asked for while the one before is decoded.
 
+Pages bound the memory a large cluster costs. The next page is asked for as soon as
+this one has arrived, before it is decoded (its continue token is read from the list's
+own metadata alone), so the API server prepares it while this one is decoded and
+applied. In paired runs, listing 5,000 pods took 0.20-0.32 s this way and 0.29-0.51 s
+asking afterwards. Pages lose their managedFields before they are decoded, not after:
+a pod's managedFields take nearly as long to decode as the rest of it.
+"""
+
+import asyncio
 import json
+from collections.abc import AsyncGenerator
+from urllib.parse import urlencode
+
+from batchsched.k8s.client import JSON, Api, decode
+from batchsched.k8s.trim import without_managed_fields
 
 PAGE = 1000
 # A list's own metadata (resourceVersion, continue token, remaining count) fits in this.
@@ -29,3 +42,30 @@ def continue_token(data: bytes) -> str:
         return ""  # not the list's: something follows it
     token = meta.get("continue") if isinstance(meta, dict) else None
     return token if isinstance(token, str) else ""
+
+
+async def read_pages(api: Api, path: str) -> AsyncGenerator[JSON, None]:
+    """Each page of the list at `path`, decoded. Close it (contextlib.aclosing) when
+    leaving early, so that a page asked for ahead is not left in flight."""
+    data = await _page(api, path, "")
+    while True:
+        token = continue_token(data)
+        following = asyncio.create_task(_page(api, path, token)) if token else None
+        try:
+            if following is not None:
+                await asyncio.sleep(0)  # lets the request go out before decoding
+            page = decode(without_managed_fields(data))
+            yield page
+        except BaseException:
+            if following is not None:
+                following.cancel()
+            raise
+        remaining = page["metadata"].get("continue")
+        if not remaining:
+            return
+        data = await (following or _page(api, path, remaining))
+
+
+async def _page(api: Api, path: str, token: str) -> bytes:
+    query = {"limit": PAGE, **({"continue": token} if token else {})}
+    return await api.get_raw(f"{path}?{urlencode(query)}")

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from batchsched.cache.cluster import ClusterCache
-from batchsched.k8s import informer
+from batchsched.k8s import pages
 from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.informer import Informer
@@ -310,15 +310,15 @@ async def test_a_kind_is_listed_page_by_page_each_page_asked_for_once(
     path = f"/apis/{API_VERSION}/namespaces/{namespace}/podgroups"
     for index in range(5):
         kube.post(path, pod_group(f"g{index}", index + 1, api_version=API_VERSION)).expect(201)
-    monkeypatch.setattr(informer, "PAGE", 2)
+    monkeypatch.setattr(pages, "PAGE", 2)
     asked: list[str] = []
-    page = Informer._page
+    page = pages._page
 
-    async def spy(self: Informer, token: str) -> bytes:
+    async def spy(api: Api, path: str, token: str) -> bytes:
         asked.append(token)
-        return await page(self, token)
+        return await page(api, path, token)
 
-    monkeypatch.setattr(Informer, "_page", spy)
+    monkeypatch.setattr(pages, "_page", spy)
     api = api_via(control_plane.server)
     try:
         async with informing(api, [PODGROUPS]) as watch:
