@@ -5,12 +5,12 @@ Started by bench/e2e.py as it starts the operator, and timed the same way.
 
 It does what no scheduler can skip, and nothing else: start Python, list every node
 and every pod (with the informers' own page reader, batchsched/k8s/pages.py), watch
-every pod from the list's version on, decoding each event, and bind each of the namespace's pods that has no node to the nodes in turn,
-`--concurrency` at a time, with the operator's client and protobuf Binding bodies. It
-decides nothing, keeps no cache and writes no status. The end-to-end phase's ratio to
-this phase is what the scheduler itself costs; this phase's ratio to the raw ceiling
-is what listing and watching cost on the machine the bench runs on, which no scheduler
-can win back.
+every pod from the list's version on, decoding each event, and bind each of the
+namespace's pods that has no node to the nodes in turn, `--concurrency` at a time,
+with the operator's client and protobuf Binding bodies. It decides nothing, keeps no
+cache and writes no status. The end-to-end phase's ratio to this phase is what the
+scheduler itself costs; this phase's ratio to the raw ceiling is what listing and
+watching cost on the machine the bench runs on, which no scheduler can win back.
 
 It runs until SIGTERM.
 """
