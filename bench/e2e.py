@@ -43,10 +43,10 @@ headline figures (single rounds have ranged from 0.5 to 1.5 on a 2-core VM, henc
 six). Even the medians move with the machine's load by more than the margins that
 matter: with the control plane on its own core, the same code gave 0.821, 0.825 and
 0.779 in three runs on one day, and 0.889, 0.779 and 0.863 on another, while the floor
-went from 0.87 to 0.94 of the ceiling. With the cores shared, a busy machine slowed the API
-server's binding more than the operator's start-up (~0.5 s of imports and listing
-the cluster before its first bind, a fixed cost), so the ratio rose with load: 0.68
-with raw binds at 1,000-1,300 pods/s, 0.82 at 720-870 pods/s, on one day. Compare
+went from 0.87 to 0.94 of the ceiling. With the cores shared, a busy machine slowed
+the API server's binding more than the operator's start-up (~0.5 s of imports and
+listing the cluster before its first bind, a fixed cost), so the ratio rose with load:
+0.68 with raw binds at 1,000-1,300 pods/s, 0.82 at 720-870 pods/s, on one day. Compare
 versions in interleaved pairs, not by bench runs.
 The operator's peak RSS is read from /proc (VmHWM) before it is stopped; its
 sessions run in forked children, whose highest peak RSS it reports in its /metrics.
