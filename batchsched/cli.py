@@ -4,11 +4,14 @@ import argparse
 import asyncio
 import json
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from batchsched.api.errors import InvalidObject
+from batchsched.api.groups import parse_duration
 from batchsched.framework.config import SchedulerConfig, default_config, load_config
 from batchsched.sim import openb
 from batchsched.sim.loader import UnreadableInput, load_files
@@ -17,23 +20,20 @@ from batchsched.sim.replay import Progress, replay, replay_table
 from batchsched.sim.report import to_json, to_table
 from batchsched.sim.simulator import simulate
 
+if TYPE_CHECKING:
+    from batchsched.k8s.operator import LeaderTiming
+
 EXIT_BAD_INPUT = 2
+# kube-scheduler's leader-election flags and client-go's defaults for them.
+LEADER_TIMING_FLAGS = {
+    "lease_seconds": ("--leader-elect-lease-duration", "15s"),
+    "renew_seconds": ("--leader-elect-renew-deadline", "10s"),
+    "retry_seconds": ("--leader-elect-retry-period", "2s"),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="batchsched", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    sim = commands.add_parser("simulate", help="schedule Kubernetes YAML on an in-memory cluster")
-    sim.add_argument("-f", "--filename", action="append", required=True, dest="files")
-    sim.add_argument("--config", help="scheduler configuration YAML")
-    sim.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    run = commands.add_parser("run", help="schedule pods on a Kubernetes cluster")
-    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
-    run.add_argument("--config", help="scheduler configuration YAML")
-    run.add_argument("--metrics-port", type=int, default=8080, help="0 turns the server off")
-    run.add_argument("--leader-elect", action="store_true", help="hold a Lease to schedule")
-    add_replay_parser(commands)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.command == "run":
         return run_operator(args)
     if args.command == "replay":
@@ -56,6 +56,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="batchsched", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    sim = commands.add_parser("simulate", help="schedule Kubernetes YAML on an in-memory cluster")
+    sim.add_argument("-f", "--filename", action="append", required=True, dest="files")
+    sim.add_argument("--config", help="scheduler configuration YAML")
+    sim.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    run = commands.add_parser("run", help="schedule pods on a Kubernetes cluster")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
+    run.add_argument("--config", help="scheduler configuration YAML")
+    run.add_argument("--metrics-port", type=int, default=8080, help="0 turns the server off")
+    run.add_argument("--leader-elect", action="store_true", help="hold a Lease to schedule")
+    for field, (flag, default) in LEADER_TIMING_FLAGS.items():
+        run.add_argument(flag, dest=field, metavar="DURATION", help=f"default {default}")
+    add_replay_parser(commands)
+    return parser
+
+
 def run_operator(args: argparse.Namespace) -> int:
     """The operator's modules are imported here only, so `simulate` starts fast."""
     from batchsched.k8s.credentials import CredentialsError
@@ -63,13 +81,19 @@ def run_operator(args: argparse.Namespace) -> int:
 
     try:
         config = read_config(args.config)
+        options = Options(
+            args.kubeconfig,
+            config,
+            args.metrics_port,
+            args.leader_elect,
+            leader_timing(args),
+        )
     except (UnreadableInput, InvalidObject) as error:
         print(f"batchsched: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    options = Options(args.kubeconfig, config, args.metrics_port, args.leader_elect)
     # Credentials are read before any task starts, so an unusable kubeconfig arrives
     # here as itself rather than inside a task group's ExceptionGroup.
     try:
@@ -78,6 +102,36 @@ def run_operator(args: argparse.Namespace) -> int:
         print(f"batchsched: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return 0
+
+
+def leader_timing(args: argparse.Namespace) -> "LeaderTiming":
+    """The three timing flags as durations ("15s", "500ms" or bare seconds like "4").
+
+    They mean nothing without `--leader-elect`, so giving them alone is refused rather
+    than ignored. The lease duration is whole seconds, as the Lease object stores it.
+    """
+    from batchsched.k8s.operator import LeaderTiming
+
+    given = {field: getattr(args, field) for field in LEADER_TIMING_FLAGS}
+    if not args.leader_elect:
+        for field, raw in given.items():
+            if raw is not None:
+                raise InvalidObject(f"{LEADER_TIMING_FLAGS[field][0]} needs --leader-elect")
+    seconds: dict[str, float] = {}
+    for field, (flag, default) in LEADER_TIMING_FLAGS.items():
+        raw = default if given[field] is None else given[field]
+        bare = re.fullmatch(r"\d+(?:\.\d+)?", raw)
+        seconds[field] = parse_duration(float(raw) if bare else raw, where=flag)
+    if not seconds["lease_seconds"].is_integer():
+        raise InvalidObject(
+            f"--leader-elect-lease-duration: {seconds['lease_seconds']:g}s "
+            "is not a whole number of seconds"
+        )
+    return LeaderTiming(
+        lease_seconds=int(seconds["lease_seconds"]),
+        renew_seconds=seconds["renew_seconds"],
+        retry_seconds=seconds["retry_seconds"],
+    )
 
 
 def add_replay_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

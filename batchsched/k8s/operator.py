@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from batchsched.api.errors import InvalidObject
 from batchsched.cache.cluster import ClusterCache
 from batchsched.framework.config import SchedulerConfig
 from batchsched.k8s.binder import Binder
@@ -45,11 +46,42 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 
 
 @dataclass(frozen=True)
+class LeaderTiming:
+    """kube-scheduler's leader-election timings, checked as client-go checks them.
+
+    The holder must give up (renew deadline) before a standby may take over (lease
+    duration), and must get several tries (retry period) within its deadline; otherwise
+    two replicas could schedule at once. The Lease stores its duration in whole seconds.
+    """
+
+    lease_seconds: int = 15
+    renew_seconds: float = 10.0
+    retry_seconds: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.retry_seconds <= 0:
+            raise InvalidObject(
+                f"--leader-elect-retry-period: {self.retry_seconds:g}s must be positive"
+            )
+        if self.renew_seconds <= self.retry_seconds:
+            raise InvalidObject(
+                f"--leader-elect-renew-deadline: {self.renew_seconds:g}s must be longer "
+                f"than --leader-elect-retry-period ({self.retry_seconds:g}s)"
+            )
+        if self.lease_seconds <= self.renew_seconds:
+            raise InvalidObject(
+                f"--leader-elect-lease-duration: {self.lease_seconds:g}s must be longer "
+                f"than --leader-elect-renew-deadline ({self.renew_seconds:g}s)"
+            )
+
+
+@dataclass(frozen=True)
 class Options:
     kubeconfig: str | None
     config: SchedulerConfig
     metrics_port: int
     leader_elect: bool
+    leader_timing: LeaderTiming = LeaderTiming()
 
 
 class Stopped(Exception):
@@ -74,8 +106,15 @@ async def run(options: Options) -> None:
         cleanup.push_async_callback(api.close)
         leader = None
         if options.leader_elect:
+            timing = options.leader_timing
             leader = LeaderElection(
-                api, namespace=lease_namespace(), name=scheduler_name, identity=identity
+                api,
+                namespace=lease_namespace(),
+                name=scheduler_name,
+                identity=identity,
+                lease_seconds=timing.lease_seconds,
+                renew_seconds=timing.renew_seconds,
+                retry_seconds=timing.retry_seconds,
             )
             cleanup.push_async_callback(leader.release)
         leading = leader.leading if leader else lambda: True
