@@ -48,27 +48,36 @@ def scheduler_kubeconfig_fixture(
     control_plane: ControlPlane, kube: Kube, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Path]:
     """A kubeconfig holding a token of a ServiceAccount bound to the scheduler's
-    ClusterRole from manifests/rbac.yaml, under a name of its own so that the RBAC
-    tests can create the manifest's objects undisturbed."""
+    ClusterRole and lease Role from manifests/rbac.yaml, under names of their own so
+    that the RBAC tests can create the manifest's objects undisturbed.
+
+    The leader-election tests keep their Lease in each test's own namespace, which this
+    module-wide fixture cannot know: the lease Role's rules (its own lease by name, and
+    create) are granted as a ClusterRole here, in every namespace."""
     suffix = secrets.token_hex(3)
-    role = next(d for d in load_manifests(RBAC) if d["kind"] == "ClusterRole")
-    role["metadata"] = {"name": f"batchsched-test-{suffix}"}
     namespace = f"batchsched-test-{suffix}"
+    manifests = load_manifests(RBAC)
+    roles = [d for d in manifests if d["kind"] == "ClusterRole"]
+    roles += [{**d, "kind": "ClusterRole"} for d in manifests if d["kind"] == "Role"]
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "scheduler"}}
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": role["metadata"]["name"]},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": role["metadata"]["name"],
-        },
-        "subjects": [{"kind": "ServiceAccount", "name": "scheduler", "namespace": namespace}],
-    }
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     kube.create(account, namespace)
-    cluster_scoped = [kube.create(role), kube.create(binding)]
+    cluster_scoped = []
+    for index, role in enumerate(roles):
+        name = f"batchsched-test-{suffix}-{index}"
+        role["metadata"] = {"name": name}
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "scheduler", "namespace": namespace}],
+        }
+        cluster_scoped += [kube.create(role), kube.create(binding)]
     request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
     token = kube.post(
         f"/api/v1/namespaces/{namespace}/serviceaccounts/scheduler/token", request

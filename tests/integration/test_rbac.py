@@ -1,5 +1,6 @@
-"""The scheduler's ClusterRole from manifests/, enforced by the API server's RBAC:
-a token bound only to it can do the scheduler's work and nothing more."""
+"""The scheduler's ClusterRole and lease Role from manifests/, enforced by the API
+server's RBAC: a token bound only to them can do the scheduler's work and nothing more,
+and of all Leases it can write only its own."""
 
 from __future__ import annotations
 
@@ -15,8 +16,18 @@ from batchsched.testing.objects import load_manifests, node, pod, pod_group
 pytestmark = pytest.mark.integration
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
-RBAC_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+RBAC_KINDS = (
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+)
 ROLE_NAME = "batchsched"
+# The Lease is named after the scheduler (operator.py), as configured in the ConfigMap.
+LEASE_NAME = "batch-scheduler"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 FOREIGN_GROUPS = (
     "scheduling.incubator.k8s.io",
     "scheduling.sigs.k8s.io",
@@ -130,7 +141,8 @@ NEEDED = [
     ],
     *[("patch", "scheduling.batchsched.io", res) for res in ("podgroups/status", "queues/status")],
     *[(verb, group, "podgroups") for group in FOREIGN_GROUPS for verb in ("list", "watch")],
-    *[(verb, "coordination.k8s.io", "leases") for verb in ("get", "create", "update")],
+    ("create", "authentication.k8s.io", "tokenreviews"),
+    ("create", "authorization.k8s.io", "subjectaccessreviews"),
 ]
 
 NOT_NEEDED = [
@@ -160,7 +172,8 @@ NOT_NEEDED = [
     ("update", "scheduling.x-k8s.io", "podgroups/status"),
     ("create", "scheduling.k8s.io", "priorityclasses"),
     ("create", "apiextensions.k8s.io", "customresourcedefinitions"),
-    ("list", "coordination.k8s.io", "leases"),
+    # Leases only in the scheduler's own namespace (test_lease_access), not this one.
+    *[(verb, "coordination.k8s.io", "leases") for verb in ("get", "create", "update", "list")],
     ("delete", "coordination.k8s.io", "leases"),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings"),
     ("impersonate", "", "users"),
@@ -257,19 +270,65 @@ def test_scheduler_requests_succeed(
     }
     scheduler.post(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", new_event).expect(201)
 
-    leases = (
-        f"/apis/coordination.k8s.io/v1/namespaces/{service_account['metadata']['namespace']}/leases"
-    )
-    lease = {
+
+def _lease(name: str, holder: str) -> JSON:
+    return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": {"name": "batchsched-leader"},
-        "spec": {"holderIdentity": "replica-a", "leaseDurationSeconds": 15},
+        "metadata": {"name": name},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15},
     }
-    scheduler.post(leases, lease).expect(201)
-    held = scheduler.get(f"{leases}/batchsched-leader").expect(200)
+
+
+@pytest.fixture
+def foreign_leases(kube: Kube, service_account: JSON) -> Iterator[dict[str, str]]:
+    """Leases the scheduler must not touch, by path, as the cluster has them: another
+    leader lease beside its own, kube-system's scheduler lease and an API server's
+    identity lease. The API server keeps its own identity lease; one is made if not."""
+    own = LEASES.format(namespace=service_account["metadata"]["namespace"])
+    system = LEASES.format(namespace="kube-system")
+    identities = kube.get(
+        system, query={"labelSelector": "apiserver.kubernetes.io/identity=kube-apiserver"}
+    ).expect(200)["items"]
+    made = [kube.post(own, _lease("kube-scheduler", "other")).expect(201)]
+    made.append(kube.post(system, _lease("kube-scheduler", "kube-system-holder")).expect(201))
+    if identities:
+        identity = identities[0]["metadata"]["name"]
+    else:
+        identity = "apiserver-0123456789abcdef"
+        made.append(kube.post(system, _lease(identity, "kube-apiserver")).expect(201))
+    yield {
+        "own namespace": f"{own}/kube-scheduler",
+        "kube-system leader": f"{system}/kube-scheduler",
+        "API server identity": f"{system}/{identity}",
+    }
+    for lease in made:
+        kube.delete_object(lease)
+
+
+def test_lease_access(
+    scheduler: Kube, service_account: JSON, foreign_leases: dict[str, str]
+) -> None:
+    """With its own token: its lease can be created, read and renewed; no other lease,
+    in its namespace or in kube-system, can be read, renewed or taken over."""
+    own = LEASES.format(namespace=service_account["metadata"]["namespace"])
+    scheduler.post(own, _lease(LEASE_NAME, "replica-a")).expect(201)
+    held = scheduler.get(f"{own}/{LEASE_NAME}").expect(200)
     held["spec"]["holderIdentity"] = "replica-b"
-    scheduler.put(f"{leases}/batchsched-leader", held).expect(200)
+    scheduler.put(f"{own}/{LEASE_NAME}", held).expect(200)
+
+    taken = _lease("x", "batchsched")
+    refused = {}
+    for what, path in foreign_leases.items():
+        name = path.rsplit("/", 1)[1]
+        refused[f"get {what}"] = scheduler.get(path).status
+        refused[f"update {what}"] = scheduler.put(
+            path, {**taken, "metadata": {"name": name}}
+        ).status
+    system = LEASES.format(namespace="kube-system")
+    for name in ("kube-scheduler", "apiserver-fedcba9876543210"):
+        refused[f"create kube-system/{name}"] = scheduler.post(system, _lease(name, "x")).status
+    assert refused == dict.fromkeys(refused, 403)
 
 
 def test_scheduler_requests_refused(scheduler: Kube, namespace: str) -> None:

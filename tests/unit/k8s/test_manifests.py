@@ -49,3 +49,28 @@ def test_the_dashboard_plots_only_exported_metrics() -> None:
         if hasattr(metric, "_name") and str(metric._name).startswith("batchsched_")
     }
     assert used and used <= exported
+
+
+def test_the_lease_role_grants_exactly_the_schedulers_own_lease_in_its_namespace() -> None:
+    """The Lease is named after the scheduler and lives in POD_NAMESPACE (operator.py),
+    so the Role must name the ConfigMap's schedulerName in the Deployment's namespace."""
+    config = load_config(manifest("config.yaml", "ConfigMap")["data"]["config.yaml"])
+    deployment = manifest("deployment.yaml", "Deployment")
+    role = manifest("rbac.yaml", "Role")
+    binding = manifest("rbac.yaml", "RoleBinding")
+    account = manifest("rbac.yaml", "ServiceAccount")
+    namespace = deployment["metadata"]["namespace"]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == namespace
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": namespace}
+    ]
+    grants = {
+        (verb, tuple(rule.get("resourceNames", ())))
+        for rule in role["rules"]
+        for verb in rule["verbs"]
+    }
+    name = (config.scheduler_name,)
+    assert grants == {("create", ()), ("get", name), ("update", name)}
+    cluster_role = manifest("rbac.yaml", "ClusterRole")
+    assert all("leases" not in rule["resources"] for rule in cluster_role["rules"])
