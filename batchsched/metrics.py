@@ -68,6 +68,20 @@ BINDING_ERRORS = Counter(
     "Failed Binding requests by HTTP status code, or `timeout` / `connection`.",
     ["code"],
 )
+API_REQUESTS = Counter(
+    "batchsched_api_requests_total",
+    "Requests sent to the API server, every attempt counted, by verb (WATCH for a "
+    "watch) and HTTP status code, or `timeout` / `connection` when none came.",
+    ["verb", "code"],
+)
+API_REQUEST_RETRIES = Counter(
+    "batchsched_api_request_retries_total",
+    "Requests sent again, by why: `stale_connection` (a pooled keep-alive connection "
+    "had been closed), `disconnected` (a new one failed before an answer), "
+    "`unauthorized` (a 401, sent with the token read again), or the status code or "
+    "`timeout` / `connection` a retry with backoff followed.",
+    ["reason"],
+)
 PENDING_PODS = Gauge(
     "batchsched_pending_pods", "Pods of this scheduler still unbound after the last session."
 )
