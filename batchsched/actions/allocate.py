@@ -1,5 +1,9 @@
 """allocate: queues by share, jobs by order, each job placed whole or not at all.
 
+Jobs whose placement was recorded but not finished (a leader lost mid-bind) go first,
+before any ordering: their room was promised to them, and a gang left partly bound
+would hold its members' resources for nothing.
+
 A job that does not fit is undone and the next one is tried, so a large gang never
 blocks smaller jobs behind it. To keep it from starving, once it has waited longer
 than the session's starvation threshold its queue stops handing resources to the jobs
@@ -18,9 +22,12 @@ from batchsched.framework.session import Session
 
 def allocate(session: Session) -> None:
     by_queue: dict[str, list[JobInfo]] = defaultdict(list)
+    resumed: list[JobInfo] = []
     for job in session.snapshot.jobs.values():
         if any(not t.best_effort for t in job.pending) and eligible(session, job):
-            by_queue[job.queue].append(job)
+            (resumed if job.resumes else by_queue[job.queue]).append(job)
+    for job in session.job_order(resumed):
+        place_job(session, job, job.pending)
     queues = {name: session.job_order(jobs) for name, jobs in by_queue.items()}
     cursor = dict.fromkeys(queues, 0)
     while queues:

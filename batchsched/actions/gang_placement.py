@@ -19,8 +19,10 @@ def eligible(session: Session, job: JobInfo) -> bool:
 def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     """Try the job's pending tasks; commit only if the gang reaches minMember.
 
-    A shape that failed once is not tried again for this job: within one attempt nodes
-    only fill up, so it would fail again.
+    A task whose gang's recorded placement holds a node for it goes there if it still
+    fits, so a gang cut off mid-bind ends as it was meant to. A shape that failed once
+    is not tried again for this job: within one attempt nodes only fill up, so it would
+    fail again.
     """
     statement = Statement(session, job)
     needed = job.min_member - job.bound
@@ -32,7 +34,9 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
         if reason is None:
             reason = session.not_allocatable(job, task)
         if reason is None:
-            node = session.best_node(task)
+            node = task.reserved
+            if node is None or not session.fits(task, node):
+                node = session.best_node(task)
             if node is not None:
                 statement.allocate(task, node)
                 continue

@@ -6,6 +6,7 @@ looks at raw Kubernetes dictionaries.
 
 from dataclasses import dataclass, field
 
+from batchsched.api.placement import Placement
 from batchsched.api.resources import ResourceList
 
 # Pod phases after which a pod no longer holds resources on its node.
@@ -106,6 +107,8 @@ class Task:
     deleting: bool = False
     # The GPU cards a bound pod holds (annotation scheduling.batchsched.io/gpu-index).
     gpu_index: tuple[int, ...] = ()
+    # On a gang's first bound member: where the session that bound it put the others.
+    placement: Placement | None = None
     # Everything predicates and scores may look at; tasks with equal keys are interchangeable.
     shape_key: tuple[object, ...] = ()
 

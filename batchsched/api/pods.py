@@ -17,6 +17,7 @@ from batchsched.api.meta import (
     sequence,
 )
 from batchsched.api.objects import Constraints, GroupRef, Requirement, Task, Toleration
+from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.api.resources import PODS, ResourceList, parse_resource_list
 
 OUR_GROUP_KEY = "scheduling.batchsched.io/group-name"
@@ -92,6 +93,7 @@ def task_from_pod(
     priority = spec.get("priority")
     shape = pod_shape(spec, where=where) if shapes is None else shapes.shape(spec, where=where)
     gpu_index = notes.get(GPU_INDEX_ANNOTATION)
+    placement = notes.get(PLACEMENT_ANNOTATION)
     return Task(
         namespace=namespace,
         name=name,
@@ -108,6 +110,7 @@ def task_from_pod(
         host_ports=shape.host_ports,
         deleting=meta.get("deletionTimestamp") is not None,
         gpu_index=parse_gpu_index(gpu_index, where=where) if gpu_index else (),
+        placement=parse_placement(placement) if placement else None,
         shape_key=shape.key,
     )
 

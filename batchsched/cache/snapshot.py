@@ -6,6 +6,7 @@ the same shape.
 """
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy.typing as npt
 
 from batchsched.api.gpu import GPU_MILLI, NO_GPU, GpuDemand, gpu_demand
 from batchsched.api.objects import Node, PodGroup, Queue, Task
+from batchsched.api.placement import Placement
 from batchsched.api.queues import DEFAULT_QUEUE
 from batchsched.api.resources import BASE_RESOURCES, GPU, PODS, ResourceList
 from batchsched.cache.cluster import ClusterCache
@@ -29,6 +31,8 @@ class TaskInfo:
     error: str | None = None
     # The GPU cards it asks for, parsed once rather than at every placement attempt.
     gpu: GpuDemand = NO_GPU
+    # The node row its gang's recorded placement holds for it (see api/placement.py).
+    reserved: int | None = None
 
     @property
     def key(self) -> str:
@@ -71,6 +75,11 @@ class JobInfo:
     @property
     def is_gang(self) -> bool:
         return self.group is not None or self.label_only
+
+    @property
+    def resumes(self) -> bool:
+        """Some pending member has a node held for it by an unfinished placement."""
+        return any(t.reserved is not None for t in self.pending)
 
 
 @dataclass(slots=True)
@@ -138,11 +147,22 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
         allocatable=allocatable,
         used=used,
         port_users=dict(port_users),
-        jobs=builder.finish(),
+        jobs=builder.finish(index),
         queues=_queues(cache),
         scheduler_name=scheduler_name,
         gpu_holders=gpu_holders,
     )
+
+
+def _reserve(job: JobInfo, placements: list[Placement], node_rows: Mapping[str, int]) -> None:
+    """Hold for each pending member the node its newest recorded placement gave it; a
+    member whose node is gone holds nothing and is placed afresh."""
+    for info in job.pending:
+        for placement in reversed(placements):
+            node = placement.node_for(info.task.name, info.task.uid)
+            if node is not None:
+                info.reserved = node_rows.get(node)
+                break
 
 
 def _queues(cache: ClusterCache) -> dict[str, Queue]:
@@ -159,6 +179,8 @@ class _JobBuilder:
         self.width = width
         self.scheduler_name = scheduler_name
         self.jobs: dict[str, JobInfo] = {}
+        # Job key -> the placements recorded on its members.
+        self.placements: dict[str, list[Placement]] = defaultdict(list)
         default = [pc.value for pc in cache.priority_classes.values() if pc.global_default]
         self.default_priority = max(default, default=0)
         for group in cache.pod_groups.values():
@@ -170,6 +192,8 @@ class _JobBuilder:
         if job is None:
             return
         job.total += 1
+        if task.placement is not None:
+            self.placements[job.key].append(task.placement)
         if task.phase == "Succeeded":
             job.succeeded += 1
         elif task.phase == "Failed":
@@ -190,10 +214,12 @@ class _JobBuilder:
                 )
             )
 
-    def finish(self) -> dict[str, JobInfo]:
+    def finish(self, node_rows: Mapping[str, int]) -> dict[str, JobInfo]:
         for job in self.jobs.values():
             if job.label_only or job.group is None:
                 job.priority = max((t.priority for t in job.pending), default=job.priority)
+        for key, placements in self.placements.items():
+            _reserve(self.jobs[key], sorted(placements, key=lambda p: p.at), node_rows)
         return self.jobs
 
     def _job_of(self, task: Task, *, ours: bool) -> JobInfo | None:

@@ -145,6 +145,11 @@ class Session:
         best = int(cache.scores.argmax())
         return best if cache.scores[best] >= 0 else None
 
+    def fits(self, task: TaskInfo, node: int) -> bool:
+        """Whether every filter lets the task onto this one node."""
+        rows: IntArray = np.array([node], dtype=np.int64)
+        return all(bool(node_filter.filter(task, rows)[0]) for node_filter in self.filters)
+
     def _evaluate(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         feasible: BoolArray = np.ones(len(nodes), dtype=np.bool_)
         for node_filter in self.filters:

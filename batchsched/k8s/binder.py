@@ -9,7 +9,14 @@ it were bound. The API server's answer settles it:
   that succeeded after its reply was lost: if the pod sits on our node, it counts as bound.
 When one member of a gang fails, its members not yet sent are not sent: they are
 forgotten, so the gang shows what is really bound and the next session places the rest
-together. Bindings decided by a replica that has lost its lease are not sent at all.
+together. A gang's first member is bound alone, carrying the whole gang's placement in
+its annotations (api/placement.py); the others follow once it is bound, so a leader cut
+off in between leaves a record from which the next one finishes the gang.
+
+Fencing: a replica that cannot prove it holds the lease sends nothing. `valid_for` is
+asked before every request and every retry of one, and bounds how long the request may
+take, so no Binding is still on its way when the lease's renew deadline passes; what is
+queued then is dropped, for the next leader to decide again.
 Bindings go as protobuf (k8s/protobuf.py), which the API server reads for less CPU.
 """
 
@@ -18,11 +25,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, format_gpu_index
+from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
 from batchsched.framework.decisions import Binding
 from batchsched.k8s.client import TRANSPORT_ERRORS, ApiError, Requests, error_code, with_retries
+from batchsched.k8s.leader import Fenced, fenced
 from batchsched.k8s.protobuf import PROTOBUF
 from batchsched.k8s.status import pod_ref
 from batchsched.k8s.watch import PODS, Watch
@@ -40,9 +49,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class _Gang:
-    """The members of one job decided in one session; `failure` stops the rest."""
+    """The members of one job decided in one session; `failure` stops the rest, and
+    `waiting` holds them until the first member, which carries the record, is bound."""
 
     failure: str | None = None
+    waiting: list["_Bind"] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -50,6 +61,8 @@ class _Bind:
     binding: Binding
     gang: _Gang
     created: float
+    # The gang's placement (api/placement.py), on its first member only.
+    record: str | None = None
 
 
 class Binder:
@@ -58,7 +71,7 @@ class Binder:
         api: Requests,
         watch: Watch,
         *,
-        leading: Callable[[], bool],
+        valid_for: Callable[[], float],
         idle: asyncio.Event,
         concurrency: int = 64,
         retry_seconds: float = 60.0,
@@ -67,7 +80,7 @@ class Binder:
         self.watch = watch
         self.cache = watch.cache
         self.status = watch.status
-        self.leading = leading
+        self.valid_for = valid_for
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
         self._queue: asyncio.Queue[_Bind] = asyncio.Queue()
@@ -79,14 +92,33 @@ class Binder:
 
     def submit(self, bindings: Sequence[Binding]) -> None:
         """Queue one session's bindings; each must already be assumed in the cache."""
-        gangs: dict[str, _Gang] = {}
+        gangs: dict[str, list[_Bind]] = {}
         for binding in bindings:
-            gang = gangs.setdefault(binding.job, _Gang())
             created = self.cache.tasks[binding.key].creation
-            self._queue.put_nowait(_Bind(binding, gang, created))
+            members = gangs.setdefault(binding.job, [])
+            gang = members[0].gang if members else _Gang()
+            members.append(_Bind(binding, gang, created))
+        for members in gangs.values():
+            first = members[0]
+            if len(members) > 1:
+                first.record = self._record(members)
+                first.gang.waiting = members[1:]
+            self._queue.put_nowait(first)
         self._unsettled += len(bindings)
         if bindings:
             self.idle.clear()
+
+    def _record(self, members: list[_Bind]) -> str | None:
+        placed = [(m.binding.name, m.binding.uid, m.binding.node) for m in members]
+        record = format_placement(time.time(), placed)
+        if record is None:
+            log.warning(
+                "%s: %d members are too many to record their placement; a leader lost "
+                "while binding them would leave the gang partly bound",
+                members[0].binding.job,
+                len(members),
+            )
+        return record
 
     @contextlib.contextmanager
     def deciding(self) -> Iterator[None]:
@@ -118,22 +150,30 @@ class Binder:
                 self._check_idle()
 
     async def _settle(self, item: _Bind) -> None:
-        binding = item.binding
-        if item.gang.failure is not None or not self.leading():
-            reason = item.gang.failure or "this replica lost the leader lease"
-            self._drop(binding, "cancelled", f"not bound: {reason}")
-            return
-        failure = await self._bind(item)
-        if failure is not None and item.gang.failure is None:
-            item.gang.failure = f"{binding.key} could not be bound: {failure}"
+        binding, gang = item.binding, item.gang
+        if gang.failure is None and self.valid_for() <= 0:
+            gang.failure = "this replica lost the leader lease"
+        if gang.failure is not None:
+            self._drop(binding, "cancelled", f"not bound: {gang.failure}")
+        else:
+            failure = await self._bind(item)
+            if failure is not None and gang.failure is None:
+                gang.failure = f"{binding.key} could not be bound: {failure}"
+        # The rest of the gang follows its first member, bound or not.
+        waiting, gang.waiting = gang.waiting, []
+        for member in waiting:
+            self._queue.put_nowait(member)
 
     async def _bind(self, item: _Bind) -> str | None:
         """Bind one pod; returns why it failed, None when it is bound."""
         binding = item.binding
         try:
             await with_retries(
-                lambda: self._post(binding), seconds=self.retry_seconds, on_error=_count_error
+                lambda: self._post(item), seconds=self.retry_seconds, on_error=_count_error
             )
+        except Fenced:
+            self._drop(binding, "cancelled", "not bound: this replica lost the leader lease")
+            return "this replica lost the leader lease"
         except ApiError as error:
             if error.status == 409 and await self._already_ours(binding):
                 self._bound(item)
@@ -148,14 +188,21 @@ class Binder:
         self._bound(item)
         return None
 
-    async def _post(self, binding: Binding) -> None:
+    async def _post(self, item: _Bind) -> None:
+        """One attempt, sent only while the lease is ours and given up before it may not be."""
+        binding = item.binding
         metadata: dict[str, object] = {
             "name": binding.name,
             "namespace": binding.namespace,
             "uid": binding.uid,
         }
+        annotations = {}
         if binding.gpu_index:
-            metadata["annotations"] = {GPU_INDEX_ANNOTATION: format_gpu_index(binding.gpu_index)}
+            annotations[GPU_INDEX_ANNOTATION] = format_gpu_index(binding.gpu_index)
+        if item.record is not None:
+            annotations[PLACEMENT_ANNOTATION] = item.record
+        if annotations:
+            metadata["annotations"] = annotations
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -164,11 +211,12 @@ class Binder:
         }
         started = time.perf_counter()
         try:
-            await self.api.post(
-                f"/api/v1/namespaces/{binding.namespace}/pods/{binding.name}/binding",
-                body,
-                content_type=PROTOBUF,
-            )
+            async with fenced(self.valid_for):
+                await self.api.post(
+                    f"/api/v1/namespaces/{binding.namespace}/pods/{binding.name}/binding",
+                    body,
+                    content_type=PROTOBUF,
+                )
         finally:
             BINDING_DURATION.observe(time.perf_counter() - started)
 

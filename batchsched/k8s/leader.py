@@ -5,14 +5,24 @@ scheduling on its own once `renew_seconds` have passed without a successful rene
 Another replica takes over only after it has seen the lease unchanged for the lease
 duration by its own clock, which is longer than `renew_seconds`; so the old holder has
 always stopped first, whatever the two clocks read. A holder that loses the lease exits
-(like kube-scheduler) and starts over with a fresh cache. With the defaults a replica
-takes over at most lease + 2 x retry = 14 s after the holder died; a holder that shuts
-down cleanly hands the lease over at once.
+(like kube-scheduler) and starts over with a fresh cache. With client-go's defaults a
+replica takes over at most lease + 2 x retry = 19 s after the holder died; a holder
+that shuts down cleanly hands the lease over at once.
+
+Stopping is fencing, and every writer does it itself: `leading()` is asked before each
+request and each retry, and `valid_for()` bounds how long a request may take, so none
+is still on the wire when the renew deadline passes. Lease requests have a deadline of
+their own, so a hung lease request cannot hold the loop past the renew deadline. The
+clock is CLOCK_BOOTTIME where there is one: it keeps counting while the process is
+stopped and while the machine is suspended, so a leader that wakes up knows it slept.
 """
 
 import asyncio
+import contextlib
 import logging
+import math
 import time
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +34,34 @@ log = logging.getLogger(__name__)
 
 class LeadershipLost(RuntimeError):
     """The lease could not be renewed in time; this replica must stop scheduling."""
+
+
+def _now() -> float:
+    """Seconds on a clock that does not stand still while this process or its host is paused."""
+    return time.clock_gettime(_CLOCK)
+
+
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
+class Fenced(Exception):
+    """This replica can no longer prove that it holds the lease: nothing more is sent."""
+
+
+@contextlib.asynccontextmanager
+async def fenced(valid_for: Callable[[], float]) -> AsyncIterator[None]:
+    """Around one write: refused outright once the lease is not provably ours, and cut
+    off (TimeoutError) when the renew deadline comes while it is still on its way."""
+    valid = valid_for()
+    if valid <= 0:
+        raise Fenced
+    async with asyncio.timeout(None if math.isinf(valid) else valid):
+        yield
+
+
+def unbounded() -> float:
+    """`valid_for` of a replica that runs without leader election: it may always write."""
+    return math.inf
 
 
 def _micro_time() -> str:
@@ -38,8 +76,8 @@ class LeaderElection:
         namespace: str,
         name: str,
         identity: str,
-        lease_seconds: int = 10,
-        renew_seconds: float = 7.0,
+        lease_seconds: float = 15.0,
+        renew_seconds: float = 10.0,
         retry_seconds: float = 2.0,
     ) -> None:
         self.api = api
@@ -51,31 +89,44 @@ class LeaderElection:
         self.renew_seconds = renew_seconds
         self.retry_seconds = retry_seconds
         self.acquired = asyncio.Event()
-        # When our last successful acquire or renew was sent (monotonic).
+        # When our last successful acquire or renew was sent (by _now).
         self._renewed: float | None = None
         # The other holder's record as last seen, and since when it has not changed.
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
 
     def leading(self) -> bool:
+        return self.valid_for() > 0
+
+    def valid_for(self) -> float:
+        """Seconds left before the renew deadline; 0 when the lease is not ours."""
         renewed = self._renewed
-        return renewed is not None and time.monotonic() - renewed < self.renew_seconds
+        if renewed is None:
+            return 0.0
+        return max(0.0, renewed + self.renew_seconds - _now())
 
     async def run(self) -> None:
         while True:
+            # A renewal must prove the lease before the deadline, or it proves nothing.
+            deadline = self.valid_for() if self.leading() else self.renew_seconds
             try:
-                await self._try_acquire_or_renew()
+                async with asyncio.timeout(min(deadline, self.renew_seconds / 2)):
+                    await self._try_acquire_or_renew()
             except (ApiError, *TRANSPORT_ERRORS) as error:
-                log.warning("lease %s/%s: %s", self.namespace, self.name, error)
+                log.warning("lease %s/%s: %r", self.namespace, self.name, error)
             if self.acquired.is_set() and not self.leading():
                 LEADER.set(0)
                 raise LeadershipLost(
                     f"lease {self.namespace}/{self.name} not renewed for {self.renew_seconds:g}s"
                 )
-            await asyncio.sleep(self.retry_seconds)
+            # Wake at the deadline too: losing the lease is noticed when it happens.
+            pause = self.retry_seconds
+            if self.acquired.is_set():
+                pause = min(pause, self.valid_for())
+            await asyncio.sleep(pause)
 
     async def _try_acquire_or_renew(self) -> None:
-        sent = time.monotonic()
+        sent = _now()
         try:
             lease = await self.api.get(self.path)
         except ApiError as error:

@@ -34,7 +34,7 @@ from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.endpoints import serve
 from batchsched.k8s.informer import Informer
-from batchsched.k8s.leader import LeaderElection
+from batchsched.k8s.leader import LeaderElection, unbounded
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import WATCHED, Watch
@@ -117,15 +117,20 @@ async def run(options: Options) -> None:
                 retry_seconds=timing.retry_seconds,
             )
             cleanup.push_async_callback(leader.release)
-        leading = leader.leading if leader else lambda: True
+        # Every writer asks the lease itself before each request (fencing).
+        valid_for = leader.valid_for if leader else unbounded
         binds_idle = asyncio.Event()
         binds_idle.set()
         status = StatusWriter(
-            api, scheduler_name=scheduler_name, instance=identity, binds_idle=binds_idle
+            api,
+            scheduler_name=scheduler_name,
+            instance=identity,
+            binds_idle=binds_idle,
+            valid_for=valid_for,
         )
         watch = Watch(ClusterCache(), status)
-        binder = Binder(api, watch, leading=leading, idle=binds_idle)
-        loop = SessionLoop(options.config, watch, binder, leading=leading)
+        binder = Binder(api, watch, valid_for=valid_for, idle=binds_idle)
+        loop = SessionLoop(options.config, watch, binder, leading=lambda: valid_for() > 0)
         if options.metrics_port:
             server = await serve(options.metrics_port, ready=watch.synced.is_set)
             cleanup.push_async_callback(server.close)

@@ -6,7 +6,8 @@ status for an object replaces a queued older one, and a few workers send them, s
 cluster full of pending pods costs writes when their reasons change, not every session,
 and status never competes with binding: writes wait while binds are queued or in
 flight, or a session may send more (at most `defer_seconds`, so a steady stream of
-binds cannot starve them).
+binds cannot starve them). Like the binder, the writer is fenced: nothing is sent
+once the lease cannot be proven ours (`valid_for`), and what is queued then is dropped.
 """
 
 import asyncio
@@ -33,6 +34,7 @@ from batchsched.k8s.client import (
     error_code,
     with_retries,
 )
+from batchsched.k8s.leader import Fenced, fenced, unbounded
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES
 
@@ -107,6 +109,7 @@ class StatusWriter:
         scheduler_name: str,
         instance: str,
         binds_idle: asyncio.Event,
+        valid_for: Callable[[], float] = unbounded,
         concurrency: int = 4,
         retry_seconds: float = 30.0,
         defer_seconds: float = 30.0,
@@ -117,6 +120,7 @@ class StatusWriter:
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
         self.binds_idle = binds_idle
+        self.valid_for = valid_for
         self.defer_seconds = defer_seconds
         # (kind, key) -> what the object shows per the watch, and what we last wrote to it.
         self._observed: dict[tuple[str, str], Any] = {}
@@ -311,10 +315,16 @@ class StatusWriter:
                     await self.binds_idle.wait()
             if not self._queue:
                 continue
+            if self.valid_for() <= 0:
+                self._drop_queued()
+                continue
             target = next(iter(self._queue))
             what, write = self._queue.pop(target)
             try:
-                await with_retries(write, seconds=self.retry_seconds)
+                await with_retries(partial(self._fenced, write), seconds=self.retry_seconds)
+            except Fenced:
+                self._drop_queued()
+                API_WRITES.labels(what, "fenced").inc()
             except ApiError as error:
                 if error.status != 404:
                     log.error("writing %s of %s/%s failed: %s", what, *target, error)
@@ -324,6 +334,18 @@ class StatusWriter:
                 API_WRITES.labels(what, error_code(error)).inc()
             else:
                 API_WRITES.labels(what, "ok").inc()
+
+    async def _fenced(self, write: Write) -> object:
+        """One attempt, sent only while the lease is ours and given up before it may not be."""
+        async with fenced(self.valid_for):
+            return await write()
+
+    def _drop_queued(self) -> None:
+        if self._queue:
+            log.warning("lost the leader lease: %d status writes dropped", len(self._queue))
+            for what, _ in self._queue.values():
+                API_WRITES.labels(what, "fenced").inc()
+            self._queue.clear()
 
 
 def _condition(condition: Condition, shown: JSON) -> JSON:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
+from batchsched.api.placement import PLACEMENT_ANNOTATION
 from batchsched.api.pods import (
     COSCHEDULING_GROUP_LABEL,
     KUBE_BATCH_GROUP_KEY,
@@ -29,7 +30,7 @@ POD_LABELS = (
     LIGHTWEIGHT_NAME_LABEL,
     LIGHTWEIGHT_MIN_LABEL,
 )
-POD_ANNOTATIONS = (OUR_GROUP_KEY, KUBE_BATCH_GROUP_KEY, GPU_INDEX_ANNOTATION)
+POD_ANNOTATIONS = (OUR_GROUP_KEY, KUBE_BATCH_GROUP_KEY, GPU_INDEX_ANNOTATION, PLACEMENT_ANNOTATION)
 POD_SPEC = (
     "schedulerName",
     "nodeName",

@@ -13,6 +13,7 @@ from batchsched.framework.decisions import Binding
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.client import Api, ApiError
 from batchsched.k8s.credentials import load_credentials
+from batchsched.k8s.leader import unbounded
 from batchsched.k8s.protobuf import PROTOBUF
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
@@ -32,7 +33,7 @@ async def test_the_binder_binds_a_pod_with_its_gpu_cards(
     status = StatusWriter(api, scheduler_name="batch-scheduler", instance="test", binds_idle=idle)
     watch = Watch(ClusterCache(), status)
     watch.apply(PODS, created)
-    binder = Binder(api, watch, leading=lambda: True, idle=idle)
+    binder = Binder(api, watch, valid_for=unbounded, idle=idle)
     uid = created["metadata"]["uid"]
     binding = Binding(namespace, "p0", uid, "node-a", f"{namespace}/g", gpu_index=(0, 3))
     watch.cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)

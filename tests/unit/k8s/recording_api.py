@@ -25,7 +25,13 @@ class RecordingApi(Requests):
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
 
     async def request(
-        self, method: str, path: str, body: object = None, *, content_type: str = ""
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        content_type: str = "",
+        timeout: float | None = None,
     ) -> JSON:
         self.requests.append((method, path, body))
         return self.answer(method, path, body)

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.framework.decisions import Binding
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.client import JSON, ApiError
@@ -20,6 +21,7 @@ def setup(
     *,
     members: int = 3,
     leading: bool = True,
+    concurrency: int = 1,
 ) -> tuple[Binder, RecordingApi, list[Binding]]:
     api = RecordingApi(answer)
     watch = watch_over(api, scheduler_name="s")
@@ -32,7 +34,13 @@ def setup(
         watch.cache.assume(binding.key, binding.node)
         bindings.append(binding)
     idle = watch.status.binds_idle
-    binder = Binder(api, watch, leading=lambda: leading, idle=idle, concurrency=1)
+    binder = Binder(
+        api,
+        watch,
+        valid_for=lambda: 30.0 if leading else 0.0,
+        idle=idle,
+        concurrency=concurrency,
+    )
     return binder, api, bindings
 
 
@@ -64,13 +72,32 @@ def refuse(
 
 
 async def test_each_bind_posts_a_binding_with_the_pods_uid() -> None:
-    binder, api, bindings = setup(members=2)
+    binder, api, bindings = setup(members=1)
+    await settle(binder, bindings)
+    [post] = api.sent("POST", "/binding")
+    assert post["metadata"]["uid"] == "uid-0"
+    assert post["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+    assert "annotations" not in post["metadata"]
+    assert binder.cache.tasks["default/p0"].node_name == "n1"
+
+
+async def test_a_gangs_first_binding_records_the_whole_placement_before_the_rest() -> None:
+    """The record is written by the first member's Binding; no member goes before it is
+    bound, however many requests may be in flight."""
+    binder, api, bindings = setup(members=3, concurrency=8)
+    bindings[2].node = "n2"
     await settle(binder, bindings)
     posts = api.sent("POST", "/binding")
-    assert [p["metadata"]["uid"] for p in posts] == ["uid-0", "uid-1"]
-    assert posts[0]["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
-    assert "annotations" not in posts[0]["metadata"]
-    assert binder.cache.tasks["default/p0"].node_name == "n1"
+    assert [p["metadata"]["name"] for p in posts] == ["p0", "p1", "p2"]
+    [record] = [p["metadata"]["annotations"][PLACEMENT_ANNOTATION] for p in posts[:1]]
+    placement = parse_placement(record)
+    assert placement is not None
+    assert {name: placement.node_for(name, f"uid-{name[1]}") for name in ("p0", "p1", "p2")} == {
+        "p0": "n1",
+        "p1": "n1",
+        "p2": "n2",
+    }
+    assert all("annotations" not in p["metadata"] for p in posts[1:])
 
 
 async def test_chosen_gpu_cards_travel_in_the_binding() -> None:
@@ -114,6 +141,24 @@ async def test_a_replica_that_lost_the_lease_binds_nothing() -> None:
     binder, api, bindings = setup(leading=False)
     await settle(binder, bindings)
     assert api.sent("POST", "/binding") == []
+    assert binder.cache.assumed == {}
+
+
+async def test_a_bind_being_retried_is_not_sent_again_once_the_lease_is_lost() -> None:
+    """Server errors keep the bind in its retry loop; the lease's renew deadline passes
+    meanwhile, and no retry may go out after it."""
+    lease = [30.0]
+
+    def answer(method: str, path: str, body: Any) -> JSON:
+        if method == "POST" and path.endswith("/binding"):
+            lease[0] = 0.0  # the deadline passes while this attempt fails
+            raise ApiError(method, path, 500, {"message": "internal error"})
+        return {}
+
+    binder, api, bindings = setup(answer, members=2)
+    binder.valid_for = lambda: lease[0]
+    await settle(binder, bindings)
+    assert len(api.sent("POST", "/binding")) == 1
     assert binder.cache.assumed == {}
 
 

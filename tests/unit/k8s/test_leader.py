@@ -1,5 +1,6 @@
 """Leader election against an in-memory Lease with the API server's optimistic locking."""
 
+import asyncio
 import copy
 import time
 from typing import Any, cast
@@ -7,7 +8,7 @@ from typing import Any, cast
 import pytest
 
 from batchsched.k8s import leader as leader_module
-from batchsched.k8s.client import JSON, ApiError
+from batchsched.k8s.client import JSON, ApiError, Requests
 from batchsched.k8s.leader import LeaderElection
 
 from .recording_api import RecordingApi
@@ -40,9 +41,9 @@ class LeaseStore:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """A monotonic clock the test moves by hand; nothing here sleeps on it."""
+    """The lease's clock, moved by hand; nothing here sleeps on it."""
     now = [1000.0]
-    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(leader_module, "_now", lambda: now[0])
     return now
 
 
@@ -106,3 +107,46 @@ async def test_losing_the_lease_ends_the_run(clock: list[float]) -> None:
 
 def _unreachable(method: str, path: str, body: Any) -> JSON:
     raise ApiError(method, path, 503, {"message": "unavailable"})
+
+
+class HangingAfterFirst(Requests):
+    """Answers like the store until `hang` is set, then never answers at all."""
+
+    def __init__(self, store: LeaseStore) -> None:
+        self.store = store
+        self.hang = False
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        content_type: str = "",
+        timeout: float | None = None,
+    ) -> JSON:
+        if self.hang:
+            await asyncio.Event().wait()
+        return self.store.answer(method, path, body)
+
+
+async def test_a_hung_lease_request_ends_the_run_at_the_renew_deadline() -> None:
+    api = HangingAfterFirst(LeaseStore())
+    a = LeaderElection(
+        api,
+        namespace="ns",
+        name="sched",
+        identity="a",
+        lease_seconds=1.0,
+        renew_seconds=0.4,
+        retry_seconds=0.05,
+    )
+    run = asyncio.create_task(a.run())
+    await asyncio.wait_for(a.acquired.wait(), 1)
+    api.hang = True
+    started = time.monotonic()
+    with pytest.raises(leader_module.LeadershipLost):
+        await asyncio.wait_for(run, 5)
+    # Lost within the renew deadline of the last renewal, not after a request timeout.
+    assert time.monotonic() - started <= a.renew_seconds + 0.2
+    assert not a.leading() and a.valid_for() == 0

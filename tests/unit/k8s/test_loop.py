@@ -12,6 +12,7 @@ from batchsched.framework.config import default_config
 from batchsched.framework.decisions import Binding
 from batchsched.k8s import loop as session_loop
 from batchsched.k8s.binder import Binder
+from batchsched.k8s.leader import unbounded
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.watch import PODS, WATCHED
 
@@ -29,7 +30,7 @@ def setup() -> tuple[SessionLoop, RecordingApi]:
     for i, obj in enumerate(gang("g", 2, requests={"cpu": "1"})):
         obj["metadata"]["uid"] = f"uid-{i}"
         watch.apply(PODS if obj["kind"] == "Pod" else GROUPS, obj)
-    binder = Binder(api, watch, leading=lambda: True, idle=watch.status.binds_idle)
+    binder = Binder(api, watch, valid_for=unbounded, idle=watch.status.binds_idle)
     return SessionLoop(default_config(), watch, binder, leading=lambda: True), api
 
 
