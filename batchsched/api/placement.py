@@ -51,9 +51,7 @@ def parse_placement(text: str) -> Placement | None:
     try:
         record = json.loads(text)
         at = float(record["at"])
-        members = {
-            str(name): (str(node), str(uid)) for name, (node, uid) in record["pods"].items()
-        }
+        members = {str(name): (str(node), str(uid)) for name, (node, uid) in record["pods"].items()}
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
     return Placement(at=at, members=members)
