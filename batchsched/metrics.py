@@ -58,7 +58,7 @@ BINDING_DURATION = Histogram(
 )
 BINDINGS = Counter(
     "batchsched_bindings_total",
-    "Final outcome of each decided bind: bound, conflict (409), gone (404), failed "
+    "Final outcome of each decided bind: bound, refused (403), conflict (409), gone (404), failed "
     "(other errors or retries exhausted), cancelled (another member of its gang failed, "
     "or leadership was lost).",
     ["result"],

@@ -6,6 +6,7 @@ they wait instead of disappearing.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from batchsched.api.errors import InvalidObject
@@ -19,6 +20,21 @@ from batchsched.api.queues import priority_class_from_object, queue_from_object
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
 # Which of a name's PodGroups pods see: the one whose API comes first (ours).
 _API_RANK = {api: rank for rank, api in enumerate(POD_GROUP_APIS)}
+
+
+# A refused bind is tried again after 1 s, then after twice as long each time, up to a
+# minute: a namespace being deleted refuses every bind until its pods are gone.
+REFUSAL_BACKOFF_SECONDS = 1.0
+MAX_REFUSAL_BACKOFF_SECONDS = 60.0
+
+
+@dataclass(slots=True)
+class Refusal:
+    """The API server refused to bind a pod (403): why, and until when it waits."""
+
+    message: str
+    until: float
+    count: int
 
 
 class ClusterCache:
@@ -35,6 +51,8 @@ class ClusterCache:
         # nodeName. They outlive updates of the pod, which would otherwise make a decided
         # pod look pending again.
         self.assumed: dict[str, tuple[str, tuple[int, ...]]] = {}
+        # "ns/name" -> the last refusal of a bind of the pod, kept until the pod is gone.
+        self.refusals: dict[str, Refusal] = {}
         self._sequence = 0.0
         self._shapes = ShapeMemo()
         # "ns/name" -> apiVersion -> PodGroup, for groups of one name in several APIs.
@@ -69,6 +87,7 @@ class ClusterCache:
         if deleted:
             store.pop(key, None)
             self.assumed.pop(key, None)
+            self.refusals.pop(key, None)
             return
         try:
             store[key] = parsed = parse()
@@ -112,6 +131,13 @@ class ClusterCache:
         if assumed is not None and task is not None and task.node_name == assumed[0]:
             task.node_name = None
             task.gpu_index = ()
+
+    def refuse(self, task_key: str, message: str, *, now: float) -> None:
+        """The bind was refused for a reason a retry at once would meet again: the pod
+        waits with `message`, for a backoff that doubles with each refusal."""
+        count = self.refusals[task_key].count + 1 if task_key in self.refusals else 1
+        wait = min(REFUSAL_BACKOFF_SECONDS * 2 ** (count - 1), MAX_REFUSAL_BACKOFF_SECONDS)
+        self.refusals[task_key] = Refusal(message, now + wait, count)
 
     def confirm(self, task_key: str) -> None:
         """The pod now shows the assumed node: the bind is done, nothing else changed."""

@@ -123,7 +123,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
     port_users: dict[tuple[str, int], set[int]] = defaultdict(set)
     gpu_holders: list[tuple[int, Task, tuple[int, ...]]] = []
     vectors: dict[tuple[object, ...], IntArray] = {}
-    builder = _JobBuilder(cache, scheduler_name=scheduler_name, width=len(resources))
+    builder = _JobBuilder(cache, scheduler_name=scheduler_name, width=len(resources), now=now)
     for task in cache.tasks.values():
         vec = vectors.get(task.shape_key)
         if vec is None:
@@ -174,9 +174,10 @@ def _queues(cache: ClusterCache) -> dict[str, Queue]:
 class _JobBuilder:
     """Groups tasks into jobs, resolving priorities and group references on the way."""
 
-    def __init__(self, cache: ClusterCache, *, scheduler_name: str, width: int) -> None:
+    def __init__(self, cache: ClusterCache, *, scheduler_name: str, width: int, now: float) -> None:
         self.cache = cache
         self.width = width
+        self.now = now
         self.scheduler_name = scheduler_name
         self.jobs: dict[str, JobInfo] = {}
         # Job key -> the placements recorded on its members.
@@ -204,6 +205,9 @@ class _JobBuilder:
             job.running += task.phase == "Running"
         elif ours and not task.deleting:
             priority, error = self._priority(task.priority, task.priority_class_name)
+            refusal = self.cache.refusals.get(task.key)
+            if refusal is not None and self.now < refusal.until:
+                error = error or refusal.message
             job.pending.append(
                 TaskInfo(
                     task=task,

@@ -4,6 +4,8 @@ Each decision is already assumed in the cache when it gets here, so sessions go 
 it were bound. The API server's answer settles it:
 - 201: bound; counted, and a Scheduled event goes out.
 - 429, 5xx, timeouts: retried with backoff for `retry_seconds`, then given up.
+- 403 (a namespace being deleted, a policy): the pod waits with the reason, and is
+  tried again after a backoff that doubles with each refusal (cache.refuse).
 - 409 (bound already, or a different pod of that name), 404 (gone), other errors: the
   assumption is dropped and the pod read again. A 409 can also be our own earlier attempt
   that succeeded after its reply was lost: if the pod sits on our node, it counts as bound.
@@ -33,7 +35,7 @@ from batchsched.framework.decisions import Binding
 from batchsched.k8s.client import TRANSPORT_ERRORS, ApiError, Requests, error_code, with_retries
 from batchsched.k8s.leader import Fenced, fenced
 from batchsched.k8s.protobuf import PROTOBUF
-from batchsched.k8s.status import pod_ref
+from batchsched.k8s.status import NAMESPACE_TERMINATING, pod_ref
 from batchsched.k8s.watch import PODS, Watch
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import (
@@ -89,6 +91,9 @@ class Binder:
         self.idle = idle
         self._unsettled = 0
         self._deciding = False
+        # A bind failed since the last session: what sessions wrote before it (a group's
+        # `scheduled` among them) is stale until the next one has decided again.
+        self._redecide = False
 
     def submit(self, bindings: Sequence[Binding]) -> None:
         """Queue one session's bindings; each must already be assumed in the cache."""
@@ -124,8 +129,11 @@ class Binder:
     def deciding(self) -> Iterator[None]:
         """Held while a session runs. Its jobs arrive one by one, and the binds sent so
         far may all settle before the next job comes; status writes slipping into such
-        gaps would take the API server from the binds still to come."""
+        gaps would take the API server from the binds still to come. After a failed bind,
+        status writes also wait for this: the session before it counted the pod as
+        scheduled, and the next one, which the failure starts, corrects that."""
         self._deciding = True
+        self._redecide = False
         self.idle.clear()
         try:
             yield
@@ -134,7 +142,7 @@ class Binder:
             self._check_idle()
 
     def _check_idle(self) -> None:
-        if not self._unsettled and not self._deciding:
+        if not self._unsettled and not self._deciding and not self._redecide:
             self.idle.set()
 
     async def run(self) -> None:
@@ -178,6 +186,9 @@ class Binder:
             if error.status == 409 and await self._already_ours(binding):
                 self._bound(item)
                 return None
+            if error.status == 403:
+                self._refused(binding, error)
+                return error.message
             result = {409: "conflict", 404: "gone"}.get(error.status, "failed")
             self._drop(binding, result, f"binding to {binding.node} failed: {error.message}")
             await self._resync(binding)
@@ -231,8 +242,19 @@ class Binder:
         SCHEDULE_ATTEMPTS.labels("error").inc()
         log.warning("%s: %s", binding.key, message)
         self.cache.forget(binding.key)
+        self._redecide = True
         self.watch.changes.note()
         self.status.event(pod_ref(binding.key, binding.uid), "Warning", "FailedScheduling", message)
+
+    def _refused(self, binding: Binding, error: ApiError) -> None:
+        """403: the namespace is being deleted, or a policy forbids it. Trying again at
+        once would be refused again, so the pod waits, with the reason, and backs off."""
+        self.cache.refuse(
+            binding.key, f"the API server refused to bind it: {error.message}", now=time.time()
+        )
+        if NAMESPACE_TERMINATING in error.causes:
+            self.status.namespace_terminating(binding.namespace)
+        self._drop(binding, "refused", f"binding to {binding.node} refused: {error.message}")
 
     async def _already_ours(self, binding: Binding) -> bool:
         """After a 409: is the pod, with this uid, on the node we chose (a lost reply)?"""

@@ -49,6 +49,10 @@ API_VERSIONS = {
 }
 # The API server's limit on an event's note.
 NOTE_LIMIT = 1024
+# The cause the API server gives for refusing to create anything, events included, in a
+# namespace being deleted; events to it are not sent for a while after.
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+TERMINATING_SILENCE_SECONDS = 60.0
 
 ObjectRef = dict[str, str]
 
@@ -129,6 +133,8 @@ class StatusWriter:
         self._queue: dict[tuple[str, str], tuple[str, Write]] = {}
         self._wake = asyncio.Event()
         self._serial = itertools.count()
+        # Namespace being deleted -> until when (monotonic) no event is sent to it.
+        self._terminating: dict[str, float] = {}
 
     # What objects show now, from the watch.
 
@@ -271,16 +277,34 @@ class StatusWriter:
     ) -> None:
         # The body is built when the event is sent: events wait for binding to finish,
         # and the bind burst, when most of them are raised, should not pay for them.
+        namespace = regarding.get("namespace", "default")
+        if self._silenced(namespace):
+            return
         occurred = time.time_ns()
         name = f"{regarding['name']}.{occurred:x}{next(self._serial):x}"
         fields = {"action": action, "reason": reason, "type": type, "note": note[:NOTE_LIMIT]}
         send = partial(self._post_event, name, occurred / 1e9, regarding, fields)
-        self._enqueue(("Event", name), "event", send)
+        self._enqueue(("Event", f"{namespace}/{name}"), "event", send)
+
+    def namespace_terminating(self, namespace: str) -> None:
+        """The API server said `namespace` is being deleted: it would refuse events."""
+        self._terminating[namespace] = time.monotonic() + TERMINATING_SILENCE_SECONDS
+
+    def _silenced(self, namespace: str) -> bool:
+        until = self._terminating.get(namespace)
+        if until is None:
+            return False
+        if time.monotonic() < until:
+            return True
+        del self._terminating[namespace]
+        return False
 
     async def _post_event(
         self, name: str, occurred: float, regarding: ObjectRef, fields: dict[str, str]
     ) -> object:
         namespace = regarding.get("namespace", "default")
+        if self._silenced(namespace):
+            return None
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
@@ -326,7 +350,10 @@ class StatusWriter:
                 self._drop_queued()
                 API_WRITES.labels(what, "fenced").inc()
             except ApiError as error:
-                if error.status != 404:
+                if NAMESPACE_TERMINATING in error.causes:
+                    # Every namespaced target's key is "namespace/name".
+                    self.namespace_terminating(target[1].partition("/")[0])
+                elif error.status != 404:
                     log.error("writing %s of %s/%s failed: %s", what, *target, error)
                 API_WRITES.labels(what, "gone" if error.status == 404 else error_code(error)).inc()
             except TRANSPORT_ERRORS as error:

@@ -205,3 +205,20 @@ def test_same_named_pod_groups_of_other_apis_do_not_replace_or_remove_ours() -> 
     assert cache.pod_groups["default/g"].api_version == volcano, "theirs, once ours is gone"
     cache.apply(pod_group("g", 5, api_version=volcano), deleted=True)
     assert "default/g" not in cache.pod_groups
+
+
+def test_a_pod_whose_bind_was_refused_waits_with_the_reason_until_its_backoff_ends() -> None:
+    cache = cache_of([node("n1"), pod("p", requests={"cpu": "1"})])
+    cache.refuse("default/p", "the API server refused to bind it: forbidden", now=100.0)
+    during = take_snapshot(cache, now=100.5, scheduler_name=SCHEDULER)
+    assert pending_task(during, "default/p").error == (
+        "the API server refused to bind it: forbidden"
+    )
+    after = take_snapshot(cache, now=101.5, scheduler_name=SCHEDULER)
+    assert pending_task(after, "default/p").error is None
+    cache.refuse("default/p", "the API server refused to bind it: forbidden", now=101.5)
+    assert pending_task(
+        take_snapshot(cache, now=103.0, scheduler_name=SCHEDULER), "default/p"
+    ).error
+    cache.apply(pod("p"), deleted=True)
+    assert cache.refusals == {}

@@ -14,6 +14,7 @@ from batchsched.k8s.watch import PODS
 
 from ..builders import pod
 from .recording_api import RecordingApi, created, watch_over
+from .recording_api import settle as settle_status
 
 
 def setup(
@@ -45,9 +46,17 @@ def setup(
 
 
 async def settle(binder: Binder, bindings: list[Binding]) -> None:
+    """Submit and wait until every bind has settled. A failed bind asks for a session,
+    which holds status writes back until it has run; the loop would run one, so an
+    empty one is run here."""
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
-    await asyncio.wait_for(binder.idle.wait(), 5)
+    async with asyncio.timeout(5):
+        while not binder.idle.is_set():
+            if binder.watch.changes.take():
+                with binder.deciding():
+                    pass
+            await asyncio.sleep(0.001)
     task.cancel()
 
 
@@ -162,7 +171,68 @@ async def test_a_bind_being_retried_is_not_sent_again_once_the_lease_is_lost() -
     assert binder.cache.assumed == {}
 
 
-@pytest.mark.parametrize("status", [400, 403, 422])
+def terminating(method: str, path: str, body: Any) -> JSON:
+    """The API server's answer to any create in a namespace being deleted."""
+    if method == "POST":
+        raise ApiError(
+            method,
+            path,
+            403,
+            {
+                "reason": "Forbidden",
+                "message": "unable to create new content in namespace default because it "
+                "is being terminated",
+                "details": {"causes": [{"reason": "NamespaceTerminating"}]},
+            },
+        )
+    return {}
+
+
+async def test_a_forbidden_bind_waits_with_its_reason_and_backs_off() -> None:
+    binder, _, bindings = setup(terminating, members=1)
+    await settle(binder, bindings)
+    refusal = binder.cache.refusals["default/p0"]
+    assert refusal.message == (
+        "the API server refused to bind it: unable to create new content in namespace "
+        "default because it is being terminated"
+    )
+    assert refusal.count == 1
+    assert binder.cache.tasks["default/p0"].node_name is None
+    binder.cache.assume(bindings[0].key, "n1")
+    await settle(binder, bindings)
+    assert binder.cache.refusals["default/p0"].count == 2
+    # Every later refusal waits twice as long as the one before.
+    first_wait = refusal.until
+    assert binder.cache.refusals["default/p0"].until - first_wait > 0.9
+
+
+async def test_no_event_is_sent_to_a_namespace_being_deleted() -> None:
+    binder, api, bindings = setup(terminating, members=1)
+    await settle(binder, bindings)
+    await settle_status(binder.status, api)
+    assert api.sent("POST", "/events") == []
+    assert len(api.sent("POST", "/binding")) == 1
+
+
+async def test_status_waits_after_a_failed_bind_until_a_session_decided_again() -> None:
+    """The session that decided the bind counted the pod as scheduled in its group's
+    status; that write must not go out before the next session has corrected it."""
+    binder, _, bindings = setup(refuse(404), members=1)
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    async with asyncio.timeout(5):
+        while not binder.watch.changes.take():
+            await asyncio.sleep(0.001)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not binder.idle.is_set()
+    with binder.deciding():
+        pass
+    assert binder.idle.is_set()
+    task.cancel()
+
+
+@pytest.mark.parametrize("status", [400, 422])
 async def test_other_refusals_forget_the_bind(status: int) -> None:
     unbound = pod("p0", requests={"cpu": "1"})
     unbound["metadata"]["uid"] = "uid-0"
