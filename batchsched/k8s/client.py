@@ -1,10 +1,11 @@
-"""Reaching the API server: one connection pool (`batchsched.k8s.http`) for every
-request batchsched makes, authenticated with the credentials of
-`batchsched.k8s.credentials`.
+"""Reaching the API server: one aiohttp connection pool for every request batchsched
+makes, authenticated with the credentials of `batchsched.k8s.credentials`.
 
-Requests go through our own small HTTP client: the generated `kubernetes` client blocks
-the event loop and cannot decode the reply to a Binding, and the general-purpose async
-client used before cost more start-up time and CPU per request (see the http module).
+aiohttp rather than the generated `kubernetes` client, which blocks the event loop and
+cannot decode the reply to a Binding. What aiohttp does not do is here: bodies are
+framed, and errors read, as the API server writes them; a refused token is read again
+and the request sent once more; every attempt is counted by its outcome, and every
+request sent again by why.
 """
 
 import abc
@@ -15,22 +16,33 @@ import random
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from types import SimpleNamespace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import aiohttp
+from yarl import URL
+
 from batchsched import __version__
 from batchsched.k8s import protobuf
-from batchsched.k8s.credentials import REFRESH_SECONDS, Credentials, CredentialsError
-from batchsched.k8s.http import Pool, Stream, TransportError
+from batchsched.k8s.credentials import (
+    REFRESH_SECONDS,
+    Credentials,
+    CredentialsError,
+    load_client_certificate,
+)
 from batchsched.k8s.protobuf import PROTOBUF
+from batchsched.metrics import API_REQUEST_RETRIES, API_REQUESTS
 
 JSON = dict[str, Any]
 T = TypeVar("T")
 
-# Transport failures worth retrying, like 429 and 5xx answers: everything the http
-# module raises. ssl.SSLError comes from connecting, a server certificate that does not
-# verify among them.
-TRANSPORT_ERRORS = (TimeoutError, TransportError, ssl.SSLError)
+# Transport failures worth retrying, like 429 and 5xx answers: what aiohttp raises
+# (a server certificate that does not verify is also an ssl.SSLError), and timeouts.
+TRANSPORT_ERRORS = (TimeoutError, aiohttp.ClientError, ssl.SSLError)
+# A stream whose reader has twice this unread stops reading from the socket, so that a
+# busy reader makes the server wait (or drop a watch) instead of growing our memory.
+STREAM_BUFFER = 2 * 1024 * 1024
 
 USER_AGENT = f"batchsched/{__version__}"
 APPLICATION_JSON = "application/json"
@@ -45,6 +57,14 @@ class ApiError(Exception):
         self.status = status
         self.reason = str(body.get("reason") or "")
         self.message = str(body.get("message") or body or "no details")
+        details = body.get("details")
+        causes = details.get("causes") if isinstance(details, dict) else None
+        # What the server says caused it, e.g. NamespaceTerminating on a 403.
+        self.causes = frozenset(
+            str(cause.get("reason") or cause.get("type") or "")
+            for cause in causes or ()
+            if isinstance(cause, dict)
+        )
         super().__init__(f"{method} {path}: HTTP {status}: {self.message}")
 
     @property
@@ -89,6 +109,7 @@ async def with_retries(
                 on_error(error)
             if not is_transient(error) or time.monotonic() - started > seconds:
                 raise
+            API_REQUEST_RETRIES.labels(error_code(error)).inc()
         await asyncio.sleep(backoff(attempt))
         attempt += 1
 
@@ -105,24 +126,73 @@ class Requests(abc.ABC):
         body: object = None,
         *,
         content_type: str = APPLICATION_JSON,
+        timeout: float | None = None,
     ) -> JSON:
-        """Send one request; errors raise ApiError or one of TRANSPORT_ERRORS."""
+        """Send one request, answered within `timeout` seconds (default: the client's);
+        errors raise ApiError or one of TRANSPORT_ERRORS."""
 
-    async def get(self, path: str) -> JSON:
-        return await self.request("GET", path)
+    async def get(self, path: str, *, timeout: float | None = None) -> JSON:
+        return await self.request("GET", path, timeout=timeout)
 
-    async def post(self, path: str, body: object, *, content_type: str = APPLICATION_JSON) -> JSON:
-        return await self.request("POST", path, body, content_type=content_type)
+    async def post(
+        self,
+        path: str,
+        body: object,
+        *,
+        content_type: str = APPLICATION_JSON,
+        timeout: float | None = None,
+    ) -> JSON:
+        return await self.request("POST", path, body, content_type=content_type, timeout=timeout)
 
-    async def put(self, path: str, body: object) -> JSON:
-        return await self.request("PUT", path, body)
+    async def put(self, path: str, body: object, *, timeout: float | None = None) -> JSON:
+        return await self.request("PUT", path, body, timeout=timeout)
 
-    async def patch(self, path: str, body: object, *, content_type: str = MERGE_PATCH) -> JSON:
-        return await self.request("PATCH", path, body, content_type=content_type)
+    async def patch(
+        self,
+        path: str,
+        body: object,
+        *,
+        content_type: str = MERGE_PATCH,
+        timeout: float | None = None,
+    ) -> JSON:
+        return await self.request("PATCH", path, body, content_type=content_type, timeout=timeout)
+
+
+class Stream:
+    """A response whose body is read as it arrives; iterating yields what has arrived
+    since the last step (never empty), until the body ends."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status = response.status
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._response.content.iter_any()
+
+    async def read(self) -> bytes:
+        """The rest of the body (an error's, which is short)."""
+        return await self._response.read()
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        """The body's lines, without their b"\\n": a watch sends one event per line.
+        Split here rather than by aiohttp's readline, which refuses a line longer than
+        its buffer, as one event of a large object is."""
+        rest = b""
+        async for chunk in self:
+            *lines, rest = (rest + chunk).split(b"\n")
+            for line in lines:
+                yield line
+        if rest:
+            yield rest
 
 
 class Api(Requests):
-    """JSON requests to one API server; errors raise ApiError or a TRANSPORT_ERRORS type."""
+    """JSON requests to one API server; errors raise ApiError or a TRANSPORT_ERRORS type.
+
+    Requests share at most `connections` keep-alive connections; streams (watches) each
+    have one of their own, outside that limit, so that a watch never waits behind
+    requests nor requests behind the watches holding connections for minutes.
+    """
 
     def __init__(
         self,
@@ -136,23 +206,24 @@ class Api(Requests):
         self.timeout = timeout
         url = urlsplit(self.server)
         try:
-            host, port = url.hostname, url.port
-        except ValueError as error:  # a port that is not a number
+            url.port  # noqa: B018 - raises for a port that is not a number
+        except ValueError as error:
             raise CredentialsError(f"server {self.server!r}: {error}") from None
-        if not host:
+        if not url.hostname:
             raise CredentialsError(f"server {self.server!r} names no host")
         https = url.scheme == "https"
-        # A server behind a proxy may sit under a path, as Rancher's do.
-        self._prefix = url.path
+        self._tls: ssl.SSLContext | bool = credentials.ssl_context() if https else False
+        self._server_hostname = credentials.tls_server_name if https else None
+        self._proxy = credentials.proxy()
+        self._connections = connections
+        # (requests, streams), made by open().
+        self._sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession] | None = None
+        self._opening = asyncio.Lock()
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._headers: dict[str, str] = {}
         self._credentials_at = -REFRESH_SECONDS
-        self._pool = Pool(
-            host,
-            port or (443 if https else 80),
-            tls=credentials.ssl_context() if https else None,
-            server_hostname=credentials.tls_server_name,
-            limit=connections,
-        )
+        self._refreshing = asyncio.Lock()
+        self._closed = False
 
     async def request(
         self,
@@ -161,60 +232,200 @@ class Api(Requests):
         body: object = None,
         *,
         content_type: str = APPLICATION_JSON,
+        timeout: float | None = None,
     ) -> JSON:
-        headers = self.headers()
-        data = None
-        if body is not None:
-            data = _encode(body, content_type)
-            headers = {**headers, "Content-Type": content_type}
-        return decode(await self._send(method, path, headers, data))
+        data = None if body is None else _encode(body, content_type)
+        kind = None if body is None else content_type
+        return decode(await self._send(method, path, data, kind, timeout))
 
-    async def get_raw(self, path: str) -> bytes:
+    async def get_raw(self, path: str, *, timeout: float | None = None) -> bytes:
         """A GET's body as received, for callers that cut it down before decoding."""
-        return await self._send("GET", path, self.headers(), None)
+        return await self._send("GET", path, None, None, timeout)
 
     async def _send(
-        self, method: str, path: str, headers: dict[str, str], data: bytes | None
+        self,
+        method: str,
+        path: str,
+        data: bytes | None,
+        content_type: str | None,
+        timeout: float | None,
     ) -> bytes:
-        reply = await self._pool.request(
-            method, self._prefix + path, headers, data, timeout=self.timeout
+        session = (self._sessions or await self._open())[0]
+        seconds = self.timeout if timeout is None else timeout
+        limit = self._timeouts.get(seconds) or self._timeouts.setdefault(
+            seconds, aiohttp.ClientTimeout(total=seconds)
         )
-        if reply.status >= 400:
-            raise _error(method, path, reply.status, reply.headers, reply.body)
-        return reply.body
+        url = URL(self.server + path, encoded=True)
+        renewed = False
+        while True:
+            sent = await self.headers()
+            headers = sent if content_type is None else {**sent, "Content-Type": content_type}
+            try:
+                async with session.request(
+                    method,
+                    url,
+                    data=data,
+                    headers=headers,
+                    timeout=limit,
+                    proxy=self._proxy,
+                    server_hostname=self._server_hostname,
+                    allow_redirects=False,
+                ) as response:
+                    status = response.status
+                    body = await response.read()
+            except TRANSPORT_ERRORS as error:
+                API_REQUESTS.labels(method, error_code(error)).inc()
+                raise
+            API_REQUESTS.labels(method, str(status)).inc()
+            if status == 401 and not renewed and await self._renew(sent):
+                API_REQUEST_RETRIES.labels("unauthorized").inc()
+                renewed = True
+                continue
+            if status >= 400:
+                raise _error(method, path, status, response.headers, body)
+            return body
 
     @contextlib.asynccontextmanager
     async def stream(self, path: str, *, silence: float) -> AsyncIterator[Stream]:
         """GET `path` (a watch) and read its body as it arrives; raises ApiError for an
-        error status, TimeoutError after `silence` seconds without a byte."""
-        async with self._pool.stream(
-            "GET", self._prefix + path, self.headers(), silence=silence
-        ) as reply:
-            if reply.status >= 400:
-                raise _error("WATCH", path, reply.status, reply.headers, await reply.read())
-            yield reply
+        error status, TimeoutError after `silence` seconds without a byte. A 401 renews
+        the token for the caller's next attempt, which a watch makes anyway."""
+        session = (self._sessions or await self._open())[1]
+        sent = await self.headers()
+        limit = aiohttp.ClientTimeout(total=None, sock_connect=silence, sock_read=silence)
+        answered = False
+        try:
+            async with session.get(
+                URL(self.server + path, encoded=True),
+                headers=sent,
+                timeout=limit,
+                proxy=self._proxy,
+                server_hostname=self._server_hostname,
+                allow_redirects=False,
+            ) as response:
+                answered = True
+                API_REQUESTS.labels("WATCH", str(response.status)).inc()
+                if response.status >= 400:
+                    body = await response.read()
+                    if response.status == 401:
+                        await self._renew(sent)
+                    raise _error("WATCH", path, response.status, response.headers, body)
+                yield Stream(response)
+        except TRANSPORT_ERRORS as error:
+            if not answered:
+                API_REQUESTS.labels("WATCH", error_code(error)).inc()
+            raise
 
-    def headers(self) -> dict[str, str]:
-        """Asking the credentials for the token may read a file or run a plugin, which
-        costs far more than a request: it is done once every REFRESH_SECONDS."""
-        now = time.monotonic()
-        if now - self._credentials_at > REFRESH_SECONDS:
-            token = self.credentials.token()
-            # Uncompressed: on the cluster network, gzipping a page of a thousand pods
-            # costs the API server more CPU than sending it as it is saves time.
-            self._headers = {
-                "Accept": APPLICATION_JSON,
-                "Accept-Encoding": "identity",
-                # What audit logs and API priority and fairness know the caller by.
-                "User-Agent": USER_AGENT,
-            }
-            if token:
-                self._headers["Authorization"] = f"Bearer {token}"
-            self._credentials_at = now
+    async def open(self) -> None:
+        """Open the connection pools and fetch the first token now rather than with the
+        first request: an exec plugin runs here, so that credentials it cannot give are
+        reported before any task depends on them."""
+        await self._open()
+        await self.headers()
+
+    async def headers(self) -> dict[str, str]:
+        """What every request carries. Asking the credentials for the token may read a
+        file or run a plugin, which costs far more than a request: it is done once every
+        REFRESH_SECONDS, or at once after a 401."""
+        if time.monotonic() - self._credentials_at > REFRESH_SECONDS:
+            async with self._refreshing:
+                if time.monotonic() - self._credentials_at > REFRESH_SECONDS:
+                    await self._refresh(fresh=False)
         return self._headers
 
+    async def _renew(self, sent: dict[str, str]) -> bool:
+        """After the server refused the token in `sent` (401): the token read again,
+        once for all the requests refused with it; whether it is another one."""
+        if self.credentials.token_source is None:
+            return False
+        async with self._refreshing:
+            if self._headers is sent:
+                await self._refresh(fresh=True)
+        return self._headers.get("Authorization") != sent.get("Authorization")
+
+    async def _refresh(self, *, fresh: bool) -> None:
+        token = await self.credentials.token(fresh=fresh)
+        # Uncompressed: on the cluster network, gzipping a page of a thousand pods
+        # costs the API server more CPU than sending it as it is saves time.
+        headers = {
+            "Accept": APPLICATION_JSON,
+            "Accept-Encoding": "identity",
+            # What audit logs and API priority and fairness know the caller by.
+            "User-Agent": USER_AGENT,
+        }
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._headers = headers
+        self._credentials_at = time.monotonic()
+
+    async def _open(self) -> tuple[aiohttp.ClientSession, aiohttp.ClientSession]:
+        """The sessions, made on first use: inside the event loop, as aiohttp wants,
+        and after an exec plugin has given the client certificate, if it gives one."""
+        async with self._opening:
+            if self._closed:
+                raise aiohttp.ClientConnectionError("the client is closed")
+            if self._sessions is None:
+                source = self.credentials.token_source
+                certificate = None if source is None else await source.certificate()
+                if certificate is not None and isinstance(self._tls, ssl.SSLContext):
+                    load_client_certificate(self._tls, *certificate)
+                self._sessions = (
+                    self._session(limit=self._connections),
+                    self._session(limit=0),
+                )
+            return self._sessions
+
+    def _session(self, *, limit: int) -> aiohttp.ClientSession:
+        tracing = aiohttp.TraceConfig()
+        tracing.on_connection_create_start.append(_connecting)
+        tracing.on_connection_reuseconn.append(_reusing)
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=limit, ssl=self._tls),
+            trace_configs=[tracing],
+            read_bufsize=STREAM_BUFFER,
+            # The API server sends JSON as it is (Accept-Encoding: identity).
+            auto_decompress=False,
+            # The kubeconfig and the environment say what is used: no cookies, no netrc.
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+
     async def close(self) -> None:
-        await self._pool.close()
+        """Close every connection; requests after this raise a ClientConnectionError."""
+        async with self._opening:
+            self._closed = True
+            sessions, self._sessions = self._sessions or (), None
+            for session in sessions:
+                await session.close()
+
+
+# aiohttp sends an idempotent request again, once, when its connection fails before an
+# answer: usually a pooled keep-alive connection the server had closed while it was
+# idle. It does so silently; these hooks see a request take a second connection and
+# count it.
+
+
+async def _connecting(
+    session: aiohttp.ClientSession,
+    context: SimpleNamespace,
+    params: aiohttp.TraceConnectionCreateStartParams,
+) -> None:
+    _took_connection(context, reused=False)
+
+
+async def _reusing(
+    session: aiohttp.ClientSession,
+    context: SimpleNamespace,
+    params: aiohttp.TraceConnectionReuseconnParams,
+) -> None:
+    _took_connection(context, reused=True)
+
+
+def _took_connection(context: SimpleNamespace, *, reused: bool) -> None:
+    first = getattr(context, "first_reused", None)
+    if first is None:
+        context.first_reused = reused
+    else:
+        API_REQUEST_RETRIES.labels("stale_connection" if first else "disconnected").inc()
 
 
 def _encode(body: object, content_type: str) -> bytes:
@@ -233,8 +444,8 @@ def decode(raw: bytes) -> JSON:
     return parsed if isinstance(parsed, dict) else {"value": parsed}
 
 
-def _error(method: str, path: str, status: int, headers: dict[str, str], raw: bytes) -> ApiError:
+def _error(method: str, path: str, status: int, headers: Mapping[str, str], raw: bytes) -> ApiError:
     # Not every error is a Status object: a missing resource type is plain text.
-    is_json = headers.get("content-type", "").partition(";")[0].strip() == APPLICATION_JSON
+    is_json = headers.get("Content-Type", "").partition(";")[0].strip() == APPLICATION_JSON
     body = json.loads(raw) if is_json else {"message": raw.decode(errors="replace")}
     return ApiError(method, path, status, body)

@@ -6,12 +6,17 @@ of a 0.5 s start, while batchsched needs only a server, its CA, a client certifi
 a bearer token. Forms that client-go itself dropped, or that would silently act as an
 identity other than the one the kubeconfig's owner expects, are refused with the file
 and user named, rather than ignored.
+
+Tokens are asked for asynchronously: an exec plugin runs as a subprocess the event loop
+waits on, so that a slow plugin never stalls the lease or the watches.
 """
 
 import abc
+import asyncio
 import base64
 import binascii
 import contextlib
+import ipaddress
 import json
 import logging
 import os
@@ -23,44 +28,63 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
 log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+# Where tests put a service account of their own instead.
+SERVICE_ACCOUNT_DIR_ENV = "BATCHSCHED_SERVICE_ACCOUNT_DIR"
 
 # How often a client asks for the token again. Token files are re-read that often, as
 # client-go does, and plugin tokens are renewed that long before they expire, so that a
 # token fetched at most this long ago is never sent after its expiry.
 REFRESH_SECONDS = 60.0
 
-# A plugin waiting for a login nobody will type would otherwise hang the scheduler.
-EXEC_TIMEOUT_SECONDS = 60.0
+# A plugin waiting for a login nobody will type would otherwise hang the scheduler; and
+# shorter than the lease's renew deadline (10 s), so that a renewal that needs a new
+# token can still be made in time after a plugin gave up.
+EXEC_TIMEOUT_SECONDS = 5.0
 
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 # The cluster extension handed to plugins that ask for cluster information.
 EXEC_EXTENSION = "client.authentication.k8s.io/exec"
 IMPERSONATION = ("as", "as-uid", "as-groups", "as-user-extra")
+# Auth providers client-go dropped in 1.26 in favour of exec plugins.
+REMOVED_AUTH_PROVIDERS = {"gcp": "gke-gcloud-auth-plugin", "azure": "kubelogin"}
+PROXY_SCHEMES = ("http", "https")
 
 
 class CredentialsError(Exception):
     """No usable credentials; the message names the file, entry or plugin at fault."""
 
 
+def service_account_dir() -> Path:
+    """The mounted service account's directory: $BATCHSCHED_SERVICE_ACCOUNT_DIR when set,
+    else the kubelet's standard path."""
+    return Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR)
+
+
 class TokenSource(abc.ABC):
-    """Where bearer tokens come from; asked again every REFRESH_SECONDS."""
+    """Where bearer tokens come from; asked again every REFRESH_SECONDS, and with
+    `fresh` at once when the server refused the last token (401), as client-go does."""
 
     @abc.abstractmethod
-    def token(self) -> str | None:
+    async def token(self, *, fresh: bool = False) -> str | None:
         """The token to send now, or None to send none."""
+
+    async def certificate(self) -> tuple[bytes, bytes] | None:
+        """A client certificate and key the source gives besides tokens (a plugin's)."""
+        return None
 
 
 class StaticToken(TokenSource):
     def __init__(self, value: str) -> None:
         self._value = value
 
-    def token(self) -> str:
+    async def token(self, *, fresh: bool = False) -> str:
         return self._value
 
 
@@ -84,9 +108,10 @@ class TokenFile(TokenSource):
             raise CredentialsError(f"{self._where}: token file {self.path} is empty")
         return token
 
-    def token(self) -> str:
-        """While the file cannot be read, the token read before, as client-go does: a
-        rotation caught halfway must not stop the scheduler."""
+    async def token(self, *, fresh: bool = False) -> str:
+        """The file read again (a few hundred bytes, not worth a thread); while it
+        cannot be read, the token read before, as client-go does: a rotation caught
+        halfway must not stop the scheduler."""
         try:
             self._token = self._read()
         except CredentialsError as error:
@@ -105,12 +130,12 @@ class ExecResult:
 
 
 class ExecPlugin(TokenSource):
-    """A kubeconfig's `exec` credential plugin, run again only when what it gave is
-    about to expire.
+    """A kubeconfig's `exec` credential plugin, first run when a token or certificate is
+    first needed, and again when what it gave is about to expire or was refused.
 
-    It runs synchronously, as in client-go: a refresh is rare, and the scheduler can
-    do nothing useful without a token anyway. A client certificate it gives is used for
-    the life of the process, as the `kubernetes` package did; only its token is renewed.
+    It runs as a subprocess the event loop waits on, for at most EXEC_TIMEOUT_SECONDS;
+    concurrent askers share one run. A client certificate it gives is used for the life
+    of the process; only its token is renewed.
     """
 
     def __init__(
@@ -150,50 +175,74 @@ class ExecPlugin(TokenSource):
         self._info: dict[str, Any] = {"interactive": False}
         if cluster is not None:
             self._info["cluster"] = cluster
-        self.result = self._run()
+        self.result: ExecResult | None = None
+        self._lock = asyncio.Lock()
 
-    def token(self) -> str | None:
-        """The plugin's token, renewed REFRESH_SECONDS before it expires; a failed
-        renewal is only logged while the token it would replace is still valid."""
-        expires = self.result.expires
-        now = datetime.now(UTC)
-        if expires is not None and now >= expires - timedelta(seconds=REFRESH_SECONDS):
+    async def token(self, *, fresh: bool = False) -> str | None:
+        return (await self._current(fresh=fresh)).token
+
+    async def certificate(self) -> tuple[bytes, bytes] | None:
+        result = await self._current(fresh=False)
+        if result.client_certificate is None or result.client_key is None:
+            return None
+        return result.client_certificate, result.client_key
+
+    async def _current(self, *, fresh: bool) -> ExecResult:
+        """What the plugin gave, run again when asked `fresh` or REFRESH_SECONDS before
+        it expires. A failed run is only logged while there is a result that has not
+        expired: a refused token then fails its request, not the scheduler."""
+        async with self._lock:
+            result = self.result
+            now = datetime.now(UTC)
+            expires = result.expires if result is not None else None
+            renew = expires is not None and now >= expires - timedelta(seconds=REFRESH_SECONDS)
+            if result is not None and not fresh and not renew:
+                return result
             try:
-                self.result = self._run()
+                self.result = await self._run()
             except CredentialsError as error:
-                if now >= expires:
+                if result is None or (expires is not None and now >= expires):
                     raise
-                log.warning("%s; the current token is valid until %s", error, expires)
-        return self.result.token
+                log.warning("%s; still using what it gave before", error)
+                return result
+            return self.result
 
-    def _run(self) -> ExecResult:
+    async def _run(self) -> ExecResult:
         info = {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": self._info}
         env = {**os.environ, **self.env, "KUBERNETES_EXEC_INFO": json.dumps(info)}
         failed = f"{self._where}: exec plugin {self.command}"
         try:
-            done = subprocess.run(
-                [self.command, *self.args],
+            process = await asyncio.create_subprocess_exec(
+                self.command,
+                *self.args,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=EXEC_TIMEOUT_SECONDS,
-                check=False,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
             )
-        except subprocess.TimeoutExpired:
-            raise CredentialsError(
-                f"{failed} did not finish within {EXEC_TIMEOUT_SECONDS:g} s"
-            ) from None
         except OSError as error:
             hint = f" ({self._hint})" if self._hint else ""
             raise CredentialsError(f"{failed} cannot run: {_reason(error)}{hint}") from None
-        stderr = done.stderr.decode(errors="replace").strip()
-        if done.returncode != 0:
+        try:
+            async with asyncio.timeout(EXEC_TIMEOUT_SECONDS):
+                stdout, raw_stderr = await process.communicate()
+        except TimeoutError:
             raise CredentialsError(
-                f"{failed} exited with status {done.returncode}" + (f": {stderr}" if stderr else "")
+                f"{failed} did not finish within {EXEC_TIMEOUT_SECONDS:g} s"
+            ) from None
+        finally:
+            if process.returncode is None:  # timed out or cancelled
+                process.kill()
+                await process.wait()
+        stderr = raw_stderr.decode(errors="replace").strip()
+        if process.returncode != 0:
+            raise CredentialsError(
+                f"{failed} exited with status {process.returncode}"
+                + (f": {stderr}" if stderr else "")
             )
         if stderr:
             log.warning("exec plugin %s: %s", self.command, stderr)
-        return self._parse(done.stdout, failed)
+        return self._parse(stdout, failed)
 
     def _parse(self, stdout: bytes, failed: str) -> ExecResult:
         try:
@@ -243,11 +292,13 @@ class Credentials:
     # The name to verify the server's certificate against, when not the server URL's.
     tls_server_name: str | None = None
     token_source: TokenSource | None = None
+    # The kubeconfig's proxy-url; without it the environment's proxy, if any, is used.
+    proxy_url: str | None = None
 
-    def token(self) -> str | None:
-        """The bearer token to send now. It may read a file or run a plugin, so callers
-        keep it for REFRESH_SECONDS rather than ask per request."""
-        return None if self.token_source is None else self.token_source.token()
+    async def token(self, *, fresh: bool = False) -> str | None:
+        """The bearer token to send now (`fresh`: the last one was refused). It may read
+        a file or run a plugin, so callers keep it for REFRESH_SECONDS."""
+        return None if self.token_source is None else await self.token_source.token(fresh=fresh)
 
     def ssl_context(self) -> ssl.SSLContext:
         """The server's verification and our client certificate, for every connection."""
@@ -261,29 +312,102 @@ class Credentials:
                 f"certificate authority {_describe(self.ca)}: {_reason(error)}"
             ) from None
         if self.client_certificate is not None and self.client_key is not None:
-            try:
-                with _files(self.client_certificate, self.client_key) as (certificate, key):
-                    context.load_cert_chain(certificate, key)
-            except (OSError, ValueError) as error:
-                raise CredentialsError(
-                    f"client certificate {_describe(self.client_certificate)} "
-                    f"with key {_describe(self.client_key)}: {_reason(error)}"
-                ) from None
+            load_client_certificate(context, self.client_certificate, self.client_key)
         if self.insecure_skip_tls_verify:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         return context
 
+    def proxy(self) -> str | None:
+        """The proxy to reach the server through: proxy-url, else the environment's."""
+        return self.proxy_url or environment_proxy(self.server)
 
-def load_credentials(
-    kubeconfig: str | None, *, service_account: Path = SERVICE_ACCOUNT_DIR
-) -> Credentials:
-    """`kubeconfig` if given; else the service account inside a pod; else $KUBECONFIG
-    or ~/.kube/config, as kubectl does."""
+
+def load_client_certificate(
+    context: ssl.SSLContext, certificate: Path | bytes, key: Path | bytes
+) -> None:
+    try:
+        with _files(certificate, key) as (certificate_file, key_file):
+            context.load_cert_chain(certificate_file, key_file)
+    except (OSError, ValueError) as error:
+        raise CredentialsError(
+            f"client certificate {_describe(certificate)} "
+            f"with key {_describe(key)}: {_reason(error)}"
+        ) from None
+
+
+def environment_proxy(server: str) -> str | None:
+    """The proxy $HTTPS_PROXY (for an https server) or $HTTP_PROXY names, unless
+    $NO_PROXY exempts the server, with Go's rules (golang.org/x/net/http/httpproxy),
+    which client-go follows: upper case first, a proxy without a scheme is http, and
+    localhost and loopback addresses are never proxied."""
+    url = urlsplit(server)
+    host = (url.hostname or "").lower()
+    if host == "localhost" or _is_loopback(host):
+        return None
+    names = (
+        ("HTTPS_PROXY", "https_proxy") if url.scheme == "https" else ("HTTP_PROXY", "http_proxy")
+    )
+    proxy = next((os.environ[name] for name in names if os.environ.get(name)), None)
+    if proxy is None:
+        return None
+    port = url.port or (443 if url.scheme == "https" else 80)
+    no_proxy = os.environ.get("NO_PROXY") or os.environ.get("no_proxy") or ""
+    if any(_exempts(entry.strip().lower(), host, port) for entry in no_proxy.split(",")):
+        return None
+    proxy = proxy if "://" in proxy else f"http://{proxy}"
+    check_proxy(proxy, "the environment's proxy")
+    return proxy
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _exempts(entry: str, host: str, port: int) -> bool:
+    """Whether one $NO_PROXY entry covers host:port: `*`, an address, a CIDR block, or a
+    domain and its subdomains (a leading `.` or `*.`: only its subdomains), optionally
+    with a port."""
+    if entry == "*":
+        return True
+    if not entry:
+        return False
+    with contextlib.suppress(ValueError):
+        return ipaddress.ip_address(host) in ipaddress.ip_network(entry, strict=False)
+    name, colon, entry_port = entry.rpartition(":") if entry.count(":") == 1 else ("", "", "")
+    if colon:
+        if entry_port != str(port):
+            return False
+        entry = name
+    entry = entry.removeprefix("*")
+    if entry.startswith("."):
+        return host.endswith(entry)
+    return host == entry or host.endswith(f".{entry}")
+
+
+def check_proxy(proxy: str, where: str) -> None:
+    """Refuses a proxy URL the transport cannot use, naming it."""
+    url = urlsplit(proxy)
+    if url.scheme not in PROXY_SCHEMES:
+        raise CredentialsError(
+            f"{where} {proxy!r}: only {' and '.join(PROXY_SCHEMES)} proxies are supported"
+            + (", not socks5" if url.scheme.startswith("socks") else "")
+        )
+    if not url.hostname:
+        raise CredentialsError(f"{where} {proxy!r} names no host")
+
+
+def load_credentials(kubeconfig: str | None, *, service_account: Path | None = None) -> Credentials:
+    """`kubeconfig` if given; else the service account inside a pod (in
+    `service_account`, default service_account_dir()); else $KUBECONFIG or
+    ~/.kube/config, as kubectl does."""
     if kubeconfig is not None:
         return _from_kubeconfig(_Kubeconfig.read([Path(kubeconfig)]))
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return _in_cluster(service_account)
+        return _in_cluster(service_account or service_account_dir())
     listed = [Path(name) for name in os.environ.get("KUBECONFIG", "").split(os.pathsep) if name]
     if not listed:
         default = Path.home() / ".kube" / "config"
@@ -419,11 +543,15 @@ def _cluster(name: str, cluster: _Named) -> Credentials:
     if insecure and ca is not None:
         # client-go refuses this too: which of the two was meant is anyone's guess.
         raise CredentialsError(f"{where}: insecure-skip-tls-verify together with a CA")
+    proxy = _string(body, "proxy-url", where)
+    if proxy is not None:
+        check_proxy(proxy, f"{where}: proxy-url")
     return Credentials(
         server=server.rstrip("/"),
         ca=ca,
         insecure_skip_tls_verify=insecure,
         tls_server_name=_string(body, "tls-server-name", where),
+        proxy_url=proxy,
     )
 
 
@@ -431,11 +559,9 @@ def _user(name: str, user: _Named, cluster: Credentials, cluster_entry: _Named) 
     """`cluster` with this user's certificate and token added."""
     where = f"kubeconfig {user.file}: user {name!r}"
     body = user.body
-    if body.get("auth-provider"):
-        raise CredentialsError(
-            f"{where}: auth-provider is not supported (client-go removed it in 1.26); "
-            "use an exec plugin such as kubelogin or gke-gcloud-auth-plugin"
-        )
+    provider = body.get("auth-provider")
+    if provider:
+        raise CredentialsError(f"{where}: {_auth_provider_refusal(provider)}")
     if body.get("username") or body.get("password"):
         raise CredentialsError(
             f"{where}: username and password are not supported; "
@@ -464,11 +590,24 @@ def _user(name: str, user: _Named, cluster: Credentials, cluster_entry: _Named) 
         info = (
             _exec_cluster(cluster, cluster_entry) if exec_spec.get("provideClusterInfo") else None
         )
-        plugin = ExecPlugin(exec_spec, base=user.file.parent, cluster=info, where=where)
-        certificate, key = plugin.result.client_certificate, plugin.result.client_key
-        if plugin.result.token is not None:
-            source = plugin
+        source = ExecPlugin(exec_spec, base=user.file.parent, cluster=info, where=where)
     return replace(cluster, client_certificate=certificate, client_key=key, token_source=source)
+
+
+def _auth_provider_refusal(provider: object) -> str:
+    """Why an auth-provider is refused, true to what client-go still does with it."""
+    name = provider.get("name") if isinstance(provider, dict) else None
+    if name in REMOVED_AUTH_PROVIDERS:
+        return (
+            f"auth-provider {name!r} was removed from client-go in 1.26; use its exec "
+            f"plugin, {REMOVED_AUTH_PROVIDERS[name]}"
+        )
+    if name == "oidc":
+        return (
+            "auth-provider 'oidc' is not supported by batchsched (client-go still has it "
+            "built in); use an exec plugin such as kubelogin (kubectl oidc-login)"
+        )
+    return f"auth-provider {name!r} is not supported, nor known to client-go"
 
 
 def _exec_cluster(cluster: Credentials, entry: _Named) -> dict[str, Any]:

@@ -17,10 +17,11 @@ import logging
 from collections.abc import AsyncGenerator
 from urllib.parse import urlencode
 
-from batchsched.k8s.client import JSON, TRANSPORT_ERRORS, Api, ApiError, backoff
+from batchsched.k8s.client import JSON, TRANSPORT_ERRORS, Api, ApiError, backoff, error_code
 from batchsched.k8s.pages import read_pages
 from batchsched.k8s.trim import without_managed_fields
 from batchsched.k8s.watch import Watch, Watched, key_of
+from batchsched.metrics import API_REQUEST_RETRIES
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class Informer:
                 log.info("%s: watch history compacted, listing again", self.watched.id)
             except (ApiError, *TRANSPORT_ERRORS) as error:
                 log.warning("%s: %s; retrying", self.watched.id, error or repr(error))
+                API_REQUEST_RETRIES.labels(error_code(error)).inc()
                 await asyncio.sleep(backoff(failures))
                 failures += 1
 
@@ -107,6 +109,7 @@ class Informer:
                             self.watch.apply(self.watched, obj)
             except TRANSPORT_ERRORS as error:
                 log.info("%s: watch interrupted (%r); resuming", self.watched.id, error)
+                API_REQUEST_RETRIES.labels(error_code(error)).inc()
                 await asyncio.sleep(backoff(failures))
                 failures += 1
 

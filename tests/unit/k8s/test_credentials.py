@@ -4,9 +4,12 @@ Exec plugins are a small Python script that answers with whatever `reply` holds 
 records each run, so the tests can count how often the plugin was asked.
 """
 
+import asyncio
 import base64
+import inspect
 import json
 import logging
+import os
 import ssl
 import stat
 import subprocess
@@ -24,12 +27,17 @@ from batchsched.cli import EXIT_BAD_INPUT, main
 from batchsched.k8s import credentials as credentials_module
 from batchsched.k8s.client import USER_AGENT, Api
 from batchsched.k8s.credentials import (
+    EXEC_TIMEOUT_SECONDS,
     REFRESH_SECONDS,
+    SERVICE_ACCOUNT_DIR,
+    SERVICE_ACCOUNT_DIR_ENV,
     Credentials,
     CredentialsError,
     TokenSource,
+    environment_proxy,
     load_credentials,
 )
+from batchsched.k8s.leader import LeaderElection
 
 JSON = dict[str, Any]
 EXEC_V1 = "client.authentication.k8s.io/v1"
@@ -96,18 +104,18 @@ def kubeconfig(
     return path
 
 
-def test_a_token_and_inline_ca(tmp_path: Path, pem: tuple[bytes, bytes]) -> None:
+async def test_a_token_and_inline_ca(tmp_path: Path, pem: tuple[bytes, bytes]) -> None:
     cluster = {"server": "https://k8s.test:6443/", "certificate-authority-data": b64(pem[0])}
     path = kubeconfig(tmp_path / "config", {"token": "abc"}, cluster=cluster)
     credentials = load_credentials(str(path))
     assert credentials.server == "https://k8s.test:6443"
     assert credentials.ca == pem[0]
-    assert credentials.token() == "abc"
+    assert await credentials.token() == "abc"
     assert credentials.client_certificate is None
     assert credentials.ssl_context().verify_mode == ssl.CERT_REQUIRED
 
 
-def test_relative_files_are_found_next_to_the_kubeconfig(
+async def test_relative_files_are_found_next_to_the_kubeconfig(
     tmp_path: Path, pem: tuple[bytes, bytes]
 ) -> None:
     (tmp_path / "kube" / "pki").mkdir(parents=True)
@@ -122,7 +130,7 @@ def test_relative_files_are_found_next_to_the_kubeconfig(
     assert credentials.ca == tmp_path / "kube" / "pki" / "ca.crt"
     assert credentials.client_certificate == tmp_path / "kube" / "pki" / "me.crt"
     assert credentials.client_key == tmp_path / "kube" / "pki" / "me.key"
-    assert credentials.token() is None
+    assert await credentials.token() is None
     credentials.ssl_context()
 
 
@@ -180,21 +188,21 @@ def test_unusable_pem_is_reported_by_what_it_is(tmp_path: Path) -> None:
         credentials.ssl_context()
 
 
-def test_token_file_is_read_again_and_survives_a_missing_file(
+async def test_token_file_is_read_again_and_survives_a_missing_file(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     (tmp_path / "token").write_text("first\n")
     credentials = load_credentials(str(kubeconfig(tmp_path / "config", {"tokenFile": "token"})))
-    assert credentials.token() == "first"
+    assert await credentials.token() == "first"
     (tmp_path / "token").write_text("second")
-    assert credentials.token() == "second"
+    assert await credentials.token() == "second"
     (tmp_path / "token").unlink()
     with caplog.at_level(logging.WARNING):
-        assert credentials.token() == "second"
+        assert await credentials.token() == "second"
     assert "cannot read token file" in caplog.text
 
 
-def test_kubeconfig_list_merges_first_wins(
+async def test_kubeconfig_list_merges_first_wins(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pem: tuple[bytes, bytes]
 ) -> None:
     first = kubeconfig(tmp_path / "a" / "config", {"token": "from-a"}, context="a")
@@ -225,12 +233,12 @@ def test_kubeconfig_list_merges_first_wins(
     missing = tmp_path / "missing"
     monkeypatch.setenv("KUBECONFIG", f"{missing}:{first}::{second}")
     credentials = load_credentials(None)
-    assert (credentials.server, credentials.token()) == ("https://k8s.test:6443", "from-a")
+    assert (credentials.server, await credentials.token()) == ("https://k8s.test:6443", "from-a")
 
     # The current-context comes from the first file that sets one.
     first.write_text(first.read_text().replace("current-context: a", "current-context: ''"))
     credentials = load_credentials(None)
-    assert (credentials.server, credentials.token()) == ("https://b.test", "from-b")
+    assert (credentials.server, await credentials.token()) == ("https://b.test", "from-b")
     assert credentials.ca == second.parent / "ca.crt"
 
     monkeypatch.setenv("KUBECONFIG", str(missing))
@@ -238,11 +246,11 @@ def test_kubeconfig_list_merges_first_wins(
         load_credentials(None)
 
 
-def test_home_kubeconfig_is_the_last_resort(tmp_path: Path) -> None:
+async def test_home_kubeconfig_is_the_last_resort(tmp_path: Path) -> None:
     with pytest.raises(CredentialsError, match=r"home/\.kube/config does not exist"):
         load_credentials(None)
     kubeconfig(tmp_path / "home" / ".kube" / "config", {"token": "t"})
-    assert load_credentials(None).token() == "t"
+    assert (await load_credentials(None).token()) == "t"
 
 
 @pytest.mark.parametrize(
@@ -300,7 +308,23 @@ def test_unreadable_files_are_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("user", "message"),
     [
-        ({"auth-provider": {"name": "oidc", "config": {}}}, "auth-provider is not supported"),
+        (
+            {"auth-provider": {"name": "oidc", "config": {}}},
+            "auth-provider 'oidc' is not supported by batchsched \\(client-go still has it",
+        ),
+        (
+            {"auth-provider": {"name": "gcp"}},
+            "auth-provider 'gcp' was removed from client-go in 1.26; use its exec plugin, "
+            "gke-gcloud-auth-plugin",
+        ),
+        (
+            {"auth-provider": {"name": "azure"}},
+            "auth-provider 'azure' was removed .* kubelogin",
+        ),
+        (
+            {"auth-provider": {"name": "acme"}},
+            "auth-provider 'acme' is not supported, nor known to client-go",
+        ),
         ({"username": "admin", "password": "secret"}, "username and password are not supported"),
         ({"token": "t", "as": "someone-else"}, "impersonation"),
     ],
@@ -354,52 +378,72 @@ def expiring(seconds: float) -> str:
     return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
 
 
-def test_exec_token_is_kept_until_it_nears_expiry(tmp_path: Path) -> None:
+async def test_exec_token_is_kept_until_it_nears_expiry(tmp_path: Path) -> None:
     plugin = Plugin(tmp_path)
     plugin.answer({"token": "one", "expirationTimestamp": expiring(3600)})
     credentials = load_credentials(str(kubeconfig(tmp_path / "config", exec_user())))
-    assert [credentials.token() for _ in range(3)] == ["one"] * 3
+    assert [await credentials.token() for _ in range(3)] == ["one"] * 3
     assert plugin.runs == [
         {"apiVersion": EXEC_V1, "kind": "ExecCredential", "spec": {"interactive": False}}
     ]
 
 
-def test_exec_token_without_expiry_is_kept_for_good(tmp_path: Path) -> None:
+async def test_exec_plugin_runs_when_first_asked_and_then_keeps_a_token_without_expiry(
+    tmp_path: Path,
+) -> None:
     plugin = Plugin(tmp_path)
     plugin.answer({"token": "forever"})
     credentials = load_credentials(str(kubeconfig(tmp_path / "config", exec_user())))
+    assert not (tmp_path / "runs").exists()
+    assert await credentials.token() == "forever"
     plugin.answer({"token": "never asked for"})
-    assert credentials.token() == "forever"
+    assert await credentials.token() == "forever"
     assert len(plugin.runs) == 1
 
 
-def test_exec_token_is_renewed_before_it_expires(tmp_path: Path) -> None:
+async def test_exec_plugin_runs_again_when_its_token_was_refused(tmp_path: Path) -> None:
     plugin = Plugin(tmp_path)
-    plugin.answer({"token": "one", "expirationTimestamp": expiring(30)})
+    plugin.answer({"token": "one", "expirationTimestamp": expiring(3600)})
     credentials = load_credentials(str(kubeconfig(tmp_path / "config", exec_user())))
+    assert await credentials.token() == "one"
     plugin.answer({"token": "two", "expirationTimestamp": expiring(3600)})
-    assert credentials.token() == "two"
-    assert credentials.token() == "two"
+    assert await credentials.token(fresh=True) == "two"
+    assert await credentials.token() == "two"
     assert len(plugin.runs) == 2
 
 
-def test_failed_renewal_keeps_a_valid_token_and_reports_an_expired_one(
+async def test_exec_token_is_renewed_before_it_expires(tmp_path: Path) -> None:
+    plugin = Plugin(tmp_path)
+    plugin.answer({"token": "one", "expirationTimestamp": expiring(30)})
+    credentials = load_credentials(str(kubeconfig(tmp_path / "config", exec_user())))
+    assert await credentials.token() == "one"
+    plugin.answer({"token": "two", "expirationTimestamp": expiring(3600)})
+    assert await credentials.token() == "two"
+    assert await credentials.token() == "two"
+    assert len(plugin.runs) == 2
+
+
+async def test_failed_renewal_keeps_a_valid_token_and_reports_an_expired_one(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     plugin = Plugin(tmp_path)
     plugin.answer({"token": "one", "expirationTimestamp": expiring(30)})
     valid = load_credentials(str(kubeconfig(tmp_path / "valid", exec_user())))
+    assert await valid.token() == "one"
     plugin.answer({"token": "old", "expirationTimestamp": expiring(-1)})
     expired = load_credentials(str(kubeconfig(tmp_path / "expired", exec_user())))
+    assert await expired.token() == "old"
     plugin.fail()
     with caplog.at_level(logging.WARNING):
-        assert valid.token() == "one"
+        assert await valid.token() == "one"
     assert "the session expired" in caplog.text
     with pytest.raises(CredentialsError, match="exited with status 3: the session expired"):
-        expired.token()
+        await expired.token()
 
 
-def test_exec_gets_args_env_and_cluster_info(tmp_path: Path, pem: tuple[bytes, bytes]) -> None:
+async def test_exec_gets_args_env_and_cluster_info(
+    tmp_path: Path, pem: tuple[bytes, bytes]
+) -> None:
     plugin = Plugin(tmp_path / "bin")
     plugin.answer({"token": "t"})
     # The script records KUBERNETES_EXEC_INFO only; a wrapper checks args and env.
@@ -424,7 +468,7 @@ def test_exec_gets_args_env_and_cluster_info(tmp_path: Path, pem: tuple[bytes, b
         provideClusterInfo=True,
     )
     credentials = load_credentials(str(kubeconfig(tmp_path / "config", user, cluster=cluster)))
-    assert credentials.token() == "t"
+    assert await credentials.token() == "t"
     assert plugin.runs[0]["spec"] == {
         "interactive": False,
         "cluster": {
@@ -435,7 +479,7 @@ def test_exec_gets_args_env_and_cluster_info(tmp_path: Path, pem: tuple[bytes, b
     }
 
 
-def test_exec_client_certificate(tmp_path: Path, pem: tuple[bytes, bytes]) -> None:
+async def test_exec_client_certificate(tmp_path: Path, pem: tuple[bytes, bytes]) -> None:
     plugin = Plugin(tmp_path)
     plugin.answer(
         {"clientCertificateData": pem[0].decode(), "clientKeyData": pem[1].decode()},
@@ -443,14 +487,15 @@ def test_exec_client_certificate(tmp_path: Path, pem: tuple[bytes, bytes]) -> No
     )
     user = exec_user(apiVersion="client.authentication.k8s.io/v1beta1")
     credentials = load_credentials(str(kubeconfig(tmp_path / "config", user)))
-    assert (credentials.client_certificate, credentials.client_key) == pem
-    assert credentials.token() is None
-    credentials.ssl_context()
+    assert credentials.token_source is not None
+    assert await credentials.token_source.certificate() == pem
+    assert await credentials.token() is None
+    assert len(Plugin(tmp_path).runs) == 1, "the certificate and the token come from one run"
 
 
-def test_a_static_token_wins_over_exec_as_in_client_go(tmp_path: Path) -> None:
+async def test_a_static_token_wins_over_exec_as_in_client_go(tmp_path: Path) -> None:
     user = {"token": "static", **exec_user(command="/nonexistent/plugin")}
-    assert load_credentials(str(kubeconfig(tmp_path / "config", user))).token() == "static"
+    assert (await load_credentials(str(kubeconfig(tmp_path / "config", user))).token()) == "static"
 
 
 @pytest.mark.parametrize(
@@ -484,19 +529,21 @@ def test_a_static_token_wins_over_exec_as_in_client_go(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_exec_problems_are_named(tmp_path: Path, reply: str, user: JSON, message: str) -> None:
+async def test_exec_problems_are_named(
+    tmp_path: Path, reply: str, user: JSON, message: str
+) -> None:
     Plugin(tmp_path)
     (tmp_path / "reply").write_text(reply)
     path = kubeconfig(tmp_path / "config", exec_user(**user))
     with pytest.raises(CredentialsError, match=message) as raised:
-        load_credentials(str(path))
+        await load_credentials(str(path)).token()
     assert f"kubeconfig {path}: user 'u'" in str(raised.value)
 
 
-def test_exec_failure_carries_the_plugin_error_output(tmp_path: Path) -> None:
+async def test_exec_failure_carries_the_plugin_error_output(tmp_path: Path) -> None:
     Plugin(tmp_path).fail()
     with pytest.raises(CredentialsError) as raised:
-        load_credentials(str(kubeconfig(tmp_path / "config", exec_user())))
+        await load_credentials(str(kubeconfig(tmp_path / "config", exec_user()))).token()
     assert str(raised.value) == (
         f"kubeconfig {tmp_path / 'config'}: user 'u': exec plugin {tmp_path / 'plugin.py'} "
         "exited with status 3: the session expired: log in again"
@@ -510,28 +557,30 @@ def service_account(directory: Path, token: str = "sa-token") -> Path:
     return directory
 
 
-def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     directory = service_account(tmp_path / "sa")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     credentials = load_credentials(None, service_account=directory)
     assert credentials.server == "https://10.96.0.1:443"
     assert credentials.ca == directory / "ca.crt"
-    assert credentials.token() == "sa-token"
+    assert await credentials.token() == "sa-token"
     (directory / "token").write_text("rotated\n")
-    assert credentials.token() == "rotated"
+    assert await credentials.token() == "rotated"
 
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00:10:96::1")
     assert load_credentials(None, service_account=directory).server == "https://[fd00:10:96::1]:443"
 
 
-def test_an_explicit_kubeconfig_wins_over_the_service_account(
+async def test_an_explicit_kubeconfig_wins_over_the_service_account(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     path = kubeconfig(tmp_path / "config", {"token": "mine"})
-    assert load_credentials(str(path), service_account=tmp_path / "absent").token() == "mine"
+    assert (
+        await load_credentials(str(path), service_account=tmp_path / "absent").token()
+    ) == "mine"
 
 
 def test_in_cluster_problems_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -551,7 +600,7 @@ class Counting(TokenSource):
     def __init__(self) -> None:
         self.asked = 0
 
-    def token(self) -> str:
+    async def token(self, *, fresh: bool = False) -> str:
         self.asked += 1
         return f"token-{self.asked}"
 
@@ -565,11 +614,11 @@ async def test_api_sends_the_token_and_asks_for_it_once_per_refresh(
     api = Api(Credentials(server="https://k8s.test/", token_source=source))
     try:
         assert api.server == "https://k8s.test"
-        assert api.headers()["Authorization"] == "Bearer token-1"
+        assert (await api.headers())["Authorization"] == "Bearer token-1"
         now[0] += REFRESH_SECONDS / 2
-        assert api.headers()["Authorization"] == "Bearer token-1"
+        assert (await api.headers())["Authorization"] == "Bearer token-1"
         now[0] += REFRESH_SECONDS
-        assert api.headers() == {
+        assert (await api.headers()) == {
             "Accept": "application/json",
             "Accept-Encoding": "identity",
             "User-Agent": USER_AGENT,
@@ -578,3 +627,118 @@ async def test_api_sends_the_token_and_asks_for_it_once_per_refresh(
     finally:
         monkeypatch.undo()  # the event loop's own clock must move again for close()
         await api.close()
+
+
+SLOW_PLUGIN = """\
+#!{python}
+import os, time
+from pathlib import Path
+
+Path(__file__).with_name("pid").write_text(str(os.getpid()))
+time.sleep(600)
+"""
+
+
+async def test_a_plugin_past_its_timeout_is_killed_without_holding_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The leader must be able to ask for a token again before its renew deadline.
+    renew_deadline = inspect.signature(LeaderElection).parameters["renew_seconds"].default
+    assert renew_deadline > EXEC_TIMEOUT_SECONDS
+    monkeypatch.setattr(credentials_module, "EXEC_TIMEOUT_SECONDS", 0.5)
+    script = tmp_path / "plugin.py"
+    script.write_text(SLOW_PLUGIN.format(python=sys.executable))
+    script.chmod(0o755)
+    credentials = load_credentials(str(kubeconfig(tmp_path / "config", exec_user())))
+    asking = asyncio.create_task(credentials.token())
+    # The loop runs other work while the plugin runs: here, this very wait.
+    while not (tmp_path / "pid").exists():
+        await asyncio.sleep(0.01)
+    assert not asking.done()
+    with pytest.raises(CredentialsError, match=r"plugin\.py did not finish within 0\.5 s"):
+        await asking
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "pid").read_text()), 0)
+
+
+async def test_the_service_account_directory_can_be_named_by_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = service_account(tmp_path / "sa", token="from-the-variable")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.setenv(SERVICE_ACCOUNT_DIR_ENV, str(directory))
+    credentials = load_credentials(None)
+    assert credentials.ca == directory / "ca.crt"
+    assert await credentials.token() == "from-the-variable"
+    monkeypatch.delenv(SERVICE_ACCOUNT_DIR_ENV)
+    with pytest.raises(CredentialsError, match=str(SERVICE_ACCOUNT_DIR)):
+        load_credentials(None)
+
+
+@pytest.mark.parametrize(
+    ("server", "environment", "proxy"),
+    [
+        ("https://k8s.test", {"HTTPS_PROXY": "http://proxy:3128"}, "http://proxy:3128"),
+        ("https://k8s.test", {"https_proxy": "proxy:3128"}, "http://proxy:3128"),
+        ("https://k8s.test", {"HTTPS_PROXY": "http://a:1", "https_proxy": "http://b:1"}, "http://a:1"),
+        ("https://k8s.test", {"HTTP_PROXY": "http://proxy:3128"}, None),
+        ("http://k8s.test", {"HTTP_PROXY": "http://proxy:3128"}, "http://proxy:3128"),
+        ("https://localhost:6443", {"HTTPS_PROXY": "http://p:1"}, None),
+        ("https://127.0.0.2:6443", {"HTTPS_PROXY": "http://p:1"}, None),
+        ("https://[::1]:6443", {"HTTPS_PROXY": "http://p:1"}, None),
+        ("https://k8s.test", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "*"}, None),
+        ("https://k8s.test", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "a, k8s.test"}, None),
+        ("https://api.k8s.test", {"HTTPS_PROXY": "http://p:1", "no_proxy": "k8s.test"}, None),
+        ("https://k8s.test", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": ".k8s.test"}, "http://p:1"),
+        ("https://a.k8s.test", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "*.k8s.test"}, None),
+        ("https://k8s.test", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "*.k8s.test"}, "http://p:1"),
+        ("https://notk8s.test", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "k8s.test"}, "http://p:1"),
+        ("https://k8s.test", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "k8s.test:443"}, None),
+        ("https://k8s.test:6443", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "k8s.test:443"}, "http://p:1"),
+        ("https://10.1.2.3", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "10.0.0.0/8"}, None),
+        ("https://11.1.2.3", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "10.0.0.0/8"}, "http://p:1"),
+        ("https://10.1.2.3", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "10.1.2.3"}, None),
+    ],
+)  # fmt: skip
+def test_the_environments_proxy_with_gos_rules(
+    monkeypatch: pytest.MonkeyPatch, server: str, environment: dict[str, str], proxy: str | None
+) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert environment_proxy(server) == proxy
+    assert Credentials(server=server).proxy() == proxy
+
+
+def test_proxy_url_wins_over_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://from-the-environment:3128")
+    cluster = {"server": "https://k8s.test", "proxy-url": "https://proxy.test:8443"}
+    credentials = load_credentials(str(kubeconfig(tmp_path / "config", cluster=cluster)))
+    assert credentials.proxy() == "https://proxy.test:8443"
+
+
+@pytest.mark.parametrize(
+    ("proxy", "message"),
+    [
+        ("socks5://proxy.test:1080", "only http and https proxies are supported, not socks5"),
+        ("ftp://proxy.test", "only http and https proxies are supported"),
+        ("http://", "names no host"),
+    ],
+)
+def test_unusable_proxies_are_refused_by_their_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proxy: str, message: str
+) -> None:
+    cluster = {"server": "https://k8s.test", "proxy-url": proxy}
+    path = kubeconfig(tmp_path / "config", cluster=cluster)
+    with pytest.raises(CredentialsError, match=message) as raised:
+        load_credentials(str(path))
+    assert f"kubeconfig {path}: cluster 'c': proxy-url {proxy!r}" in str(raised.value)
+
+    monkeypatch.setenv("HTTPS_PROXY", proxy)
+    with pytest.raises(CredentialsError, match=message) as raised:
+        Credentials(server="https://k8s.test").proxy()
+    assert f"the environment's proxy {proxy!r}" in str(raised.value)
