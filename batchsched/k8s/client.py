@@ -176,14 +176,20 @@ class Stream:
     async def lines(self) -> AsyncIterator[bytes]:
         """The body's lines, without their b"\\n": a watch sends one event per line.
         Split here rather than by aiohttp's readline, which refuses a line longer than
-        its buffer, as one event of a large object is."""
-        rest = b""
+        its buffer, as one event of a large object is. A line's pieces are joined once
+        it ends, so a line of many chunks is not copied again with each one."""
+        pieces: list[bytes] = []
         async for chunk in self:
-            *lines, rest = (rest + chunk).split(b"\n")
+            if b"\n" not in chunk:
+                pieces.append(chunk)
+                continue
+            first, *lines, last = chunk.split(b"\n")
+            yield b"".join([*pieces, first]) if pieces else first
             for line in lines:
                 yield line
-        if rest:
-            yield rest
+            pieces = [last] if last else []
+        if pieces:
+            yield b"".join(pieces)
 
 
 class Api(Requests):

@@ -3,6 +3,7 @@ API server answers, and a few lines of asyncio for what only a misbehaving conne
 does (a keep-alive connection closed under a request, a proxy's CONNECT)."""
 
 import asyncio
+import itertools
 import json
 import ssl
 import subprocess
@@ -178,14 +179,20 @@ async def test_stream_lines_longer_than_any_buffer(
 ) -> None:
     # One event of a large object is one line, longer than aiohttp reads at a time.
     long = b"x" * (3 * STREAM_BUFFER)
-    events = [b'{"a": 1}', long, b'{"b": 2}', b'{"c": 3}']
+    events = [b'{"a": 1}', b"", b'{"b": 2}', long, b'{"c": 3}', b'{"d": 4}']
 
     async def watch(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse()
         await response.prepare(request)
         body = b"\n".join(events)  # the last line without its newline
-        for start in range(0, len(body), 65_537):
-            await response.write(body[start : start + 65_537])
+        # Pieces that end on, just before and just after a newline, and long ones.
+        sizes = itertools.cycle([8, 1, 2, 7, 65_537])
+        start = 0
+        while start < len(body):
+            end = start + next(sizes)
+            await response.write(body[start:end])
+            await asyncio.sleep(0)  # a chance for the client to read them apart
+            start = end
         await response.write_eof()
         return response
 
