@@ -47,6 +47,9 @@ class ClusterCache:
         # "ns/name" of a pod that could not be parsed -> (its schedulerName, why); the
         # reason is shown as the pod's pending reason.
         self.rejected_pods: dict[str, tuple[str, str]] = {}
+        # Name of a Queue that could not be parsed -> why: its groups' pods say the queue
+        # is invalid and why, rather than that it does not exist.
+        self.rejected_queues: dict[str, str] = {}
         # "ns/name" -> (node, GPU cards) of binds decided but not yet seen in the pod's
         # nodeName. They outlive updates of the pod, which would otherwise make a decided
         # pod look pending again.
@@ -84,6 +87,8 @@ class ClusterCache:
         store, parse = handlers[str(kind)]
         if kind == "Pod":
             self.rejected_pods.pop(key, None)
+        elif kind == "Queue":
+            self.rejected_queues.pop(key, None)
         if deleted:
             store.pop(key, None)
             self.assumed.pop(key, None)
@@ -99,6 +104,8 @@ class ClusterCache:
                 spec = obj.get("spec")
                 scheduler = spec.get("schedulerName") if isinstance(spec, dict) else None
                 self.rejected_pods[key] = (str(scheduler or "default-scheduler"), str(error))
+            elif kind == "Queue":
+                self.rejected_queues[key] = str(error)
             raise
 
     def _apply_group(self, key: str, obj: Obj, *, deleted: bool) -> None:

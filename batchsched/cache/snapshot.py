@@ -93,6 +93,8 @@ class Snapshot:
     jobs: dict[str, JobInfo]
     queues: dict[str, Queue]
     scheduler_name: str
+    # Queues that exist but could not be parsed, by name -> why (not in `queues`).
+    rejected_queues: dict[str, str] = field(default_factory=dict)
     # Bound pods that hold GPU cards, with their node rows and their cards as of the
     # snapshot (an assumed bind may be forgotten while a session runs): per-card usage
     # is rebuilt from them.
@@ -150,6 +152,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
         jobs=builder.finish(index),
         queues=_queues(cache),
         scheduler_name=scheduler_name,
+        rejected_queues=dict(cache.rejected_queues),
         gpu_holders=gpu_holders,
     )
 
@@ -167,7 +170,9 @@ def _reserve(job: JobInfo, placements: list[Placement], node_rows: Mapping[str, 
 
 def _queues(cache: ClusterCache) -> dict[str, Queue]:
     queues = dict(cache.queues)
-    queues.setdefault(DEFAULT_QUEUE, Queue(name=DEFAULT_QUEUE))
+    # The default queue is implied only while no Queue of that name exists.
+    if DEFAULT_QUEUE not in cache.rejected_queues:
+        queues.setdefault(DEFAULT_QUEUE, Queue(name=DEFAULT_QUEUE))
     return queues
 
 

@@ -94,9 +94,12 @@ class Proportion:
         return deserved
 
     def _invalid(self, job: JobInfo) -> str | None:
-        if job.queue not in self.queues:
-            return f"queue {job.queue!r} does not exist"
-        return None
+        if job.queue in self.queues:
+            return None
+        why = self.session.snapshot.rejected_queues.get(job.queue)
+        if why is not None:
+            return f"queue {job.queue!r} is invalid: {why}"
+        return f"queue {job.queue!r} does not exist"
 
     def _enqueue_blocked(self, job: JobInfo) -> str | None:
         queue = self.queues[job.queue]

@@ -1,8 +1,15 @@
-"""proportion: queue capability, closed and missing queues, weighted shares."""
+"""proportion: queue capability, closed, missing and invalid queues, weighted shares."""
 
 from collections import Counter
 
-from ..builders import Obj, decide, gang, node, placements, pod, pod_group, queue
+import pytest
+
+from batchsched.api.errors import InvalidObject
+from batchsched.cache.cluster import ClusterCache
+from batchsched.cache.snapshot import take_snapshot
+from batchsched.framework.config import default_config, run_session
+
+from ..builders import SCHEDULER, Obj, decide, gang, node, placements, pod, pod_group, queue
 
 
 def one_pod_jobs(prefix: str, count: int, queue_name: str) -> list[Obj]:
@@ -50,6 +57,30 @@ def test_closed_queue_admits_nothing() -> None:
 def test_missing_queue() -> None:
     decisions = decide([node("n1"), *one_pod_jobs("j", 1, "nope")])
     assert decisions.pending == {"default/j0-0": "queue 'nope' does not exist"}
+
+
+@pytest.mark.parametrize("name", ["q", "default"])
+def test_an_invalid_queue_is_reported_as_invalid_not_missing(name: str) -> None:
+    """Its groups' pods say why the Queue cannot be used; fixed, it admits them; deleted,
+    it is missing (the implied default queue comes back only then)."""
+    cache = ClusterCache()
+    for obj in (node("n1"), *one_pod_jobs("j", 1, name)):
+        cache.apply(obj)
+    with pytest.raises(InvalidObject):
+        cache.apply(queue(name, capability={"cpu": "-2"}))
+
+    def pending() -> dict[str, str]:
+        snapshot = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+        return run_session(snapshot, default_config()).pending
+
+    assert pending() == {
+        "default/j0-0": f"queue {name!r} is invalid: Queue {name}.spec.capability.cpu: "
+        "'-2' is negative"
+    }
+    cache.apply(queue(name))
+    assert pending() == {}
+    cache.apply(queue(name), deleted=True)
+    assert pending() == ({} if name == "default" else {"default/j0-0": "queue 'q' does not exist"})
 
 
 def test_weights_share_the_cluster() -> None:
