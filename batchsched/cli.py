@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import parse_duration
 from batchsched.framework.config import SchedulerConfig, default_config, load_config
+from batchsched.logs import EXIT, FORMATS, configure
 from batchsched.sim import openb
 from batchsched.sim.loader import UnreadableInput, load_files
 from batchsched.sim.plot import write_curve_png
@@ -21,9 +22,17 @@ from batchsched.sim.report import to_json, to_table
 from batchsched.sim.simulator import simulate
 
 if TYPE_CHECKING:
+    from batchsched.k8s.endpoints import BindAddress
     from batchsched.k8s.operator import LeaderTiming
 
+log = logging.getLogger(__name__)
+
+# kube-scheduler's statuses: 1 when it fails while running, 2 for bad flags and input.
+EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+# Every interface and address family, as kube-scheduler's --bind-address defaults to:
+# the kubelet probes the pod's IP and Prometheus scrapes it, so loopback would not do.
+DEFAULT_METRICS_ADDRESS = ":8080"
 # kube-scheduler's leader-election flags and client-go's defaults for them.
 LEADER_TIMING_FLAGS = {
     "lease_seconds": ("--leader-elect-lease-duration", "15s"),
@@ -66,42 +75,104 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="schedule pods on a Kubernetes cluster")
     run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
     run.add_argument("--config", help="scheduler configuration YAML")
-    run.add_argument("--metrics-port", type=int, default=8080, help="0 turns the server off")
+    run.add_argument(
+        "--metrics-bind-address",
+        metavar="[HOST]:PORT",
+        help="where /metrics, /livez, /healthz and /readyz are served "
+        f"(default {DEFAULT_METRICS_ADDRESS}: every interface); 0 turns the server off",
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="deprecated: the same as --metrics-bind-address=:PORT",
+    )
+    run.add_argument(
+        "--metrics-auth",
+        action="store_true",
+        help="serve /metrics only to bearer tokens the API server authenticates and "
+        "allows to get the non-resource URL /metrics (probes stay open)",
+    )
     run.add_argument("--leader-elect", action="store_true", help="hold a Lease to schedule")
     for field, (flag, default) in LEADER_TIMING_FLAGS.items():
         run.add_argument(flag, dest=field, metavar="DURATION", help=f"default {default}")
+    run.add_argument("--log-format", choices=FORMATS, default="text", help="default text")
+    run.add_argument(
+        "-v",
+        "--v",
+        dest="verbosity",
+        type=verbosity,
+        default=0,
+        metavar="LEVEL",
+        help="log verbosity, as kube-scheduler's: 0 (default), 1-3 add batchsched's "
+        "debug lines, 4 and above every library's too",
+    )
     add_replay_parser(commands)
     return parser
 
 
-def run_operator(args: argparse.Namespace) -> int:
-    """The operator's modules are imported here only, so `simulate` starts fast."""
-    from batchsched.k8s.credentials import CredentialsError
-    from batchsched.k8s.operator import Options, run
+def verbosity(raw: str) -> int:
+    if not raw.isdigit():
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a verbosity (0, 1, 2, ...)")
+    return int(raw)
 
+
+def run_operator(args: argparse.Namespace) -> int:
+    """Runs until stopped by a signal (0), or ends with one line saying why (non-zero).
+
+    The operator's modules are imported here only, so `simulate` starts fast.
+    """
+    from batchsched.k8s.credentials import CredentialsError
+    from batchsched.k8s.operator import Options, exit_reason, run
+
+    configure(args.log_format, args.verbosity)
     try:
         config = read_config(args.config)
         options = Options(
-            args.kubeconfig,
-            config,
-            args.metrics_port,
-            args.leader_elect,
-            leader_timing(args),
+            kubeconfig=args.kubeconfig,
+            config=config,
+            metrics_address=metrics_address(args),
+            metrics_auth=args.metrics_auth,
+            leader_elect=args.leader_elect,
+            leader_timing=leader_timing(args),
         )
     except (UnreadableInput, InvalidObject) as error:
-        print(f"batchsched: {error}", file=sys.stderr)
+        EXIT.error("%s", error)
         return EXIT_BAD_INPUT
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # Credentials are read before any task starts, so an unusable kubeconfig arrives
-    # here as itself rather than inside a task group's ExceptionGroup.
+    if args.metrics_port is not None:
+        instead = f":{args.metrics_port}" if args.metrics_port else "0"
+        log.warning("--metrics-port is deprecated: use --metrics-bind-address=%s", instead)
     try:
         asyncio.run(run(options))
     except CredentialsError as error:
-        print(f"batchsched: {error}", file=sys.stderr)
+        EXIT.error("%s", error)
         return EXIT_BAD_INPUT
+    except Exception as error:
+        # The line says why; the traceback is for whoever turns up the verbosity.
+        log.debug("the scheduler stopped on this error", exc_info=error)
+        EXIT.error("%s", exit_reason(error))
+        return EXIT_FAILED
     return 0
+
+
+def metrics_address(args: argparse.Namespace) -> "BindAddress | None":
+    """Where to serve, or None for no server.
+
+    --metrics-port, the older flag, still works: N means ":N" and 0 turns the server off.
+    Giving both is refused, as it could only be a mistake.
+    """
+    from batchsched.k8s.endpoints import BindAddress
+
+    flag, raw = "--metrics-bind-address", args.metrics_bind_address or DEFAULT_METRICS_ADDRESS
+    if args.metrics_port is not None:
+        if args.metrics_bind_address is not None:
+            raise InvalidObject("--metrics-port: give --metrics-bind-address alone")
+        flag, raw = "--metrics-port", f":{args.metrics_port}" if args.metrics_port else "0"
+    if raw != "0":
+        return BindAddress.parse(raw, where=flag)
+    if args.metrics_auth:
+        raise InvalidObject("--metrics-auth: the metrics server is turned off")
+    return None
 
 
 def leader_timing(args: argparse.Namespace) -> "LeaderTiming":

@@ -1,159 +1,185 @@
-"""/metrics, /healthz and /readyz on one port, served from the operator's event loop.
+"""/metrics, /livez, /healthz and /readyz on one port, served by aiohttp from the
+operator's event loop.
 
-Serving them from the loop that runs sessions and watches makes /healthz an honest
-liveness probe: if the loop ever stalls, the probe times out. /readyz turns ready once
-the cache has seen the whole cluster, on standby replicas too, so both replicas of a
-Deployment are scraped and neither is restarted for merely waiting on the lease.
+Serving them from the loop that runs sessions and watches makes /livez (and /healthz,
+its older name) an honest liveness probe: the answer itself shows the loop is running,
+and if the loop ever stalls the probe times out. /readyz turns ready once the cache has
+seen the whole cluster, on standby replicas too, so both replicas of a Deployment are
+scraped and neither is restarted for merely waiting on the lease.
 
-Three fixed answers need little of HTTP/1.1: GET and HEAD, no request bodies, keep-alive
-for Prometheus, which holds its connection open between scrapes. A client that sends
-anything else is told so (400, 405) or dropped; no client can stop the server.
+With `auth`, /metrics is protected as kube-scheduler protects it: the caller's bearer
+token is checked with a TokenReview and its user with a SubjectAccessReview for `get` on
+the non-resource URL /metrics. Probes stay open, as kube-scheduler's are, since the
+kubelet sends no token.
 """
 
-import asyncio
+import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
+from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from batchsched.k8s.http import ProtocolError, header_fields
+from batchsched.api.errors import InvalidObject
+from batchsched.k8s.client import JSON, TRANSPORT_ERRORS, ApiError, Requests
 
 log = logging.getLogger(__name__)
 
-# A request's head longer than this is not from a probe or a scraper.
-HEAD_LIMIT = 16 * 1024
-# A keep-alive connection idle for longer is closed; a scraper then opens another one.
-IDLE_SECONDS = 120.0
-TEXT = "text/plain; charset=utf-8"
-REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    503: "Service Unavailable",
-}
+# How long a token's verdict is kept, so that scrapes every few seconds cost the API
+# server two reviews per token per period rather than two per scrape (kube-scheduler
+# keeps its delegated authentication and authorization verdicts for 10 s too).
+VERDICT_SECONDS = 10.0
+# Verdicts kept at most; past it the expired ones go, and if none has, all of them.
+VERDICT_LIMIT = 1024
+METRICS_PATH = "/metrics"
 
-Answer = tuple[int, str, bytes]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Hosts that mean every interface and address family, as kube-scheduler reads them.
+EVERY_INTERFACE = ("", "0.0.0.0", "::")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BindAddress:
+    """Where the server listens; `host` None is every interface and address family."""
+
+    host: str | None
+    port: int
+
+    @classmethod
+    def parse(cls, raw: str, *, where: str) -> "BindAddress":
+        """`HOST:PORT`, `[IPv6]:PORT` or `:PORT`; a port from 1 to 65535."""
+        host, colon, port = raw.rpartition(":")
+        if not colon or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise InvalidObject(f"{where}: {raw!r} is not HOST:PORT with a port from 1 to 65535")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        return cls(host=None if host in EVERY_INTERFACE else host, port=int(port))
+
+    def __str__(self) -> str:
+        host = self.host or ""
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+
+class MetricsAuth:
+    """Who may read /metrics: 200, 401 (no or a bad token) or 403 (not allowed)."""
+
+    def __init__(self, api: Requests, *, ttl: float = VERDICT_SECONDS) -> None:
+        self.api = api
+        self.ttl = ttl
+        # sha256 of the token -> (verdict, monotonic time it expires).
+        self._verdicts: dict[bytes, tuple[int, float]] = {}
+
+    async def verdict(self, authorization: str | None) -> int:
+        scheme, _, token = (authorization or "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return 401
+        key = hashlib.sha256(token.encode()).digest()
+        now = time.monotonic()
+        cached = self._verdicts.get(key)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        verdict = await self._review(token)
+        if len(self._verdicts) >= VERDICT_LIMIT:
+            self._verdicts = {k: v for k, v in self._verdicts.items() if v[1] > now}
+            if len(self._verdicts) >= VERDICT_LIMIT:
+                self._verdicts.clear()
+        self._verdicts[key] = (verdict, now + self.ttl)
+        return verdict
+
+    async def _review(self, token: str) -> int:
+        review = await self.api.post(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenReview",
+                "spec": {"token": token},
+            },
+        )
+        status = review.get("status") or {}
+        if not status.get("authenticated"):
+            return 401
+        user: JSON = status.get("user") or {}
+        access = await self.api.post(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {
+                    "user": user.get("username", ""),
+                    "uid": user.get("uid", ""),
+                    "groups": user.get("groups", []),
+                    "extra": user.get("extra", {}),
+                    "nonResourceAttributes": {"path": METRICS_PATH, "verb": "get"},
+                },
+            },
+        )
+        return 200 if (access.get("status") or {}).get("allowed") else 403
 
 
 class Endpoints:
-    """The server's state; `serve` starts it, `close` stops it and drops its clients."""
+    """The running server; `serve` starts it, `close` stops it and drops its clients."""
 
-    listener: asyncio.Server
-
-    def __init__(self, ready: Callable[[], bool]) -> None:
-        self._ready = ready
-        self._routes: dict[str, Callable[[], Answer]] = {
-            "/metrics": self._metrics,
-            "/healthz": lambda: (200, TEXT, b"ok"),
-            "/readyz": self._readyz,
-        }
-        # Each connection's task, and its writer to close it by.
-        self._clients: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
-
-    @property
-    def port(self) -> int:
-        return int(self.listener.sockets[0].getsockname()[1])
+    def __init__(self, runner: web.AppRunner) -> None:
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
 
     async def close(self) -> None:
-        """Stop listening and close every connection. Closing the sockets, not
-        cancelling the tasks, ends them: Python 3.11's streams log a cancelled one."""
-        self.listener.close()
-        for writer in self._clients.values():
-            writer.close()
-        await asyncio.gather(*self._clients, return_exceptions=True)
-        await self.listener.wait_closed()
-
-    def _metrics(self) -> Answer:
-        return 200, CONTENT_TYPE_LATEST, generate_latest(REGISTRY)
-
-    def _readyz(self) -> Answer:
-        if self._ready():
-            return 200, TEXT, b"ok"
-        return 503, TEXT, b"waiting for the cache to sync"
-
-    async def client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Answer one connection's requests until it closes, idles or misbehaves."""
-        task = asyncio.current_task()
-        assert task is not None
-        self._clients[task] = writer
-        try:
-            while await self._answer(reader, writer):
-                pass
-        except (OSError, TimeoutError, asyncio.IncompleteReadError):
-            pass  # the client went away or fell silent
-        except Exception:
-            log.exception("answering %s", writer.get_extra_info("peername"))
-        finally:
-            del self._clients[task]
-            writer.close()
-
-    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        """Read one request and answer it; False when the connection is to be closed."""
-        try:
-            async with asyncio.timeout(IDLE_SECONDS):
-                head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.LimitOverrunError:
-            await _send(writer, (400, TEXT, b"request head too long"), head=False, keep=False)
-            return False
-        request = _parse(head)
-        if request is None:
-            await _send(writer, (400, TEXT, b"malformed request"), head=False, keep=False)
-            return False
-        method, target, version, fields = request
-        connection = fields.get("connection", "").lower()
-        keep = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
-        # A body would have to be read past; none of the endpoints takes one.
-        if fields.get("content-length", "0") != "0" or "transfer-encoding" in fields:
-            keep = False
-        route = self._routes.get(target.partition("?")[0])
-        if route is None:
-            answer: Answer = (404, TEXT, b"not found")
-        elif method not in ("GET", "HEAD"):
-            answer = (405, TEXT, b"only GET and HEAD")
-        else:
-            answer = route()
-        await _send(writer, answer, head=method == "HEAD", keep=keep)
-        return keep
+        await self._runner.cleanup()
 
 
-def _parse(head: bytes) -> tuple[str, str, str, dict[str, str]] | None:
-    """(method, target, version, fields by lower-case name); None if malformed."""
-    lines = head.decode("latin-1").split("\r\n")
-    request = lines[0].split(" ")
-    if len(request) != 3 or not request[2].startswith("HTTP/1."):
-        return None
-    try:
-        fields = header_fields(lines[1:-2])  # the head ends with an empty line and its CRLF
-    except ProtocolError:
-        return None
-    method, target, version = request
-    return method, target, version, fields
+def _text(status: int, text: str) -> web.Response:
+    return web.Response(status=status, text=text)
 
 
-async def _send(writer: asyncio.StreamWriter, answer: Answer, *, head: bool, keep: bool) -> None:
-    status, content_type, body = answer
-    date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())
-    fields = [
-        f"HTTP/1.1 {status} {REASONS[status]}",
-        f"Date: {date}",
-        f"Content-Type: {content_type}",
-        f"Content-Length: {len(body)}",
-    ]
-    if status == 405:
-        fields.append("Allow: GET, HEAD")
-    if not keep:
-        fields.append("Connection: close")
-    fields.append("\r\n")
-    writer.write("\r\n".join(fields).encode() + (b"" if head else body))
-    await writer.drain()
+async def _alive(request: web.Request) -> web.Response:
+    return _text(200, "ok")
 
 
-async def serve(port: int, *, ready: Callable[[], bool], host: str | None = None) -> Endpoints:
-    """Start serving on `host`, by default all interfaces; the caller closes the
-    returned server. With `port` 0 the system picks one: give a host then, as each
-    interface would get a port of its own."""
-    endpoints = Endpoints(ready)
-    endpoints.listener = await asyncio.start_server(endpoints.client, host, port, limit=HEAD_LIMIT)
-    return endpoints
+def _readyz(ready: Callable[[], bool]) -> Handler:
+    async def readyz(request: web.Request) -> web.Response:
+        return _text(200, "ok") if ready() else _text(503, "waiting for the cache to sync")
+
+    return readyz
+
+
+def _metrics(auth: MetricsAuth | None) -> Handler:
+    async def metrics(request: web.Request) -> web.Response:
+        if auth is not None:
+            try:
+                verdict = await auth.verdict(request.headers.get("Authorization"))
+            except (ApiError, *TRANSPORT_ERRORS) as error:
+                log.warning("could not check a /metrics caller: %s", error)
+                return _text(503, "could not check the caller's credentials")
+            if verdict == 401:
+                return _text(401, "a bearer token is needed")
+            if verdict == 403:
+                return _text(403, "not allowed to get /metrics")
+        body = generate_latest(REGISTRY)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    return metrics
+
+
+async def serve(
+    port: int,
+    *,
+    ready: Callable[[], bool],
+    host: str | None = None,
+    auth: MetricsAuth | None = None,
+) -> Endpoints:
+    """Start serving on `host`, by default every interface and address family; the
+    caller closes the returned server. With `port` 0 the system picks one: give a host
+    then, as each interface would get a port of its own."""
+    app = web.Application()
+    app.router.add_get("/livez", _alive)
+    app.router.add_get("/healthz", _alive)
+    app.router.add_get("/readyz", _readyz(ready))
+    app.router.add_get(METRICS_PATH, _metrics(auth))
+    # Probes every few seconds would flood the log at INFO; failures are logged anyway.
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return Endpoints(runner)

@@ -4,7 +4,9 @@ One asyncio program: an informer per watched kind feeds the cache; beside them r
 session loop (each session in a forked child process), the binder, the status writer
 and, with leader election, the lease. If any of them fails, all stop and the error ends
 the process: a scheduler that silently stopped scheduling would be worse than one that
-restarts. SIGTERM and SIGINT stop it cleanly, handing the lease over.
+restarts. The error is raised as itself, not inside the task group's ExceptionGroup, for
+the command to end with one line saying why (`exit_reason`). SIGTERM and SIGINT stop it
+cleanly, handing the lease over.
 
 Why not kopf, which DESIGN section 7 suggests for watching: kopf 1.45 runs every watch
 event through a per-object worker and its handler machinery, about 0.9 ms per event
@@ -20,6 +22,7 @@ import logging
 import os
 import signal
 import socket
+import traceback
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -30,11 +33,11 @@ from batchsched.api.errors import InvalidObject
 from batchsched.cache.cluster import ClusterCache
 from batchsched.framework.config import SchedulerConfig
 from batchsched.k8s.binder import Binder
-from batchsched.k8s.client import Api
+from batchsched.k8s.client import TRANSPORT_ERRORS, Api, ApiError
 from batchsched.k8s.credentials import load_credentials
-from batchsched.k8s.endpoints import serve
+from batchsched.k8s.endpoints import BindAddress, MetricsAuth, serve
 from batchsched.k8s.informer import Informer
-from batchsched.k8s.leader import LeaderElection, unbounded
+from batchsched.k8s.leader import LeaderElection, LeadershipLost, unbounded
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import WATCHED, Watch
@@ -75,17 +78,41 @@ class LeaderTiming:
             )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Options:
     kubeconfig: str | None
     config: SchedulerConfig
-    metrics_port: int
-    leader_elect: bool
+    # None: no /metrics, /livez, /healthz or /readyz.
+    metrics_address: BindAddress | None
+    metrics_auth: bool = False
+    leader_elect: bool = False
     leader_timing: LeaderTiming = LeaderTiming()
 
 
 class Stopped(Exception):
     """A stop signal arrived; raised to wind down every task."""
+
+
+class CannotServe(Exception):
+    """The metrics and probe server could not listen where it was told to."""
+
+
+def exit_reason(error: BaseException) -> str:
+    """The one line `batchsched run` ends with when `error` stopped it.
+
+    Failures the scheduler expects say what happened in their own words; anything else
+    is a bug, and the line names where it was raised so a crash loop can be told apart
+    from another without a traceback.
+    """
+    if isinstance(error, LeadershipLost):
+        return f"lost the leader lease, exiting to start over: {error}"
+    if isinstance(error, CannotServe | ApiError):
+        return str(error)
+    if isinstance(error, TRANSPORT_ERRORS):
+        return f"the API server cannot be reached: {error or type(error).__name__}"
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return f"stopped by an unexpected error{where}: {type(error).__name__}: {error}"
 
 
 def lease_namespace() -> str:
@@ -131,8 +158,17 @@ async def run(options: Options) -> None:
         watch = Watch(ClusterCache(), status)
         binder = Binder(api, watch, valid_for=valid_for, idle=binds_idle)
         loop = SessionLoop(options.config, watch, binder, leading=lambda: valid_for() > 0)
-        if options.metrics_port:
-            server = await serve(options.metrics_port, ready=watch.synced.is_set)
+        address = options.metrics_address
+        if address is not None:
+            auth = MetricsAuth(api) if options.metrics_auth else None
+            try:
+                server = await serve(
+                    address.port, host=address.host, ready=watch.synced.is_set, auth=auth
+                )
+            except OSError as error:
+                # aiohttp's own message repeats the address; the errno's says it plainly.
+                reason = os.strerror(error.errno) if error.errno else str(error)
+                raise CannotServe(f"cannot serve metrics on {address}: {reason}") from error
             cleanup.push_async_callback(server.close)
         LEADER.set(0 if leader else 1)
         jobs = [
@@ -161,5 +197,13 @@ async def _run_until_stopped(jobs: list[Coroutine[Any, Any, None]]) -> None:
         async with asyncio.TaskGroup() as tasks:
             for job in [stopper(), *jobs]:
                 tasks.create_task(job)
-    except* Stopped:
-        pass
+    except BaseExceptionGroup as group:
+        _, failed = group.split(Stopped)
+        if failed is not None:
+            # The first failure stopped the others; any later one is a consequence.
+            raise _first(failed) from None
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first

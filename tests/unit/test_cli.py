@@ -1,10 +1,31 @@
-"""`batchsched run`'s flags, checked before anything connects to a cluster."""
+"""`batchsched run`'s flags, checked before anything connects to a cluster, and how
+the command ends when the scheduler fails."""
+
+import asyncio
+import json
+import logging
+import os
+import signal
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.cli import EXIT_BAD_INPUT, build_parser, leader_timing, main
-from batchsched.k8s.operator import LeaderTiming
+from batchsched.cli import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    build_parser,
+    leader_timing,
+    main,
+    metrics_address,
+)
+from batchsched.k8s import operator
+from batchsched.k8s.endpoints import BindAddress
+from batchsched.k8s.leader import LeadershipLost
+from batchsched.k8s.operator import LeaderTiming, Options
+from batchsched.logs import EXIT
 
 
 def timing(*flags: str) -> LeaderTiming:
@@ -69,3 +90,172 @@ def test_run_exits_2_on_bad_leader_timing_before_reading_credentials(
         "batchsched: --leader-elect-lease-duration: 15s must be longer than "
         "--leader-elect-renew-deadline (20s)\n"
     )
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """`run` configures the process's logging; each test gets it back as it was."""
+    root = logging.getLogger()
+    ours = logging.getLogger("batchsched")
+    saved = (root.handlers[:], root.level, ours.level, EXIT.handlers[:], EXIT.propagate)
+    yield
+    root.handlers[:], root.level, ours.level, EXIT.handlers[:], EXIT.propagate = saved
+
+
+def address(*flags: str) -> BindAddress | None:
+    return metrics_address(build_parser().parse_args(["run", *flags]))
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ([], BindAddress(host=None, port=8080)),
+        (["--metrics-bind-address=127.0.0.1:9090"], BindAddress(host="127.0.0.1", port=9090)),
+        (["--metrics-bind-address=[::1]:9090"], BindAddress(host="::1", port=9090)),
+        (["--metrics-bind-address=0.0.0.0:9090"], BindAddress(host=None, port=9090)),
+        (["--metrics-bind-address=[::]:9090"], BindAddress(host=None, port=9090)),
+        (["--metrics-bind-address=0"], None),
+        (["--metrics-port=9090"], BindAddress(host=None, port=9090)),
+        (["--metrics-port=0"], None),
+    ],
+)
+def test_metrics_bind_address_and_the_older_port_flag(
+    flags: list[str], expected: BindAddress | None
+) -> None:
+    assert address(*flags) == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--metrics-bind-address=8080"], "--metrics-bind-address: '8080' is not HOST:PORT"),
+        (["--metrics-bind-address=:0"], "--metrics-bind-address: ':0' is not HOST:PORT"),
+        (["--metrics-bind-address=:65536"], "--metrics-bind-address: ':65536' is not"),
+        (["--metrics-bind-address=:http"], "--metrics-bind-address: ':http' is not"),
+        (["--metrics-port=-1"], "--metrics-port: ':-1' is not HOST:PORT"),
+        (
+            ["--metrics-port=8080", "--metrics-bind-address=:8080"],
+            "--metrics-port: give --metrics-bind-address alone",
+        ),
+        (["--metrics-bind-address=0", "--metrics-auth"], "--metrics-auth: the metrics server"),
+        (["--metrics-port=0", "--metrics-auth"], "--metrics-auth: the metrics server"),
+    ],
+)
+def test_bad_metrics_addresses_are_refused(flags: list[str], message: str) -> None:
+    with pytest.raises(InvalidObject) as refused:
+        address(*flags)
+    assert str(refused.value).startswith(message)
+
+
+def test_bind_addresses_read_back_as_written() -> None:
+    assert str(BindAddress(host=None, port=80)) == ":80"
+    assert str(BindAddress(host="::1", port=80)) == "[::1]:80"
+    assert str(BindAddress(host="10.0.0.1", port=80)) == "10.0.0.1:80"
+
+
+def test_the_older_port_flag_still_works_and_says_it_is_deprecated(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    given: list[Options] = []
+
+    async def run(options: Options) -> None:
+        given.append(options)
+
+    monkeypatch.setattr(operator, "run", run)
+    assert main(["run", "--metrics-port=9090"]) == 0
+    assert given[0].metrics_address == BindAddress(host=None, port=9090)
+    assert "--metrics-port is deprecated: use --metrics-bind-address=:9090" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("verbosity", ["-1", "x", "1.5"])
+def test_verbosity_is_a_whole_number(verbosity: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["run", f"--v={verbosity}"])
+    assert exited.value.code == EXIT_BAD_INPUT
+
+
+async def forever() -> None:
+    await asyncio.Event().wait()
+
+
+async def lose_the_lease() -> None:
+    await asyncio.sleep(0)
+    raise LeadershipLost("lease ns/batch-scheduler not renewed for 10s")
+
+
+async def fail_unexpectedly() -> None:
+    await asyncio.sleep(0)
+    raise ValueError("a bug")
+
+
+def run_with(
+    monkeypatch: pytest.MonkeyPatch, *jobs: Callable[[], Coroutine[Any, Any, None]]
+) -> None:
+    """`batchsched run` with `jobs` as its tasks, run as the operator runs its own."""
+
+    async def run(options: Options) -> None:
+        await operator._run_until_stopped([job() for job in jobs])
+
+    monkeypatch.setattr(operator, "run", run)
+
+
+def test_losing_the_lease_ends_with_one_line_and_status_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_with(monkeypatch, forever, lose_the_lease, forever)
+    assert main(["run", "--leader-elect"]) == EXIT_FAILED
+    assert capsys.readouterr().err == (
+        "batchsched: lost the leader lease, exiting to start over: "
+        "lease ns/batch-scheduler not renewed for 10s\n"
+    )
+
+
+def test_an_unexpected_error_ends_with_one_line_naming_where_it_was_raised(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_with(monkeypatch, forever, fail_unexpectedly)
+    assert main(["run"]) == EXIT_FAILED
+    line = fail_unexpectedly.__code__.co_firstlineno + 2
+    assert capsys.readouterr().err == (
+        f"batchsched: stopped by an unexpected error at test_cli.py:{line}: ValueError: a bug\n"
+    )
+
+
+def test_with_verbosity_the_traceback_comes_before_the_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_with(monkeypatch, fail_unexpectedly)
+    assert main(["run", "-v", "1"]) == EXIT_FAILED
+    *before, last = capsys.readouterr().err.splitlines()
+    assert "Traceback (most recent call last):" in before
+    assert "ExceptionGroup" not in "\n".join(before)
+    assert last.startswith("batchsched: stopped by an unexpected error at test_cli.py:")
+
+
+def test_the_exit_line_in_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_with(monkeypatch, lose_the_lease)
+    assert main(["run", "--leader-elect", "--log-format=json"]) == EXIT_FAILED
+    [line] = capsys.readouterr().err.splitlines()
+    assert json.loads(line) == {
+        "time": ANY,
+        "level": "ERROR",
+        "logger": "batchsched.exit",
+        "message": "lost the leader lease, exiting to start over: "
+        "lease ns/batch-scheduler not renewed for 10s",
+    }
+
+
+def test_a_stop_signal_ends_with_status_0_and_no_exit_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def terminate() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        await forever()
+
+    run_with(monkeypatch, forever, terminate)
+    assert main(["run"]) == 0
+    assert "batchsched:" not in capsys.readouterr().err

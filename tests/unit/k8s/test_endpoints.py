@@ -1,44 +1,18 @@
-"""The /metrics, /healthz and /readyz server, spoken to over raw sockets on loopback."""
+"""The /metrics, /livez, /healthz and /readyz server on loopback, and how /metrics
+callers are checked and their verdicts kept (the reviews themselves are answered by the
+real API server in tests/integration/test_rbac.py)."""
 
-import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
+import aiohttp
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from batchsched.k8s.endpoints import Endpoints, serve
+from batchsched.k8s.client import JSON, ApiError
+from batchsched.k8s.endpoints import Endpoints, MetricsAuth, serve
 
-Reply = tuple[int, dict[str, str], bytes]
-
-
-class Client:
-    """One connection, reading each response by its Content-Length."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-
-    @classmethod
-    async def open(cls, endpoints: Endpoints) -> "Client":
-        return cls(*await asyncio.open_connection("127.0.0.1", endpoints.port))
-
-    async def send(self, request: bytes, *, head_only: bool = False) -> Reply:
-        self.writer.write(request)
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        lines = head.decode().split("\r\n")
-        fields = dict(line.split(": ", 1) for line in lines[1:-2])
-        length = 0 if head_only else int(fields["Content-Length"])
-        return int(lines[0].split(" ")[1]), fields, await self.reader.readexactly(length)
-
-    async def get(self, path: str, *fields: str) -> Reply:
-        extra = "".join(f"{field}\r\n" for field in fields)
-        return await self.send(f"GET {path} HTTP/1.1\r\nHost: x\r\n{extra}\r\n".encode())
-
-    async def closed_by_server(self) -> bool:
-        return await asyncio.wait_for(self.reader.read(), 1.0) == b""
-
-    def close(self) -> None:
-        self.writer.close()
+from .recording_api import RecordingApi
 
 
 @pytest.fixture
@@ -47,99 +21,136 @@ async def ready() -> list[bool]:
 
 
 @pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
 async def endpoints(ready: list[bool]) -> AsyncIterator[Endpoints]:
     server = await serve(0, ready=lambda: ready[0], host="127.0.0.1")
     yield server
-    await asyncio.wait_for(server.close(), 2.0)
+    await server.close()
 
 
-async def test_probes_and_metrics_on_one_kept_alive_connection(
-    endpoints: Endpoints, ready: list[bool]
+async def fetch(
+    http: aiohttp.ClientSession, endpoints: Endpoints, path: str, **options: Any
+) -> tuple[int, str]:
+    url = f"http://127.0.0.1:{endpoints.port}{path}"
+    async with http.get(url, **options) as reply:
+        return reply.status, await reply.text()
+
+
+async def test_probes_and_metrics(
+    http: aiohttp.ClientSession, endpoints: Endpoints, ready: list[bool]
 ) -> None:
-    client = await Client.open(endpoints)
-    assert (await client.get("/healthz"))[::2] == (200, b"ok")
-    assert (await client.get("/readyz"))[::2] == (503, b"waiting for the cache to sync")
+    assert await fetch(http, endpoints, "/livez") == (200, "ok")
+    assert await fetch(http, endpoints, "/healthz") == (200, "ok")
+    assert await fetch(http, endpoints, "/readyz") == (503, "waiting for the cache to sync")
     ready[0] = True
-    assert (await client.get("/readyz?verbose"))[::2] == (200, b"ok")
-    status, fields, body = await client.get("/metrics")
-    assert status == 200
-    assert fields["Content-Type"] == CONTENT_TYPE_LATEST
-    assert b"\n# TYPE python_gc_objects_collected_total counter\n" in body
-    client.close()
+    assert await fetch(http, endpoints, "/readyz?verbose") == (200, "ok")
+    async with http.get(f"http://127.0.0.1:{endpoints.port}/metrics") as reply:
+        assert reply.status == 200
+        assert reply.headers["Content-Type"] == CONTENT_TYPE_LATEST
+        assert "\n# TYPE python_gc_objects_collected_total counter\n" in await reply.text()
 
 
-async def test_unknown_paths_and_methods(endpoints: Endpoints) -> None:
-    client = await Client.open(endpoints)
-    assert (await client.get("/"))[::2] == (404, b"not found")
-    status, fields, _ = await client.send(b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert (status, fields["Allow"]) == (405, "GET, HEAD")
-    assert (await client.get("/healthz"))[0] == 200  # still the same connection
-    client.close()
-
-
-async def test_head_has_no_body(endpoints: Endpoints) -> None:
-    client = await Client.open(endpoints)
-    status, fields, _ = await client.send(b"HEAD /healthz HTTP/1.1\r\n\r\n", head_only=True)
-    assert (status, fields["Content-Length"]) == (200, "2")
-    assert (await client.get("/healthz"))[::2] == (200, b"ok")
-    client.close()
-
-
-@pytest.mark.parametrize(
-    "request_",
-    [
-        b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n",
-        b"GET /healthz HTTP/1.0\r\n\r\n",
-        b"GET /healthz HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
-    ],
-)
-async def test_connections_closed_when_asked_or_when_a_body_came(
-    endpoints: Endpoints, request_: bytes
+async def test_unknown_paths_methods_and_head(
+    http: aiohttp.ClientSession, endpoints: Endpoints
 ) -> None:
-    client = await Client.open(endpoints)
-    status, fields, _ = await client.send(request_)
-    assert (status, fields["Connection"]) == (200, "close")
-    assert await client.closed_by_server()
-    client.close()
+    base = f"http://127.0.0.1:{endpoints.port}"
+    assert (await fetch(http, endpoints, "/"))[0] == 404
+    async with http.post(f"{base}/metrics") as reply:
+        assert reply.status == 405
+        assert "GET" in reply.headers["Allow"]
+    async with http.head(f"{base}/livez") as reply:
+        assert (reply.status, await reply.read()) == (200, b"")
 
 
-@pytest.mark.parametrize(
-    "garbage",
-    [
-        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",
-        b"GET /healthz\r\n\r\n",
-        b"GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n",
-        b"GET /healthz HTTP/1.1\r\nHost : example\r\n\r\n",
-        b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\n\r\n",
-    ],
-)
-async def test_garbage_is_refused_and_the_server_goes_on(
-    endpoints: Endpoints, garbage: bytes
-) -> None:
-    bad = await Client.open(endpoints)
-    assert (await bad.send(garbage))[0] == 400
-    assert await bad.closed_by_server()
-    bad.close()
-    good = await Client.open(endpoints)
-    assert (await good.get("/healthz"))[0] == 200
-    good.close()
-
-
-async def test_clients_that_hang_up_midway_do_no_harm(endpoints: Endpoints) -> None:
-    for partial in (b"", b"GET /hea", b"GET /healthz HTTP/1.1\r\nHost: x\r\n"):
-        client = await Client.open(endpoints)
-        client.writer.write(partial)
-        await client.writer.drain()
-        client.close()
-    client = await Client.open(endpoints)
-    assert (await client.get("/healthz"))[0] == 200
-    client.close()
-
-
-async def test_close_drops_kept_alive_connections(ready: list[bool]) -> None:
+async def test_close_stops_listening(http: aiohttp.ClientSession) -> None:
     endpoints = await serve(0, ready=lambda: True, host="127.0.0.1")
-    client = await Client.open(endpoints)
-    assert (await client.get("/healthz"))[0] == 200
-    await asyncio.wait_for(endpoints.close(), 1.0)
-    assert await client.closed_by_server()
-    client.close()
+    assert (await fetch(http, endpoints, "/livez"))[0] == 200
+    await endpoints.close()
+    with pytest.raises(aiohttp.ClientConnectionError):
+        await fetch(http, endpoints, "/livez")
+
+
+def reviews(users: dict[str, str | None]) -> RecordingApi:
+    """An API server that knows `users` by token, each allowed /metrics or not
+    ("allowed" / "denied"); a token it does not know is not authenticated."""
+
+    def answer(method: str, path: str, body: Any) -> JSON:
+        spec = body["spec"]
+        if path.endswith("/tokenreviews"):
+            name = users.get(spec["token"])
+            return {"status": {"authenticated": name is not None, "user": {"username": name}}}
+        assert spec["nonResourceAttributes"] == {"path": "/metrics", "verb": "get"}
+        return {"status": {"allowed": spec["user"] == "allowed"}}
+
+    return RecordingApi(answer)
+
+
+@pytest.mark.parametrize(
+    ("authorization", "status", "reviews_sent"),
+    [
+        (None, 401, 0),
+        ("Basic dXNlcjpwYXNz", 401, 0),
+        ("Bearer ", 401, 0),
+        ("Bearer unknown", 401, 1),
+        ("Bearer t-denied", 403, 2),
+        ("Bearer t-allowed", 200, 2),
+        ("bearer t-allowed", 200, 2),
+    ],
+)
+async def test_metrics_callers_are_reviewed(
+    http: aiohttp.ClientSession, authorization: str | None, status: int, reviews_sent: int
+) -> None:
+    api = reviews({"t-allowed": "allowed", "t-denied": "denied"})
+    endpoints = await serve(0, ready=lambda: True, host="127.0.0.1", auth=MetricsAuth(api))
+    headers = {"Authorization": authorization} if authorization else {}
+    try:
+        assert (await fetch(http, endpoints, "/metrics", headers=headers))[0] == status
+        # Probes need no token: the kubelet sends none.
+        assert (await fetch(http, endpoints, "/readyz"))[0] == 200
+    finally:
+        await endpoints.close()
+    assert len(api.requests) == reviews_sent
+
+
+async def test_verdicts_are_kept_for_their_ttl_then_asked_again() -> None:
+    api = reviews({"a": "allowed", "d": "denied"})
+    auth = MetricsAuth(api)
+    assert [await auth.verdict(f"Bearer {t}") for t in ("a", "d", "x", "a", "d", "x")] == [
+        200,
+        403,
+        401,
+        200,
+        403,
+        401,
+    ]
+    assert len(api.requests) == 5  # two reviews each for a and d, one for x; then none
+    expiring = MetricsAuth(api, ttl=0.0)
+    await expiring.verdict("Bearer a")
+    await expiring.verdict("Bearer a")
+    assert len(api.requests) == 9
+
+
+async def test_a_failed_review_answers_503_and_is_not_kept(http: aiohttp.ClientSession) -> None:
+    failing = [True]
+
+    def answer(method: str, path: str, body: Any) -> JSON:
+        if failing[0]:
+            raise ApiError(method, path, 500, {"message": "etcd is down"})
+        if path.endswith("/tokenreviews"):
+            return {"status": {"authenticated": True, "user": {"username": "u"}}}
+        return {"status": {"allowed": True}}
+
+    auth = MetricsAuth(RecordingApi(answer))
+    endpoints = await serve(0, ready=lambda: True, host="127.0.0.1", auth=auth)
+    headers = {"Authorization": "Bearer t"}
+    try:
+        assert (await fetch(http, endpoints, "/metrics", headers=headers))[0] == 503
+        failing[0] = False
+        assert (await fetch(http, endpoints, "/metrics", headers=headers))[0] == 200
+    finally:
+        await endpoints.close()
