@@ -109,6 +109,38 @@ def test_queue_defaults_and_validation(kube: Kube, cluster_objects: ClusterObjec
     assert kube.patch(path, {"status": status}).expect(200)["status"] == status
 
 
+# Quantities in every form the API server's own parser takes, each sign and integers.
+NEGATIVE = ["-1", "-500m", "-1Gi", "-.5", "-1e3", -2]
+NOT_NEGATIVE = ["0", "+1", "500m", "1Gi", "1e-3", ".5", 0, 2]
+
+
+@pytest.mark.parametrize("amount", NEGATIVE, ids=repr)
+def test_negative_quantities_are_refused(kube: Kube, namespace: str, amount: object) -> None:
+    amounts = {"cpu": amount}
+    group = kube.post(_podgroups(namespace), _podgroup("pg", minMember=1, minResources=amounts))
+    queue = kube.post(f"/apis/{GROUP_VERSION}/queues", _queue("q-negative", capability=amounts))
+    assert (group.status, queue.status) == (422, 422), (group.body, queue.body)
+
+
+def test_a_negative_queue_status_is_refused(kube: Kube, cluster_objects: ClusterObjects) -> None:
+    cluster_objects.create(_queue("q-status"))
+    path = f"/apis/{GROUP_VERSION}/queues/q-status/status"
+    for amount in NEGATIVE:
+        reply = kube.patch(path, {"status": {"allocated": {"cpu": amount}}})
+        assert reply.status == 422, (amount, reply.body)
+
+
+@pytest.mark.parametrize("amount", NOT_NEGATIVE, ids=repr)
+def test_other_quantities_are_accepted(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, amount: object
+) -> None:
+    amounts = {"cpu": amount}
+    kube.post(_podgroups(namespace), _podgroup("pg", minMember=1, minResources=amounts)).expect(201)
+    cluster_objects.create(_queue("q-amounts", capability=amounts))
+    status = {"status": {"allocated": amounts}}
+    kube.patch(f"/apis/{GROUP_VERSION}/queues/q-amounts/status", status).expect(200)
+
+
 def test_short_names_and_printer_columns(
     kube: Kube, namespace: str, cluster_objects: ClusterObjects
 ) -> None:
