@@ -48,12 +48,15 @@ def test_crds_and_manifests_apply_cleanly_in_kubectls_order(kube: Kube) -> None:
     assert kinds == sorted(
         [
             "ClusterRole",
+            "ClusterRole",
             "ClusterRoleBinding",
             "ConfigMap",
             "CustomResourceDefinition",
             "CustomResourceDefinition",
             "Deployment",
             "Namespace",
+            "Role",
+            "RoleBinding",
             "Service",
             "ServiceAccount",
         ]

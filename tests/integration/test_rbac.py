@@ -1,15 +1,23 @@
 """The scheduler's ClusterRole and lease Role from manifests/, enforced by the API
 server's RBAC: a token bound only to them can do the scheduler's work and nothing more,
-and of all Leases it can write only its own."""
+and of all Leases it can write only its own. With that token, `--metrics-auth` serves
+/metrics to a caller bound to the metrics reader role and to nobody else."""
 
 from __future__ import annotations
 
+import base64
 import datetime
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
+import yaml
 
+from batchsched.k8s.client import Api
+from batchsched.k8s.credentials import load_credentials
+from batchsched.k8s.endpoints import MetricsAuth, serve
 from batchsched.testing import JSON, ClusterObjects, Kube, KubeError
 from batchsched.testing.objects import load_manifests, node, pod, pod_group
 
@@ -25,6 +33,7 @@ RBAC_KINDS = (
     "RoleBinding",
 )
 ROLE_NAME = "batchsched"
+METRICS_READER = "batchsched-metrics-reader"
 # The Lease is named after the scheduler (operator.py), as configured in the ConfigMap.
 LEASE_NAME = "batch-scheduler"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
@@ -356,3 +365,104 @@ def test_scheduler_requests_refused(scheduler: Kube, namespace: str) -> None:
         scheduler.get("/apis/apps/v1/deployments"),
     ]
     assert [(r.method, r.path, r.status) for r in forbidden if r.status != 403] == []
+
+
+def _account_token(kube: Kube, namespace: str, name: str) -> str:
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
+    kube.create(account, namespace)
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+    return str(kube.post(path, request).expect(201)["status"]["token"])
+
+
+def _kubeconfig(path: Path, client: Kube) -> Path:
+    cluster = {
+        "server": client.server,
+        "certificate-authority-data": base64.b64encode(client.ca_file.read_bytes()).decode(),
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": {"token": client.token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _may_read_metrics(client: Kube) -> bool:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"nonResourceAttributes": {"path": "/metrics", "verb": "get"}},
+    }
+    path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+    return bool(client.post(path, review).expect(201)["status"].get("allowed"))
+
+
+async def test_metrics_auth_with_the_schedulers_token(
+    kube: Kube,
+    scheduler: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    rbac_docs: list[JSON],
+    tmp_path: Path,
+) -> None:
+    """The scheduler's token may send the reviews; a caller bound to the reader role
+    gets /metrics, one without it 403, a token the API server does not know 401."""
+    assert any(d["metadata"]["name"] == METRICS_READER for d in rbac_docs)
+    reader = kube.with_token(_account_token(kube, namespace, "prometheus"))
+    stranger = kube.with_token(_account_token(kube, namespace, "stranger"))
+    cluster_objects.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{namespace}-metrics"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": METRICS_READER,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
+        }
+    )
+    # RBAC takes a moment to see a new binding; the server keeps verdicts for 10 s.
+    deadline = time.monotonic() + 30
+    while not _may_read_metrics(reader) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _may_read_metrics(scheduler)
+
+    api = Api(load_credentials(str(_kubeconfig(tmp_path / "kubeconfig", scheduler))))
+    endpoints = await serve(0, host="127.0.0.1", ready=lambda: True, auth=MetricsAuth(api))
+    base = f"http://127.0.0.1:{endpoints.port}"
+    statuses = {}
+    try:
+        async with aiohttp.ClientSession() as http:
+            callers = {
+                "reader": reader.token,
+                "stranger": stranger.token,
+                "unknown": "not-a-token",
+                "scheduler": scheduler.token,
+            }
+            for who, token in callers.items():
+                headers = {"Authorization": f"Bearer {token}"}
+                async with http.get(f"{base}/metrics", headers=headers) as reply:
+                    statuses[who] = reply.status
+            for path in ("/metrics", "/readyz", "/livez", "/healthz"):
+                async with http.get(f"{base}{path}") as reply:
+                    statuses[f"no token {path}"] = reply.status
+    finally:
+        await endpoints.close()
+        await api.close()
+    assert statuses == {
+        "reader": 200,
+        "stranger": 403,
+        "unknown": 401,
+        "scheduler": 403,
+        "no token /metrics": 401,
+        "no token /readyz": 200,
+        "no token /livez": 200,
+        "no token /healthz": 200,
+    }
