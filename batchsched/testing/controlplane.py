@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import json
 import logging
 import os
 import secrets
@@ -40,6 +41,7 @@ ADMIN_USER = "envtest-admin"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 _WORKDIR_PREFIX = "batchsched-envtest-"
+_AUDIT_LOG = "audit.log"
 _OWNER_FILE = "owner.pid"
 _STOP_GRACE_SECONDS = 10.0
 _START_ATTEMPTS = 3
@@ -221,6 +223,32 @@ def _write_pki(pki: Path) -> None:
     )  # fmt: skip
 
 
+# Who wrote what and when, for tests that must prove an order of writes (a deposed
+# leader binding after its successor's first lease write). Only the writes those tests
+# reason about, at Metadata level, so the rest of the suite and the benchmarks pay
+# little for it.
+_AUDIT_POLICY: JSON = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "verbs": ["create", "update", "patch", "delete"],
+            "resources": [
+                {"group": "", "resources": ["pods/binding", "pods/status"]},
+                {"group": "coordination.k8s.io", "resources": ["leases"]},
+                {
+                    "group": "scheduling.batchsched.io",
+                    "resources": ["podgroups", "podgroups/status"],
+                },
+            ],
+        },
+        {"level": "None"},
+    ],
+}
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -309,6 +337,7 @@ class ControlPlane:
         _write_pki(pki)
         token = secrets.token_urlsafe(32)
         (work / "tokens.csv").write_text(f"{token},{ADMIN_USER},{ADMIN_USER},system:masters\n")
+        (work / "audit-policy.yaml").write_text(yaml.safe_dump(_AUDIT_POLICY))
         client_port, peer_port, secure_port = _free_ports(3)
         etcd_url = f"http://127.0.0.1:{client_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
@@ -353,6 +382,10 @@ class ControlPlane:
                 # which only kube-controller-manager creates.
                 "--disable-admission-plugins=ServiceAccount",
                 "--allow-privileged=true",
+                f"--audit-policy-file={work / 'audit-policy.yaml'}",
+                f"--audit-log-path={work / _AUDIT_LOG}",
+                # Each event is written as its request ends, not in delayed batches.
+                "--audit-log-mode=blocking",
             ],
         )
         ca_file = pki / "ca.crt"
@@ -422,6 +455,31 @@ class ControlPlane:
     @property
     def pids(self) -> list[int]:
         return [proc.pid for proc in self._group.processes.values()]
+
+    @property
+    def serving_cert(self) -> tuple[Path, Path]:
+        """The API server's certificate (for 127.0.0.1, signed by `ca_file`) and its key:
+        a test's own proxy can present them to clients that trust `ca_file`."""
+        pki = self.workdir / "pki"
+        return pki / "apiserver.crt", pki / "apiserver.key"
+
+    def audit_events(self) -> list[JSON]:
+        """Every audit event written so far, oldest first (see `_AUDIT_POLICY`).
+
+        Rotated files (the API server's default rotates at 100 MB) come first, by name,
+        which holds their rotation time.
+        """
+        logs = [*sorted(self.workdir.glob("audit-*.log")), self.workdir / _AUDIT_LOG]
+        events: list[JSON] = []
+        for path in logs:
+            try:
+                text = path.read_text()
+            except FileNotFoundError:
+                continue  # nothing audited yet
+            # Only whole lines: the last one may be half written while the server is busy.
+            complete = text[: text.rfind("\n") + 1]
+            events.extend(json.loads(line) for line in complete.splitlines())
+        return events
 
     def kube(self, token: str | None = None) -> Kube:
         """A REST client for the admin, or for whoever holds `token`."""

@@ -26,6 +26,8 @@ from batchsched.testing import (
 )
 from batchsched.testing.objects import load_manifests
 
+from .operator_support import SchedulerAccounts
+
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_CRDS = REPO / "crds"
 FOREIGN_CRDS = Path(__file__).resolve().parent / "crds"
@@ -87,3 +89,13 @@ def cluster_objects(kube: Kube) -> Iterator[ClusterObjects]:
     objects = ClusterObjects(kube)
     yield objects
     objects.delete_all()
+
+
+@pytest.fixture(scope="module")
+def scheduler_accounts(
+    control_plane: ControlPlane, kube: Kube, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SchedulerAccounts]:
+    """Identities with the scheduler's rights from manifests/rbac.yaml (see the class)."""
+    accounts = SchedulerAccounts(control_plane, kube, tmp_path_factory.mktemp("scheduler"))
+    yield accounts
+    accounts.delete()

@@ -2,7 +2,11 @@
 the least-privilege identity of manifests/rbac.yaml, and reading what it did.
 
 The operator tests import the fixtures here (`*_fixture`, used by their names without
-the suffix); there is no conftest of ours, the harness's stays as it is.
+the suffix); `scheduler_accounts`, which they all share, is in conftest.py.
+
+BATCHSCHED_TEST_SCHEDULER_PATH runs the schedulers from another checkout (put first on
+their PYTHONPATH) while the tests stay these: to see a test fail on the code before a
+change, e.g. from `git worktree add /tmp/before HEAD~1`.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,6 +32,7 @@ from batchsched.testing.objects import load_manifests, node
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "manifests" / "rbac.yaml"
+SCHEDULER_PATH_ENV = "BATCHSCHED_TEST_SCHEDULER_PATH"
 T = TypeVar("T")
 
 
@@ -43,71 +48,91 @@ def eventually(check: Callable[[], T | None], *, timeout: float = 30.0, what: st
         time.sleep(0.1)
 
 
-@pytest.fixture(scope="module", name="scheduler_kubeconfig")
-def scheduler_kubeconfig_fixture(
-    control_plane: ControlPlane, kube: Kube, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Path]:
-    """A kubeconfig holding a token of a ServiceAccount bound to the scheduler's
-    ClusterRole and lease Role from manifests/rbac.yaml, under names of their own so
-    that the RBAC tests can create the manifest's objects undisturbed.
+class SchedulerAccounts:
+    """ServiceAccounts with the scheduler's ClusterRole and lease Role from
+    manifests/rbac.yaml, under names of their own so that the RBAC tests can create the
+    manifest's objects undisturbed.
 
-    The leader-election tests keep their Lease in each test's own namespace, which this
-    module-wide fixture cannot know: the lease Role's rules (its own lease by name, and
-    create) are granted as a ClusterRole here, in every namespace."""
-    suffix = secrets.token_hex(3)
-    namespace = f"batchsched-test-{suffix}"
-    manifests = load_manifests(RBAC)
-    roles = [d for d in manifests if d["kind"] == "ClusterRole"]
-    roles += [{**d, "kind": "ClusterRole"} for d in manifests if d["kind"] == "Role"]
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "scheduler"}}
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    kube.create(account, namespace)
-    cluster_scoped = []
-    for index, role in enumerate(roles):
-        name = f"batchsched-test-{suffix}-{index}"
-        role["metadata"] = {"name": name}
-        binding = {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "scheduler", "namespace": namespace}],
-        }
-        cluster_scoped += [kube.create(role), kube.create(binding)]
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
-    token = kube.post(
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/scheduler/token", request
-    ).expect(201)["status"]["token"]
-    path = tmp_path_factory.mktemp("scheduler") / "kubeconfig"
-    ca = base64.b64encode(control_plane.ca_file.read_bytes()).decode()
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
+    The roles are granted to every ServiceAccount of one namespace (its group), so each
+    replica of a test can run as an account of its own: the API server's audit log then
+    tells their requests apart. The leader-election tests keep their Lease in each
+    test's own namespace, which a module-wide grant cannot know: the lease Role's rules
+    (its own lease by name, and create) are granted as a ClusterRole, in every namespace.
+    """
+
+    def __init__(self, control_plane: ControlPlane, kube: Kube, directory: Path) -> None:
+        self.control_plane = control_plane
+        self.kube = kube
+        self.directory = directory
+        suffix = secrets.token_hex(3)
+        self.namespace = f"batchsched-test-{suffix}"
+        manifests = load_manifests(RBAC)
+        roles = [d for d in manifests if d["kind"] == "ClusterRole"]
+        roles += [{**d, "kind": "ClusterRole"} for d in manifests if d["kind"] == "Role"]
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}})
+        self._cluster_scoped: list[JSON] = []
+        for index, role in enumerate(roles):
+            name = f"batchsched-test-{suffix}-{index}"
+            role["metadata"] = {"name": name}
+            binding = {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": name,
+                },
+                "subjects": [
                     {
-                        "name": "test",
-                        "cluster": {
-                            "server": control_plane.server,
-                            "certificate-authority-data": ca,
-                        },
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "Group",
+                        "name": f"system:serviceaccounts:{self.namespace}",
                     }
                 ],
-                "users": [{"name": "scheduler", "user": {"token": token}}],
-                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "scheduler"}}],
-                "current-context": "test",
             }
+            self._cluster_scoped += [kube.create(role), kube.create(binding)]
+
+    def username(self, account: str) -> str:
+        """Who the API server (and its audit log) says `account` is."""
+        return f"system:serviceaccount:{self.namespace}:{account}"
+
+    def kubeconfig(self, account: str, *, server: str | None = None) -> Path:
+        """A kubeconfig holding a token of `account` (created unless it exists), for the
+        control plane or for `server` (a proxy in front of it that presents its certificate)."""
+        sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}}
+        self.kube.post(f"/api/v1/namespaces/{self.namespace}/serviceaccounts", sa).expect(201, 409)
+        request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+        token = self.kube.post(
+            f"/api/v1/namespaces/{self.namespace}/serviceaccounts/{account}/token", request
+        ).expect(201)["status"]["token"]
+        ca = base64.b64encode(self.control_plane.ca_file.read_bytes()).decode()
+        cluster = {"server": server or self.control_plane.server, "certificate-authority-data": ca}
+        path = self.directory / f"{account}-{secrets.token_hex(3)}.kubeconfig"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "test", "cluster": cluster}],
+                    "users": [{"name": account, "user": {"token": token}}],
+                    "contexts": [{"name": "test", "context": {"cluster": "test", "user": account}}],
+                    "current-context": "test",
+                }
+            )
         )
-    )
-    yield path
-    for obj in reversed(cluster_scoped):
-        kube.delete_object(obj)
-    kube.wipe_namespace(namespace)
+        return path
+
+    def delete(self) -> None:
+        for obj in reversed(self._cluster_scoped):
+            self.kube.delete_object(obj)
+        self.kube.wipe_namespace(self.namespace)
+
+
+@pytest.fixture(scope="module", name="scheduler_kubeconfig")
+def scheduler_kubeconfig_fixture(scheduler_accounts: SchedulerAccounts) -> Path:
+    """The kubeconfig of the `scheduler` account, for tests that run one identity."""
+    return scheduler_accounts.kubeconfig("scheduler")
 
 
 def _free_port() -> int:
@@ -127,6 +152,7 @@ class Scheduler:
         leader_elect: bool = False,
         lease_namespace: str | None = None,
         config: Path | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.kubeconfig = kubeconfig
         self.log = log
@@ -138,8 +164,14 @@ class Scheduler:
             f"--metrics-port={self.port}",
             *(["--leader-elect"] if leader_elect else []),
             *([f"--config={config}"] if config else []),
+            *extra_args,
         ]
         self.env = {**os.environ, **({"POD_NAMESPACE": lease_namespace} if lease_namespace else {})}
+        other_tree = os.environ.get(SCHEDULER_PATH_ENV)
+        if other_tree:
+            self.env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [other_tree, os.environ.get("PYTHONPATH")])
+            )
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Scheduler:
@@ -205,9 +237,9 @@ def start_scheduler_fixture(scheduler_kubeconfig: Path, tmp_path: Path) -> Itera
     """Starts schedulers for one test; stops them after it and shows their logs on failure."""
     started: list[Scheduler] = []
 
-    def start(**options: Any) -> Scheduler:
+    def start(*, kubeconfig: Path | None = None, **options: Any) -> Scheduler:
         log = tmp_path / f"scheduler-{len(started)}.log"
-        scheduler = Scheduler(scheduler_kubeconfig, log, **options)
+        scheduler = Scheduler(kubeconfig or scheduler_kubeconfig, log, **options)
         started.append(scheduler)
         return scheduler.start()
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from kubernetes import client as k8s_client
 
 from batchsched.testing import ClusterObjects, ControlPlane, Kube, find_assets
 from batchsched.testing.objects import node, pod
+
+from .faultproxy import FaultProxy
+from .operator_support import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -60,6 +64,61 @@ def test_binding_sets_node_name_once(
 
     again = kube.bind(namespace, "p0", uid, node_name)
     assert again.status == 409, again.body
+
+
+def test_audit_log_says_who_bound_what_and_when(
+    control_plane: ControlPlane, kube: Kube, cluster_objects: ClusterObjects, namespace: str
+) -> None:
+    node_name, created = _node_and_pod(kube, cluster_objects, namespace)
+    kube.bind(namespace, "p0", created["metadata"]["uid"], node_name).expect(201)
+
+    def binding() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in control_plane.audit_events()
+            if (e.get("objectRef") or {}).get("namespace") == namespace
+            and e["objectRef"].get("subresource") == "binding"
+        ]
+
+    [event] = eventually(binding, what="the Binding audited")
+    assert event["objectRef"]["name"] == "p0"
+    assert event["user"]["username"] == "envtest-admin"
+    assert event["responseStatus"]["code"] == 201
+    assert event["requestReceivedTimestamp"] <= event["stageTimestamp"]
+
+
+def test_fault_proxy_passes_requests_on_or_fails_or_holds_them(
+    control_plane: ControlPlane, kube: Kube, cluster_objects: ClusterObjects, namespace: str
+) -> None:
+    node_name, created = _node_and_pod(kube, cluster_objects, namespace)
+    uid = created["metadata"]["uid"]
+    path = f"/api/v1/namespaces/{namespace}/pods/p0"
+    bindings = "/api/v1/namespaces/*/pods/*/binding"
+    cert, key = control_plane.serving_cert
+    with FaultProxy(
+        control_plane.server, ca_file=control_plane.ca_file, cert=cert, key=key
+    ) as proxy:
+        through = Kube(proxy.url, control_plane.token, control_plane.ca_file)
+        assert through.get(path).expect(200)["metadata"]["uid"] == uid
+
+        refused = proxy.fail(bindings)
+        assert through.bind(namespace, "p0", uid, node_name).status == 500
+        assert refused.failed == 1
+        refused.release()
+
+        # A held request whose client gives up is dropped, never sent on later.
+        held = proxy.hang(bindings)
+        impatient = Kube(proxy.url, control_plane.token, control_plane.ca_file, timeout=1)
+        with pytest.raises(TimeoutError):
+            impatient.bind(namespace, "p0", uid, node_name)
+        eventually(lambda: held.held == 0, what="the abandoned request dropped")
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(through.bind, namespace, "p0", uid, node_name)
+            eventually(lambda: held.held == 1, what="the request held")
+            assert not kube.get(path).expect(200)["spec"].get("nodeName")
+            held.release()
+            assert answer.result(timeout=30).status == 201
+    assert kube.get(path).expect(200)["spec"]["nodeName"] == node_name
 
 
 def test_bound_pod_is_only_deleted_with_grace_period_zero(

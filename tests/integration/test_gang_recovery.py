@@ -1,0 +1,152 @@
+"""A gang whose scheduler dies in the middle of binding it ends whole, never partial.
+
+The scheduler runs behind the test's fault proxy (faultproxy.py), which lets the first
+few of a 16-pod gang's Bindings through and holds the rest; it is killed (SIGKILL) with
+the gang partly bound, so the held Bindings never reach the API server. Pods of a higher
+priority are waiting meanwhile, enough to take all the room the gang's unbound members
+were given: a scheduler that decided again from scratch would place them first and
+leave the gang partly bound for good. The next scheduler must instead finish the gang
+where its recorded placement puts it, or elsewhere for members whose node is gone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from batchsched.api.placement import PLACEMENT_ANNOTATION, Placement, parse_placement
+from batchsched.testing import ClusterObjects, ControlPlane, Kube
+from batchsched.testing.objects import pod, pod_group
+
+from .faultproxy import FaultProxy
+from .operator_support import (  # noqa: F401 (fixtures)
+    SchedulerAccounts,
+    StartScheduler,
+    add_nodes,
+    create,
+    eventually,
+    placements,
+    pods,
+    scheduler_kubeconfig_fixture,
+    start_scheduler_fixture,
+    unschedulable_message,
+)
+
+pytestmark = pytest.mark.integration
+
+GROUP_KEY = "scheduling.batchsched.io/group-name"
+BINDINGS = "/api/v1/namespaces/*/pods/*/binding"
+GANG = 16
+BOUND_BEFORE_KILL = 5
+CPU = {"cpu": "1", "memory": "64Mi"}
+# The gang fills all nodes but one; one node's worth of room is spare.
+CPUS_PER_NODE = 2
+NODES = GANG // CPUS_PER_NODE + 1
+# As many as the gang's members still to bind: enough to take all the room they need.
+WAITING = GANG - BOUND_BEFORE_KILL
+
+
+@pytest.mark.parametrize("node_lost", [False, True], ids=["nodes-kept", "node-lost"])
+def test_a_gang_cut_off_mid_bind_is_finished_before_higher_priority_pods(
+    control_plane: ControlPlane,
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    scheduler_accounts: SchedulerAccounts,
+    start_scheduler: StartScheduler,
+    node_lost: bool,
+) -> None:
+    nodes = [f"n{i}-{namespace}" for i in range(NODES)]
+    add_nodes(cluster_objects, kube, nodes, {"cpu": str(CPUS_PER_NODE), "memory": "8Gi"})
+    high = f"high-{namespace}"
+    cluster_objects.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": high},
+            "value": 1000,
+        }
+    )
+    cert, key = control_plane.serving_cert
+    with FaultProxy(
+        control_plane.server, ca_file=control_plane.ca_file, cert=cert, key=key
+    ) as proxy:
+        held = proxy.hang(BINDINGS, after=BOUND_BEFORE_KILL)
+        first = start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("first", server=proxy.url))
+        create(kube, namespace, pod_group("gang", GANG))
+        for i in range(GANG):
+            create(kube, namespace, pod(f"gang-{i}", CPU, annotations={GROUP_KEY: "gang"}))
+        eventually(lambda: held.held == GANG - BOUND_BEFORE_KILL, what="the bind burst held")
+        eventually(lambda: len(gang_bound(kube, namespace)) == BOUND_BEFORE_KILL, what="binds")
+        for i in range(WAITING):
+            waiting = pod(f"high-{i}", CPU)
+            waiting["spec"]["priorityClassName"] = high
+            create(kube, namespace, waiting)
+        first.kill()
+    # Closing the proxy dropped the held Bindings: they never reached the API server.
+    before = gang_bound(kube, namespace)
+    assert 0 < len(before) < GANG, f"the kill should leave the gang partly bound: {before}"
+
+    # Read now: the next scheduler records its own placement of the members it binds.
+    record = recorded_placement(kube, namespace)
+    lost = None
+    if node_lost:
+        assert record, f"no member of the gang carries its placement ({PLACEMENT_ANNOTATION})"
+        # A node meant only for members still unbound: they must go elsewhere.
+        lost = min(set(record.values()) - set(before.values()))
+        kube.delete(f"/api/v1/nodes/{lost}").expect(200)
+    start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("second"))
+
+    def whole() -> dict[str, str] | None:
+        bound = gang_bound(kube, namespace)
+        return bound if len(bound) == GANG else None
+
+    after = eventually(
+        whole,
+        timeout=60,
+        what=f"the whole gang bound (it had {len(before)} of {GANG})",
+    )
+    assert {name: after[name] for name in before} == before
+    assert record, f"no member of the gang carries its placement ({PLACEMENT_ANNOTATION})"
+    assert set(record) == set(after)
+    if lost is None:
+        assert after == record
+    else:
+        # The members meant for the lost node are placed afresh, and the gang's other
+        # pending members may give up their room to them: it is the gang's either way.
+        assert lost not in after.values()
+    cpus = Counter(node for node in placements(kube, namespace).values() if node)
+    crowded = {node: used for node, used in cpus.items() if used > CPUS_PER_NODE}
+    assert not crowded, f"CPUs requested on nodes of {CPUS_PER_NODE}: {crowded}"
+    # The waiting pods were decided on too, and found the gang's room taken.
+    eventually(
+        lambda: all(
+            unschedulable_message(p) or p["spec"].get("nodeName")
+            for name, p in pods(kube, namespace).items()
+            if name.startswith("high-")
+        ),
+        what="every waiting pod placed or told why not",
+    )
+
+
+def gang_bound(kube: Kube, namespace: str) -> dict[str, str]:
+    """The gang's members that are bound, and where."""
+    return {
+        name: node
+        for name, node in placements(kube, namespace).items()
+        if name.startswith("gang-") and node
+    }
+
+
+def recorded_placement(kube: Kube, namespace: str) -> dict[str, str]:
+    """Member name -> node, from the placement the gang's bound members carry (one
+    record, as long as one scheduler has bound it); empty when none does."""
+    records: list[Placement] = []
+    for name, member in pods(kube, namespace).items():
+        text = (member["metadata"].get("annotations") or {}).get(PLACEMENT_ANNOTATION)
+        placement = parse_placement(text) if text and name.startswith("gang-") else None
+        if placement is not None:
+            records.append(placement)
+    assert len(records) <= 1, records
+    return {name: node for record in records for name, (node, _) in record.members.items()}
