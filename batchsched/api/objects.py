@@ -109,6 +109,9 @@ class Task:
     gpu_index: tuple[int, ...] = ()
     # On a gang's first bound member: where the session that bound it put the others.
     placement: Placement | None = None
+    # Why no node will do whatever the cluster holds: a scheduling gate, or a constraint
+    # the core does not honour yet (api/unsupported.py).
+    blocked: str | None = None
     # Everything predicates and scores may look at; tasks with equal keys are interchangeable.
     shape_key: tuple[object, ...] = ()
 

@@ -19,6 +19,7 @@ from batchsched.api.meta import (
 from batchsched.api.objects import Constraints, GroupRef, Requirement, Task, Toleration
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.api.resources import PODS, ResourceList, parse_resource_list
+from batchsched.api.unsupported import UNSUPPORTED_SPEC_FIELDS, spec_blocker, volume_blocker
 
 OUR_GROUP_KEY = "scheduling.batchsched.io/group-name"
 KUBE_BATCH_GROUP_KEY = "scheduling.k8s.io/group-name"
@@ -36,6 +37,10 @@ SHAPE_FIELDS = (
     "nodeSelector",
     "affinity",
     "tolerations",
+    "resources",
+    "hostNetwork",
+    "schedulingGates",
+    *UNSUPPORTED_SPEC_FIELDS,
 )
 
 
@@ -47,6 +52,8 @@ class PodShape:
     request: ResourceList
     constraints: Constraints
     host_ports: frozenset[tuple[str, int]]
+    # Why no node will do (see api/unsupported.py), volumes aside.
+    blocked: str | None
     # Task.shape_key: equal for interchangeable pods.
     key: tuple[object, ...]
 
@@ -94,6 +101,11 @@ def task_from_pod(
     shape = pod_shape(spec, where=where) if shapes is None else shapes.shape(spec, where=where)
     gpu_index = notes.get(GPU_INDEX_ANNOTATION)
     placement = notes.get(PLACEMENT_ANNOTATION)
+    # Volumes stay out of the shape memo: each pod's token volume has a name of its own.
+    blocked, shape_key = shape.blocked, shape.key
+    if blocked is None and spec.get("volumes"):
+        blocked = volume_blocker(spec, where=where)
+        shape_key = shape_key if blocked is None else (*shape_key, blocked)
     return Task(
         namespace=namespace,
         name=name,
@@ -111,7 +123,8 @@ def task_from_pod(
         deleting=meta.get("deletionTimestamp") is not None,
         gpu_index=parse_gpu_index(gpu_index, where=where) if gpu_index else (),
         placement=parse_placement(placement) if placement else None,
-        shape_key=shape.key,
+        blocked=blocked,
+        shape_key=shape_key,
     )
 
 
@@ -120,8 +133,10 @@ def pod_shape(spec: Mapping[str, object], *, where: str) -> PodShape:
     request = effective_request(spec, where=where)
     check_gpu_request(request, where=where)
     ports = _host_ports(spec, where=where)
+    blocked = spec_blocker(spec, where=where)
+    key = (tuple(sorted(request.items())), constraints, ports)
     return PodShape(
-        request, constraints, ports, (tuple(sorted(request.items())), constraints, ports)
+        request, constraints, ports, blocked, key if blocked is None else (*key, blocked)
     )
 
 
@@ -167,6 +182,7 @@ def effective_request(spec: Mapping[str, object], *, where: str) -> ResourceList
     Requests default to limits for any resource that has only a limit, as the API server
     does on admission. Init containers with restartPolicy Always are sidecars: they keep
     running, so they add to the pod's steady request and to every later init container.
+    Pod-level requests (spec.resources) replace that sum for the resources they may name.
     """
     total: ResourceList = {}
     for index, container in enumerate(sequence(spec.get("containers"), where=f"{where}.spec")):
@@ -185,9 +201,16 @@ def effective_request(spec: Mapping[str, object], *, where: str) -> ResourceList
             init_peak[name] = max(init_peak.get(name, 0), value)
     for name, value in init_peak.items():
         total[name] = max(total.get(name, 0), value)
+    pod_level = _container_request(spec, where=f"{where}.spec")
+    total.update((k, v) for k, v in pod_level.items() if _pod_level(k))
     _add(total, parse_resource_list(spec.get("overhead"), where=f"{where}.spec.overhead"))
     total[PODS] = total.get(PODS, 0) + 1
     return {name: value for name, value in total.items() if value > 0}
+
+
+def _pod_level(resource: str) -> bool:
+    """Whether spec.resources may set this resource for the whole pod."""
+    return resource in ("cpu", "memory") or resource.startswith("hugepages-")
 
 
 def _container_request(container: object, *, where: str) -> ResourceList:
@@ -260,12 +283,17 @@ def _toleration(raw: object, *, where: str) -> Toleration:
 
 
 def _host_ports(spec: Mapping[str, object], *, where: str) -> frozenset[tuple[str, int]]:
+    """With hostNetwork every container port is a host port: the API server defaults
+    hostPort to containerPort."""
     ports: set[tuple[str, int]] = set()
+    host_network = spec.get("hostNetwork") is True
     for section in ("initContainers", "containers"):
         for container in sequence(spec.get(section), where=f"{where}.spec.{section}"):
             for port in sequence(mapping(container, where=where).get("ports"), where=where):
                 entry = mapping(port, where=where)
                 host_port = entry.get("hostPort")
+                if host_network and host_port is None:
+                    host_port = entry.get("containerPort")
                 if isinstance(host_port, int) and host_port > 0:
                     ports.add((str(entry.get("protocol") or "TCP"), host_port))
     return frozenset(ports)

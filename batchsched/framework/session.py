@@ -108,12 +108,14 @@ class Session:
     # Checks: the first plugin that objects wins, and its words become the reason.
 
     def invalid(self, job: JobInfo) -> str | None:
-        return _first(self.valid_checks, job)
+        return _blocked(self, job) or _first(self.valid_checks, job)
 
     def not_enqueueable(self, job: JobInfo) -> str | None:
         return _first(self.enqueue_checks, job)
 
     def not_allocatable(self, job: JobInfo, task: TaskInfo) -> str | None:
+        if task.task.blocked:
+            return task.task.blocked
         for check in self.allocate_checks:
             message = check(job, task)
             if message:
@@ -207,3 +209,25 @@ def _first(checks: list[JobCheck], job: JobInfo) -> str | None:
         if message:
             return message
     return None
+
+
+def _blocked(session: Session, job: JobInfo) -> str | None:
+    """Why the job cannot reach minMember while some members may not be placed at all
+    (gated, or asking for what the core does not honour): such a gang is not tried, so
+    it neither takes room for nothing nor has its queue hold room for it. Not a plugin:
+    no configuration may place a pod as if it had not asked."""
+    blocked = [t for t in job.pending if t.task.blocked]
+    if not blocked:
+        return None
+    for task in blocked:
+        session.task_messages[task.key] = str(task.task.blocked)
+    placeable = job.bound + len(job.pending) - len(blocked)
+    if placeable >= job.min_member:
+        return None
+    first = blocked[0]
+    if not job.is_gang:
+        return first.task.blocked
+    return (
+        f"gang {job.key}: {placeable} of {job.min_member} members may be placed; "
+        f"{first.key}: {first.task.blocked}"
+    )

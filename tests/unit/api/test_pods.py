@@ -112,6 +112,17 @@ def sidecar(name: str, **requests: str) -> Obj:
             {"memory": 4 * GI, "pods": 1},
             id="sidecars-accumulate",
         ),
+        pytest.param(
+            {
+                "resources": {"requests": {"cpu": "3"}, "limits": {"memory": "6Gi"}},
+                "containers": [container("a", cpu="1", memory="1Gi", **{"nvidia.com/gpu": "1"})],
+                "overhead": {"cpu": "100m"},
+            },
+            # Pod-level cpu and memory replace the containers' sum; a GPU cannot be set
+            # for the whole pod, so the container's stays.
+            {"cpu": 3100, "memory": 6 * GI, "nvidia.com/gpu": 1, "pods": 1},
+            id="pod-level-resources-replace-the-sum",
+        ),
     ],
 )
 def test_effective_request(spec: dict[str, Any], expected: dict[str, int]) -> None:
@@ -353,3 +364,11 @@ def test_shapes_holding_yaml_dates_are_remembered_too() -> None:
     first, second = (task_from_pod(pod(name, spec=spec), shapes=shapes) for name in ("a", "b"))
     assert first.constraints.node_selector == (("since", "2024-01-01"),)
     assert first.constraints is second.constraints
+
+
+def test_host_network_makes_every_container_port_a_host_port() -> None:
+    ports = [{"containerPort": 53, "protocol": "UDP"}, {"containerPort": 80, "hostPort": 80}]
+    spec = {"hostNetwork": True, "containers": [{"name": "dns", "ports": ports}]}
+    assert task_from_pod(pod("p", spec=spec)).host_ports == frozenset({("UDP", 53), ("TCP", 80)})
+    spec["hostNetwork"] = False
+    assert task_from_pod(pod("p", spec=spec)).host_ports == frozenset({("TCP", 80)})
