@@ -1,8 +1,10 @@
 """`batchsched run` on the real control plane: the seed scenarios end as the simulator
-says, and pods, groups and nodes may arrive in any order."""
+says, pods, groups and nodes may arrive in any order, and a leader that loses its Lease
+exits saying so."""
 
 from __future__ import annotations
 
+import datetime
 import time
 from pathlib import Path
 from typing import Any
@@ -205,3 +207,37 @@ def test_a_node_added_later_unblocks_a_gang(
     assert metrics[f'batchsched_queue_allocated{{queue="{queue}",resource="cpu",unit="core"}}'] == 3
     assert metrics["batchsched_session_duration_seconds_count"] >= 2
     assert metrics['batchsched_schedule_attempts_total{result="scheduled"}'] == 3
+
+
+def test_a_leader_whose_lease_is_taken_exits_with_one_line_saying_so(
+    kube: Kube, namespace: str, start_scheduler: StartScheduler
+) -> None:
+    """Another holder takes the Lease: the leader stops renewing, and at its renew
+    deadline exits with status 1 and one last line, no traceback."""
+    timing = [
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=1s",
+    ]
+    scheduler = start_scheduler(leader_elect=True, lease_namespace=namespace, extra_args=timing)
+    eventually(lambda: scheduler.metric("batchsched_leader") == 1, what="leading")
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/batch-scheduler"
+
+    def take_over() -> bool:
+        lease = kube.get(path).expect(200)
+        renewed = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        lease["spec"].update(
+            holderIdentity="another-replica", renewTime=renewed, leaseDurationSeconds=3600
+        )
+        # 409: the leader renewed in between, and the Lease is read again.
+        return kube.put(path, lease).status == 200
+
+    eventually(take_over, what="the Lease taken over")
+    assert scheduler.process is not None
+    assert scheduler.process.wait(timeout=60) == 1
+    output = scheduler.output()
+    assert output.splitlines()[-1] == (
+        "batchsched: lost the leader lease, exiting to start over: "
+        f"lease {namespace}/batch-scheduler not renewed for 3s"
+    )
+    assert "Traceback" not in output
