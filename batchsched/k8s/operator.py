@@ -109,7 +109,7 @@ def exit_reason(error: BaseException) -> str:
     if isinstance(error, CannotServe | ApiError):
         return str(error)
     if isinstance(error, TRANSPORT_ERRORS):
-        return f"the API server cannot be reached: {error or type(error).__name__}"
+        return f"the API server cannot be reached: {str(error) or type(error).__name__}"
     frames = traceback.extract_tb(error.__traceback__)
     where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
     return f"stopped by an unexpected error{where}: {type(error).__name__}: {error}"

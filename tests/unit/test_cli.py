@@ -22,6 +22,7 @@ from batchsched.cli import (
     metrics_address,
 )
 from batchsched.k8s import operator
+from batchsched.k8s.client import ApiError
 from batchsched.k8s.endpoints import BindAddress
 from batchsched.k8s.leader import LeadershipLost
 from batchsched.k8s.operator import LeaderTiming, Options
@@ -259,3 +260,22 @@ def test_a_stop_signal_ends_with_status_0_and_no_exit_line(
     run_with(monkeypatch, forever, terminate)
     assert main(["run"]) == 0
     assert "batchsched:" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (
+            ApiError("GET", "/api/v1/pods", 403, {"message": "forbidden"}),
+            "GET /api/v1/pods: HTTP 403: forbidden",
+        ),
+        (TimeoutError(), "the API server cannot be reached: TimeoutError"),
+        (
+            operator.CannotServe("cannot serve metrics on :8080: Address already in use"),
+            "cannot serve metrics on :8080: Address already in use",
+        ),
+        (KeyError("x"), "stopped by an unexpected error: KeyError: 'x'"),
+    ],
+)
+def test_exit_reasons_say_what_happened(error: Exception, line: str) -> None:
+    assert operator.exit_reason(error) == line
