@@ -34,7 +34,7 @@ from batchsched.cache.cluster import ClusterCache
 from batchsched.framework.config import SchedulerConfig
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.client import TRANSPORT_ERRORS, Api, ApiError
-from batchsched.k8s.credentials import load_credentials
+from batchsched.k8s.credentials import load_credentials, service_account_dir
 from batchsched.k8s.endpoints import BindAddress, MetricsAuth, serve
 from batchsched.k8s.informer import Informer
 from batchsched.k8s.leader import LeaderElection, LeadershipLost, unbounded
@@ -45,7 +45,9 @@ from batchsched.metrics import LEADER
 
 log = logging.getLogger(__name__)
 
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+# client-go jitters each retry by up to this factor of the retry period.
+RETRY_JITTER = 1.2
 
 
 @dataclass(frozen=True)
@@ -66,10 +68,10 @@ class LeaderTiming:
             raise InvalidObject(
                 f"--leader-elect-retry-period: {self.retry_seconds:g}s must be positive"
             )
-        if self.renew_seconds <= self.retry_seconds:
+        if self.renew_seconds <= RETRY_JITTER * self.retry_seconds:
             raise InvalidObject(
                 f"--leader-elect-renew-deadline: {self.renew_seconds:g}s must be longer "
-                f"than --leader-elect-retry-period ({self.retry_seconds:g}s)"
+                f"than 1.2 x --leader-elect-retry-period ({self.retry_seconds:g}s)"
             )
         if self.lease_seconds <= self.renew_seconds:
             raise InvalidObject(
@@ -119,8 +121,9 @@ def lease_namespace() -> str:
     """The pod's own namespace (downward API or service account), else `default`."""
     if os.environ.get("POD_NAMESPACE"):
         return os.environ["POD_NAMESPACE"]
-    if SERVICE_ACCOUNT_NAMESPACE.exists():
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    mounted = service_account_dir() / "namespace"
+    if mounted.exists():
+        return mounted.read_text().strip()
     return "default"
 
 

@@ -58,9 +58,9 @@ def test_leader_timing_takes_go_durations_and_bare_fractional_seconds() -> None:
             "--leader-elect-renew-deadline (15s)",
         ),
         (
-            ["--leader-elect-retry-period=10s"],
+            ["--leader-elect-retry-period=9s"],
             "--leader-elect-renew-deadline: 10s must be longer than "
-            "--leader-elect-retry-period (10s)",
+            "1.2 x --leader-elect-retry-period (9s)",
         ),
         (["--leader-elect-retry-period=0s"], "--leader-elect-retry-period: '0s' must be positive"),
         (["--leader-elect-retry-period=-1s"], "--leader-elect-retry-period: '-1s' is not a"),
