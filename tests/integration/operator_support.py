@@ -33,6 +33,13 @@ from batchsched.testing.objects import load_manifests, node
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "manifests" / "rbac.yaml"
 SCHEDULER_PATH_ENV = "BATCHSCHED_TEST_SCHEDULER_PATH"
+# Leader election in seconds rather than client-go's 15 s lease, so a takeover takes a
+# few seconds of a test; the renew deadline (3 s) is what fencing keys on.
+FAST_LEADER_ELECTION = (
+    "--leader-elect-lease-duration=4s",
+    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-retry-period=0.5s",
+)
 T = TypeVar("T")
 
 

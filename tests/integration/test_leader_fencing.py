@@ -26,6 +26,7 @@ from batchsched.testing.objects import pod
 
 from .faultproxy import Fault, FaultProxy
 from .operator_support import (  # noqa: F401 (fixtures)
+    FAST_LEADER_ELECTION,
     Scheduler,
     SchedulerAccounts,
     StartScheduler,
@@ -39,12 +40,6 @@ from .operator_support import (  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
 
-# Short, so a takeover takes seconds; the renew deadline is what fencing keys on.
-LEADER_TIMING = (
-    "--leader-elect-lease-duration=4s",
-    "--leader-elect-renew-deadline=3s",
-    "--leader-elect-retry-period=0.5s",
-)
 LEASE_NAME = "batch-scheduler"
 BINDINGS = "/api/v1/namespaces/*/pods/*/binding"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/*/leases/*"
@@ -52,8 +47,8 @@ NODES, CPUS_PER_NODE = 2, 8
 # The old leader's batch fills every node, and so do the pods waiting behind it.
 BATCH = NODES * CPUS_PER_NODE
 CPU = {"cpu": "1", "memory": "64Mi"}
-# Failure guards only: the old code's replica is given its client's full 30 s request
-# timeout to notice it lost the lease.
+# Failure guards only: a replica whose lease requests hang without a deadline of their
+# own notices the lost lease only at its client's 30 s request timeout.
 GUARD = 90.0
 
 
@@ -139,7 +134,11 @@ def split_brain_fixture(
     with FaultProxy(
         control_plane.server, ca_file=control_plane.ca_file, cert=cert, key=key
     ) as proxy:
-        elect = {"leader_elect": True, "lease_namespace": namespace, "extra_args": LEADER_TIMING}
+        elect = {
+            "leader_elect": True,
+            "lease_namespace": namespace,
+            "extra_args": FAST_LEADER_ELECTION,
+        }
         old = start_scheduler(
             kubeconfig=scheduler_accounts.kubeconfig("old-leader", server=proxy.url), **elect
         )
