@@ -12,6 +12,7 @@ change, e.g. from `git worktree add /tmp/before HEAD~1`.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import secrets
 import signal
@@ -29,6 +30,8 @@ import yaml
 
 from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube
 from batchsched.testing.objects import load_manifests, node
+
+from .faultproxy import FaultProxy
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "manifests" / "rbac.yaml"
@@ -258,6 +261,26 @@ def start_scheduler_fixture(scheduler_kubeconfig: Path, tmp_path: Path) -> Itera
         sys.stderr.write(f"--- {scheduler.log.name}\n{scheduler.output()}\n")
 
 
+# What the start_proxy fixture hands a test: a new fault proxy in front of the API server.
+StartProxy = Callable[[], FaultProxy]
+
+
+@pytest.fixture(name="start_proxy")
+def start_proxy_fixture(control_plane: ControlPlane) -> Iterator[StartProxy]:
+    """Starts fault proxies (faultproxy.py) in front of the API server for one test, and
+    closes them after it, dropping whatever they still hold."""
+    with contextlib.ExitStack() as proxies:
+
+        def start() -> FaultProxy:
+            cert, key = control_plane.serving_cert
+            proxy = FaultProxy(
+                control_plane.server, ca_file=control_plane.ca_file, cert=cert, key=key
+            )
+            return proxies.enter_context(proxy)
+
+        yield start
+
+
 def ready_node(cluster_objects: ClusterObjects, kube: Kube, manifest: JSON) -> JSON:
     """Create a Node and lift the not-ready taint the API server puts on new nodes, as
     the node lifecycle controller (not running here) would once the node reports Ready."""
@@ -266,6 +289,17 @@ def ready_node(cluster_objects: ClusterObjects, kube: Kube, manifest: JSON) -> J
     taints = (manifest.get("spec") or {}).get("taints")
     kube.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": taints}}).expect(200)
     return created
+
+
+def priority_class(cluster_objects: ClusterObjects, name: str, value: int) -> str:
+    """Create a PriorityClass (the API server sets its value on the pods naming it)."""
+    manifest = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+    return str(cluster_objects.create(manifest)["metadata"]["name"])
 
 
 def add_nodes(

@@ -19,16 +19,19 @@ from batchsched.api.placement import PLACEMENT_ANNOTATION, Placement, parse_plac
 from batchsched.testing import ClusterObjects, ControlPlane, Kube
 from batchsched.testing.objects import pod, pod_group
 
-from .faultproxy import FaultProxy
 from .operator_support import (  # noqa: F401 (fixtures)
+    FAST_LEADER_ELECTION,
     SchedulerAccounts,
+    StartProxy,
     StartScheduler,
     add_nodes,
     create,
     eventually,
     placements,
     pods,
+    priority_class,
     scheduler_kubeconfig_fixture,
+    start_proxy_fixture,
     start_scheduler_fixture,
     unschedulable_message,
 )
@@ -37,6 +40,7 @@ pytestmark = pytest.mark.integration
 
 GROUP_KEY = "scheduling.batchsched.io/group-name"
 BINDINGS = "/api/v1/namespaces/*/pods/*/binding"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/*/leases/*"
 GANG = 16
 BOUND_BEFORE_KILL = 5
 CPU = {"cpu": "1", "memory": "64Mi"}
@@ -48,6 +52,7 @@ WAITING = GANG - BOUND_BEFORE_KILL
 
 
 @pytest.mark.parametrize("node_lost", [False, True], ids=["nodes-kept", "node-lost"])
+@pytest.mark.parametrize("successor", ["restarted", "standby"])
 def test_a_gang_cut_off_mid_bind_is_finished_before_higher_priority_pods(
     control_plane: ControlPlane,
     kube: Kube,
@@ -55,40 +60,43 @@ def test_a_gang_cut_off_mid_bind_is_finished_before_higher_priority_pods(
     cluster_objects: ClusterObjects,
     scheduler_accounts: SchedulerAccounts,
     start_scheduler: StartScheduler,
+    start_proxy: StartProxy,
+    successor: str,
     node_lost: bool,
 ) -> None:
+    """The next leader is a scheduler started after the kill, or a standby that watched
+    it all happen; it takes the lease once the test lets it (its own proxy holds its
+    lease requests until then), so a node lost meanwhile is gone before it decides."""
     nodes = [f"n{i}-{namespace}" for i in range(NODES)]
     add_nodes(cluster_objects, kube, nodes, {"cpu": str(CPUS_PER_NODE), "memory": "8Gi"})
-    high = f"high-{namespace}"
-    cluster_objects.create(
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": high},
-            "value": 1000,
-        }
+    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+    elect = {"leader_elect": True, "lease_namespace": namespace, "extra_args": FAST_LEADER_ELECTION}
+    first_proxy, next_proxy = start_proxy(), start_proxy()
+    next_kubeconfig = scheduler_accounts.kubeconfig("next", server=next_proxy.url)
+    held = first_proxy.hang(BINDINGS, after=BOUND_BEFORE_KILL)
+    first = start_scheduler(
+        kubeconfig=scheduler_accounts.kubeconfig("first", server=first_proxy.url), **elect
     )
-    cert, key = control_plane.serving_cert
-    with FaultProxy(
-        control_plane.server, ca_file=control_plane.ca_file, cert=cert, key=key
-    ) as proxy:
-        held = proxy.hang(BINDINGS, after=BOUND_BEFORE_KILL)
-        first = start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("first", server=proxy.url))
-        create(kube, namespace, pod_group("gang", GANG))
-        for i in range(GANG):
-            create(kube, namespace, pod(f"gang-{i}", CPU, annotations={GROUP_KEY: "gang"}))
-        eventually(lambda: held.held == GANG - BOUND_BEFORE_KILL, what="the bind burst held")
-        eventually(lambda: len(gang_bound(kube, namespace)) == BOUND_BEFORE_KILL, what="binds")
-        for i in range(WAITING):
-            waiting = pod(f"high-{i}", CPU)
-            waiting["spec"]["priorityClassName"] = high
-            create(kube, namespace, waiting)
-        first.kill()
-    # Closing the proxy dropped the held Bindings: they never reached the API server.
+    eventually(lambda: first.metric("batchsched_leader") == 1, what="the first leading")
+    kept_off = next_proxy.hang(LEASES)
+    if successor == "standby":
+        start_scheduler(kubeconfig=next_kubeconfig, **elect)
+    create(kube, namespace, pod_group("gang", GANG))
+    for i in range(GANG):
+        create(kube, namespace, pod(f"gang-{i}", CPU, annotations={GROUP_KEY: "gang"}))
+    eventually(lambda: held.held == GANG - BOUND_BEFORE_KILL, what="the bind burst held")
+    eventually(lambda: len(gang_bound(kube, namespace)) == BOUND_BEFORE_KILL, what="binds")
+    for i in range(WAITING):
+        waiting = pod(f"high-{i}", CPU)
+        waiting["spec"]["priorityClassName"] = high
+        create(kube, namespace, waiting)
+    first.kill()
+    # The held Bindings die with their client: they never reach the API server.
+    eventually(lambda: held.held == 0, what="the held Bindings dropped")
     before = gang_bound(kube, namespace)
     assert 0 < len(before) < GANG, f"the kill should leave the gang partly bound: {before}"
 
-    # Read now: the next scheduler records its own placement of the members it binds.
+    # Read now: the next leader records its own placement of the members it binds.
     record = recorded_placement(kube, namespace)
     lost = None
     if node_lost:
@@ -96,7 +104,9 @@ def test_a_gang_cut_off_mid_bind_is_finished_before_higher_priority_pods(
         # A node meant only for members still unbound: they must go elsewhere.
         lost = min(set(record.values()) - set(before.values()))
         kube.delete(f"/api/v1/nodes/{lost}").expect(200)
-    start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("second"))
+    if successor == "restarted":
+        start_scheduler(kubeconfig=next_kubeconfig, **elect)
+    kept_off.release()
 
     def whole() -> dict[str, str] | None:
         bound = gang_bound(kube, namespace)

@@ -29,12 +29,15 @@ from .operator_support import (  # noqa: F401 (fixtures)
     FAST_LEADER_ELECTION,
     Scheduler,
     SchedulerAccounts,
+    StartProxy,
     StartScheduler,
     add_nodes,
     create,
     eventually,
     placements,
+    priority_class,
     scheduler_kubeconfig_fixture,
+    start_proxy_fixture,
     start_scheduler_fixture,
 )
 
@@ -114,49 +117,33 @@ def split_brain_fixture(
     cluster_objects: ClusterObjects,
     scheduler_accounts: SchedulerAccounts,
     start_scheduler: StartScheduler,
-) -> Iterator[SplitBrain]:
+    start_proxy: StartProxy,
+) -> SplitBrain:
     add_nodes(
         cluster_objects,
         kube,
         [f"n{i}-{namespace}" for i in range(NODES)],
         {"cpu": str(CPUS_PER_NODE), "memory": "8Gi"},
     )
-    high = f"high-{namespace}"
-    cluster_objects.create(
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": high},
-            "value": 1000,
-        }
+    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+    proxy = start_proxy()
+    elect = {"leader_elect": True, "lease_namespace": namespace, "extra_args": FAST_LEADER_ELECTION}
+    old = start_scheduler(
+        kubeconfig=scheduler_accounts.kubeconfig("old-leader", server=proxy.url), **elect
     )
-    cert, key = control_plane.serving_cert
-    with FaultProxy(
-        control_plane.server, ca_file=control_plane.ca_file, cert=cert, key=key
-    ) as proxy:
-        elect = {
-            "leader_elect": True,
-            "lease_namespace": namespace,
-            "extra_args": FAST_LEADER_ELECTION,
-        }
-        old = start_scheduler(
-            kubeconfig=scheduler_accounts.kubeconfig("old-leader", server=proxy.url), **elect
-        )
-        eventually(lambda: old.metric("batchsched_leader") == 1, what="the first replica leading")
-        standby = start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("standby"), **elect)
-        refused = proxy.fail(BINDINGS)
-        for i in range(BATCH):
-            create(kube, namespace, pod(f"low-{i}", CPU))
-        eventually(
-            lambda: len(refused.paths) == BATCH, timeout=GUARD, what="the whole batch in retry"
-        )
-        for i in range(BATCH):
-            waiting = pod(f"high-{i}", CPU)
-            waiting["spec"]["priorityClassName"] = high
-            create(kube, namespace, waiting)
-        yield SplitBrain(
-            control_plane, kube, namespace, scheduler_accounts, proxy, old, standby, refused
-        )
+    eventually(lambda: old.metric("batchsched_leader") == 1, what="the first replica leading")
+    standby = start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("standby"), **elect)
+    refused = proxy.fail(BINDINGS)
+    for i in range(BATCH):
+        create(kube, namespace, pod(f"low-{i}", CPU))
+    eventually(lambda: len(refused.paths) == BATCH, timeout=GUARD, what="the whole batch in retry")
+    for i in range(BATCH):
+        waiting = pod(f"high-{i}", CPU)
+        waiting["spec"]["priorityClassName"] = high
+        create(kube, namespace, waiting)
+    return SplitBrain(
+        control_plane, kube, namespace, scheduler_accounts, proxy, old, standby, refused
+    )
 
 
 def test_a_leader_cut_off_from_its_lease_binds_nothing_once_it_may_have_lost_it(
