@@ -1,9 +1,10 @@
 """Throughput of the scheduling core alone: a synthetic cluster through one session.
 
-Usage: python bench/core.py [--nodes 5000] [--pods 20000] [--seed 1]
+Usage: python bench/core.py [--nodes 5000] [--pods 20000] [--seed 1] [--anti-affinity]
 Prints one JSON object. Nodes are a mix of CPU and 8-GPU machines; pods come in gangs
 of 1 to 32 members sharing one shape (plus a CPU launcher for GPU gangs), sized so
-that most, but not all, fit.
+that most, but not all, fit. With --anti-affinity every pod keeps away from the other
+members of its gang with a required pod anti-affinity term on kubernetes.io/hostname.
 """
 
 import argparse
@@ -19,6 +20,7 @@ from batchsched.cache.snapshot import take_snapshot
 from batchsched.framework.config import default_config, run_session
 
 SCHEDULER = "batch-scheduler"
+HOSTNAME = "kubernetes.io/hostname"
 CPU_SHAPES = [("1", "2Gi"), ("2", "4Gi"), ("4", "16Gi"), ("500m", "1Gi")]
 GPU_SHAPES = [(1, "8", "32Gi"), (2, "16", "64Gi"), (4, "32", "128Gi"), (8, "64", "256Gi")]
 
@@ -32,27 +34,36 @@ def node(index: int, rng: random.Random) -> dict[str, Any]:
     )
     return {
         "kind": "Node",
-        "metadata": {"name": f"node-{index:05d}", "labels": {"gpu": str(gpu).lower()}},
+        "metadata": {
+            "name": f"node-{index:05d}",
+            "labels": {"gpu": str(gpu).lower(), HOSTNAME: f"node-{index:05d}"},
+        },
         "status": {"allocatable": allocatable},
     }
 
 
-def pod(name: str, group: str, requests: dict[str, Any]) -> dict[str, Any]:
+def pod(name: str, group: str, requests: dict[str, Any], *, apart: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER,
+        "containers": [{"name": "main", "resources": {"requests": requests}}],
+    }
+    if apart:
+        term = {"labelSelector": {"matchLabels": {"job": group}}, "topologyKey": HOSTNAME}
+        required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        spec["affinity"] = {"podAntiAffinity": required}
     return {
         "kind": "Pod",
         "metadata": {
             "name": name,
             "namespace": "bench",
+            "labels": {"job": group},
             "annotations": {"scheduling.k8s.io/group-name": group},
         },
-        "spec": {
-            "schedulerName": SCHEDULER,
-            "containers": [{"name": "main", "resources": {"requests": requests}}],
-        },
+        "spec": spec,
     }
 
 
-def workload(pods: int, rng: random.Random) -> list[dict[str, Any]]:
+def workload(pods: int, rng: random.Random, *, apart: bool = False) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     made = 0
     job = 0
@@ -64,11 +75,14 @@ def workload(pods: int, rng: random.Random) -> list[dict[str, Any]]:
             gpus, cpu, memory = rng.choice(GPU_SHAPES)
             shape = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": gpus}
             if size > 1:
-                members.append(pod(f"{group}-launcher", group, {"cpu": "1", "memory": "2Gi"}))
+                launcher = {"cpu": "1", "memory": "2Gi"}
+                members.append(pod(f"{group}-launcher", group, launcher, apart=apart))
         else:
             cpu, memory = rng.choice(CPU_SHAPES)
             shape = {"cpu": cpu, "memory": memory}
-        members += [pod(f"{group}-{i}", group, shape) for i in range(size - len(members))]
+        members += [
+            pod(f"{group}-{i}", group, shape, apart=apart) for i in range(size - len(members))
+        ]
         objects.append(
             {
                 "apiVersion": OUR_API,
@@ -88,9 +102,15 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--anti-affinity",
+        action="store_true",
+        help="every pod has required anti-affinity on hostname against its gang",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    objects = [node(i, rng) for i in range(args.nodes)] + workload(args.pods, rng)
+    objects = [node(i, rng) for i in range(args.nodes)]
+    objects += workload(args.pods, rng, apart=args.anti_affinity)
 
     started = time.perf_counter()
     cache = ClusterCache()
@@ -109,6 +129,7 @@ def main() -> None:
             {
                 "nodes": args.nodes,
                 "pods": args.pods,
+                "anti_affinity": args.anti_affinity,
                 "groups": sum(1 for o in objects if o["kind"] == "PodGroup"),
                 "bound": len(decisions.bindings),
                 "pending": len(decisions.pending),

@@ -5,9 +5,13 @@ looks at raw Kubernetes dictionaries.
 """
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from batchsched.api.placement import Placement
 from batchsched.api.resources import ResourceList
+
+if TYPE_CHECKING:
+    from batchsched.api.podaffinity import PodAffinity
 
 # Pod phases after which a pod no longer holds resources on its node.
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -109,6 +113,9 @@ class Task:
     gpu_index: tuple[int, ...] = ()
     # On a gang's first bound member: where the session that bound it put the others.
     placement: Placement | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    # Its pod affinity and anti-affinity terms; None for the many pods without.
+    affinity: "PodAffinity | None" = None
     # Why no node will do whatever the cluster holds: a scheduling gate, or a constraint
     # the core does not honour yet (api/unsupported.py).
     blocked: str | None = None
@@ -155,6 +162,14 @@ class Queue:
     capability: ResourceList = field(default_factory=dict)
     reclaimable: bool = True
     open: bool = True
+
+
+@dataclass(slots=True)
+class Namespace:
+    """What pod affinity's namespaceSelector reads: the labels of a namespace."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

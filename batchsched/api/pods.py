@@ -18,6 +18,7 @@ from batchsched.api.meta import (
 )
 from batchsched.api.objects import Constraints, GroupRef, Requirement, Task, Toleration
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
+from batchsched.api.podaffinity import PodAffinity, pod_affinity
 from batchsched.api.resources import PODS, ResourceList, parse_resource_list
 from batchsched.api.unsupported import UNSUPPORTED_SPEC_FIELDS, spec_blocker, volume_blocker
 
@@ -67,16 +68,11 @@ class ShapeMemo:
     def __init__(self, *, limit: int = 4096) -> None:
         self.limit = limit
         self._shapes: dict[bytes | str, PodShape] = {}
+        # Pod affinity depends on the pod's namespace and labels as well as its spec.
+        self._affinities: dict[tuple[object, ...], PodAffinity | None] = {}
 
     def shape(self, spec: Mapping[str, object], *, where: str) -> PodShape:
-        parts = [spec.get(field) for field in SHAPE_FIELDS]
-        # marshal (format 2: no back-references) is twice as fast as repr, and handles
-        # all of JSON; YAML can also hold dates, which only repr can write.
-        text: bytes | str
-        try:
-            text = marshal.dumps(parts, 2)
-        except ValueError:
-            text = repr(parts)
+        text = _text([spec.get(field) for field in SHAPE_FIELDS])
         found = self._shapes.get(text)
         if found is None:
             # Not remembered when it raises: each bad pod gets an error naming itself.
@@ -85,6 +81,29 @@ class ShapeMemo:
                 self._shapes.clear()
             self._shapes[text] = found
         return found
+
+    def affinity(
+        self, affinity: Mapping[str, object], *, namespace: str, labels: dict[str, str], where: str
+    ) -> PodAffinity | None:
+        text = _text([affinity.get("podAffinity"), affinity.get("podAntiAffinity")])
+        key = (text, namespace, *labels.items())
+        if key in self._affinities:
+            return self._affinities[key]
+        found = pod_affinity(affinity, namespace=namespace, labels=labels, where=where)
+        if len(self._affinities) >= self.limit:
+            self._affinities.clear()
+        self._affinities[key] = found
+        return found
+
+
+def _text(parts: list[object]) -> bytes | str:
+    """Parts of a spec as one hashable text. marshal (format 2: no back-references) is
+    twice as fast as repr, and handles all of JSON; YAML can also hold dates, which
+    only repr can write."""
+    try:
+        return marshal.dumps(parts, 2)
+    except ValueError:
+        return repr(parts)
 
 
 def task_from_pod(
@@ -106,6 +125,17 @@ def task_from_pod(
     if blocked is None and spec.get("volumes"):
         blocked = volume_blocker(spec, where=where)
         shape_key = shape_key if blocked is None else (*shape_key, blocked)
+    # Outside the memo too: terms are resolved against the pod's namespace and labels.
+    affinity = None
+    raw_affinity = spec.get("affinity")
+    if raw_affinity and ("podAffinity" in raw_affinity or "podAntiAffinity" in raw_affinity):
+        raw = mapping(raw_affinity, where=f"{where}.spec.affinity")
+        affinity = (
+            pod_affinity(raw, namespace=namespace, labels=labels, where=where)
+            if shapes is None
+            else shapes.affinity(raw, namespace=namespace, labels=labels, where=where)
+        )
+        shape_key = shape_key if affinity is None else (*shape_key, affinity)
     return Task(
         namespace=namespace,
         name=name,
@@ -123,6 +153,8 @@ def task_from_pod(
         deleting=meta.get("deletionTimestamp") is not None,
         gpu_index=parse_gpu_index(gpu_index, where=where) if gpu_index else (),
         placement=parse_placement(placement) if placement else None,
+        labels=labels,
+        affinity=affinity,
         blocked=blocked,
         shape_key=shape_key,
     )

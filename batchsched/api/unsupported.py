@@ -8,6 +8,7 @@ than a pod that waits and says why.
 from collections.abc import Mapping
 
 from batchsched.api.meta import mapping, sequence
+from batchsched.api.podaffinity import PREFERRED
 
 # kube-scheduler's PodScheduled condition for a pod with scheduling gates left.
 GATED_REASON = "SchedulingGated"
@@ -20,9 +21,9 @@ UNSUPPORTED_SPEC_FIELDS = (
     "schedulingGroup",
 )
 UNSUPPORTED_AFFINITY = (
-    ("podAffinity", None),
-    ("podAntiAffinity", None),
-    ("nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+    ("podAffinity", PREFERRED),
+    ("podAntiAffinity", PREFERRED),
+    ("nodeAffinity", PREFERRED),
 )
 # Volume sources whose claims, zones, attach limits or exclusive use constrain the node
 # (kube-scheduler's VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions);
@@ -55,9 +56,7 @@ def spec_blocker(spec: Mapping[str, object], *, where: str) -> str | None:
     affinity = mapping(spec.get("affinity"), where=f"{where}.spec.affinity")
     for kind, part in UNSUPPORTED_AFFINITY:
         section = mapping(affinity.get(kind), where=f"{where}.spec.affinity.{kind}")
-        if part is None and any(section.values()):
-            return not_supported(f"spec.affinity.{kind}")
-        if part is not None and section.get(part):
+        if section.get(part):
             return not_supported(f"spec.affinity.{kind}.{part}")
     return None
 

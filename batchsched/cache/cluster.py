@@ -12,12 +12,13 @@ from typing import Any
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import POD_GROUP_APIS, pod_group_from_object
 from batchsched.api.meta import Obj, describe, name_of, namespace_of
+from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.nodes import node_from_object
-from batchsched.api.objects import Node, PodGroup, PriorityClass, Queue, Task
+from batchsched.api.objects import Namespace, Node, PodGroup, PriorityClass, Queue, Task
 from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
 
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace")
 # Which of a name's PodGroups pods see: the one whose API comes first (ours).
 _API_RANK = {api: rank for rank, api in enumerate(POD_GROUP_APIS)}
 
@@ -44,6 +45,8 @@ class ClusterCache:
         self.pod_groups: dict[str, PodGroup] = {}
         self.queues: dict[str, Queue] = {}
         self.priority_classes: dict[str, PriorityClass] = {}
+        # For pod affinity's namespace selectors.
+        self.namespaces: dict[str, Namespace] = {}
         # "ns/name" of a pod that could not be parsed -> (its schedulerName, why); the
         # reason is shown as the pod's pending reason.
         self.rejected_pods: dict[str, tuple[str, str]] = {}
@@ -83,6 +86,7 @@ class ClusterCache:
             ),
             "Queue": (self.queues, lambda: queue_from_object(obj)),
             "PriorityClass": (self.priority_classes, lambda: priority_class_from_object(obj)),
+            "Namespace": (self.namespaces, lambda: namespace_from_object(obj)),
         }
         store, parse = handlers[str(kind)]
         if kind == "Pod":

@@ -99,6 +99,10 @@ class Snapshot:
     # snapshot (an assumed bind may be forgotten while a session runs): per-card usage
     # is rebuilt from them.
     gpu_holders: list[tuple[int, Task, tuple[int, ...]]] = field(default_factory=list)
+    # Every pod holding a node, with its node row: what pod affinity terms select from.
+    placed: list[tuple[int, Task]] = field(default_factory=list)
+    # Namespace -> labels, for the namespace selectors of pod affinity terms.
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def column(self) -> dict[str, int]:
@@ -124,6 +128,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
     used = np.zeros_like(allocatable)
     port_users: dict[tuple[str, int], set[int]] = defaultdict(set)
     gpu_holders: list[tuple[int, Task, tuple[int, ...]]] = []
+    placed: list[tuple[int, Task]] = []
     vectors: dict[tuple[object, ...], IntArray] = {}
     builder = _JobBuilder(cache, scheduler_name=scheduler_name, width=len(resources), now=now)
     for task in cache.tasks.values():
@@ -137,6 +142,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
         if holds_node and task.node_name in index:
             row = index[task.node_name]
             used[row] += vec
+            placed.append((row, task))
             for port in task.host_ports:
                 port_users[port].add(row)
             if GPU in task.request or GPU_MILLI in task.request:
@@ -154,6 +160,8 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
         scheduler_name=scheduler_name,
         rejected_queues=dict(cache.rejected_queues),
         gpu_holders=gpu_holders,
+        placed=placed,
+        namespace_labels={name: ns.labels for name, ns in cache.namespaces.items()},
     )
 
 

@@ -76,6 +76,9 @@ class Session:
         # The card filter is not a plugin: no configuration may over-allocate a GPU card.
         self.filters: list[NodeFilter] = [self.gpu]
         self.scorers: list[tuple[NodeScorer, int]] = []
+        # What besides Task.shape_key a plugin's filter or score depends on (pod
+        # affinity: the pod's namespace and labels); empty unless a plugin needs it.
+        self.shape_parts: list[Callable[[TaskInfo], object]] = []
         self.valid_checks: list[JobCheck] = []
         self.enqueue_checks: list[JobCheck] = []
         self.allocate_checks: list[TaskCheck] = []
@@ -132,11 +135,14 @@ class Session:
 
     def best_node(self, task: TaskInfo) -> int | None:
         """The highest-scoring feasible node (lowest index on ties), or None."""
-        cache = self._shapes.get(task.task.shape_key)
+        key = task.task.shape_key
+        if self.shape_parts:
+            key = (key, *(part(task) for part in self.shape_parts))
+        cache = self._shapes.get(key)
         if cache is None:
             cache = _ShapeCache(scores=self._evaluate(task, self.all_nodes), seen=0)
             cache.seen = len(self.touched)
-            self._shapes[task.task.shape_key] = cache
+            self._shapes[key] = cache
         elif cache.seen < len(self.touched):
             changed = self.touched[cache.seen :]
             stale = np.array(changed if len(changed) == 1 else sorted(set(changed)))

@@ -1,5 +1,8 @@
 """predicates: may this pod run on this node at all (DESIGN section 4)?
 
+Required pod affinity and anti-affinity are checked by InterPodAffinity, which opens
+here only in sessions where some pod states a term.
+
 Constraint checks (selectors, affinity, taints, node condition) do not change within a
 session, so they run once per distinct set of constraints; resource fit and host ports
 are re-checked on the nodes that changed.
@@ -13,10 +16,12 @@ import numpy as np
 
 from batchsched.api.objects import Constraints, Node, Requirement, Taint, Toleration
 from batchsched.api.resources import PODS
+from batchsched.api.selectors import requirement_matches
 from batchsched.cache.snapshot import IntArray, TaskInfo
 from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
+from batchsched.plugins.interpodaffinity import InterPodAffinity
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
@@ -43,6 +48,8 @@ class Predicates:
         plain = [not _blocking_taints(n) and n.ready and not n.unschedulable for n in self.nodes]
         self._plain: BoolArray = np.array(plain, dtype=np.bool_)
         session.filters.append(self)
+        if InterPodAffinity.needed(session):
+            InterPodAffinity(session).open()
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         ok = self._static_mask(task.task.constraints)[nodes]
@@ -127,27 +134,10 @@ def _tolerated(taint: Taint, tolerations: tuple[Toleration, ...]) -> bool:
 
 def _term_matches(node: Node, term: tuple[Requirement, ...]) -> bool:
     # An empty term selects nothing, as in the Kubernetes API.
-    return bool(term) and all(_requirement_matches(node, r) for r in term)
+    return bool(term) and all(requirement_matches(_node_value(node, r), r) for r in term)
 
 
-def _requirement_matches(node: Node, requirement: Requirement) -> bool:
+def _node_value(node: Node, requirement: Requirement) -> str | None:
     if requirement.field:
-        value: str | None = node.name if requirement.key == "metadata.name" else None
-    else:
-        value = node.labels.get(requirement.key)
-    operator = requirement.operator
-    if operator == "In":
-        return value is not None and value in requirement.values
-    if operator == "NotIn":
-        return value is None or value not in requirement.values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if value is None or len(requirement.values) != 1:
-        return False
-    try:
-        label, bound = int(value), int(requirement.values[0])
-    except ValueError:
-        return False
-    return label > bound if operator == "Gt" else label < bound
+        return node.name if requirement.key == "metadata.name" else None
+    return node.labels.get(requirement.key)

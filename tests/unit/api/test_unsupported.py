@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from batchsched.api.podaffinity import PREFERRED
 from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.unsupported import GATED_MESSAGE
 
@@ -23,20 +24,16 @@ PREFERRED_NODE = [{"weight": 1, "preference": {"matchExpressions": []}}]
         ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims"),
         ({"schedulingGroup": {"podGroupName": "workers"}}, "spec.schedulingGroup"),
         (
-            {
-                "affinity": {
-                    "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}
-                }
-            },
-            "spec.affinity.podAffinity",
+            {"affinity": {"podAffinity": {PREFERRED: [{"weight": 1, "podAffinityTerm": TERM}]}}},
+            f"spec.affinity.podAffinity.{PREFERRED}",
         ),
         (
             {
                 "affinity": {
-                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}
+                    "podAntiAffinity": {PREFERRED: [{"weight": 9, "podAffinityTerm": TERM}]}
                 }
             },
-            "spec.affinity.podAntiAffinity",
+            f"spec.affinity.podAntiAffinity.{PREFERRED}",
         ),
         (
             {
@@ -74,12 +71,7 @@ def test_unhonoured_constraints_block_the_pod_by_name(spec: dict[str, Any], fiel
 @pytest.mark.parametrize(
     "spec",
     [
-        {
-            "affinity": {
-                "podAntiAffinity": {},
-                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []},
-            }
-        },
+        {"affinity": {"podAntiAffinity": {}, "podAffinity": {PREFERRED: []}}},
         {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}},
         {"topologySpreadConstraints": [], "resourceClaims": [], "schedulingGates": []},
         {

@@ -166,8 +166,28 @@ def test_unknown_kind_is_refused() -> None:
     with pytest.raises(InvalidObject) as error:
         ClusterCache().apply({"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "x"}})
     assert str(error.value) == (
-        "ConfigMap x/c: kind 'ConfigMap' is not one of Node, Pod, PodGroup, Queue, PriorityClass"
+        "ConfigMap x/c: kind 'ConfigMap' is not one of "
+        "Node, Pod, PodGroup, Queue, PriorityClass, Namespace"
     )
+
+
+def test_namespaces_and_placed_pods_are_indexed_for_pod_affinity() -> None:
+    namespace = {"kind": "Namespace", "metadata": {"name": "shop", "labels": {"team": "a"}}}
+    snapshot = snapshot_of(
+        [
+            node("n1"),
+            namespace,
+            pod("bound", node_name="n1", labels={"app": "web"}),
+            pod("done", node_name="n1", phase="Succeeded"),
+            pod("waiting"),
+        ]
+    )
+    assert snapshot.namespace_labels == {
+        "shop": {"team": "a", "kubernetes.io/metadata.name": "shop"}
+    }
+    assert [(row, task.name, task.labels) for row, task in snapshot.placed] == [
+        (0, "bound", {"app": "web"})
+    ]
 
 
 def test_assumed_binds_count_at_once_and_can_be_forgotten() -> None:
