@@ -41,6 +41,23 @@ def test_tencent_race(capsys: pytest.CaptureFixture[str]) -> None:
     assert run.report["summary"]["bound"] == 5
 
 
+def test_anti_affinity(capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate(capsys, EXAMPLES / "anti-affinity.yaml")
+    assert run.code == 0
+    bound = run.bound()
+    assert sorted(bound) == [f"default/etcd-{i}" for i in range(3)]
+    assert sorted(bound.values()) == ["node-a", "node-b", "node-c"]
+    for i in range(4):
+        assert run.pods[f"default/kafka-{i}"]["reason"] == (
+            "gang default/kafka: room for 3 of 4; "
+            "0/3 nodes fit: 3 node(s) didn't match pod anti-affinity rules"
+        )
+    assert run.pods["default/etcd-debug"]["reason"] == (
+        "0/3 nodes fit: 3 node(s) didn't satisfy existing pods anti-affinity rules"
+    )
+    assert run.podgroups["default/kafka"]["scheduled"] == 0
+
+
 def test_kube_batch_tfjobs(capsys: pytest.CaptureFixture[str]) -> None:
     run = simulate(capsys, EXAMPLES / "kube-batch-tfjobs.yaml")
     assert run.code == 0
