@@ -20,11 +20,7 @@ UNSUPPORTED_SPEC_FIELDS = (
     "resourceClaims",
     "schedulingGroup",
 )
-UNSUPPORTED_AFFINITY = (
-    ("podAffinity", PREFERRED),
-    ("podAntiAffinity", PREFERRED),
-    ("nodeAffinity", PREFERRED),
-)
+UNSUPPORTED_AFFINITY = (("nodeAffinity", PREFERRED),)
 # Volume sources whose claims, zones, attach limits or exclusive use constrain the node
 # (kube-scheduler's VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions);
 # in-tree disks count against CSI attach limits since their migration to CSI.

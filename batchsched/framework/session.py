@@ -8,19 +8,32 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
 from batchsched.framework.decisions import Binding, Decisions
 from batchsched.framework.gpucards import GpuCards
-from batchsched.framework.plugin import BoolArray, NodeFilter, NodeScorer, Plugin
+from batchsched.framework.plugin import (
+    MAX_NODE_SCORE,
+    BoolArray,
+    NodeFilter,
+    NodeScorer,
+    Plugin,
+)
 
 JobCheck = Callable[[JobInfo], str | None]
 TaskCheck = Callable[[JobInfo, TaskInfo], str | None]
 Handler = Callable[[JobInfo, TaskInfo, int], None]
 # Told each job's bindings the moment they are final, before the session ends.
 CommitHandler = Callable[[Sequence[Binding]], None]
+
+
+class RawScorer(Protocol):
+    def raw_scores(self, task: TaskInfo) -> IntArray | None:
+        """A score per node of the whole cluster, before normalization; None when it
+        would be the same everywhere."""
 
 
 @dataclass(slots=True)
@@ -79,6 +92,13 @@ class Session:
         # What besides Task.shape_key a plugin's filter or score depends on (pod
         # affinity: the pod's namespace and labels); empty unless a plugin needs it.
         self.shape_parts: list[Callable[[TaskInfo], object]] = []
+        # Scores normalized over the nodes that fit, as kube-scheduler's NormalizeScore
+        # does: they change with every node that fills up, so they are taken afresh at
+        # each choice instead of being cached per node.
+        self.normalized_scorers: list[tuple[RawScorer, int]] = []
+        # Set by the plugin that scores preferred pod affinity; until then a pod that
+        # states such terms waits rather than have them ignored.
+        self.pod_preferences_scored = False
         self.valid_checks: list[JobCheck] = []
         self.enqueue_checks: list[JobCheck] = []
         self.allocate_checks: list[TaskCheck] = []
@@ -116,9 +136,28 @@ class Session:
     def not_enqueueable(self, job: JobInfo) -> str | None:
         return _first(self.enqueue_checks, job)
 
-    def not_allocatable(self, job: JobInfo, task: TaskInfo) -> str | None:
+    def blocker(self, task: TaskInfo) -> str | None:
+        """Why no node will do for the task, whatever the cluster holds."""
         if task.task.blocked:
             return task.task.blocked
+        affinity = task.task.affinity
+        if self.pod_preferences_scored or affinity is None:
+            return None
+        for kind, terms in (
+            ("podAffinity", affinity.preferred_affinity),
+            ("podAntiAffinity", affinity.preferred_anti_affinity),
+        ):
+            if terms:
+                return (
+                    f"spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution "
+                    "is not scored: the configuration does not list the interpodaffinity plugin"
+                )
+        return None
+
+    def not_allocatable(self, job: JobInfo, task: TaskInfo) -> str | None:
+        blocker = self.blocker(task)
+        if blocker:
+            return blocker
         for check in self.allocate_checks:
             message = check(job, task)
             if message:
@@ -150,8 +189,23 @@ class Session:
             cache.seen = len(self.touched)
         if self.node_count == 0:
             return None
-        best = int(cache.scores.argmax())
-        return best if cache.scores[best] >= 0 else None
+        scores = self._normalized(task, cache.scores) if self.normalized_scorers else cache.scores
+        best = int(scores.argmax())
+        return best if scores[best] >= 0 else None
+
+    def _normalized(self, task: TaskInfo, scores: IntArray) -> IntArray:
+        """`scores` plus each normalized scorer's: (raw - min) / (max - min) over the
+        nodes that fit, times MAX_NODE_SCORE, truncated as kube-scheduler computes it."""
+        feasible = scores >= 0
+        for scorer, weight in self.normalized_scorers:
+            raw = scorer.raw_scores(task)
+            if raw is None or not feasible.any():
+                continue
+            low, high = raw[feasible].min(), raw[feasible].max()
+            if high > low:
+                normal = (MAX_NODE_SCORE * ((raw - low) / (high - low))).astype(np.int64)
+                scores = np.where(feasible, scores + normal * weight, -1)
+        return scores
 
     def fits(self, task: TaskInfo, node: int) -> bool:
         """Whether every filter lets the task onto this one node."""
@@ -222,18 +276,18 @@ def _blocked(session: Session, job: JobInfo) -> str | None:
     (gated, or asking for what the core does not honour): such a gang is not tried, so
     it neither takes room for nothing nor has its queue hold room for it. Not a plugin:
     no configuration may place a pod as if it had not asked."""
-    blocked = [t for t in job.pending if t.task.blocked]
+    blocked = [(t, b) for t in job.pending if (b := session.blocker(t))]
     if not blocked:
         return None
-    for task in blocked:
-        session.task_messages[task.key] = str(task.task.blocked)
+    for task, blocker in blocked:
+        session.task_messages[task.key] = blocker
     placeable = job.bound + len(job.pending) - len(blocked)
     if placeable >= job.min_member:
         return None
-    first = blocked[0]
+    first, blocker = blocked[0]
     if not job.is_gang:
-        return first.task.blocked
+        return blocker
     return (
         f"gang {job.key}: {placeable} of {job.min_member} members may be placed; "
-        f"{first.key}: {first.task.blocked}"
+        f"{first.key}: {blocker}"
     )

@@ -49,7 +49,7 @@ class Predicates:
         self._plain: BoolArray = np.array(plain, dtype=np.bool_)
         session.filters.append(self)
         if InterPodAffinity.needed(session):
-            InterPodAffinity(session).open()
+            InterPodAffinity(session)
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         ok = self._static_mask(task.task.constraints)[nodes]

@@ -24,18 +24,6 @@ PREFERRED_NODE = [{"weight": 1, "preference": {"matchExpressions": []}}]
         ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims"),
         ({"schedulingGroup": {"podGroupName": "workers"}}, "spec.schedulingGroup"),
         (
-            {"affinity": {"podAffinity": {PREFERRED: [{"weight": 1, "podAffinityTerm": TERM}]}}},
-            f"spec.affinity.podAffinity.{PREFERRED}",
-        ),
-        (
-            {
-                "affinity": {
-                    "podAntiAffinity": {PREFERRED: [{"weight": 9, "podAffinityTerm": TERM}]}
-                }
-            },
-            f"spec.affinity.podAntiAffinity.{PREFERRED}",
-        ),
-        (
             {
                 "affinity": {
                     "nodeAffinity": {
