@@ -22,12 +22,14 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 import yaml
 
+from batchsched.api.quantity import parse_quantity
 from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube
 from batchsched.testing.objects import load_manifests, node
 
@@ -36,6 +38,9 @@ from .faultproxy import FaultProxy
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "manifests" / "rbac.yaml"
 SCHEDULER_PATH_ENV = "BATCHSCHED_TEST_SCHEDULER_PATH"
+# For FaultProxy: every pod's Binding, and every Lease by name.
+BINDING_PATHS = "/api/v1/namespaces/*/pods/*/binding"
+LEASE_PATHS = "/apis/coordination.k8s.io/v1/namespaces/*/leases/*"
 # Leader election in seconds rather than client-go's 15 s lease, so a takeover takes a
 # few seconds of a test; the renew deadline (3 s) is what fencing keys on.
 FAST_LEADER_ELECTION = (
@@ -326,6 +331,25 @@ def pods(kube: Kube, namespace: str) -> dict[str, JSON]:
 def placements(kube: Kube, namespace: str) -> dict[str, str | None]:
     """Pod name -> its node, None while unbound."""
     return {name: p["spec"].get("nodeName") for name, p in pods(kube, namespace).items()}
+
+
+def overcommitted(kube: Kube, namespace: str) -> dict[str, str]:
+    """Nodes whose CPU, as the API server shows them, is less than the requests of the
+    pods of `namespace` bound to them: "requested of allocatable", by node name."""
+    requested: dict[str, Decimal] = {}
+    for bound in pods(kube, namespace).values():
+        node_name = bound["spec"].get("nodeName")
+        for container in bound["spec"]["containers"] if node_name else ():
+            cpu = container.get("resources", {}).get("requests", {}).get("cpu", 0)
+            asked = parse_quantity(cpu, where=bound["metadata"]["name"])
+            requested[node_name] = requested.get(node_name, Decimal(0)) + asked
+    crowded = {}
+    for node_name, asked in requested.items():
+        shown = kube.get(f"/api/v1/nodes/{node_name}").expect(200)["status"]["allocatable"]
+        allocatable = parse_quantity(shown["cpu"], where=node_name)
+        if asked > allocatable:
+            crowded[node_name] = f"{asked} of {allocatable}"
+    return crowded
 
 
 def unschedulable_message(pod: JSON) -> str | None:

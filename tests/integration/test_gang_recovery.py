@@ -1,8 +1,8 @@
 """A gang whose scheduler dies in the middle of binding it ends whole, never partial.
 
-The scheduler runs behind the test's fault proxy (faultproxy.py), which lets the first
-few of a 16-pod gang's Bindings through and holds the rest; it is killed (SIGKILL) with
-the gang partly bound, so the held Bindings never reach the API server. Pods of a higher
+The leader runs behind the test's fault proxy (faultproxy.py), which lets the first few
+of a 16-pod gang's Bindings through and holds the rest; it is killed (SIGKILL) with the
+gang partly bound, so the held Bindings never reach the API server. Pods of a higher
 priority are waiting meanwhile, enough to take all the room the gang's unbound members
 were given: a scheduler that decided again from scratch would place them first and
 leave the gang partly bound for good. The next scheduler must instead finish the gang
@@ -11,22 +11,23 @@ where its recorded placement puts it, or elsewhere for members whose node is gon
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 
 from batchsched.api.placement import PLACEMENT_ANNOTATION, Placement, parse_placement
-from batchsched.testing import ClusterObjects, ControlPlane, Kube
+from batchsched.testing import ClusterObjects, Kube
 from batchsched.testing.objects import pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
+    BINDING_PATHS,
     FAST_LEADER_ELECTION,
+    LEASE_PATHS,
     SchedulerAccounts,
     StartProxy,
     StartScheduler,
     add_nodes,
     create,
     eventually,
+    overcommitted,
     placements,
     pods,
     priority_class,
@@ -39,8 +40,6 @@ from .operator_support import (  # noqa: F401 (fixtures)
 pytestmark = pytest.mark.integration
 
 GROUP_KEY = "scheduling.batchsched.io/group-name"
-BINDINGS = "/api/v1/namespaces/*/pods/*/binding"
-LEASES = "/apis/coordination.k8s.io/v1/namespaces/*/leases/*"
 GANG = 16
 BOUND_BEFORE_KILL = 5
 CPU = {"cpu": "1", "memory": "64Mi"}
@@ -54,7 +53,6 @@ WAITING = GANG - BOUND_BEFORE_KILL
 @pytest.mark.parametrize("node_lost", [False, True], ids=["nodes-kept", "node-lost"])
 @pytest.mark.parametrize("successor", ["restarted", "standby"])
 def test_a_gang_cut_off_mid_bind_is_finished_before_higher_priority_pods(
-    control_plane: ControlPlane,
     kube: Kube,
     namespace: str,
     cluster_objects: ClusterObjects,
@@ -73,12 +71,12 @@ def test_a_gang_cut_off_mid_bind_is_finished_before_higher_priority_pods(
     elect = {"leader_elect": True, "lease_namespace": namespace, "extra_args": FAST_LEADER_ELECTION}
     first_proxy, next_proxy = start_proxy(), start_proxy()
     next_kubeconfig = scheduler_accounts.kubeconfig("next", server=next_proxy.url)
-    held = first_proxy.hang(BINDINGS, after=BOUND_BEFORE_KILL)
+    held = first_proxy.hang(BINDING_PATHS, after=BOUND_BEFORE_KILL)
     first = start_scheduler(
         kubeconfig=scheduler_accounts.kubeconfig("first", server=first_proxy.url), **elect
     )
     eventually(lambda: first.metric("batchsched_leader") == 1, what="the first leading")
-    kept_off = next_proxy.hang(LEASES)
+    kept_off = next_proxy.hang(LEASE_PATHS)
     if successor == "standby":
         start_scheduler(kubeconfig=next_kubeconfig, **elect)
     create(kube, namespace, pod_group("gang", GANG))
@@ -126,9 +124,8 @@ def test_a_gang_cut_off_mid_bind_is_finished_before_higher_priority_pods(
         # The members meant for the lost node are placed afresh, and the gang's other
         # pending members may give up their room to them: it is the gang's either way.
         assert lost not in after.values()
-    cpus = Counter(node for node in placements(kube, namespace).values() if node)
-    crowded = {node: used for node, used in cpus.items() if used > CPUS_PER_NODE}
-    assert not crowded, f"CPUs requested on nodes of {CPUS_PER_NODE}: {crowded}"
+    crowded = overcommitted(kube, namespace)
+    assert not crowded, f"CPUs requested of allocatable: {crowded}"
     # The waiting pods were decided on too, and found the gang's room taken.
     eventually(
         lambda: all(
