@@ -47,8 +47,19 @@ class InterPodAffinity(PodCounts):
         self.holders: dict[AffinityTerm, Counts] = {}
         self.holder_index: SelectorIndex[AffinityTerm] = SelectorIndex()
         super().__init__(session)
+        snapshot = session.snapshot
+        stating = [t for _, t in snapshot.placed if t.affinity and t.affinity.anti_affinity]
+        stating += [t.task for job in snapshot.jobs.values() for t in job.pending]
+        # Every label key a required term of the session may read.
+        self.read_keys = frozenset(
+            requirement.key
+            for pod in stating
+            if pod.affinity is not None
+            for term in (*pod.affinity.affinity, *pod.affinity.anti_affinity)
+            for requirement in term.selector.requirements
+        )
         session.filters.append(self)
-        session.shape_parts.append(_identity)
+        session.shape_parts.append(self.identity)
 
     @staticmethod
     def needed(session: Session) -> bool:
@@ -154,7 +165,10 @@ class InterPodAffinity(PodCounts):
             if len(members) > 1:
                 touched.extend(members.tolist())
 
-
-def _identity(task: TaskInfo) -> object:
-    """What pod affinity reads of a pod besides its shape."""
-    return (task.task.namespace, frozenset(task.task.labels.items()))
+    def identity(self, task: TaskInfo) -> object:
+        """What the filter reads of a pod besides its shape: its namespace and the labels
+        some term of the session reads. Pods told apart only by labels no term reads (a
+        StatefulSet's pod name, a Job's completion index) share one evaluation."""
+        pod = task.task
+        read = self.read_keys
+        return pod.namespace, tuple(sorted(kv for kv in pod.labels.items() if kv[0] in read))

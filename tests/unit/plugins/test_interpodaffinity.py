@@ -13,7 +13,7 @@ from batchsched.plugins.interpodaffinity import (
     InterPodAffinity,
 )
 
-from ..builders import Obj, decide, node, placements, pod, pod_group, snapshot_of
+from ..builders import Obj, decide, node, pending_task, placements, pod, pod_group, snapshot_of
 
 HOST = "kubernetes.io/hostname"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -199,3 +199,16 @@ def test_a_gang_that_is_undone_leaves_no_counts_behind() -> None:
     later = pod("later", requests={"cpu": "1"}, labels={"job": "big"})
     decisions = decide([*hosts(2), *gang("big", 3, spec, {"job": "big"}), later])
     assert list(placements(decisions)) == ["default/later"]
+
+
+def test_pods_told_apart_only_by_labels_no_term_reads_share_one_evaluation() -> None:
+    guard = web("guard", anti(term()), node_name="h0", scheduler="other")
+    indexed = [pod(f"job-{i}", labels={"index": str(i)}) for i in range(2)]
+    snapshot = snapshot_of([*hosts(2), guard, *indexed, web("w")])
+    session = Session(snapshot, tiers=default_config().tiers)
+    (found,) = [f for f in session.filters if isinstance(f, InterPodAffinity)]
+    first, second, selected = (
+        found.identity(pending_task(snapshot, f"default/{name}"))
+        for name in ("job-0", "job-1", "w")
+    )
+    assert first == second != selected
