@@ -53,6 +53,14 @@ class Requirement:
 
 
 @dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    """A preferred node affinity term: nodes matching `term` score `weight` more."""
+
+    weight: int
+    term: tuple[Requirement, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Constraints:
     """Where a pod may run, independent of what is already running there.
 
@@ -114,6 +122,8 @@ class Task:
     # On a gang's first bound member: where the session that bound it put the others.
     placement: Placement | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    # Preferred node affinity, for the nodeaffinity score.
+    node_preferences: tuple[PreferredTerm, ...] = ()
     # Its pod affinity and anti-affinity terms; None for the many pods without.
     affinity: "PodAffinity | None" = None
     # Why no node will do whatever the cluster holds: a scheduling gate, or a constraint

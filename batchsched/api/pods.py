@@ -16,9 +16,16 @@ from batchsched.api.meta import (
     namespace_of,
     sequence,
 )
-from batchsched.api.objects import Constraints, GroupRef, Requirement, Task, Toleration
+from batchsched.api.objects import (
+    Constraints,
+    GroupRef,
+    PreferredTerm,
+    Requirement,
+    Task,
+    Toleration,
+)
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
-from batchsched.api.podaffinity import PodAffinity, pod_affinity
+from batchsched.api.podaffinity import PREFERRED, PodAffinity, pod_affinity
 from batchsched.api.resources import PODS, ResourceList, parse_resource_list
 from batchsched.api.unsupported import UNSUPPORTED_SPEC_FIELDS, spec_blocker, volume_blocker
 
@@ -53,6 +60,7 @@ class PodShape:
     request: ResourceList
     constraints: Constraints
     host_ports: frozenset[tuple[str, int]]
+    node_preferences: tuple[PreferredTerm, ...]
     # Why no node will do (see api/unsupported.py), volumes aside.
     blocked: str | None
     # Task.shape_key: equal for interchangeable pods.
@@ -154,6 +162,7 @@ def task_from_pod(
         gpu_index=parse_gpu_index(gpu_index, where=where) if gpu_index else (),
         placement=parse_placement(placement) if placement else None,
         labels=labels,
+        node_preferences=shape.node_preferences,
         affinity=affinity,
         blocked=blocked,
         shape_key=shape_key,
@@ -165,11 +174,11 @@ def pod_shape(spec: Mapping[str, object], *, where: str) -> PodShape:
     request = effective_request(spec, where=where)
     check_gpu_request(request, where=where)
     ports = _host_ports(spec, where=where)
+    preferences = _node_preferences(spec, where=where)
     blocked = spec_blocker(spec, where=where)
     key = (tuple(sorted(request.items())), constraints, ports)
-    return PodShape(
-        request, constraints, ports, blocked, key if blocked is None else (*key, blocked)
-    )
+    extra = (*((preferences,) if preferences else ()), *((blocked,) if blocked else ()))
+    return PodShape(request, constraints, ports, preferences, blocked, (*key, *extra))
 
 
 def group_of(pod: Obj, *, namespace: str, where: str) -> GroupRef | None:
@@ -277,6 +286,24 @@ def _constraints(spec: Mapping[str, object], *, where: str) -> Constraints:
             for i, t in enumerate(tolerations)
         ),
     )
+
+
+def _node_preferences(spec: Mapping[str, object], *, where: str) -> tuple[PreferredTerm, ...]:
+    """Preferred node affinity terms; an empty preference matches no node, so it is left
+    out, as kube-scheduler leaves it out."""
+    affinity = mapping(spec.get("affinity"), where=f"{where}.spec.affinity")
+    at = f"{where}.spec.affinity.nodeAffinity.{PREFERRED}"
+    node_affinity = mapping(affinity.get("nodeAffinity"), where=f"{where}.spec.affinity")
+    preferences = []
+    for i, raw in enumerate(sequence(node_affinity.get(PREFERRED), where=at)):
+        entry = mapping(raw, where=f"{at}[{i}]")
+        weight = entry.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise InvalidObject(f"{at}[{i}].weight: {weight!r} is not a whole number from 1 to 100")
+        term = _term(entry.get("preference"), where=f"{at}[{i}].preference")
+        if term:
+            preferences.append(PreferredTerm(weight, term))
+    return tuple(preferences)
 
 
 _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})

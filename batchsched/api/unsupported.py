@@ -8,7 +8,6 @@ than a pod that waits and says why.
 from collections.abc import Mapping
 
 from batchsched.api.meta import mapping, sequence
-from batchsched.api.podaffinity import PREFERRED
 
 # kube-scheduler's PodScheduled condition for a pod with scheduling gates left.
 GATED_REASON = "SchedulingGated"
@@ -20,7 +19,6 @@ UNSUPPORTED_SPEC_FIELDS = (
     "resourceClaims",
     "schedulingGroup",
 )
-UNSUPPORTED_AFFINITY = (("nodeAffinity", PREFERRED),)
 # Volume sources whose claims, zones, attach limits or exclusive use constrain the node
 # (kube-scheduler's VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions);
 # in-tree disks count against CSI attach limits since their migration to CSI.
@@ -49,11 +47,6 @@ def spec_blocker(spec: Mapping[str, object], *, where: str) -> str | None:
     for name in UNSUPPORTED_SPEC_FIELDS:
         if spec.get(name):
             return not_supported(f"spec.{name}")
-    affinity = mapping(spec.get("affinity"), where=f"{where}.spec.affinity")
-    for kind, part in UNSUPPORTED_AFFINITY:
-        section = mapping(affinity.get(kind), where=f"{where}.spec.affinity.{kind}")
-        if section.get(part):
-            return not_supported(f"spec.affinity.{kind}.{part}")
     return None
 
 

@@ -12,16 +12,11 @@ from typing import Protocol
 
 import numpy as np
 
+from batchsched.api.objects import Task
 from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
 from batchsched.framework.decisions import Binding, Decisions
 from batchsched.framework.gpucards import GpuCards
-from batchsched.framework.plugin import (
-    MAX_NODE_SCORE,
-    BoolArray,
-    NodeFilter,
-    NodeScorer,
-    Plugin,
-)
+from batchsched.framework.plugin import BoolArray, NodeFilter, NodeScorer, Plugin
 
 JobCheck = Callable[[JobInfo], str | None]
 TaskCheck = Callable[[JobInfo, TaskInfo], str | None]
@@ -30,10 +25,31 @@ Handler = Callable[[JobInfo, TaskInfo, int], None]
 CommitHandler = Callable[[Sequence[Binding]], None]
 
 
-class RawScorer(Protocol):
-    def raw_scores(self, task: TaskInfo) -> IntArray | None:
-        """A score per node of the whole cluster, before normalization; None when it
-        would be the same everywhere."""
+class NormalizedScorer(Protocol):
+    def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
+        """0..MAX_NODE_SCORE for every node where `feasible` (over the whole cluster),
+        normalized over those nodes; None when it would be the same everywhere."""
+
+
+# The preferences a pod may state and the plugin that scores each: a pod stating one
+# that no configured plugin scores waits, rather than have it ignored.
+PREFERENCES: tuple[tuple[str, str, Callable[[Task], bool]], ...] = (
+    (
+        "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        "nodeaffinity",
+        lambda task: bool(task.node_preferences),
+    ),
+    (
+        "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        "interpodaffinity",
+        lambda task: bool(task.affinity and task.affinity.preferred_affinity),
+    ),
+    (
+        "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        "interpodaffinity",
+        lambda task: bool(task.affinity and task.affinity.preferred_anti_affinity),
+    ),
+)
 
 
 @dataclass(slots=True)
@@ -95,10 +111,9 @@ class Session:
         # Scores normalized over the nodes that fit, as kube-scheduler's NormalizeScore
         # does: they change with every node that fills up, so they are taken afresh at
         # each choice instead of being cached per node.
-        self.normalized_scorers: list[tuple[RawScorer, int]] = []
-        # Set by the plugin that scores preferred pod affinity; until then a pod that
-        # states such terms waits rather than have them ignored.
-        self.pod_preferences_scored = False
+        self.normalized_scorers: list[tuple[NormalizedScorer, int]] = []
+        # The plugins of PREFERENCES that are configured.
+        self.scored: set[str] = set()
         self.valid_checks: list[JobCheck] = []
         self.enqueue_checks: list[JobCheck] = []
         self.allocate_checks: list[TaskCheck] = []
@@ -140,17 +155,11 @@ class Session:
         """Why no node will do for the task, whatever the cluster holds."""
         if task.task.blocked:
             return task.task.blocked
-        affinity = task.task.affinity
-        if self.pod_preferences_scored or affinity is None:
-            return None
-        for kind, terms in (
-            ("podAffinity", affinity.preferred_affinity),
-            ("podAntiAffinity", affinity.preferred_anti_affinity),
-        ):
-            if terms:
+        for field_name, plugin, states in PREFERENCES:
+            if plugin not in self.scored and states(task.task):
                 return (
-                    f"spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution "
-                    "is not scored: the configuration does not list the interpodaffinity plugin"
+                    f"{field_name} is not scored: "
+                    f"the configuration does not list the {plugin} plugin"
                 )
         return None
 
@@ -194,16 +203,13 @@ class Session:
         return best if scores[best] >= 0 else None
 
     def _normalized(self, task: TaskInfo, scores: IntArray) -> IntArray:
-        """`scores` plus each normalized scorer's: (raw - min) / (max - min) over the
-        nodes that fit, times MAX_NODE_SCORE, truncated as kube-scheduler computes it."""
+        """`scores` (-1 where the task does not fit) plus each normalized scorer's."""
         feasible = scores >= 0
+        if not feasible.any():
+            return scores
         for scorer, weight in self.normalized_scorers:
-            raw = scorer.raw_scores(task)
-            if raw is None or not feasible.any():
-                continue
-            low, high = raw[feasible].min(), raw[feasible].max()
-            if high > low:
-                normal = (MAX_NODE_SCORE * ((raw - low) / (high - low))).astype(np.int64)
+            normal = scorer.normalized_scores(task, feasible)
+            if normal is not None:
                 scores = np.where(feasible, scores + normal * weight, -1)
         return scores
 

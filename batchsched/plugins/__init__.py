@@ -7,6 +7,7 @@ from batchsched.framework.plugin import Plugin
 from batchsched.plugins.binpack import Binpack
 from batchsched.plugins.gang import Gang
 from batchsched.plugins.gpufragmentation import GpuFragmentation
+from batchsched.plugins.nodeaffinityscore import NodeAffinityScore
 from batchsched.plugins.podaffinityscore import InterPodAffinityScore
 from batchsched.plugins.predicates import Predicates
 from batchsched.plugins.priority import Priority
@@ -17,6 +18,7 @@ PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
     "gang": Gang,
     "gpufragmentation": GpuFragmentation,
     "interpodaffinity": InterPodAffinityScore,
+    "nodeaffinity": NodeAffinityScore,
     "predicates": Predicates,
     "priority": Priority,
     "proportion": Proportion,

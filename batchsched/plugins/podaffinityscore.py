@@ -16,9 +16,12 @@ session where no pod states a term that could weigh.
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from batchsched.api.objects import Task
 from batchsched.api.podaffinity import AffinityTerm
 from batchsched.cache.snapshot import IntArray, TaskInfo
+from batchsched.framework.plugin import MAX_NODE_SCORE, BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys, integer
 from batchsched.plugins.podcounts import Counts, PodCounts, SelectorIndex, add, per_node
@@ -42,7 +45,7 @@ class InterPodAffinityScore:
         )
 
     def open(self, session: Session) -> None:
-        session.pod_preferences_scored = True
+        session.scored.add(self.name)
         if _needed(session):
             scorer = _Wishes(session, hard_weight=self.hard_weight)
             session.normalized_scorers.append((scorer, self.weight))
@@ -73,6 +76,10 @@ class _Wishes(PodCounts):
             add(counts, self.topology, wish[0].topology_key, row, delta)
         return set()
 
+    def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
+        raw = self.raw_scores(task)
+        return None if raw is None else min_max(raw, feasible)
+
     def raw_scores(self, task: TaskInfo) -> IntArray | None:
         pod = task.task
         parts: list[IntArray] = []
@@ -94,6 +101,16 @@ class _Wishes(PodCounts):
                     counts = self.wishes[wish]
                     parts.append(per_node(counts, self.topology, term.topology_key) * weight)
         return sum(parts[1:], parts[0]) if parts else None
+
+
+def min_max(raw: IntArray, feasible: BoolArray) -> IntArray | None:
+    """(raw - min) / (max - min) over the nodes that fit, times MAX_NODE_SCORE, in the
+    floating point kube-scheduler computes it in, truncated; None when all are equal."""
+    low, high = raw[feasible].min(), raw[feasible].max()
+    if high == low:
+        return None
+    normal: IntArray = (MAX_NODE_SCORE * ((raw - low) / (high - low))).astype(np.int64)
+    return normal
 
 
 def _needed(session: Session) -> bool:

@@ -119,7 +119,7 @@ def _constraint_failure(node: Node, constraints: Constraints) -> str | None:
         return "node(s) were unschedulable"
     if any(node.labels.get(k) != v for k, v in constraints.node_selector):
         return SELECTOR_MISMATCH
-    if constraints.affinity and not any(_term_matches(node, t) for t in constraints.affinity):
+    if constraints.affinity and not any(term_matches(node, t) for t in constraints.affinity):
         return SELECTOR_MISMATCH
     for taint in node.taints:
         if taint.effect in BLOCKING_EFFECTS and not _tolerated(taint, tolerations):
@@ -132,7 +132,7 @@ def _tolerated(taint: Taint, tolerations: tuple[Toleration, ...]) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
 
 
-def _term_matches(node: Node, term: tuple[Requirement, ...]) -> bool:
+def term_matches(node: Node, term: tuple[Requirement, ...]) -> bool:
     # An empty term selects nothing, as in the Kubernetes API.
     return bool(term) and all(requirement_matches(_node_value(node, r), r) for r in term)
 

@@ -11,7 +11,6 @@ from batchsched.api.unsupported import GATED_MESSAGE
 from ..builders import pod
 
 TERM = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
-PREFERRED_NODE = [{"weight": 1, "preference": {"matchExpressions": []}}]
 
 
 @pytest.mark.parametrize(
@@ -23,16 +22,6 @@ PREFERRED_NODE = [{"weight": 1, "preference": {"matchExpressions": []}}]
         ),
         ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims"),
         ({"schedulingGroup": {"podGroupName": "workers"}}, "spec.schedulingGroup"),
-        (
-            {
-                "affinity": {
-                    "nodeAffinity": {
-                        "preferredDuringSchedulingIgnoredDuringExecution": PREFERRED_NODE
-                    }
-                }
-            },
-            "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-        ),
         (
             {
                 "volumes": [

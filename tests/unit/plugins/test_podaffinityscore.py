@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.cache.snapshot import IntArray, TaskInfo
 from batchsched.framework.config import load_config
-from batchsched.framework.session import Session
+from batchsched.plugins.podaffinityscore import min_max
 
-from ..builders import Obj, decide, node, pending_task, placements, pod, pod_group, snapshot_of
+from ..builders import Obj, decide, node, placements, pod, pod_group
 
 HOST = "kubernetes.io/hostname"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -123,23 +122,15 @@ def test_preferred_terms_wait_when_no_plugin_scores_them() -> None:
     )
 
 
-class Fixed:
-    def __init__(self, raw: list[int]) -> None:
-        self.raw = np.array(raw, dtype=np.int64)
-
-    def raw_scores(self, task: TaskInfo) -> IntArray | None:
-        return self.raw
-
-
 def test_scores_are_normalized_over_the_nodes_that_fit() -> None:
     """kube-scheduler's NormalizeScore: min and max over the feasible nodes only, and the
     float arithmetic truncated (29 / 100 is 28.999... in floating point)."""
-    snapshot = snapshot_of([*hosts(4), client()])
-    session = Session(snapshot, tiers=())
-    session.normalized_scorers.append((Fixed([1000, 29, 0, 100]), 2))
-    task = pending_task(snapshot, "default/client")
-    scores = session._normalized(task, np.array([-1, 7, 0, 0], dtype=np.int64))
-    assert scores.tolist() == [-1, 7 + 2 * 28, 0, 200]
+    raw = np.array([1000, 29, 0, 100], dtype=np.int64)
+    feasible = np.array([False, True, True, True])
+    normal = min_max(raw, feasible)
+    assert normal is not None
+    assert normal[feasible].tolist() == [28, 0, 100]
+    assert min_max(np.array([5, 5, 9]), np.array([True, True, False])) is None
 
 
 def test_bad_arguments_are_refused() -> None:
