@@ -742,3 +742,22 @@ def test_unusable_proxies_are_refused_by_their_url(
     with pytest.raises(CredentialsError, match=message) as raised:
         Credentials(server="https://k8s.test").proxy()
     assert f"the environment's proxy {proxy!r}" in str(raised.value)
+
+
+async def test_opening_a_client_runs_the_plugin_and_reports_its_failure(tmp_path: Path) -> None:
+    plugin = Plugin(tmp_path)
+    plugin.answer({"token": "t"})
+    api = Api(load_credentials(str(kubeconfig(tmp_path / "config", exec_user()))))
+    try:
+        await api.open()
+        assert len(plugin.runs) == 1
+        assert (await api.headers())["Authorization"] == "Bearer t"
+    finally:
+        await api.close()
+    plugin.fail()
+    api = Api(load_credentials(str(kubeconfig(tmp_path / "other", exec_user()))))
+    try:
+        with pytest.raises(CredentialsError, match="exited with status 3"):
+            await api.open()
+    finally:
+        await api.close()
