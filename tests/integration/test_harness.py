@@ -104,6 +104,7 @@ def test_fault_proxy_passes_requests_on_or_fails_or_holds_them(
         refused = proxy.fail(bindings)
         assert through.bind(namespace, "p0", uid, node_name).status == 500
         assert refused.failed == 1
+        assert refused.paths == {f"{path}/binding": 1}
         refused.release()
 
         # A held request whose client gives up is dropped, never sent on later.
