@@ -29,6 +29,9 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     failed: dict[tuple[object, ...], str] = {}
     task_failures: dict[str, str] = {}
     ordered = session.task_order(tasks)
+    if job.resumes:
+        # Members with a node held go first, so the others cannot take their room.
+        ordered = sorted(ordered, key=lambda t: t.reserved is None)
     for index, task in enumerate(ordered):
         reason = task.error or failed.get(task.task.shape_key)
         if reason is None:

@@ -71,15 +71,13 @@ class JobInfo:
     total: int = 0
     error: str | None = None
     phase: str = "Pending"
+    # Some pending member is named in a recorded placement: the gang was cut off
+    # mid-bind and is finished first, even where its recorded nodes are gone.
+    resumes: bool = False
 
     @property
     def is_gang(self) -> bool:
         return self.group is not None or self.label_only
-
-    @property
-    def resumes(self) -> bool:
-        """Some pending member has a node held for it by an unfinished placement."""
-        return any(t.reserved is not None for t in self.pending)
 
 
 @dataclass(slots=True)
@@ -167,12 +165,13 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
 
 def _reserve(job: JobInfo, placements: list[Placement], node_rows: Mapping[str, int]) -> None:
     """Hold for each pending member the node its newest recorded placement gave it; a
-    member whose node is gone holds nothing and is placed afresh."""
+    member whose node is gone holds nothing and is placed afresh, still ahead of others."""
     for info in job.pending:
         for placement in reversed(placements):
             node = placement.node_for(info.task.name, info.task.uid)
             if node is not None:
                 info.reserved = node_rows.get(node)
+                job.resumes = True
                 break
 
 

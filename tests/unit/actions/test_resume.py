@@ -120,3 +120,28 @@ def test_a_damaged_record_reserves_nothing() -> None:
     objects[3]["metadata"]["annotations"][PLACEMENT_ANNOTATION] = json.dumps({"at": "x"})
     snapshot = snapshot_of(objects)
     assert all(t.reserved is None for t in snapshot.jobs["default/g"].pending)
+
+
+def test_a_gang_whose_recorded_nodes_are_all_gone_still_goes_first() -> None:
+    """Its bound member holds room for nothing unless the rest follow, so the gang is
+    placed afresh ahead of the higher-priority pod, not left partly bound."""
+    plan = {"g-0": "n1", "g-1": "gone", "g-2": "gone", "g-3": "gone"}
+    objects = contested()
+    objects[3:8] = cut_off_gang(plan)
+    decisions = decide(objects)
+    assert sorted(placements(decisions)) == ["default/g-1", "default/g-2", "default/g-3"]
+    assert "default/urgent" in decisions.pending
+
+
+def test_members_that_lost_their_node_do_not_take_the_room_held_for_others() -> None:
+    """g-1's node is gone; binpacking alone would fill n1 with it, where g-2 was headed."""
+    plan = {"g-0": "n1", "g-1": "gone", "g-2": "n1", "g-3": "n2"}
+    objects = [node("n1", cpu="2"), node("n2", cpu="1"), node("n3", cpu="8")]
+    objects += cut_off_gang(plan)
+    objects.append(pod("filler", requests={"cpu": "6"}, node_name="n3", scheduler="other"))
+    decisions = decide(objects)
+    assert placements(decisions) == {
+        "default/g-1": "n3",
+        "default/g-2": "n1",
+        "default/g-3": "n2",
+    }
