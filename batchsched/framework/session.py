@@ -153,10 +153,13 @@ class Session:
 
     def blocker(self, task: TaskInfo) -> str | None:
         """Why no node will do for the task, whatever the cluster holds."""
-        if task.task.blocked:
-            return task.task.blocked
+        pod = task.task
+        if pod.blocked:
+            return pod.blocked
+        if pod.affinity is None and not pod.node_preferences:
+            return None
         for field_name, plugin, states in PREFERENCES:
-            if plugin not in self.scored and states(task.task):
+            if plugin not in self.scored and states(pod):
                 return (
                     f"{field_name} is not scored: "
                     f"the configuration does not list the {plugin} plugin"
