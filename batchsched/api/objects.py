@@ -131,6 +131,9 @@ class Task:
     blocked: str | None = None
     # Everything predicates and scores may look at; tasks with equal keys are interchangeable.
     shape_key: tuple[object, ...] = ()
+    # shape_key without what the session evaluates afresh at each choice (pod affinity);
+    # None when that is nothing.
+    fit_key: tuple[object, ...] | None = None
 
     @property
     def key(self) -> str:

@@ -134,7 +134,7 @@ def task_from_pod(
         blocked = volume_blocker(spec, where=where)
         shape_key = shape_key if blocked is None else (*shape_key, blocked)
     # Outside the memo too: terms are resolved against the pod's namespace and labels.
-    affinity = None
+    affinity = fit_key = None
     raw_affinity = spec.get("affinity")
     if raw_affinity and ("podAffinity" in raw_affinity or "podAntiAffinity" in raw_affinity):
         raw = mapping(raw_affinity, where=f"{where}.spec.affinity")
@@ -143,7 +143,8 @@ def task_from_pod(
             if shapes is None
             else shapes.affinity(raw, namespace=namespace, labels=labels, where=where)
         )
-        shape_key = shape_key if affinity is None else (*shape_key, affinity)
+        if affinity is not None:
+            fit_key, shape_key = shape_key, (*shape_key, affinity)
     return Task(
         namespace=namespace,
         name=name,
@@ -166,6 +167,7 @@ def task_from_pod(
         affinity=affinity,
         blocked=blocked,
         shape_key=shape_key,
+        fit_key=fit_key,
     )
 
 

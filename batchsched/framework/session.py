@@ -25,6 +25,17 @@ Handler = Callable[[JobInfo, TaskInfo, int], None]
 CommitHandler = Callable[[Sequence[Binding]], None]
 
 
+class FreshFilter(Protocol):
+    def mask(self, task: TaskInfo) -> BoolArray | None:
+        """Where the task may go, over all nodes; None when it may go anywhere."""
+
+    def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
+        """The same for some nodes."""
+
+    def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
+        """For the given nodes, how many fail for each reason."""
+
+
 class NormalizedScorer(Protocol):
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
         """0..MAX_NODE_SCORE for every node where `feasible` (over the whole cluster),
@@ -105,9 +116,10 @@ class Session:
         # The card filter is not a plugin: no configuration may over-allocate a GPU card.
         self.filters: list[NodeFilter] = [self.gpu]
         self.scorers: list[tuple[NodeScorer, int]] = []
-        # What besides Task.shape_key a plugin's filter or score depends on (pod
-        # affinity: the pod's namespace and labels); empty unless a plugin needs it.
-        self.shape_parts: list[Callable[[TaskInfo], object]] = []
+        # Filters whose outcome on a node changes with pods placed on other nodes (pod
+        # affinity, over a zone): asked afresh over all nodes at each choice, on top of
+        # the evaluation cached per Task.fit_key.
+        self.fresh_filters: list[FreshFilter] = []
         # Scores normalized over the nodes that fit, as kube-scheduler's NormalizeScore
         # does: they change with every node that fills up, so they are taken afresh at
         # each choice instead of being cached per node.
@@ -186,9 +198,7 @@ class Session:
 
     def best_node(self, task: TaskInfo) -> int | None:
         """The highest-scoring feasible node (lowest index on ties), or None."""
-        key = task.task.shape_key
-        if self.shape_parts:
-            key = (key, *(part(task) for part in self.shape_parts))
+        key = task.task.fit_key or task.task.shape_key
         cache = self._shapes.get(key)
         if cache is None:
             cache = _ShapeCache(scores=self._evaluate(task, self.all_nodes), seen=0)
@@ -201,7 +211,13 @@ class Session:
             cache.seen = len(self.touched)
         if self.node_count == 0:
             return None
-        scores = self._normalized(task, cache.scores) if self.normalized_scorers else cache.scores
+        scores = cache.scores
+        for fresh in self.fresh_filters:
+            allowed = fresh.mask(task)
+            if allowed is not None:
+                scores = np.where(allowed, scores, -1)
+        if self.normalized_scorers:
+            scores = self._normalized(task, scores)
         best = int(scores.argmax())
         return best if scores[best] >= 0 else None
 
@@ -219,7 +235,10 @@ class Session:
     def fits(self, task: TaskInfo, node: int) -> bool:
         """Whether every filter lets the task onto this one node."""
         rows: IntArray = np.array([node], dtype=np.int64)
-        return all(bool(node_filter.filter(task, rows)[0]) for node_filter in self.filters)
+        return all(
+            bool(node_filter.filter(task, rows)[0])
+            for node_filter in (*self.filters, *self.fresh_filters)
+        )
 
     def _evaluate(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         feasible: BoolArray = np.ones(len(nodes), dtype=np.bool_)
@@ -233,7 +252,7 @@ class Session:
     def explain(self, task: TaskInfo) -> str:
         """Why no node fits, kube-scheduler style: `0/4 nodes fit: 4 Insufficient cpu`."""
         reasons: Counter[str] = Counter()
-        for node_filter in self.filters:
+        for node_filter in (*self.filters, *self.fresh_filters):
             reasons.update(node_filter.explain(task, self.all_nodes))
         listed = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
         return f"0/{self.node_count} nodes fit: {listed or 'no nodes in the cluster'}"

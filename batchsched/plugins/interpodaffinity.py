@@ -11,9 +11,11 @@ A node passes when, in the order and words kube-scheduler uses:
 
 Pods placed tentatively in the session count like bound ones, so the members of one
 gang keep each other apart (or together) before any of them is bound. Counts are kept
-per domain and changed as pods are placed and undone; what depends on them is
-re-evaluated only on the nodes of the domains that changed. Nothing is kept, and no
-filter is added, in a session where no pod states a term.
+per domain and changed as pods are placed and undone. The filter is not cached per
+node with the others: a pod placed in a zone changes the outcome on every node of the
+zone, so the session asks it afresh over all nodes, a few array operations per term,
+and pods that differ only in their terms share the cached evaluation of the rest.
+Nothing is kept, and no filter is added, in a session where no pod states a term.
 """
 
 from collections import Counter
@@ -47,19 +49,8 @@ class InterPodAffinity(PodCounts):
         self.holders: dict[AffinityTerm, Counts] = {}
         self.holder_index: SelectorIndex[AffinityTerm] = SelectorIndex()
         super().__init__(session)
-        snapshot = session.snapshot
-        stating = [t for _, t in snapshot.placed if t.affinity and t.affinity.anti_affinity]
-        stating += [t.task for job in snapshot.jobs.values() for t in job.pending]
-        # Every label key a required term of the session may read.
-        self.read_keys = frozenset(
-            requirement.key
-            for pod in stating
-            if pod.affinity is not None
-            for term in (*pod.affinity.affinity, *pod.affinity.anti_affinity)
-            for requirement in term.selector.requirements
-        )
-        session.filters.append(self)
-        session.shape_parts.append(self.identity)
+        self.all_nodes = session.all_nodes
+        session.fresh_filters.append(self)
 
     @staticmethod
     def needed(session: Session) -> bool:
@@ -73,6 +64,14 @@ class InterPodAffinity(PodCounts):
             for job in session.snapshot.jobs.values()
             for t in job.pending
         )
+
+    def mask(self, task: TaskInfo) -> BoolArray | None:
+        """Where the pod may go, over all nodes; None when no term concerns it."""
+        affinity = task.task.affinity
+        states = affinity is not None and bool(affinity.affinity or affinity.anti_affinity)
+        if not states and not self._holding(task.task):
+            return None
+        return self.filter(task, self.all_nodes)
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         ok = ~self._held_off(task.task, nodes)
@@ -106,15 +105,22 @@ class InterPodAffinity(PodCounts):
 
     # The three checks, each over an array of node rows.
 
+    def _holding(self, pod: Task) -> list[AffinityTerm]:
+        """The required anti-affinity terms of placed pods that select `pod`."""
+        if not self.holders:
+            return []
+        namespace_labels = self.namespace_labels_of(pod.namespace)
+        return [
+            term
+            for term in self.holder_index.candidates(pod.labels)
+            if self.holders[term] and term.matches(pod.namespace, pod.labels, namespace_labels)
+        ]
+
     def _held_off(self, pod: Task, nodes: IntArray) -> BoolArray:
         """Where a placed pod's required anti-affinity term selects `pod`."""
         held: BoolArray = np.zeros(len(nodes), dtype=np.bool_)
-        if not self.holders:
-            return held
-        namespace_labels = self.namespace_labels_of(pod.namespace)
-        for term in self.holder_index.candidates(pod.labels):
-            if term.matches(pod.namespace, pod.labels, namespace_labels):
-                held |= occupied(self.holders[term], self.topology, term.topology_key, nodes)
+        for term in self._holding(pod):
+            held |= occupied(self.holders[term], self.topology, term.topology_key, nodes)
         return held
 
     def _repelled(self, terms: Terms, nodes: IntArray) -> BoolArray:
@@ -128,7 +134,6 @@ class InterPodAffinity(PodCounts):
     def _attracted(self, pod: Task, terms: Terms, nodes: IntArray) -> BoolArray:
         """Where every affinity term finds a pod that all of `terms` select in its domain."""
         selected = self.selected(terms)
-        selected.for_affinity = True
         keyed: BoolArray = np.ones(len(nodes), dtype=np.bool_)
         found: BoolArray = np.ones(len(nodes), dtype=np.bool_)
         for term, counts in zip(terms, selected.counts, strict=True):
@@ -139,36 +144,12 @@ class InterPodAffinity(PodCounts):
             return keyed
         return keyed & found
 
-    # What placed pods state, and the nodes to look at again when counts change.
+    # What placed pods state.
 
-    def stated(self, pod: Task, row: int, delta: int) -> set[str]:
-        changed = set()
+    def stated(self, pod: Task, row: int, delta: int) -> None:
         for term in pod.affinity.anti_affinity if pod.affinity else ():
             counts = self.holders.get(term)
             if counts is None:
                 counts = self.holders[term] = {}
                 self.holder_index.add(term, term.selector)
-            if add(counts, self.topology, term.topology_key, row, delta):
-                changed.add(term.topology_key)
-        return changed
-
-    def changed(self, row: int, keys: set[str], *, everything: bool) -> None:
-        """Mark for re-evaluation the nodes whose outcome may have changed: those sharing
-        a changed domain with `row`, or all of them when an affinity's first-pod rule
-        flips. The session has marked `row` itself."""
-        touched = self.session.touched
-        if everything:
-            touched.extend(range(len(self.topology.nodes)))
-            return
-        for key in keys:
-            members = self.topology.members(key, row)
-            if len(members) > 1:
-                touched.extend(members.tolist())
-
-    def identity(self, task: TaskInfo) -> object:
-        """What the filter reads of a pod besides its shape: its namespace and the labels
-        some term of the session reads. Pods told apart only by labels no term reads (a
-        StatefulSet's pod name, a Job's completion index) share one evaluation."""
-        pod = task.task
-        read = self.read_keys
-        return pod.namespace, tuple(sorted(kv for kv in pod.labels.items() if kv[0] in read))
+            add(counts, self.topology, term.topology_key, row, delta)

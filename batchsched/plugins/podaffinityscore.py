@@ -61,10 +61,10 @@ class _Wishes(PodCounts):
         self.wish_index: SelectorIndex[Wish] = SelectorIndex()
         super().__init__(session)
 
-    def stated(self, pod: Task, row: int, delta: int) -> set[str]:
+    def stated(self, pod: Task, row: int, delta: int) -> None:
         affinity = pod.affinity
         if affinity is None:
-            return set()
+            return
         wishes = [(t, self.hard_weight) for t in affinity.affinity if self.hard_weight]
         wishes += [(w.term, w.weight) for w in affinity.preferred_affinity]
         wishes += [(w.term, -w.weight) for w in affinity.preferred_anti_affinity]
@@ -74,7 +74,6 @@ class _Wishes(PodCounts):
                 counts = self.wishes[wish] = {}
                 self.wish_index.add(wish, wish[0].selector)
             add(counts, self.topology, wish[0].topology_key, row, delta)
-        return set()
 
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
         raw = self.raw_scores(task)

@@ -57,9 +57,6 @@ class Selected:
     terms: Terms
     counts: list[Counts]
     total: int = 0
-    # Read by an affinity check, whose first-pod rule changes every node when `total`
-    # leaves or returns to zero.
-    for_affinity: bool = False
 
 
 @dataclass(slots=True)
@@ -98,8 +95,7 @@ class PlacedPods:
 class PodCounts:
     """Placed pods and, for each term tuple asked about, the pods all its terms select.
 
-    Subclasses count what placed pods state (`stated`) and hear which domains changed
-    (`changed`).
+    Subclasses count what placed pods state (`stated`).
     """
 
     def __init__(self, session: Session) -> None:
@@ -116,12 +112,8 @@ class PodCounts:
         session.on_allocate.append(self._allocated)
         session.on_deallocate.append(self._deallocated)
 
-    def stated(self, pod: Task, row: int, delta: int) -> set[str]:
-        """Count the terms `pod` states; the topology keys whose counts changed."""
-        return set()
-
-    def changed(self, row: int, keys: set[str], *, everything: bool) -> None:
-        """The counts of `row`'s domains of `keys` changed (of every node: `everything`)."""
+    def stated(self, pod: Task, row: int, delta: int) -> None:
+        """Count (or, with a negative `delta`, uncount) the terms `pod` states."""
 
     def selected(self, terms: Terms) -> Selected:
         found = self.selections.get(terms)
@@ -141,13 +133,10 @@ class PodCounts:
         labels = self.namespace_labels.get(namespace)
         return implied_labels(namespace) if labels is None else labels
 
-    def _count(self, selected: Selected, row: int, delta: int) -> set[str]:
-        changed = set()
+    def _count(self, selected: Selected, row: int, delta: int) -> None:
         for term, counts in zip(selected.terms, selected.counts, strict=True):
             if add(counts, self.topology, term.topology_key, row, delta):
                 selected.total += delta
-                changed.add(term.topology_key)
-        return changed
 
     def _allocated(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         self.pods.add(node, task.task)
@@ -158,15 +147,10 @@ class PodCounts:
         self._update(task.task, node, -1)
 
     def _update(self, pod: Task, row: int, delta: int) -> None:
-        keys = self.stated(pod, row, delta)
-        everything = False
+        self.stated(pod, row, delta)
         for terms in self.selection_index.candidates(pod.labels):
             if self.selects(terms, pod):
-                selected = self.selections[terms]
-                before = selected.total
-                keys |= self._count(selected, row, delta)
-                everything |= selected.for_affinity and (before == 0) != (selected.total == 0)
-        self.changed(row, keys, everything=everything)
+                self._count(self.selections[terms], row, delta)
 
 
 def add(counts: Counts, topology: Topology, key: str, row: int, delta: int) -> bool:

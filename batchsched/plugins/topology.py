@@ -17,7 +17,6 @@ class Topology:
         self.nodes = nodes
         self._ids: dict[str, IntArray] = {}
         self._sizes: dict[str, int] = {}
-        self._members: dict[str, list[IntArray]] = {}
 
     def ids(self, key: str) -> IntArray:
         """The domain id of every node row (`size(key)` where the label is missing)."""
@@ -39,14 +38,3 @@ class Topology:
         """How many domains the key has; also the id of the nodes without the label."""
         self.ids(key)
         return self._sizes[key]
-
-    def members(self, key: str, row: int) -> IntArray:
-        """The node rows in the same domain as `row` (none when it lacks the label)."""
-        ids = self.ids(key)
-        members = self._members.get(key)
-        if members is None:
-            order = np.argsort(ids, kind="stable")
-            bounds = np.searchsorted(ids[order], np.arange(self._sizes[key] + 1))
-            members = self._members[key] = np.split(order, bounds[1:])
-        domain = int(ids[row])
-        return members[domain] if domain < self._sizes[key] else members[-1][:0]

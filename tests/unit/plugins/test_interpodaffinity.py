@@ -201,14 +201,12 @@ def test_a_gang_that_is_undone_leaves_no_counts_behind() -> None:
     assert list(placements(decisions)) == ["default/later"]
 
 
-def test_pods_told_apart_only_by_labels_no_term_reads_share_one_evaluation() -> None:
-    guard = web("guard", anti(term()), node_name="h0", scheduler="other")
-    indexed = [pod(f"job-{i}", labels={"index": str(i)}) for i in range(2)]
-    snapshot = snapshot_of([*hosts(2), guard, *indexed, web("w")])
+def test_a_pod_no_term_concerns_is_not_masked() -> None:
+    guard = web("guard", anti(term()), node_name="h0", scheduler="default-scheduler")
+    snapshot = snapshot_of([*hosts(2), guard, pod("db", labels={"app": "db"}), web("w")])
     session = Session(snapshot, tiers=default_config().tiers)
-    (found,) = [f for f in session.filters if isinstance(f, InterPodAffinity)]
-    first, second, selected = (
-        found.identity(pending_task(snapshot, f"default/{name}"))
-        for name in ("job-0", "job-1", "w")
-    )
-    assert first == second != selected
+    (found,) = session.fresh_filters
+    assert found.mask(pending_task(snapshot, "default/db")) is None
+    mask = found.mask(pending_task(snapshot, "default/w"))
+    assert mask is not None
+    assert mask.tolist() == [False, True]
