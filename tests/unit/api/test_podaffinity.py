@@ -7,7 +7,10 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.api.objects import Requirement
 from batchsched.api.podaffinity import AffinityTerm, pod_affinity
+from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.selectors import EVERYTHING, NOTHING, Selector, parse_selector
+
+from ..builders import pod
 
 WHERE = "Pod shop/p"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -144,3 +147,30 @@ def test_selectors_are_indexed_by_their_first_in_requirement() -> None:
     )
     assert selector.indexed_by() == (("b", "1"), ("b", "2"))
     assert EVERYTHING.indexed_by() is None
+
+
+def test_the_memo_resolves_terms_per_namespace_and_labels() -> None:
+    """Pods of one template in two namespaces, or with another version label, get terms
+    of their own: matchLabelKeys and the default namespace come from the pod."""
+    term = {
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "topologyKey": "zone",
+        "matchLabelKeys": ["version"],
+    }
+    spec = {"affinity": {"podAntiAffinity": {REQUIRED: [term]}}}
+    memo = ShapeMemo()
+    parsed = [
+        task_from_pod(
+            pod(name, namespace=ns, labels={"app": "web", "version": v}, spec=spec), shapes=memo
+        )
+        for name, ns, v in (
+            ("a", "shop", "1"),
+            ("b", "shop", "2"),
+            ("c", "lab", "1"),
+            ("d", "shop", "1"),
+        )
+    ]
+    terms = [t.affinity.anti_affinity[0] if t.affinity else None for t in parsed]
+    assert terms[0] == terms[3]
+    assert len({terms[0], terms[1], terms[2]}) == 3
+    assert parsed[0].shape_key == parsed[3].shape_key != parsed[1].shape_key
