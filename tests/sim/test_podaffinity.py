@@ -66,3 +66,36 @@ def test_namespace_labels_come_from_the_yaml_and_bad_terms_are_named(
     message = f"{where}.operator: 'Equals' is not one of DoesNotExist, Exists, In, NotIn"
     assert run.pods["default/broken"]["reason"] == message
     assert message in run.stderr
+
+
+def test_preferred_anti_affinity_is_scored_with_the_plugin_and_waits_without(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    preferring = """---
+apiVersion: v1
+kind: Pod
+metadata: {name: spread, labels: {app: web}}
+spec:
+  schedulerName: batch-scheduler
+  containers: [{name: c}]
+  affinity:
+    podAntiAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 50
+        podAffinityTerm:
+          labelSelector: {matchLabels: {app: web}}
+          namespaceSelector: {}
+          topologyKey: kubernetes.io/hostname
+"""
+    path = tmp_path / "cluster.yaml"
+    path.write_text(CLUSTER + preferring)
+    scored = tmp_path / "scored.yaml"
+    scored.write_text("tiers:\n- plugins: [{name: predicates}, {name: interpodaffinity}]\n")
+    assert simulate(capsys, path, config=str(scored)).bound() == {"default/spread": "n1"}
+    unscored = tmp_path / "unscored.yaml"
+    unscored.write_text("tiers:\n- plugins: [{name: predicates}]\n")
+    reason = simulate(capsys, path, config=str(unscored)).pods["default/spread"]["reason"]
+    assert reason == (
+        "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution "
+        "is not scored: the configuration does not list the interpodaffinity plugin"
+    )
