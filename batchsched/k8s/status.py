@@ -24,6 +24,7 @@ from typing import Any
 from batchsched.api.groups import OUR_API
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.resources import CPU, ResourceList
+from batchsched.api.unsupported import GATED_MESSAGE, GATED_REASON
 from batchsched.framework.decisions import Binding, Condition, JobStatus
 from batchsched.k8s.client import (
     JSON,
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 API_VERSIONS = {
     "Pod": "v1",
     "Node": "v1",
+    "Namespace": "v1",
     "Queue": OUR_API,
     "PodGroup": OUR_API,
     "PriorityClass": "scheduling.k8s.io/v1",
@@ -156,16 +158,19 @@ class StatusWriter:
     # What sessions decide.
 
     def pods(self, pending: Mapping[str, str], tasks: Mapping[str, Task]) -> None:
-        """PodScheduled=False with the session's reason, and a FailedScheduling event."""
+        """PodScheduled=False with the session's reason, and a FailedScheduling event
+        (SchedulingGated and no event for a pod with scheduling gates)."""
         for key, message in pending.items():
             shown = self._shown("Pod", key)
             if shown == message:
                 continue
             self._written[("Pod", key)] = message
+            # A gated pod is not tried at all: kube-scheduler says so, and raises no event.
+            gated = message == GATED_MESSAGE
             condition = {
                 "type": "PodScheduled",
                 "status": "False",
-                "reason": "Unschedulable",
+                "reason": GATED_REASON if gated else "Unschedulable",
                 "message": message,
             }
             if shown is None:
@@ -173,9 +178,10 @@ class StatusWriter:
                 condition["lastTransitionTime"] = rfc3339(time.time())
             write = partial(self._pod_condition, key, condition, tasks)
             self._enqueue(("Pod", key), "pod_condition", write)
-            task = tasks.get(key)
-            ref = pod_ref(key, task.uid if task else None)
-            self.event(ref, "Warning", "FailedScheduling", message)
+            if not gated:
+                task = tasks.get(key)
+                ref = pod_ref(key, task.uid if task else None)
+                self.event(ref, "Warning", "FailedScheduling", message)
 
     async def _pod_condition(self, key: str, condition: JSON, tasks: Mapping[str, Task]) -> None:
         """Sent late (after binds): a pod placed in the meantime must not be told it waits."""

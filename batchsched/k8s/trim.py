@@ -12,25 +12,14 @@ from typing import Any
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.placement import PLACEMENT_ANNOTATION
-from batchsched.api.pods import (
-    COSCHEDULING_GROUP_LABEL,
-    KUBE_BATCH_GROUP_KEY,
-    LIGHTWEIGHT_MIN_LABEL,
-    LIGHTWEIGHT_NAME_LABEL,
-    OUR_GROUP_KEY,
-    TENCENT_GROUP_LABEL,
-)
+from batchsched.api.pods import KUBE_BATCH_GROUP_KEY, OUR_GROUP_KEY
+from batchsched.api.unsupported import NODE_BOUND_VOLUMES, UNSUPPORTED_SPEC_FIELDS
 
 JSON = dict[str, Any]
 
-POD_LABELS = (
-    OUR_GROUP_KEY,
-    COSCHEDULING_GROUP_LABEL,
-    TENCENT_GROUP_LABEL,
-    LIGHTWEIGHT_NAME_LABEL,
-    LIGHTWEIGHT_MIN_LABEL,
-)
 POD_ANNOTATIONS = (OUR_GROUP_KEY, KUBE_BATCH_GROUP_KEY, GPU_INDEX_ANNOTATION, PLACEMENT_ANNOTATION)
+# Every field that constrains placement, including those the core refuses: a pod that
+# asks for something unsupported must still say so after trimming.
 POD_SPEC = (
     "schedulerName",
     "nodeName",
@@ -38,7 +27,12 @@ POD_SPEC = (
     "priorityClassName",
     "overhead",
     "nodeSelector",
+    "affinity",
     "tolerations",
+    "resources",
+    "hostNetwork",
+    "schedulingGates",
+    *UNSUPPORTED_SPEC_FIELDS,
 )
 CONTAINER = ("resources", "restartPolicy")
 
@@ -83,25 +77,23 @@ def without_managed_fields(data: bytes) -> bytes:
 def trim_pod(pod: Mapping[str, Any]) -> JSON:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
     kept: JSON = {key: spec[key] for key in POD_SPEC if spec.get(key) is not None}
+    host_network = bool(spec.get("hostNetwork"))
     for section in ("containers", "initContainers"):
         if spec.get(section):
-            kept[section] = [_container(c) for c in spec[section]]
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if required:
-        kept["affinity"] = {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
-        }
+            kept[section] = [_container(c, host_network=host_network) for c in spec[section]]
+    if spec.get("volumes"):
+        # In place, so a refusal names the volume by its index; each reduced to the
+        # sources that constrain the node (the token volume's name differs per pod).
+        kept["volumes"] = [{k: v[k] for k in NODE_BOUND_VOLUMES if k in v} for v in spec["volumes"]]
     return {
         "kind": "Pod",
         "metadata": {
             **_identity(meta),
             "deletionTimestamp": meta.get("deletionTimestamp"),
-            "labels": {k: labels[k] for k in POD_LABELS if k in labels},
+            # All of them: any label may be what another pod's affinity selects.
+            "labels": meta.get("labels") or {},
             "annotations": {k: annotations[k] for k in POD_ANNOTATIONS if k in annotations},
         },
         "spec": kept,
@@ -109,12 +101,13 @@ def trim_pod(pod: Mapping[str, Any]) -> JSON:
     }
 
 
-def _container(container: Mapping[str, Any]) -> JSON:
+def _container(container: Mapping[str, Any], *, host_network: bool) -> JSON:
     kept = {key: container[key] for key in CONTAINER if key in container}
+    # On the host's network every container port is a host port.
     ports = [
-        {"hostPort": p["hostPort"], "protocol": p.get("protocol")}
+        {"hostPort": p.get("hostPort") or p.get("containerPort"), "protocol": p.get("protocol")}
         for p in container.get("ports") or []
-        if p.get("hostPort")
+        if p.get("hostPort") or host_network
     ]
     if ports:
         kept["ports"] = ports
@@ -138,6 +131,14 @@ def trim_node(node: Mapping[str, Any]) -> JSON:
                 if c.get("type") == "Ready"
             ],
         },
+    }
+
+
+def trim_namespace(namespace: Mapping[str, Any]) -> JSON:
+    meta = namespace.get("metadata") or {}
+    return {
+        "kind": "Namespace",
+        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
     }
 
 

@@ -19,6 +19,7 @@ from batchsched.cache.cluster import ClusterCache
 from batchsched.k8s.status import ObjectRef, StatusWriter, object_ref
 from batchsched.k8s.trim import (
     JSON,
+    trim_namespace,
     trim_node,
     trim_pod,
     trim_pod_group,
@@ -53,6 +54,7 @@ PODS = Watched("v1", "pods", "Pod", trim_pod)
 WATCHED = (
     PODS,
     Watched("v1", "nodes", "Node", trim_node),
+    Watched("v1", "namespaces", "Namespace", trim_namespace),
     Watched("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", trim_priority_class),
     Watched(OUR_API, "queues", "Queue", trim_queue),
     # Ours and the kinds of the schedulers we stand in for, once their CRDs exist.

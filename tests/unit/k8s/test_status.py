@@ -4,6 +4,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from batchsched.api.objects import PodGroup, Queue, Task
+from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.decisions import Binding, Condition, JobStatus
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
 
@@ -74,6 +75,17 @@ async def test_a_pending_pod_is_told_once_per_distinct_reason() -> None:
     assert len(patches) == 2
     # The pod stays unschedulable: the merge keeps the time it became so.
     assert "lastTransitionTime" not in patches[1]["status"]["conditions"][0]
+
+
+async def test_a_gated_pod_is_told_so_as_kube_scheduler_tells_it_without_an_event() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    status.pods({"ns/p": GATED_MESSAGE}, {})
+    await settle(status, api)
+    [patch] = api.sent("PATCH", "/api/v1/namespaces/ns/pods/p/status")
+    [condition] = patch["status"]["conditions"]
+    assert (condition["reason"], condition["message"]) == ("SchedulingGated", GATED_MESSAGE)
+    assert api.sent("POST", "/events") == []
 
 
 async def test_what_a_pod_already_shows_is_not_written_again() -> None:

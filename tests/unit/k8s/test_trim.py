@@ -5,11 +5,15 @@ import copy
 import json
 from typing import Any
 
+import pytest
+
 from batchsched.api.groups import pod_group_from_object
+from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.nodes import node_from_object
 from batchsched.api.pods import task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
 from batchsched.k8s.trim import (
+    trim_namespace,
     trim_node,
     trim_pod,
     trim_pod_group,
@@ -85,8 +89,40 @@ FULL_POD: Obj = {
 }
 
 
-def test_a_trimmed_pod_parses_like_the_whole_pod() -> None:
-    assert task_from_pod(trim_pod(FULL_POD)) == task_from_pod(FULL_POD)
+def _with_spec(**fields: Any) -> Obj:
+    changed = copy.deepcopy(FULL_POD)
+    changed["spec"].update(fields)
+    return changed
+
+
+@pytest.mark.parametrize(
+    "whole",
+    [
+        FULL_POD,
+        _with_spec(hostNetwork=True),
+        _with_spec(resources={"requests": {"cpu": "3"}}),
+        _with_spec(schedulingGates=[{"name": "quota"}]),
+        _with_spec(topologySpreadConstraints=[{"maxSkew": 1}]),
+        _with_spec(
+            volumes=[{"name": "data", "emptyDir": {}}, {"name": "d", "persistentVolumeClaim": {}}]
+        ),
+        _with_spec(
+            affinity={
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": "train"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            }
+        ),
+    ],
+    ids=["full", "host-network", "pod-resources", "gated", "spread", "claim", "anti-affinity"],
+)
+def test_a_trimmed_pod_parses_like_the_whole_pod(whole: Obj) -> None:
+    assert task_from_pod(trim_pod(whole)) == task_from_pod(whole)
 
 
 def test_a_bound_deleting_pod_keeps_its_node_phase_and_deletion() -> None:
@@ -98,7 +134,8 @@ def test_a_bound_deleting_pod_keeps_its_node_phase_and_deletion() -> None:
 def test_status_and_bookkeeping_changes_do_not_change_the_trimmed_pod() -> None:
     changed = copy.deepcopy(FULL_POD)
     changed["metadata"]["resourceVersion"] = "99"
-    changed["metadata"]["labels"]["app"] = "other"
+    changed["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
+    changed["spec"]["volumes"][0]["name"] = "kube-api-access-x7k2p"
     changed["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
     changed["spec"]["containers"][0]["image"] = "trainer:v2"
     assert trim_pod(changed) == trim_pod(FULL_POD)
@@ -205,3 +242,19 @@ def test_managed_fields_stay_where_the_cut_could_be_wrong() -> None:
 def test_data_without_managed_fields_is_returned_as_it_is() -> None:
     data = as_sent(without(a_pod("a")))
     assert without_managed_fields(data) is data
+
+
+def test_a_trimmed_namespace_parses_like_the_whole_namespace() -> None:
+    full = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "team",
+            "uid": "9",
+            "labels": {"kubernetes.io/metadata.name": "team", "tier": "gold"},
+            "managedFields": [{"manager": "kubectl"}],
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
+    assert namespace_from_object(trim_namespace(full)) == namespace_from_object(full)
