@@ -27,7 +27,12 @@ starvationThreshold: 5m
 actions: "enqueue, allocate, backfill"
 tiers:
 - plugins: [{name: priority}, {name: gang}]
-- plugins: [{name: predicates}, {name: proportion}, {name: binpack}]
+- plugins:
+  - {name: predicates}
+  - {name: proportion}
+  - {name: binpack}
+  - {name: nodeaffinity}
+  - {name: interpodaffinity}
 """
 
 TOP_KEYS = {"schedulerName", "schedulePeriod", "starvationThreshold", "actions", "tiers"}
