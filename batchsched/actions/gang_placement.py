@@ -26,14 +26,18 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     """
     statement = Statement(session, job)
     needed = job.min_member - job.bound
-    failed: dict[tuple[object, ...], str] = {}
+    failed: dict[object, str] = {}
+    # Filters asked afresh (pod affinity) also read a pod's namespace and labels, which
+    # its shape leaves out: members alike in shape may still differ there.
+    fresh = bool(session.fresh_filters)
     task_failures: dict[str, str] = {}
     ordered = session.task_order(tasks)
     if job.resumes:
         # Members with a node held go first, so the others cannot take their room.
         ordered = sorted(ordered, key=lambda t: t.reserved is None)
     for index, task in enumerate(ordered):
-        reason = task.error or failed.get(task.task.shape_key)
+        kind = _failure_key(task) if fresh else task.task.shape_key
+        reason = task.error or failed.get(kind)
         if reason is None:
             reason = session.not_allocatable(job, task)
         if reason is None:
@@ -44,7 +48,7 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
                 statement.allocate(task, node)
                 continue
             reason = session.explain(task)
-        failed[task.task.shape_key] = reason
+        failed[kind] = reason
         task_failures[task.key] = reason
         if len(statement.placed) + len(ordered) - index - 1 < needed:
             break
@@ -59,3 +63,8 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
         first = f"gang {job.key}: room for {job.bound + placed} of {job.min_member}; {first}"
     session.job_messages[job.key] = first
     return False
+
+
+def _failure_key(task: TaskInfo) -> object:
+    pod = task.task
+    return (pod.shape_key, pod.namespace, frozenset(pod.labels.items()))

@@ -134,3 +134,28 @@ def test_binding_carries_uid_and_job() -> None:
 def test_empty_cluster() -> None:
     decisions = decide([pod("p", requests=ONE_CPU)])
     assert decisions.pending == {"default/p": "0/0 nodes fit: no nodes in the cluster"}
+
+
+def test_a_member_is_not_refused_for_a_mate_of_the_same_shape_that_pod_affinity_reads_apart() -> (
+    None
+):
+    """g-0 is kept off every node by placed pods' anti-affinity, which reads a label
+    g-1 does not carry; minMember 1 lets g-1 go alone."""
+    keep_off = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"idx": "0"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    objects: list[Obj] = [
+        node("n1", labels={"kubernetes.io/hostname": "n1"}),
+        pod("guard", node_name="n1", phase="Running", spec={"affinity": keep_off}),
+        pod_group("g", 1, created=0),
+        pod("g-0", requests=ONE_CPU, group="g", created=0, labels={"idx": "0"}),
+        pod("g-1", requests=ONE_CPU, group="g", created=0, labels={"idx": "1"}),
+    ]
+    assert placements(decide(objects)) == {"default/g-1": "n1"}
