@@ -340,7 +340,7 @@ def test_run_reports_an_unusable_kubeconfig_as_bad_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = kubeconfig(tmp_path / "config", {"auth-provider": {"name": "gcp"}})
-    assert main(["run", "--kubeconfig", str(path), "--metrics-port", "0"]) == EXIT_BAD_INPUT
+    assert main(["run", "--kubeconfig", str(path), "--metrics-bind-address=0"]) == EXIT_BAD_INPUT
     error = capsys.readouterr().err
     assert error.startswith(f"batchsched: kubeconfig {path}: user 'u': auth-provider")
     assert "Traceback" not in error
