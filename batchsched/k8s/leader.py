@@ -76,7 +76,7 @@ class LeaderElection:
         namespace: str,
         name: str,
         identity: str,
-        lease_seconds: float = 15.0,
+        lease_seconds: int = 15,
         renew_seconds: float = 10.0,
         retry_seconds: float = 2.0,
     ) -> None:

@@ -134,6 +134,9 @@ async def run(options: Options) -> None:
     async with contextlib.AsyncExitStack() as cleanup:
         api = Api(credentials)
         cleanup.push_async_callback(api.close)
+        # Here rather than at the first request, so that an exec plugin that fails is
+        # reported as bad credentials (status 2), not as an error while running.
+        await api.open()
         leader = None
         if options.leader_elect:
             timing = options.leader_timing

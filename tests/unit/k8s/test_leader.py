@@ -137,7 +137,7 @@ async def test_a_hung_lease_request_ends_the_run_at_the_renew_deadline() -> None
         namespace="ns",
         name="sched",
         identity="a",
-        lease_seconds=1.0,
+        lease_seconds=1,
         renew_seconds=0.4,
         retry_seconds=0.05,
     )
