@@ -12,6 +12,7 @@ from batchsched.api.resources import ResourceList
 
 if TYPE_CHECKING:
     from batchsched.api.podaffinity import PodAffinity
+    from batchsched.api.topologyspread import SpreadConstraint
 
 # Pod phases after which a pod no longer holds resources on its node.
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -126,13 +127,15 @@ class Task:
     node_preferences: tuple[PreferredTerm, ...] = ()
     # Its pod affinity and anti-affinity terms; None for the many pods without.
     affinity: "PodAffinity | None" = None
+    # Its topology spread constraints, selectors merged with its matchLabelKeys.
+    spread: "tuple[SpreadConstraint, ...]" = ()
     # Why no node will do whatever the cluster holds: a scheduling gate, or a constraint
     # the core does not honour yet (api/unsupported.py).
     blocked: str | None = None
     # Everything predicates and scores may look at; tasks with equal keys are interchangeable.
     shape_key: tuple[object, ...] = ()
-    # shape_key without what the session evaluates afresh at each choice (pod affinity);
-    # None when that is nothing.
+    # shape_key without what the session evaluates afresh at each choice (pod affinity,
+    # topology spread); None when that is nothing.
     fit_key: tuple[object, ...] | None = None
 
     @property

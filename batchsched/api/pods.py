@@ -27,6 +27,7 @@ from batchsched.api.objects import (
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.api.podaffinity import PREFERRED, PodAffinity, pod_affinity
 from batchsched.api.resources import PODS, ResourceList, parse_resource_list
+from batchsched.api.topologyspread import spread_constraints
 from batchsched.api.unsupported import UNSUPPORTED_SPEC_FIELDS, spec_blocker, volume_blocker
 
 OUR_GROUP_KEY = "scheduling.batchsched.io/group-name"
@@ -133,7 +134,7 @@ def task_from_pod(
     if blocked is None and spec.get("volumes"):
         blocked = volume_blocker(spec, where=where)
         shape_key = shape_key if blocked is None else (*shape_key, blocked)
-    # Outside the memo too: terms are resolved against the pod's namespace and labels.
+    # Outside the memo too: terms and spread constraints read the pod's labels.
     affinity = fit_key = None
     raw_affinity = spec.get("affinity")
     if raw_affinity and ("podAffinity" in raw_affinity or "podAntiAffinity" in raw_affinity):
@@ -145,6 +146,10 @@ def task_from_pod(
         )
         if affinity is not None:
             fit_key, shape_key = shape_key, (*shape_key, affinity)
+    raw_spread = spec.get("topologySpreadConstraints")
+    spread = spread_constraints(raw_spread, labels=labels, where=where) if raw_spread else ()
+    if spread:
+        fit_key, shape_key = fit_key or shape_key, (*shape_key, spread)
     return Task(
         namespace=namespace,
         name=name,
@@ -165,6 +170,7 @@ def task_from_pod(
         labels=labels,
         node_preferences=shape.node_preferences,
         affinity=affinity,
+        spread=spread,
         blocked=blocked,
         shape_key=shape_key,
         fit_key=fit_key,

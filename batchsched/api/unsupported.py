@@ -15,7 +15,6 @@ GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 # Spec fields the core ignores, each checked only when it holds something.
 UNSUPPORTED_SPEC_FIELDS = (
-    "topologySpreadConstraints",
     "resourceClaims",
     "schedulingGroup",
 )

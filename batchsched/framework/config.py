@@ -33,6 +33,7 @@ tiers:
   - {name: binpack}
   - {name: nodeaffinity}
   - {name: interpodaffinity}
+  - {name: podtopologyspread}
 """
 
 TOP_KEYS = {"schedulerName", "schedulePeriod", "starvationThreshold", "actions", "tiers"}

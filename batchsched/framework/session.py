@@ -60,6 +60,11 @@ PREFERENCES: tuple[tuple[str, str, Callable[[Task], bool]], ...] = (
         "interpodaffinity",
         lambda task: bool(task.affinity and task.affinity.preferred_anti_affinity),
     ),
+    (
+        "spec.topologySpreadConstraints with whenUnsatisfiable ScheduleAnyway",
+        "podtopologyspread",
+        lambda task: any(not c.hard for c in task.spread),
+    ),
 )
 
 
@@ -168,7 +173,7 @@ class Session:
         pod = task.task
         if pod.blocked:
             return pod.blocked
-        if pod.affinity is None and not pod.node_preferences:
+        if pod.affinity is None and not pod.node_preferences and not pod.spread:
             return None
         for field_name, plugin, states in PREFERENCES:
             if plugin not in self.scored and states(pod):

@@ -32,6 +32,7 @@ POD_SPEC = (
     "resources",
     "hostNetwork",
     "schedulingGates",
+    "topologySpreadConstraints",
     *UNSUPPORTED_SPEC_FIELDS,
 )
 CONTAINER = ("resources", "restartPolicy")

@@ -12,6 +12,7 @@ from batchsched.plugins.podaffinityscore import InterPodAffinityScore
 from batchsched.plugins.predicates import Predicates
 from batchsched.plugins.priority import Priority
 from batchsched.plugins.proportion import Proportion
+from batchsched.plugins.spreadscore import PodTopologySpreadScore
 
 PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
     "binpack": Binpack,
@@ -19,6 +20,7 @@ PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
     "gpufragmentation": GpuFragmentation,
     "interpodaffinity": InterPodAffinityScore,
     "nodeaffinity": NodeAffinityScore,
+    "podtopologyspread": PodTopologySpreadScore,
     "predicates": Predicates,
     "priority": Priority,
     "proportion": Proportion,

@@ -3,7 +3,8 @@
 Pod affinity reads it twice: the filter (required terms) and the score (preferred
 terms). Placed pods are found by the label pairs that selectors require, and a term
 tuple's counts are built the first time a pod asks about it, then changed with every
-pod placed or undone in the session, tentative ones included.
+pod placed or undone in the session, tentative ones included. Topology spread counts
+per node instead (`by_row`): which nodes' pods count depends on the pod asking.
 """
 
 from collections.abc import Iterable, Mapping
@@ -106,6 +107,8 @@ class PodCounts:
         self.pods = PlacedPods()
         self.selections: dict[Terms, Selected] = {}
         self.selection_index: SelectorIndex[Terms] = SelectorIndex()
+        self.rows: dict[AffinityTerm, Counts] = {}
+        self.row_index: SelectorIndex[AffinityTerm] = SelectorIndex()
         for row, task in snapshot.placed:
             self.pods.add(row, task)
             self.stated(task, row, 1)
@@ -123,6 +126,18 @@ class PodCounts:
             for row, pod in self.pods.selected_by(terms[0].selector):
                 if self.selects(terms, pod):
                     self._count(found, row, 1)
+        return found
+
+    def by_row(self, term: AffinityTerm) -> Counts:
+        """Node row -> the placed pods `term` selects there, terminating pods aside (as
+        topology spread counts them: they are about to leave); its key is not read."""
+        found = self.rows.get(term)
+        if found is None:
+            found = self.rows[term] = {}
+            self.row_index.add(term, term.selector)
+            for row, pod in self.pods.selected_by(term.selector):
+                if not pod.deleting and self.selects((term,), pod):
+                    found[row] = found.get(row, 0) + 1
         return found
 
     def selects(self, terms: Iterable[AffinityTerm], pod: Task) -> bool:
@@ -151,6 +166,16 @@ class PodCounts:
         for terms in self.selection_index.candidates(pod.labels):
             if self.selects(terms, pod):
                 self._count(self.selections[terms], row, delta)
+        if pod.deleting:
+            return
+        for term in self.row_index.candidates(pod.labels):
+            if self.selects((term,), pod):
+                counts = self.rows[term]
+                total = counts.get(row, 0) + delta
+                if total:
+                    counts[row] = total
+                else:
+                    del counts[row]
 
 
 def add(counts: Counts, topology: Topology, key: str, row: int, delta: int) -> bool:

@@ -1,7 +1,8 @@
 """predicates: may this pod run on this node at all (DESIGN section 4)?
 
 Required pod affinity and anti-affinity are checked by InterPodAffinity, which opens
-here only in sessions where some pod states a term.
+here only in sessions where some pod states a term; topology spread constraints with
+DoNotSchedule by TopologySpread, only in sessions where some pending pod states one.
 
 Constraint checks (selectors, affinity, taints, node condition) do not change within a
 session, so they run once per distinct set of constraints; resource fit and host ports
@@ -22,6 +23,7 @@ from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
 from batchsched.plugins.interpodaffinity import InterPodAffinity
+from batchsched.plugins.topologyspread import TopologySpread, own_constraints, stated
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
@@ -50,6 +52,8 @@ class Predicates:
         session.filters.append(self)
         if InterPodAffinity.needed(session):
             InterPodAffinity(session)
+        if stated(session):
+            TopologySpread(session, constraints_of=own_constraints, allowed=self._static_mask)
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         ok = self._static_mask(task.task.constraints)[nodes]

@@ -81,12 +81,10 @@ def test_unhonoured_constraints_leave_the_pod_pending_by_name(
         """---
 apiVersion: v1
 kind: Pod
-metadata: {name: spread, labels: {app: web}}
+metadata: {name: gpu}
 spec:
   schedulerName: batch-scheduler
-  topologySpreadConstraints:
-  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule,
-     labelSelector: {matchLabels: {app: web}}}
+  resourceClaims: [{name: gpu, resourceClaimName: gpu}]
   containers: [{name: c}]
 ---
 apiVersion: v1
@@ -106,9 +104,7 @@ spec:
 """,
     )
     assert list(run.bound()) == ["default/plain"]
-    assert run.pods["default/spread"]["reason"] == (
-        "spec.topologySpreadConstraints is not supported yet"
-    )
+    assert run.pods["default/gpu"]["reason"] == "spec.resourceClaims is not supported yet"
     assert run.pods["default/claim"]["reason"] == (
         "spec.volumes[0].persistentVolumeClaim is not supported yet"
     )

@@ -94,7 +94,7 @@ def test_a_gang_that_fits_each_node_but_not_the_cluster_never_holds_its_queue() 
 
 def test_a_gang_with_a_member_that_can_never_be_placed_never_holds_its_queue() -> None:
     gang = old_gang(2, "1")
-    gang[2]["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1}]
+    gang[2]["spec"]["resourceClaims"] = [{"name": "gpu"}]
     objects = [node("n1", cpu="4"), *gang, pod("small", requests=ONE_CPU, created=10)]
     decisions = decide(objects, "starvationThreshold: 60s", now=at(120))
     assert placements(decisions)["default/small"] == "n1"

@@ -16,10 +16,6 @@ TERM = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        (
-            {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}]},
-            "spec.topologySpreadConstraints",
-        ),
         ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims"),
         ({"schedulingGroup": {"podGroupName": "workers"}}, "spec.schedulingGroup"),
         (
@@ -69,7 +65,7 @@ def test_empty_or_harmless_fields_do_not_block(spec: dict[str, Any]) -> None:
 def test_scheduling_gates_come_before_anything_unsupported() -> None:
     spec = {
         "schedulingGates": [{"name": "example.com/quota"}],
-        "topologySpreadConstraints": [{"maxSkew": 1}],
+        "resourceClaims": [{"name": "gpu"}],
         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
     }
     assert task_from_pod(pod("p", spec=spec)).blocked == GATED_MESSAGE

@@ -23,7 +23,14 @@ def test_default_config() -> None:
     assert config.actions == ("enqueue", "allocate", "backfill")
     assert [[p.name for p in tier] for tier in config.tiers] == [
         ["priority", "gang"],
-        ["predicates", "proportion", "binpack", "nodeaffinity", "interpodaffinity"],
+        [
+            "predicates",
+            "proportion",
+            "binpack",
+            "nodeaffinity",
+            "interpodaffinity",
+            "podtopologyspread",
+        ],
     ]
 
 

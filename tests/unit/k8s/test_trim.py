@@ -102,7 +102,16 @@ def _with_spec(**fields: Any) -> Obj:
         _with_spec(hostNetwork=True),
         _with_spec(resources={"requests": {"cpu": "3"}}),
         _with_spec(schedulingGates=[{"name": "quota"}]),
-        _with_spec(topologySpreadConstraints=[{"maxSkew": 1}]),
+        _with_spec(
+            topologySpreadConstraints=[
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "web"}},
+                }
+            ]
+        ),
         _with_spec(
             volumes=[{"name": "data", "emptyDir": {}}, {"name": "d", "persistentVolumeClaim": {}}]
         ),

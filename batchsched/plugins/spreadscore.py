@@ -1,0 +1,178 @@
+"""podtopologyspread: topology spread constraints with whenUnsatisfiable ScheduleAnyway,
+scored as kube-scheduler's PodTopologySpread scores them, and cluster-level defaults.
+
+Nodes that fit but lack a key of the pod's constraints score 0. On the others, each
+constraint adds
+
+    matching pods in the node's domain * log(domains + 2) + maxSkew - 1
+
+where pods count on eligible nodes as in the filter (topologyspread.py) and the domains
+are those of the nodes that fit; for `kubernetes.io/hostname`, the pods on the node
+itself, and the nodes that fit. The sum is rounded, then inverted and normalized:
+100 * (max + min - score) / max over those nodes (100 everywhere when max is 0), and
+weighted by `weight` (kube-scheduler's default profile weighs this plugin 2).
+
+Defaults (`defaultConstraints`) hold pods that state no constraint of their own, as
+kube-scheduler's PodTopologySpreadArgs with `defaultingType: List`. kube-scheduler
+finds a pod's peers for a default constraint through the Services, ReplicationControllers,
+ReplicaSets and StatefulSets that select it, and its `System` defaulting relies on that;
+batchsched does not watch those objects, so it offers `List` only, and a default
+constraint names its peers with matchLabelKeys: the pods sharing the pod's values of
+those labels. A pod carrying none of them is not held to the constraint. Its
+DoNotSchedule defaults are filtered here, its ScheduleAnyway ones scored.
+
+Nothing is kept, and nothing scored, in a session where no pod is held to a constraint.
+"""
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from batchsched.api.errors import InvalidObject
+from batchsched.api.meta import sequence
+from batchsched.api.objects import Task
+from batchsched.api.topologyspread import (
+    Spread,
+    check_unique,
+    match_label_keys,
+    spread_constraint,
+)
+from batchsched.cache.snapshot import IntArray, TaskInfo
+from batchsched.framework.plugin import MAX_NODE_SCORE, BoolArray
+from batchsched.framework.session import Session
+from batchsched.plugins.arguments import check_keys, integer
+from batchsched.plugins.predicates import allowed_nodes
+from batchsched.plugins.topologyspread import (
+    Allowed,
+    ConstraintsOf,
+    SpreadCounts,
+    TopologySpread,
+    own_constraints,
+)
+
+HOSTNAME = "kubernetes.io/hostname"
+LIST, SYSTEM = "List", "System"
+
+
+class PodTopologySpreadScore:
+    name = "podtopologyspread"
+
+    def __init__(self, arguments: Mapping[str, Any]) -> None:
+        check_keys(self.name, arguments, {"weight", "defaultingType", "defaultConstraints"})
+        self.weight = integer(self.name, "weight", arguments.get("weight", 2), low=1, high=100)
+        defaulting = arguments.get("defaultingType", LIST)
+        if defaulting == SYSTEM:
+            raise InvalidObject(
+                f"plugin {self.name}: defaultingType System is not supported: its defaults "
+                "find a pod's peers through the Services, ReplicationControllers, "
+                "ReplicaSets and StatefulSets that select it, which batchsched does not "
+                "watch; use List with defaultConstraints naming matchLabelKeys"
+            )
+        if defaulting != LIST:
+            raise InvalidObject(
+                f"plugin {self.name}: defaultingType must be {LIST}, got {defaulting!r}"
+            )
+        self.defaults = Defaults(arguments.get("defaultConstraints"), plugin=self.name)
+
+    def open(self, session: Session) -> None:
+        session.scored.add(self.name)
+        pending = [t.task for job in session.snapshot.jobs.values() for t in job.pending]
+        defaults = self.defaults
+        held = own_constraints if not defaults else lambda pod: pod.spread or defaults.of(pod)
+        if defaults.hard and any(not pod.spread for pod in pending):
+            TopologySpread(session, constraints_of=defaults.of, allowed=_allowed(session))
+        if any(not c.hard for pod in pending for c in held(pod)):
+            scorer = _Spreading(session, constraints_of=held)
+            session.normalized_scorers.append((scorer, self.weight))
+
+
+class Defaults:
+    """The default constraints, resolved against each pod's labels."""
+
+    def __init__(self, raw: object, *, plugin: str) -> None:
+        where = f"plugin {plugin}: defaultConstraints"
+        self.entries: Sequence[Any] = sequence(raw, where=where)
+        self.where = where
+        parsed = []
+        for i, entry in enumerate(self.entries):
+            at = f"{where}[{i}]"
+            parsed.append(spread_constraint(entry, labels={}, where=at, selector_allowed=False))
+            keys = match_label_keys(entry.get("matchLabelKeys"), where=at)
+            if not keys:
+                raise InvalidObject(
+                    f"{at}.matchLabelKeys: needed: the labels whose values a pod shares "
+                    "with the pods it spreads among"
+                )
+        check_unique(tuple(parsed), where=where)
+        self.hard = any(c.hard for c in parsed)
+        self.keys = sorted({k for e in self.entries for k in e["matchLabelKeys"]})
+        self._resolved: dict[tuple[object, ...], Spread] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def of(self, pod: Task) -> Spread:
+        """The defaults that hold a pod stating no constraint of its own: those for
+        which it carries some of the matchLabelKeys."""
+        if pod.spread:
+            return ()
+        labels = {k: pod.labels[k] for k in self.keys if k in pod.labels}
+        key = tuple(labels.items())
+        found = self._resolved.get(key)
+        if found is None:
+            resolved = (
+                spread_constraint(
+                    entry, labels=labels, where=f"{self.where}[{i}]", selector_allowed=False
+                )
+                for i, entry in enumerate(self.entries)
+            )
+            found = self._resolved[key] = tuple(c for c in resolved if not c.selector.nothing)
+        return found
+
+
+def _allowed(session: Session) -> Allowed:
+    """predicates' test of a node against a pod's constraints, kept per constraints."""
+    nodes = session.snapshot.nodes
+    return functools.cache(lambda constraints: allowed_nodes(nodes, constraints))
+
+
+class _Spreading(SpreadCounts):
+    """The score of the ScheduleAnyway constraints `constraints_of` gives a pod."""
+
+    def __init__(self, session: Session, *, constraints_of: ConstraintsOf) -> None:
+        self.constraints_of = constraints_of
+        super().__init__(session, allowed=_allowed(session))
+
+    def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
+        pod = task.task
+        constraints = tuple(c for c in self.constraints_of(pod) if not c.hard)
+        if not constraints:
+            return None
+        candidates = feasible & self.keyed(constraints)
+        if not candidates.any():
+            return None
+        score = np.zeros(self.session.node_count, dtype=np.float64)
+        for constraint in constraints:
+            if constraint.topology_key == HOSTNAME:
+                counts = self.row_counts(constraint, pod.namespace)
+                domains = int(candidates.sum())
+            else:
+                ids = self.topology.ids(constraint.topology_key)
+                eligible, _ = self.eligible(constraints, constraint, pod)
+                counts = self.domain_counts(constraint, pod.namespace, eligible)[ids]
+                domains = len(np.unique(ids[candidates]))
+            score += counts * math.log(domains + 2) + (constraint.max_skew - 1)
+        # Go's math.Round: halves away from zero (numpy's round goes to even).
+        whole = np.floor(score)
+        raw = np.where(score - whole >= 0.5, whole + 1, whole).astype(np.int64)
+        low, high = int(raw[candidates].min()), int(raw[candidates].max())
+        if high == 0:
+            normal = np.full(self.session.node_count, MAX_NODE_SCORE, dtype=np.int64)
+        else:
+            normal = MAX_NODE_SCORE * (high + low - raw) // high
+        normal = np.where(candidates, normal, 0)
+        shown = normal[feasible]
+        return None if (shown == shown[0]).all() else normal
