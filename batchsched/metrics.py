@@ -76,8 +76,8 @@ API_REQUESTS = Counter(
 )
 API_REQUEST_RETRIES = Counter(
     "batchsched_api_request_retries_total",
-    "Requests sent again, by why: `stale_connection` (a pooled keep-alive connection "
-    "had been closed), `disconnected` (a new one failed before an answer), "
+    "Requests sent again, by why: `stale_connection` (its connection failed before an "
+    "answer, usually a pooled keep-alive connection the server had closed), "
     "`unauthorized` (a 401, sent with the token read again), or the status code or "
     "`timeout` / `connection` a retry with backoff followed.",
     ["reason"],
