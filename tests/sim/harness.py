@@ -51,3 +51,16 @@ def simulate(
     code = main(argv)
     captured = capsys.readouterr()
     return Run(code=code, stdout=captured.out, stderr=captured.err)
+
+
+def web_pod(name: str, spec: str) -> str:
+    """A YAML document: a pod of ours labelled app=web, with `spec` lines appended to
+    its spec (indented by two spaces)."""
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, labels: {{app: web}}}}
+spec:
+  schedulerName: batch-scheduler
+  containers: [{{name: c}}]
+{spec}"""

@@ -58,6 +58,28 @@ def test_anti_affinity(capsys: pytest.CaptureFixture[str]) -> None:
     assert run.podgroups["default/kafka"]["scheduled"] == 0
 
 
+def test_zone_spread(capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate(capsys, EXAMPLES / "zone-spread.yaml")
+    assert run.code == 0
+    bound = run.bound()
+    assert sorted(bound[f"default/train-{i}"] for i in range(6)) == [
+        "node-a1",
+        "node-a1",
+        "node-b1",
+        "node-b1",
+        "node-c1",
+        "node-c1",
+    ]
+    web = sorted(node for pod, node in bound.items() if pod.startswith("default/web-"))
+    assert web == ["node-a1", "node-b1", "node-c1"]
+    for i in range(6):
+        assert run.pods[f"default/eval-{i}"]["reason"] == (
+            "gang default/eval: room for 2 of 6; 0/5 nodes fit: 3 Insufficient cpu, "
+            "4 node(s) didn't match pod topology spread constraints"
+        )
+    assert run.podgroups["default/eval"]["scheduled"] == 0
+
+
 def test_kube_batch_tfjobs(capsys: pytest.CaptureFixture[str]) -> None:
     run = simulate(capsys, EXAMPLES / "kube-batch-tfjobs.yaml")
     assert run.code == 0

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import simulate
+from .harness import simulate, web_pod
 
 CLUSTER = """
 apiVersion: v1
@@ -29,18 +29,14 @@ spec: {nodeName: n0, containers: [{name: c}]}
 
 
 def anti_pod(name: str, selector: str, namespaces: str) -> str:
-    return f"""---
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}, labels: {{app: web}}}}
-spec:
-  schedulerName: batch-scheduler
-  containers: [{{name: c}}]
-  affinity:
+    return web_pod(
+        name,
+        f"""  affinity:
     podAntiAffinity:
       requiredDuringSchedulingIgnoredDuringExecution:
       - {{labelSelector: {selector}, topologyKey: kubernetes.io/hostname, {namespaces}}}
-"""
+""",
+    )
 
 
 def test_namespace_labels_come_from_the_yaml_and_bad_terms_are_named(
