@@ -163,7 +163,7 @@ class _Spreading(SpreadCounts):
                 ids = self.topology.ids(constraint.topology_key)
                 eligible, _ = self.eligible(constraints, constraint, pod)
                 counts = self.domain_counts(constraint, pod.namespace, eligible)[ids]
-                domains = len(np.unique(ids[candidates]))
+                domains = int(np.count_nonzero(np.bincount(ids[candidates])))
             score += counts * math.log(domains + 2) + (constraint.max_skew - 1)
         # Go's math.Round: halves away from zero (numpy's round goes to even).
         whole = np.floor(score)
