@@ -159,3 +159,16 @@ def test_no_filter_is_added_when_no_pending_pod_states_a_constraint() -> None:
     stated = snapshot_of([*zones(2), web("p", spread())])
     session = Session(stated, tiers=default_config().tiers)
     assert any(isinstance(f, TopologySpread) for f in session.fresh_filters)
+
+
+def test_a_gang_that_is_undone_leaves_no_counts_behind() -> None:
+    """The gang fits 2/2/1 and is undone; had its members stayed counted, the later pod
+    would make zone z0's skew 2 + 1 - 1 = 2."""
+    members = [
+        pod(f"g-{i}", requests={"cpu": "1"}, group="g", labels=WEB, spec=spread(), created=0)
+        for i in range(6)
+    ]
+    cluster = [*zones(2, cpu="3"), node("h2-0", cpu="1", labels={HOST: "h2-0", "zone": "z2"})]
+    later = web("p", spread(), created=10)
+    decisions = decide([*cluster, pod_group("g", 6, created=0), *members, later], FILTER_ONLY)
+    assert placements(decisions) == {"default/p": "h0-0"}
