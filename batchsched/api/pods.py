@@ -27,7 +27,7 @@ from batchsched.api.objects import (
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.api.podaffinity import PREFERRED, PodAffinity, pod_affinity
 from batchsched.api.resources import PODS, ResourceList, parse_resource_list
-from batchsched.api.topologyspread import spread_constraints
+from batchsched.api.topologyspread import Spread, label_keys, spread_constraints
 from batchsched.api.unsupported import UNSUPPORTED_SPEC_FIELDS, spec_blocker, volume_blocker
 
 OUR_GROUP_KEY = "scheduling.batchsched.io/group-name"
@@ -79,6 +79,8 @@ class ShapeMemo:
         self._shapes: dict[bytes | str, PodShape] = {}
         # Pod affinity depends on the pod's namespace and labels as well as its spec.
         self._affinities: dict[tuple[object, ...], PodAffinity | None] = {}
+        # Spread constraints on the pod's values of their matchLabelKeys only.
+        self._spreads: dict[tuple[object, ...], Spread] = {}
 
     def shape(self, spec: Mapping[str, object], *, where: str) -> PodShape:
         text = _text([spec.get(field) for field in SHAPE_FIELDS])
@@ -102,6 +104,17 @@ class ShapeMemo:
         if len(self._affinities) >= self.limit:
             self._affinities.clear()
         self._affinities[key] = found
+        return found
+
+
+    def spread(self, raw: object, *, labels: dict[str, str], where: str) -> Spread:
+        key = (_text([raw]), *((k, labels.get(k)) for k in label_keys(raw)))
+        found = self._spreads.get(key)
+        if found is None:
+            found = spread_constraints(raw, labels=labels, where=where)
+            if len(self._spreads) >= self.limit:
+                self._spreads.clear()
+            self._spreads[key] = found
         return found
 
 
@@ -147,7 +160,13 @@ def task_from_pod(
         if affinity is not None:
             fit_key, shape_key = shape_key, (*shape_key, affinity)
     raw_spread = spec.get("topologySpreadConstraints")
-    spread = spread_constraints(raw_spread, labels=labels, where=where) if raw_spread else ()
+    spread: Spread = ()
+    if raw_spread:
+        spread = (
+            spread_constraints(raw_spread, labels=labels, where=where)
+            if shapes is None
+            else shapes.spread(raw_spread, labels=labels, where=where)
+        )
     if spread:
         fit_key, shape_key = fit_key or shape_key, (*shape_key, spread)
     return Task(

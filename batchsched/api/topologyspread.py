@@ -112,6 +112,15 @@ def spread_constraint(
     )
 
 
+def label_keys(raw: object) -> tuple[str, ...]:
+    """Every matchLabelKey that constraints as written name, without checking them: the
+    only labels of the pod their parsing reads."""
+    if not isinstance(raw, list):
+        return ()
+    keys = (e.get("matchLabelKeys") for e in raw if isinstance(e, Mapping))
+    return tuple(str(k) for named in keys if isinstance(named, list) for k in named)
+
+
 def match_label_keys(raw: object, *, where: str) -> tuple[str, ...]:
     return tuple(str(k) for k in sequence(raw, where=f"{where}.matchLabelKeys"))
 

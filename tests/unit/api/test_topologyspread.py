@@ -6,7 +6,7 @@ import pytest
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.objects import Requirement
-from batchsched.api.pods import task_from_pod
+from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.selectors import NOTHING, Selector
 from batchsched.api.topologyspread import SpreadConstraint, spread_constraint, spread_constraints
 
@@ -129,3 +129,21 @@ def test_a_pod_keeps_its_constraints_out_of_its_fit_key() -> None:
     assert len(task.spread) == 1
     assert task.fit_key == plain.shape_key
     assert task.shape_key != plain.shape_key
+
+
+def test_the_shape_memo_keys_constraints_on_the_labels_they_read() -> None:
+    memo = ShapeMemo()
+    spec = {"topologySpreadConstraints": [constraint(matchLabelKeys=["hash"])]}
+
+    def parsed(name: str, hash_value: str) -> Any:
+        labels = {"app": "web", "hash": hash_value, "pod-name": name}
+        return task_from_pod(pod(name, labels=labels, spec=spec), shapes=memo).spread
+
+    first, same, other = parsed("a", "1"), parsed("b", "1"), parsed("c", "2")
+    assert first is same
+    assert other != first
+    assert other[0].selector.requirements[-1] == Requirement("hash", "In", ("2",))
+    bad = {"topologySpreadConstraints": [constraint(maxSkew=0)]}
+    for name in ("d", "e"):
+        with pytest.raises(InvalidObject, match=rf"^Pod default/{name}\.spec\.topology"):
+            task_from_pod(pod(name, spec=bad), shapes=memo)
