@@ -97,18 +97,20 @@ class Defaults:
         self.entries: Sequence[Any] = sequence(raw, where=where)
         self.where = where
         parsed = []
+        keys: set[str] = set()
         for i, entry in enumerate(self.entries):
             at = f"{where}[{i}]"
             parsed.append(spread_constraint(entry, labels={}, where=at, selector_allowed=False))
-            keys = match_label_keys(entry.get("matchLabelKeys"), where=at)
-            if not keys:
+            named = match_label_keys(entry.get("matchLabelKeys"), where=at)
+            if not named:
                 raise InvalidObject(
                     f"{at}.matchLabelKeys: needed: the labels whose values a pod shares "
                     "with the pods it spreads among"
                 )
+            keys.update(named)
         check_unique(tuple(parsed), where=where)
         self.hard = any(c.hard for c in parsed)
-        self.keys = sorted({k for e in self.entries for k in e["matchLabelKeys"]})
+        self.keys = sorted(keys)
         self._resolved: dict[tuple[object, ...], Spread] = {}
 
     def __bool__(self) -> bool:
