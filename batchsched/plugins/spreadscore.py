@@ -55,6 +55,7 @@ from batchsched.plugins.topologyspread import (
 
 HOSTNAME = "kubernetes.io/hostname"
 LIST, SYSTEM = "List", "System"
+RESOLVED_LIMIT = 4096
 
 
 class PodTopologySpreadScore:
@@ -131,7 +132,11 @@ class Defaults:
                 )
                 for i, entry in enumerate(self.entries)
             )
-            found = self._resolved[key] = tuple(c for c in resolved if not c.selector.nothing)
+            found = tuple(c for c in resolved if not c.selector.nothing)
+            # Kept across sessions, bounded: label values come and go with rollouts.
+            if len(self._resolved) >= RESOLVED_LIMIT:
+                self._resolved.clear()
+            self._resolved[key] = found
         return found
 
 
