@@ -55,3 +55,28 @@ def test_a_bad_constraint_leaves_its_pod_pending_by_field(
     message = f"Pod default/bad.spec.topologySpreadConstraints[0].{problem}"
     assert run.pods["default/bad"]["reason"] == message
     assert message in run.stderr
+
+
+def test_default_constraints_from_the_configuration(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Two replicas with no constraint of their own, room for both on n0: the default
+    (maxSkew 1 over zones, peers by `app`) sends the second to n1."""
+    config = tmp_path / "sched.yaml"
+    config.write_text(
+        """tiers:
+- plugins: [{name: gang}]
+- plugins:
+  - {name: predicates}
+  - {name: binpack}
+  - name: podtopologyspread
+    arguments:
+      defaultConstraints:
+      - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone,
+         whenUnsatisfiable: DoNotSchedule, matchLabelKeys: [app]}
+"""
+    )
+    path = tmp_path / "cluster.yaml"
+    path.write_text(CLUSTER + web_pod("a", "") + web_pod("b", ""))
+    assert sorted(simulate(capsys, path, config=str(config)).bound().values()) == ["n0", "n1"]
+    assert sorted(simulate(capsys, path).bound().values()) == ["n0", "n0"]
