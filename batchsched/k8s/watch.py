@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from batchsched.api.errors import InvalidObject
+from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.groups import OUR_API, POD_GROUP_APIS
 from batchsched.api.meta import describe
+from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.cache.cluster import ClusterCache
 from batchsched.k8s.status import ObjectRef, StatusWriter, object_ref
 from batchsched.k8s.trim import (
@@ -62,12 +64,16 @@ WATCHED = (
 )
 
 
-# A hash of a trimmed object apart from a pod's node, and that node.
-Fingerprint = tuple[int, object]
+# What a Binding writes on a pod: its node, and the annotations the binder sends with it.
+BIND_ANNOTATIONS = (GPU_INDEX_ANNOTATION, PLACEMENT_ANNOTATION)
+
+# A hash of a trimmed object apart from what a Binding writes, and what it wrote: the
+# pod's node and its bind annotations.
+Fingerprint = tuple[int, tuple[object, ...] | None]
 
 
 def fingerprint_of(obj: JSON) -> Fingerprint:
-    """Keeping the node apart tells a bind confirmation from any other change in one
+    """Keeping the bind apart tells a bind confirmation from any other change in one
     pass over the object (a bind is the most frequent pod event a scheduler sees).
 
     The pass is marshal's format 2 (no back-references): a decoded JSON object always
@@ -78,9 +84,14 @@ def fingerprint_of(obj: JSON) -> Fingerprint:
     if not isinstance(spec, dict) or "nodeName" not in spec:
         return hash(marshal.dumps(obj, 2)), None
     node = spec.pop("nodeName")
+    notes = obj["metadata"]["annotations"]
+    written = tuple(notes.pop(key, None) for key in BIND_ANNOTATIONS)
     digest = hash(marshal.dumps(obj, 2))
     spec["nodeName"] = node
-    return digest, node
+    notes.update(
+        (key, value) for key, value in zip(BIND_ANNOTATIONS, written, strict=True) if value
+    )
+    return digest, (node, *written)
 
 
 class Changes:
@@ -153,11 +164,16 @@ class Watch:
         """Whether the pod changed only by showing the node we assumed for it: then the
         cache already holds it as it is, and no session needs to look again."""
         assumed = self.cache.assumed.get(key)
-        if assumed is None or previous is None or fingerprint[1] != assumed[0]:
+        written = fingerprint[1]
+        if assumed is None or previous is None or written is None or written[0] != assumed[0]:
             return False
         if fingerprint[0] != previous[0]:
             return False
         self.cache.confirm(key)
+        # The gang's placement record rides on its first member's Binding.
+        _, _, record = written
+        if isinstance(record, str):
+            self.cache.tasks[key].placement = parse_placement(record)
         return True
 
     def delete(self, watched: Watched, key: str) -> None:

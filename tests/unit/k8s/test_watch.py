@@ -1,6 +1,8 @@
 """What a watch event costs: a bind the cache already assumed is confirmed without a
 session being woken; any other change is applied."""
 
+from batchsched.api.gpu import GPU_INDEX_ANNOTATION
+from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
 from batchsched.k8s.watch import PODS, WATCHED, Watch
 
 from ..builders import OUR_API, pod, pod_group
@@ -48,3 +50,20 @@ def test_deleting_another_apis_group_of_the_same_name_keeps_ours() -> None:
     watch.apply(volcano, pod_group("g", 5, api_version=volcano.api_version))
     watch.delete(volcano, "default/g")
     assert watch.cache.pod_groups["default/g"].min_member == 3
+
+
+def test_a_bind_that_writes_the_gangs_record_and_cards_confirms_quietly() -> None:
+    """The binder's own annotations come with the node; the record is kept in the cache."""
+    watch = watching(pod("p", requests={"cpu": "1"}))
+    record = format_placement(1.0, [("p", "", "n1"), ("q", "", "n2")])
+    assert record is not None
+    notes = {PLACEMENT_ANNOTATION: record, GPU_INDEX_ANNOTATION: "0"}
+    watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n1", annotations=notes))
+    assert not watch.changes.take()
+    placement = watch.cache.tasks["default/p"].placement
+    assert placement is not None
+    assert placement.node_for("q", "") == "n2"
+    # Annotations written later by anyone else are a change like any other.
+    notes = {**notes, PLACEMENT_ANNOTATION: "{}"}
+    watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n1", annotations=notes))
+    assert watch.changes.take()
