@@ -150,28 +150,24 @@ class _Spreading(SpreadCounts):
     """The score of the ScheduleAnyway constraints `constraints_of` gives a pod."""
 
     def __init__(self, session: Session, *, constraints_of: ConstraintsOf) -> None:
-        self.constraints_of = constraints_of
-        super().__init__(session, allowed=_allowed(session))
+        super().__init__(session, constraints_of=constraints_of, allowed=_allowed(session))
 
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
-        pod = task.task
-        constraints = tuple(c for c in self.constraints_of(pod) if not c.hard)
-        if not constraints:
+        planned = self.planned(task.task, hard=False)
+        if not planned:
             return None
-        candidates = feasible & self.keyed(constraints)
+        candidates = feasible & planned[0].keyed
         if not candidates.any():
             return None
         score = np.zeros(self.session.node_count, dtype=np.float64)
-        for constraint in constraints:
-            if constraint.topology_key == HOSTNAME:
-                counts = self.row_counts(constraint, pod.namespace)
+        for plan in planned:
+            if plan.constraint.topology_key == HOSTNAME:
+                counts = self.row_counts(plan)
                 domains = int(candidates.sum())
             else:
-                ids = self.topology.ids(constraint.topology_key)
-                eligible, _ = self.eligible(constraints, constraint, pod)
-                counts = self.domain_counts(constraint, pod.namespace, eligible)[ids]
-                domains = int(np.count_nonzero(np.bincount(ids[candidates])))
-            score += counts * math.log(domains + 2) + (constraint.max_skew - 1)
+                counts = self.domain_counts(plan)[plan.ids]
+                domains = int(np.count_nonzero(np.bincount(plan.ids[candidates])))
+            score += counts * math.log(domains + 2) + (plan.constraint.max_skew - 1)
         # Go's math.Round: halves away from zero (numpy's round goes to even).
         whole = np.floor(score)
         raw = np.where(score - whole >= 0.5, whole + 1, whole).astype(np.int64)

@@ -23,6 +23,7 @@ is added, in a session where no pod states such a constraint.
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from batchsched.api.topologyspread import Spread, SpreadConstraint
 from batchsched.cache.snapshot import IntArray, TaskInfo
 from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
-from batchsched.plugins.podcounts import PodCounts
+from batchsched.plugins.podcounts import Counts, PodCounts
 
 CONSTRAINTS_MISMATCH = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = f"{CONSTRAINTS_MISMATCH} (missing required label)"
@@ -57,20 +58,82 @@ def stated(session: Session) -> bool:
     )
 
 
+@dataclass(slots=True)
+class Planned:
+    """One of a pod's constraints with what does not change in a session resolved."""
+
+    constraint: SpreadConstraint
+    ids: IntArray  # the domain id of every node row, for the constraint's key
+    size: int  # how many domains; also the id of nodes without the key
+    keyed: BoolArray  # the nodes that carry every key of the pod's constraints
+    eligible: BoolArray  # the nodes whose pods and domains count
+    domains: IntArray  # the ids of the domains the eligible nodes make up
+    rows: Counts | None  # node row -> the pods it selects, kept current; None: none count
+
+
 class SpreadCounts(PodCounts):
     """Matching pods per eligible domain, for the filter and the score."""
 
-    def __init__(self, session: Session, *, allowed: Allowed) -> None:
+    def __init__(
+        self, session: Session, *, constraints_of: ConstraintsOf, allowed: Allowed
+    ) -> None:
+        self.constraints_of = constraints_of
         self.allowed = allowed
         self._keyed: dict[frozenset[str], BoolArray] = {}
-        self._eligible: dict[
-            tuple[frozenset[str], SpreadConstraint, Constraints], tuple[BoolArray, IntArray]
-        ] = {}
-        self._terms: dict[tuple[str, SpreadConstraint], AffinityTerm] = {}
+        # By the identity of the pod's constraints and node constraints (shared by the
+        # pods of one template), not by their value: hashing them is what would cost.
+        self._plans: dict[tuple[int, int, str, bool], tuple[Spread, Constraints, list[Planned]]]
+        self._plans = {}
         super().__init__(session)
 
-    def keyed(self, constraints: Spread) -> BoolArray:
-        """The nodes that carry the topology key of every one of `constraints`."""
+    def planned(self, pod: Task, *, hard: bool) -> list[Planned]:
+        """The pod's DoNotSchedule (`hard`) or ScheduleAnyway constraints, resolved."""
+        source = self.constraints_of(pod)
+        if not source:
+            return []
+        key = (id(source), id(pod.constraints), pod.namespace, hard)
+        found = self._plans.get(key)
+        if found is None or found[0] is not source or found[1] is not pod.constraints:
+            constraints = tuple(c for c in source if c.hard == hard)
+            plans = [self._plan(pod, constraints, c) for c in constraints]
+            found = self._plans[key] = (source, pod.constraints, plans)
+        return found[2]
+
+    def domain_counts(self, planned: Planned) -> IntArray:
+        """Per domain id (one more for no domain), the selected pods on eligible nodes."""
+        counts: IntArray = np.zeros(planned.size + 1, dtype=np.int64)
+        if planned.rows:
+            found = planned.rows
+            rows = np.fromiter(found, dtype=np.int64, count=len(found))
+            pods = np.fromiter(found.values(), dtype=np.int64, count=len(found))
+            keep = planned.eligible[rows]
+            np.add.at(counts, planned.ids[rows[keep]], pods[keep])
+        return counts
+
+    def row_counts(self, planned: Planned) -> IntArray:
+        """Per node row, the selected pods, wherever they are."""
+        counts: IntArray = np.zeros(self.session.node_count, dtype=np.int64)
+        for row, pods in (planned.rows or {}).items():
+            counts[row] = pods
+        return counts
+
+    def _plan(self, pod: Task, constraints: Spread, constraint: SpreadConstraint) -> Planned:
+        key = constraint.topology_key
+        ids, size = self.topology.ids(key), self.topology.size(key)
+        keyed = self._keyed_by(constraints)
+        eligible = keyed.copy()
+        if constraint.honor_affinity:
+            own = pod.constraints
+            eligible &= self.allowed(Constraints(own.node_selector, own.affinity, _ANY_TAINT))
+        if constraint.honor_taints:
+            eligible &= self.allowed(Constraints(tolerations=pod.constraints.tolerations))
+        rows = None
+        if constraint.counts_pods:
+            namespace = frozenset({pod.namespace})
+            rows = self.by_row(AffinityTerm(constraint.selector, namespace, NOTHING, key))
+        return Planned(constraint, ids, size, keyed, eligible, np.unique(ids[eligible]), rows)
+
+    def _keyed_by(self, constraints: Spread) -> BoolArray:
         keys = frozenset(c.topology_key for c in constraints)
         found = self._keyed.get(keys)
         if found is None:
@@ -80,60 +143,6 @@ class SpreadCounts(PodCounts):
             self._keyed[keys] = found
         return found
 
-    def eligible(
-        self, constraints: Spread, constraint: SpreadConstraint, pod: Task
-    ) -> tuple[BoolArray, IntArray]:
-        """The nodes whose pods and domains count for `constraint`, one of the pod's,
-        and the ids of the domains they make up."""
-        keys = frozenset(c.topology_key for c in constraints)
-        key = (keys, constraint, pod.constraints)
-        found = self._eligible.get(key)
-        if found is None:
-            nodes = self.keyed(constraints).copy()
-            if constraint.honor_affinity:
-                own = pod.constraints
-                nodes &= self.allowed(Constraints(own.node_selector, own.affinity, _ANY_TAINT))
-            if constraint.honor_taints:
-                nodes &= self.allowed(Constraints(tolerations=pod.constraints.tolerations))
-            domains = np.unique(self.topology.ids(constraint.topology_key)[nodes])
-            found = self._eligible[key] = (nodes, domains)
-        return found
-
-    def domain_counts(
-        self, constraint: SpreadConstraint, namespace: str, eligible: BoolArray
-    ) -> IntArray:
-        """Per domain id of the constraint's key (one more for no domain), the pods of
-        `namespace` it selects on eligible nodes."""
-        key = constraint.topology_key
-        counts: IntArray = np.zeros(self.topology.size(key) + 1, dtype=np.int64)
-        if not constraint.counts_pods:
-            return counts
-        by_row = self.by_row(self._term(namespace, constraint))
-        if not by_row:
-            return counts
-        rows = np.fromiter(by_row, dtype=np.int64, count=len(by_row))
-        pods = np.fromiter(by_row.values(), dtype=np.int64, count=len(by_row))
-        keep = eligible[rows]
-        np.add.at(counts, self.topology.ids(key)[rows[keep]], pods[keep])
-        return counts
-
-    def row_counts(self, constraint: SpreadConstraint, namespace: str) -> IntArray:
-        """Per node row, the pods of `namespace` the constraint selects, wherever they are."""
-        counts: IntArray = np.zeros(self.session.node_count, dtype=np.int64)
-        if constraint.counts_pods:
-            for row, pods in self.by_row(self._term(namespace, constraint)).items():
-                counts[row] = pods
-        return counts
-
-    def _term(self, namespace: str, constraint: SpreadConstraint) -> AffinityTerm:
-        """The constraint as a term selecting pods of one namespace, for PodCounts."""
-        found = self._terms.get((namespace, constraint))
-        if found is None:
-            found = self._terms[(namespace, constraint)] = AffinityTerm(
-                constraint.selector, frozenset({namespace}), NOTHING, constraint.topology_key
-            )
-        return found
-
 
 class TopologySpread(SpreadCounts):
     """The filter, for the DoNotSchedule constraints `constraints_of` gives a pod."""
@@ -141,19 +150,15 @@ class TopologySpread(SpreadCounts):
     def __init__(
         self, session: Session, *, constraints_of: ConstraintsOf, allowed: Allowed
     ) -> None:
-        self.constraints_of = constraints_of
-        super().__init__(session, allowed=allowed)
+        super().__init__(session, constraints_of=constraints_of, allowed=allowed)
         session.fresh_filters.append(self)
 
-    def hard(self, pod: Task) -> Spread:
-        return tuple(c for c in self.constraints_of(pod) if c.hard)
-
     def mask(self, task: TaskInfo) -> BoolArray | None:
-        constraints = self.hard(task.task)
-        if not constraints:
+        planned = self.planned(task.task, hard=True)
+        if not planned:
             return None
         ok: BoolArray = np.ones(self.session.node_count, dtype=np.bool_)
-        for has_key, skewed in self._checks(task.task, constraints):
+        for has_key, skewed in self._checks(task.task, planned):
             ok &= has_key & ~skewed
         return ok
 
@@ -164,11 +169,8 @@ class TopologySpread(SpreadCounts):
     def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
         """One reason per node: that of the first constraint it fails, as kube-scheduler's."""
         reasons: Counter[str] = Counter()
-        constraints = self.hard(task.task)
-        if not constraints:
-            return reasons
         left: BoolArray = np.ones(len(nodes), dtype=np.bool_)
-        for has_key, skewed in self._checks(task.task, constraints):
+        for has_key, skewed in self._checks(task.task, self.planned(task.task, hard=True)):
             for reason, failing in ((MISSING_LABEL, ~has_key), (CONSTRAINTS_MISMATCH, skewed)):
                 failed = failing[nodes] & left
                 if failed.any():
@@ -176,17 +178,15 @@ class TopologySpread(SpreadCounts):
                 left &= ~failed
         return reasons
 
-    def _checks(self, pod: Task, constraints: Spread) -> list[tuple[BoolArray, BoolArray]]:
+    def _checks(self, pod: Task, planned: list[Planned]) -> list[tuple[BoolArray, BoolArray]]:
         """Per constraint, over all nodes: whether the node has the key, and whether the
         pod there would make the skew exceed maxSkew."""
         checks = []
-        for constraint in constraints:
-            key = constraint.topology_key
-            ids, size = self.topology.ids(key), self.topology.size(key)
-            eligible, domains = self.eligible(constraints, constraint, pod)
-            counts = self.domain_counts(constraint, pod.namespace, eligible)
+        for plan in planned:
+            constraint, domains = plan.constraint, plan.domains
+            counts = self.domain_counts(plan)
             lowest = int(counts[domains].min()) if len(domains) >= constraint.min_domains else 0
             itself = int(constraint.selector.matches(pod.labels))
-            skewed = counts[ids] + itself - lowest > constraint.max_skew
-            checks.append((ids < size, skewed))
+            skewed = counts[plan.ids] + itself - lowest > constraint.max_skew
+            checks.append((plan.ids < plan.size, skewed))
         return checks
