@@ -106,7 +106,6 @@ class ShapeMemo:
         self._affinities[key] = found
         return found
 
-
     def spread(self, raw: object, *, labels: dict[str, str], where: str) -> Spread:
         key = (_text([raw]), *((k, labels.get(k)) for k in label_keys(raw)))
         found = self._spreads.get(key)
