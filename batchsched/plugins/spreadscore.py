@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import sequence
@@ -48,6 +49,7 @@ from batchsched.plugins.predicates import allowed_nodes
 from batchsched.plugins.topologyspread import (
     Allowed,
     ConstraintsOf,
+    Planned,
     SpreadCounts,
     TopologySpread,
     own_constraints,
@@ -159,6 +161,8 @@ class _Spreading(SpreadCounts):
         candidates = feasible & planned[0].keyed
         if not candidates.any():
             return None
+        if len(planned) == 1 and planned[0].constraint.topology_key != HOSTNAME:
+            return self._by_domain(planned[0], candidates, feasible)
         score = np.zeros(self.session.node_count, dtype=np.float64)
         for plan in planned:
             if plan.constraint.topology_key == HOSTNAME:
@@ -168,14 +172,37 @@ class _Spreading(SpreadCounts):
                 counts = self.domain_counts(plan)[plan.ids]
                 domains = int(np.count_nonzero(np.bincount(plan.ids[candidates])))
             score += counts * math.log(domains + 2) + (plan.constraint.max_skew - 1)
-        # Go's math.Round: halves away from zero (numpy's round goes to even).
-        whole = np.floor(score)
-        raw = np.where(score - whole >= 0.5, whole + 1, whole).astype(np.int64)
-        low, high = int(raw[candidates].min()), int(raw[candidates].max())
-        if high == 0:
-            normal = np.full(self.session.node_count, MAX_NODE_SCORE, dtype=np.int64)
-        else:
-            normal = MAX_NODE_SCORE * (high + low - raw) // high
-        normal = np.where(candidates, normal, 0)
+        normal = np.where(candidates, _inverted(_rounded(score), candidates), 0)
         shown = normal[feasible]
         return None if (shown == shown[0]).all() else normal
+
+    def _by_domain(
+        self, plan: Planned, candidates: BoolArray, feasible: BoolArray
+    ) -> IntArray | None:
+        """The same for one constraint, other than on hostname: every node of a domain
+        scores alike, so the score is reckoned per domain and read at the nodes."""
+        present = np.bincount(plan.ids[candidates], minlength=plan.size + 1) > 0
+        weight = math.log(int(present.sum()) + 2)
+        score = self.domain_counts(plan) * weight + (plan.constraint.max_skew - 1)
+        normal = _inverted(_rounded(score), present)
+        alike = normal[present]
+        if (alike == alike[0]).all() and not (feasible & ~candidates).any():
+            return None
+        found: IntArray = np.where(candidates, normal[plan.ids], 0)
+        return found
+
+
+def _rounded(score: npt.NDArray[np.floating[Any]]) -> IntArray:
+    """Go's math.Round: halves away from zero (numpy's round goes to even)."""
+    whole = np.floor(score)
+    rounded: IntArray = np.where(score - whole >= 0.5, whole + 1, whole).astype(np.int64)
+    return rounded
+
+
+def _inverted(raw: IntArray, among: BoolArray) -> IntArray:
+    """100 * (max + min - raw) / max over `among` (100 everywhere when max is 0)."""
+    low, high = int(raw[among].min()), int(raw[among].max())
+    if high == 0:
+        return np.full(len(raw), MAX_NODE_SCORE, dtype=np.int64)
+    inverted: IntArray = MAX_NODE_SCORE * (high + low - raw) // high
+    return inverted

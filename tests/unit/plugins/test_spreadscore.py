@@ -64,6 +64,20 @@ def test_max_skew_adds_to_every_node_and_hostname_counts_per_node() -> None:
     ]
 
 
+def test_constraints_add_up_before_rounding() -> None:
+    """Zone (maxSkew 1) and hostname (maxSkew 2) on h0: 3 log 5 + 3 log 5 + 1 = 10.66,
+    rounded once to 11 (rounded apart, 5 + 6 would give the same only by chance); the
+    other nodes 0 + 0 + 1 = 1."""
+    existing = [running(f"r{i}", "h0") for i in range(3)]
+    both = soft()
+    both["topologySpreadConstraints"] += soft(key=HOST, skew=2)["topologySpreadConstraints"]
+    assert scores([*nodes(3), *existing, pod("p", labels=WEB, spec=both)]) == [
+        100 * (11 + 1 - 11) // 11,
+        100 * (11 + 1 - 1) // 11,
+        100 * (11 + 1 - 1) // 11,
+    ]
+
+
 def test_feasible_nodes_without_the_key_score_zero() -> None:
     bare = node("bare", labels={HOST: "bare"})
     existing = [running("a", "h0")]
