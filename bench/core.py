@@ -1,10 +1,13 @@
 """Throughput of the scheduling core alone: a synthetic cluster through one session.
 
 Usage: python bench/core.py [--nodes 5000] [--pods 20000] [--seed 1] [--anti-affinity]
+    [--zone-spread DoNotSchedule|ScheduleAnyway]
 Prints one JSON object. Nodes are a mix of CPU and 8-GPU machines; pods come in gangs
 of 1 to 32 members sharing one shape (plus a CPU launcher for GPU gangs), sized so
 that most, but not all, fit. With --anti-affinity every pod keeps away from the other
 members of its gang with a required pod anti-affinity term on kubernetes.io/hostname.
+With --zone-spread nodes are spread over 10 zones and every pod spreads its gang over
+them with a topology spread constraint (maxSkew 1) on topology.kubernetes.io/zone.
 """
 
 import argparse
@@ -21,36 +24,49 @@ from batchsched.framework.config import default_config, run_session
 
 SCHEDULER = "batch-scheduler"
 HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+ZONES = 10
 CPU_SHAPES = [("1", "2Gi"), ("2", "4Gi"), ("4", "16Gi"), ("500m", "1Gi")]
 GPU_SHAPES = [(1, "8", "32Gi"), (2, "16", "64Gi"), (4, "32", "128Gi"), (8, "64", "256Gi")]
 
 
-def node(index: int, rng: random.Random) -> dict[str, Any]:
+def node(index: int, rng: random.Random, *, zoned: bool = False) -> dict[str, Any]:
     gpu = rng.random() < 0.4
     allocatable = (
         {"cpu": "96", "memory": "768Gi", "nvidia.com/gpu": "8", "pods": "110"}
         if gpu
         else {"cpu": "64", "memory": "256Gi", "pods": "110"}
     )
+    labels = {"gpu": str(gpu).lower(), HOSTNAME: f"node-{index:05d}"}
+    if zoned:
+        labels[ZONE] = f"zone-{index % ZONES}"
     return {
         "kind": "Node",
-        "metadata": {
-            "name": f"node-{index:05d}",
-            "labels": {"gpu": str(gpu).lower(), HOSTNAME: f"node-{index:05d}"},
-        },
+        "metadata": {"name": f"node-{index:05d}", "labels": labels},
         "status": {"allocatable": allocatable},
     }
 
 
-def pod(name: str, group: str, requests: dict[str, Any], *, apart: bool) -> dict[str, Any]:
+def pod(
+    name: str, group: str, requests: dict[str, Any], *, apart: bool, spread: str | None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": SCHEDULER,
         "containers": [{"name": "main", "resources": {"requests": requests}}],
     }
+    selector = {"matchLabels": {"job": group}}
     if apart:
-        term = {"labelSelector": {"matchLabels": {"job": group}}, "topologyKey": HOSTNAME}
+        term = {"labelSelector": selector, "topologyKey": HOSTNAME}
         required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
         spec["affinity"] = {"podAntiAffinity": required}
+    if spread:
+        constraint = {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": spread,
+            "labelSelector": selector,
+        }
+        spec["topologySpreadConstraints"] = [constraint]
     return {
         "kind": "Pod",
         "metadata": {
@@ -63,7 +79,9 @@ def pod(name: str, group: str, requests: dict[str, Any], *, apart: bool) -> dict
     }
 
 
-def workload(pods: int, rng: random.Random, *, apart: bool = False) -> list[dict[str, Any]]:
+def workload(
+    pods: int, rng: random.Random, *, apart: bool = False, spread: str | None = None
+) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     made = 0
     job = 0
@@ -76,12 +94,15 @@ def workload(pods: int, rng: random.Random, *, apart: bool = False) -> list[dict
             shape = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": gpus}
             if size > 1:
                 launcher = {"cpu": "1", "memory": "2Gi"}
-                members.append(pod(f"{group}-launcher", group, launcher, apart=apart))
+                members.append(
+                    pod(f"{group}-launcher", group, launcher, apart=apart, spread=spread)
+                )
         else:
             cpu, memory = rng.choice(CPU_SHAPES)
             shape = {"cpu": cpu, "memory": memory}
         members += [
-            pod(f"{group}-{i}", group, shape, apart=apart) for i in range(size - len(members))
+            pod(f"{group}-{i}", group, shape, apart=apart, spread=spread)
+            for i in range(size - len(members))
         ]
         objects.append(
             {
@@ -107,10 +128,15 @@ def main() -> None:
         action="store_true",
         help="every pod has required anti-affinity on hostname against its gang",
     )
+    parser.add_argument(
+        "--zone-spread",
+        choices=["DoNotSchedule", "ScheduleAnyway"],
+        help="every pod spreads its gang over 10 zones with maxSkew 1",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    objects = [node(i, rng) for i in range(args.nodes)]
-    objects += workload(args.pods, rng, apart=args.anti_affinity)
+    objects = [node(i, rng, zoned=args.zone_spread is not None) for i in range(args.nodes)]
+    objects += workload(args.pods, rng, apart=args.anti_affinity, spread=args.zone_spread)
 
     started = time.perf_counter()
     cache = ClusterCache()
@@ -130,6 +156,7 @@ def main() -> None:
                 "nodes": args.nodes,
                 "pods": args.pods,
                 "anti_affinity": args.anti_affinity,
+                "zone_spread": args.zone_spread,
                 "groups": sum(1 for o in objects if o["kind"] == "PodGroup"),
                 "bound": len(decisions.bindings),
                 "pending": len(decisions.pending),
