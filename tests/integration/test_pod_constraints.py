@@ -3,10 +3,12 @@ says so out loud when it cannot: the operator sees the same fields the simulator
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from batchsched.testing import ClusterObjects, Kube
-from batchsched.testing.objects import pod, pod_group
+from batchsched.testing.objects import node, pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
@@ -15,6 +17,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     eventually,
     placements,
     pods,
+    ready_node,
     scheduler_kubeconfig_fixture,
     start_scheduler_fixture,
     unschedulable_message,
@@ -74,25 +77,50 @@ def test_required_anti_affinity_spreads_a_gang_or_binds_none_of_it(
     assert not any(where for name, where in placements(kube, namespace).items() if "three" in name)
 
 
+def test_zone_spread_is_honoured_for_a_gang(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    """Six members, maxSkew 1 over three zones of two nodes: two per zone, never packed."""
+    zones = {f"{zone}{i}-{namespace}": zone for zone in "abc" for i in range(2)}
+    for name, zone in zones.items():
+        labels = {"topology.kubernetes.io/zone": zone}
+        ready_node(cluster_objects, kube, node(name, {"cpu": "8", "memory": "16Gi"}, labels=labels))
+    create(kube, namespace, pod_group("g", 6))
+    for i in range(6):
+        member = pod(f"g-{i}", CPU, labels={"app": "g"})
+        member["metadata"]["annotations"] = {GROUP_KEY: "g"}
+        member["spec"]["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "g"}},
+            }
+        ]
+        create(kube, namespace, member)
+    start_scheduler()
+
+    def all_bound() -> dict[str, str | None] | None:
+        where = placements(kube, namespace)
+        return where if all(where.values()) else None
+
+    where = eventually(all_bound, what="the gang bound")
+    per_zone = Counter(zones[str(node)] for node in where.values())
+    assert per_zone == {"a": 2, "b": 2, "c": 2}
+
+
 def test_a_field_not_supported_yet_keeps_the_pod_waiting_and_names_it(
     kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
 ) -> None:
     add_nodes(cluster_objects, kube, [f"n-{namespace}"], {"cpu": "8", "memory": "16Gi"})
-    spread = pod("spread", CPU, labels={"app": "s"})
-    spread["spec"]["topologySpreadConstraints"] = [
-        {
-            "maxSkew": 1,
-            "topologyKey": "kubernetes.io/hostname",
-            "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": "s"}},
-        }
-    ]
-    create(kube, namespace, spread)
+    claim = pod("claim", CPU)
+    claim["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    create(kube, namespace, claim)
     create(kube, namespace, pod("plain", CPU))
     start_scheduler()
     eventually(lambda: placements(kube, namespace)["plain"], what="the plain pod bound")
     message = eventually(
-        lambda: unschedulable_message(pods(kube, namespace)["spread"]), what="spread waiting"
+        lambda: unschedulable_message(pods(kube, namespace)["claim"]), what="claim waiting"
     )
-    assert "spec.topologySpreadConstraints" in message
-    assert placements(kube, namespace)["spread"] is None
+    assert "spec.volumes[0].persistentVolumeClaim" in message
+    assert placements(kube, namespace)["claim"] is None

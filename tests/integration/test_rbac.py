@@ -139,6 +139,8 @@ def _allowed(client: Kube, verb: str, group: str, resource: str, namespace: str 
 NEEDED = [
     *[(verb, "", "pods") for verb in ("get", "list", "watch")],
     *[(verb, "", "nodes") for verb in ("list", "watch")],
+    # Their labels, for pod affinity's namespaceSelector.
+    *[(verb, "", "namespaces") for verb in ("list", "watch")],
     ("create", "", "pods/binding"),
     ("patch", "", "pods/status"),
     ("create", "events.k8s.io", "events"),
@@ -157,7 +159,7 @@ NEEDED = [
 NOT_NEEDED = [
     *[(verb, "", "secrets") for verb in ("get", "list", "watch", "create")],
     ("list", "", "configmaps"),
-    ("list", "", "namespaces"),
+    *[(verb, "", "namespaces") for verb in ("get", "create", "update", "delete")],
     ("create", "", "events"),
     ("update", "", "pods/status"),
     ("list", "apiextensions.k8s.io", "customresourcedefinitions"),
