@@ -9,12 +9,13 @@ always stopped first, whatever the two clocks read. A holder that loses the leas
 replica takes over at most lease + 2 x retry = 19 s after the holder died; a holder
 that shuts down cleanly hands the lease over at once.
 
-Stopping is fencing, and every writer does it itself: `leading()` is asked before each
-request and each retry, and `valid_for()` bounds how long a request may take, so none
-is still on the wire when the renew deadline passes. Lease requests have a deadline of
-their own, so a hung lease request cannot hold the loop past the renew deadline. The
-clock is CLOCK_BOOTTIME where there is one: it keeps counting while the process is
-stopped and while the machine is suspended, so a leader that wakes up knows it slept.
+Stopping is fencing, and every writer does it itself: `valid_for()` is asked before
+each request and each retry, and bounds how long the request may take (`fenced`), so
+none is still on the wire when the renew deadline passes. Lease requests have a
+deadline of their own, so a hung lease request cannot hold the loop past the renew
+deadline. The clock is CLOCK_BOOTTIME where there is one: unlike the monotonic clock it
+keeps counting while the machine is suspended or its VM paused, so a leader that wakes
+up knows it slept.
 """
 
 import asyncio
@@ -37,7 +38,7 @@ class LeadershipLost(RuntimeError):
 
 
 def _now() -> float:
-    """Seconds on a clock that does not stand still while this process or its host is paused."""
+    """Seconds on a clock that does not stand still while the host is suspended."""
     return time.clock_gettime(_CLOCK)
 
 
@@ -108,7 +109,7 @@ class LeaderElection:
     async def run(self) -> None:
         while True:
             # A renewal must prove the lease before the deadline, or it proves nothing.
-            deadline = self.valid_for() if self.leading() else self.renew_seconds
+            deadline = self.valid_for() or self.renew_seconds
             try:
                 async with asyncio.timeout(min(deadline, self.renew_seconds / 2)):
                     await self._try_acquire_or_renew()
