@@ -119,42 +119,21 @@ class Requests(abc.ABC):
 
     @abc.abstractmethod
     async def request(
-        self,
-        method: str,
-        path: str,
-        body: object = None,
-        *,
-        content_type: str = APPLICATION_JSON,
-        timeout: float | None = None,
+        self, method: str, path: str, body: object = None, *, content_type: str = APPLICATION_JSON
     ) -> JSON:
-        """Send one request, answered within `timeout` seconds (default: the client's);
-        errors raise ApiError or one of TRANSPORT_ERRORS."""
+        """Send one request; errors raise ApiError or one of TRANSPORT_ERRORS."""
 
-    async def get(self, path: str, *, timeout: float | None = None) -> JSON:
-        return await self.request("GET", path, timeout=timeout)
+    async def get(self, path: str) -> JSON:
+        return await self.request("GET", path)
 
-    async def post(
-        self,
-        path: str,
-        body: object,
-        *,
-        content_type: str = APPLICATION_JSON,
-        timeout: float | None = None,
-    ) -> JSON:
-        return await self.request("POST", path, body, content_type=content_type, timeout=timeout)
+    async def post(self, path: str, body: object, *, content_type: str = APPLICATION_JSON) -> JSON:
+        return await self.request("POST", path, body, content_type=content_type)
 
-    async def put(self, path: str, body: object, *, timeout: float | None = None) -> JSON:
-        return await self.request("PUT", path, body, timeout=timeout)
+    async def put(self, path: str, body: object) -> JSON:
+        return await self.request("PUT", path, body)
 
-    async def patch(
-        self,
-        path: str,
-        body: object,
-        *,
-        content_type: str = MERGE_PATCH,
-        timeout: float | None = None,
-    ) -> JSON:
-        return await self.request("PATCH", path, body, content_type=content_type, timeout=timeout)
+    async def patch(self, path: str, body: object, *, content_type: str = MERGE_PATCH) -> JSON:
+        return await self.request("PATCH", path, body, content_type=content_type)
 
 
 class Stream:
@@ -208,7 +187,7 @@ class Api(Requests):
     ) -> None:
         self.credentials = credentials
         self.server = credentials.server.rstrip("/")
-        self.timeout = timeout
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
         url = urlsplit(self.server)
         try:
             url.port  # noqa: B018 - raises for a port that is not a number
@@ -224,42 +203,26 @@ class Api(Requests):
         # (requests, streams), made by open().
         self._sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession] | None = None
         self._opening = asyncio.Lock()
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
         self._headers: dict[str, str] = {}
         self._credentials_at = -REFRESH_SECONDS
         self._refreshing = asyncio.Lock()
         self._closed = False
 
     async def request(
-        self,
-        method: str,
-        path: str,
-        body: object = None,
-        *,
-        content_type: str = APPLICATION_JSON,
-        timeout: float | None = None,
+        self, method: str, path: str, body: object = None, *, content_type: str = APPLICATION_JSON
     ) -> JSON:
         data = None if body is None else _encode(body, content_type)
         kind = None if body is None else content_type
-        return decode(await self._send(method, path, data, kind, timeout))
+        return decode(await self._send(method, path, data, kind))
 
-    async def get_raw(self, path: str, *, timeout: float | None = None) -> bytes:
+    async def get_raw(self, path: str) -> bytes:
         """A GET's body as received, for callers that cut it down before decoding."""
-        return await self._send("GET", path, None, None, timeout)
+        return await self._send("GET", path, None, None)
 
     async def _send(
-        self,
-        method: str,
-        path: str,
-        data: bytes | None,
-        content_type: str | None,
-        timeout: float | None,
+        self, method: str, path: str, data: bytes | None, content_type: str | None
     ) -> bytes:
         session = (self._sessions or await self._open())[0]
-        seconds = self.timeout if timeout is None else timeout
-        limit = self._timeouts.get(seconds) or self._timeouts.setdefault(
-            seconds, aiohttp.ClientTimeout(total=seconds)
-        )
         url = URL(self.server + path, encoded=True)
         renewed = False
         while True:
@@ -271,7 +234,7 @@ class Api(Requests):
                     url,
                     data=data,
                     headers=headers,
-                    timeout=limit,
+                    timeout=self._timeout,
                     proxy=self._proxy,
                     server_hostname=self._server_hostname,
                     allow_redirects=False,

@@ -71,7 +71,7 @@ class LeaderTiming:
         if self.renew_seconds <= RETRY_JITTER * self.retry_seconds:
             raise InvalidObject(
                 f"--leader-elect-renew-deadline: {self.renew_seconds:g}s must be longer "
-                f"than 1.2 x --leader-elect-retry-period ({self.retry_seconds:g}s)"
+                f"than {RETRY_JITTER:g} x --leader-elect-retry-period ({self.retry_seconds:g}s)"
             )
         if self.lease_seconds <= self.renew_seconds:
             raise InvalidObject(
@@ -134,8 +134,8 @@ async def run(options: Options) -> None:
     async with contextlib.AsyncExitStack() as cleanup:
         api = Api(credentials)
         cleanup.push_async_callback(api.close)
-        # Here rather than at the first request, so that an exec plugin that fails is
-        # reported as bad credentials (status 2), not as an error while running.
+        # Here rather than at the first request, so that credentials an exec plugin
+        # cannot give stop the command before any task starts.
         await api.open()
         leader = None
         if options.leader_elect:

@@ -31,7 +31,6 @@ class RecordingApi(Requests):
         body: object = None,
         *,
         content_type: str = "",
-        timeout: float | None = None,
     ) -> JSON:
         self.requests.append((method, path, body))
         return self.answer(method, path, body)

@@ -166,12 +166,13 @@ async def test_a_request_past_its_timeout(
             await asyncio.sleep(30)
         return web.json_response({})
 
-    api = client(closing, await serve(slow))
+    api = Api(Credentials(server=await serve(slow)), timeout=0.2)
+    closing.append(api)
     timeouts = requests("GET", "timeout")
     with pytest.raises(TimeoutError):
-        await api.get("/slow", timeout=0.2)
+        await api.get("/slow")
     assert requests("GET", "timeout") == timeouts + 1
-    assert await api.get("/fast", timeout=0.2) == {}
+    assert await api.get("/fast") == {}
 
 
 async def test_stream_lines_longer_than_any_buffer(

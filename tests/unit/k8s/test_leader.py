@@ -123,7 +123,6 @@ class HangingAfterFirst(Requests):
         body: object = None,
         *,
         content_type: str = "",
-        timeout: float | None = None,
     ) -> JSON:
         if self.hang:
             await asyncio.Event().wait()
