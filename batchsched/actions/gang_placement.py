@@ -27,15 +27,15 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     statement = Statement(session, job)
     needed = job.min_member - job.bound
     failed: dict[object, str] = {}
-    # Filters asked afresh (pod affinity) also read a pod's namespace and labels, which
-    # its shape leaves out: members alike in shape may still differ there.
-    fresh = bool(session.fresh_filters)
     task_failures: dict[str, str] = {}
     ordered = session.task_order(tasks)
     if job.resumes:
         # Members with a node held go first, so the others cannot take their room.
         ordered = sorted(ordered, key=lambda t: t.reserved is None)
     for index, task in enumerate(ordered):
+        # Filters asked afresh (pod affinity, spread) also read a pod's namespace and
+        # labels, which its shape leaves out: members alike in shape may differ there.
+        fresh = any(f.concerns(task) for f in session.fresh_filters)
         kind = _failure_key(task) if fresh else task.task.shape_key
         reason = task.error or failed.get(kind)
         if reason is None:

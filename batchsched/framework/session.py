@@ -26,6 +26,9 @@ CommitHandler = Callable[[Sequence[Binding]], None]
 
 
 class FreshFilter(Protocol):
+    def concerns(self, task: TaskInfo) -> bool:
+        """Whether any term of the session bears on where the task may go."""
+
     def mask(self, task: TaskInfo) -> BoolArray | None:
         """Where the task may go, over all nodes; None when it may go anywhere."""
 

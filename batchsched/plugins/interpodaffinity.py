@@ -65,11 +65,15 @@ class InterPodAffinity(PodCounts):
             for t in job.pending
         )
 
-    def mask(self, task: TaskInfo) -> BoolArray | None:
-        """Where the pod may go, over all nodes; None when no term concerns it."""
+    def concerns(self, task: TaskInfo) -> bool:
+        """The pod states required terms, or placed pods' anti-affinity selects it."""
         affinity = task.task.affinity
         states = affinity is not None and bool(affinity.affinity or affinity.anti_affinity)
-        if not states and not self._holding(task.task):
+        return states or bool(self._holding(task.task))
+
+    def mask(self, task: TaskInfo) -> BoolArray | None:
+        """Where the pod may go, over all nodes; None when no term concerns it."""
+        if not self.concerns(task):
             return None
         return self.filter(task, self.all_nodes)
 

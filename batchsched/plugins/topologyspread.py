@@ -153,6 +153,9 @@ class TopologySpread(SpreadCounts):
         super().__init__(session, constraints_of=constraints_of, allowed=allowed)
         session.fresh_filters.append(self)
 
+    def concerns(self, task: TaskInfo) -> bool:
+        return bool(self.planned(task.task, hard=True))
+
     def mask(self, task: TaskInfo) -> BoolArray | None:
         planned = self.planned(task.task, hard=True)
         if not planned:
