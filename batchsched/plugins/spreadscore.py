@@ -48,7 +48,6 @@ from batchsched.plugins.arguments import check_keys, integer
 from batchsched.plugins.predicates import allowed_nodes
 from batchsched.plugins.topologyspread import (
     Allowed,
-    ConstraintsOf,
     Planned,
     SpreadCounts,
     TopologySpread,
@@ -85,10 +84,12 @@ class PodTopologySpreadScore:
         pending = [t.task for job in session.snapshot.jobs.values() for t in job.pending]
         defaults = self.defaults
         held = own_constraints if not defaults else lambda pod: pod.spread or defaults.of(pod)
+        # One cache of node tests for the filter and the score.
+        allowed = _allowed(session)
         if defaults.hard and any(not pod.spread for pod in pending):
-            TopologySpread(session, constraints_of=defaults.of, allowed=_allowed(session))
+            TopologySpread(session, constraints_of=defaults.of, allowed=allowed)
         if any(not c.hard for pod in pending for c in held(pod)):
-            scorer = _Spreading(session, constraints_of=held)
+            scorer = _Spreading(session, constraints_of=held, allowed=allowed)
             session.normalized_scorers.append((scorer, self.weight))
 
 
@@ -150,9 +151,6 @@ def _allowed(session: Session) -> Allowed:
 
 class _Spreading(SpreadCounts):
     """The score of the ScheduleAnyway constraints `constraints_of` gives a pod."""
-
-    def __init__(self, session: Session, *, constraints_of: ConstraintsOf) -> None:
-        super().__init__(session, constraints_of=constraints_of, allowed=_allowed(session))
 
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
         planned = self.planned(task.task, hard=False)
