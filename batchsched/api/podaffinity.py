@@ -81,13 +81,19 @@ def pod_affinity(
     return None if result == PodAffinity() else result
 
 
+def term_weight(entry: Mapping[str, object], *, where: str) -> int:
+    """A preferred term's weight, which the API server holds to 1..100."""
+    weight = entry.get("weight")
+    if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+        raise InvalidObject(f"{where}.weight: {weight!r} is not a whole number from 1 to 100")
+    return weight
+
+
 def _weighted(
     raw: object, *, namespace: str, labels: Mapping[str, str], where: str
 ) -> WeightedTerm:
     entry = mapping(raw, where=where)
-    weight = entry.get("weight")
-    if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
-        raise InvalidObject(f"{where}.weight: {weight!r} is not a whole number from 1 to 100")
+    weight = term_weight(entry, where=where)
     term = _term(
         entry.get("podAffinityTerm"),
         namespace=namespace,

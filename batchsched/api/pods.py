@@ -25,7 +25,7 @@ from batchsched.api.objects import (
     Toleration,
 )
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
-from batchsched.api.podaffinity import PREFERRED, PodAffinity, pod_affinity
+from batchsched.api.podaffinity import PREFERRED, PodAffinity, pod_affinity, term_weight
 from batchsched.api.resources import PODS, ResourceList, parse_resource_list
 from batchsched.api.topologyspread import Spread, label_keys, spread_constraints
 from batchsched.api.unsupported import UNSUPPORTED_SPEC_FIELDS, spec_blocker, volume_blocker
@@ -323,9 +323,7 @@ def _node_preferences(spec: Mapping[str, object], *, where: str) -> tuple[Prefer
     preferences = []
     for i, raw in enumerate(sequence(node_affinity.get(PREFERRED), where=at)):
         entry = mapping(raw, where=f"{at}[{i}]")
-        weight = entry.get("weight")
-        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
-            raise InvalidObject(f"{at}[{i}].weight: {weight!r} is not a whole number from 1 to 100")
+        weight = term_weight(entry, where=f"{at}[{i}]")
         term = _term(entry.get("preference"), where=f"{at}[{i}].preference")
         if term:
             preferences.append(PreferredTerm(weight, term))

@@ -34,7 +34,6 @@ class Selector:
         return None
 
 
-EVERYTHING = Selector()
 NOTHING = Selector(nothing=True)
 
 

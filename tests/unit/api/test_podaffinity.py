@@ -8,7 +8,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.objects import Requirement
 from batchsched.api.podaffinity import AffinityTerm, pod_affinity
 from batchsched.api.pods import ShapeMemo, task_from_pod
-from batchsched.api.selectors import EVERYTHING, NOTHING, Selector, parse_selector
+from batchsched.api.selectors import NOTHING, Selector, parse_selector
 
 from ..builders import pod
 
@@ -146,7 +146,7 @@ def test_selectors_are_indexed_by_their_first_in_requirement() -> None:
         where=WHERE,
     )
     assert selector.indexed_by() == (("b", "1"), ("b", "2"))
-    assert EVERYTHING.indexed_by() is None
+    assert Selector().indexed_by() is None
 
 
 def test_the_memo_resolves_terms_per_namespace_and_labels() -> None:
