@@ -30,7 +30,9 @@ def sequence(value: object, *, where: str) -> list[Any]:
 
 
 # Kinds without a namespace; every other kind we read lives in one ("default" if unset).
-CLUSTER_SCOPED = frozenset({"Node", "Queue", "PriorityClass", "Namespace"})
+CLUSTER_SCOPED = frozenset(
+    {"Node", "Queue", "PriorityClass", "Namespace", "PersistentVolume", "StorageClass", "CSINode"}
+)
 
 
 def describe(obj: Obj, *, kind: str | None = None) -> str:

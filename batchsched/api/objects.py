@@ -13,6 +13,7 @@ from batchsched.api.resources import ResourceList
 if TYPE_CHECKING:
     from batchsched.api.podaffinity import PodAffinity
     from batchsched.api.topologyspread import SpreadConstraint
+    from batchsched.api.volumes import PodClaim
 
 # Pod phases after which a pod no longer holds resources on its node.
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -129,6 +130,8 @@ class Task:
     affinity: "PodAffinity | None" = None
     # Its topology spread constraints, selectors merged with its matchLabelKeys.
     spread: "tuple[SpreadConstraint, ...]" = ()
+    # The PersistentVolumeClaims it mounts, in the pod's namespace.
+    claims: "tuple[PodClaim, ...]" = ()
     # Why no node will do whatever the cluster holds: a scheduling gate, or a constraint
     # the core does not honour yet (api/unsupported.py).
     blocked: str | None = None

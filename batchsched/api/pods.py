@@ -20,15 +20,16 @@ from batchsched.api.objects import (
     Constraints,
     GroupRef,
     PreferredTerm,
-    Requirement,
     Task,
     Toleration,
 )
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.api.podaffinity import PREFERRED, PodAffinity, pod_affinity, term_weight
 from batchsched.api.resources import PODS, ResourceList, parse_resource_list
+from batchsched.api.selectors import node_selector_term
 from batchsched.api.topologyspread import Spread, label_keys, spread_constraints
 from batchsched.api.unsupported import UNSUPPORTED_SPEC_FIELDS, spec_blocker, volume_blocker
+from batchsched.api.volumes import PodClaim, pod_claims
 
 OUR_GROUP_KEY = "scheduling.batchsched.io/group-name"
 KUBE_BATCH_GROUP_KEY = "scheduling.k8s.io/group-name"
@@ -143,9 +144,11 @@ def task_from_pod(
     placement = notes.get(PLACEMENT_ANNOTATION)
     # Volumes stay out of the shape memo: each pod's token volume has a name of its own.
     blocked, shape_key = shape.blocked, shape.key
+    claims: tuple[PodClaim, ...] = ()
     if blocked is None and spec.get("volumes"):
         blocked = volume_blocker(spec, where=where)
         shape_key = shape_key if blocked is None else (*shape_key, blocked)
+        claims = pod_claims(spec, pod=name, where=where)
     # Outside the memo too: terms and spread constraints read the pod's labels.
     affinity = fit_key = None
     raw_affinity = spec.get("affinity")
@@ -168,6 +171,9 @@ def task_from_pod(
         )
     if spread:
         fit_key, shape_key = fit_key or shape_key, (*shape_key, spread)
+    # Claims are checked afresh at each choice too: a volume one pod takes is gone for all.
+    if claims:
+        fit_key, shape_key = fit_key or shape_key, (*shape_key, claims)
     return Task(
         namespace=namespace,
         name=name,
@@ -189,6 +195,7 @@ def task_from_pod(
         node_preferences=shape.node_preferences,
         affinity=affinity,
         spread=spread,
+        claims=claims,
         blocked=blocked,
         shape_key=shape_key,
         fit_key=fit_key,
@@ -305,7 +312,8 @@ def _constraints(spec: Mapping[str, object], *, where: str) -> Constraints:
     return Constraints(
         node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
         affinity=tuple(
-            _term(term, where=f"{where}.nodeSelectorTerms[{i}]") for i, term in enumerate(terms)
+            node_selector_term(term, where=f"{where}.nodeSelectorTerms[{i}]")
+            for i, term in enumerate(terms)
         ),
         tolerations=tuple(
             _toleration(t, where=f"{where}.spec.tolerations[{i}]")
@@ -324,32 +332,10 @@ def _node_preferences(spec: Mapping[str, object], *, where: str) -> tuple[Prefer
     for i, raw in enumerate(sequence(node_affinity.get(PREFERRED), where=at)):
         entry = mapping(raw, where=f"{at}[{i}]")
         weight = term_weight(entry, where=f"{at}[{i}]")
-        term = _term(entry.get("preference"), where=f"{at}[{i}].preference")
+        term = node_selector_term(entry.get("preference"), where=f"{at}[{i}].preference")
         if term:
             preferences.append(PreferredTerm(weight, term))
     return tuple(preferences)
-
-
-_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
-
-
-def _term(raw: object, *, where: str) -> tuple[Requirement, ...]:
-    term = mapping(raw, where=where)
-    requirements = []
-    for section, is_field in (("matchExpressions", False), ("matchFields", True)):
-        for i, item in enumerate(sequence(term.get(section), where=f"{where}.{section}")):
-            entry = mapping(item, where=f"{where}.{section}[{i}]")
-            operator = str(entry.get("operator", ""))
-            if operator not in _OPERATORS:
-                raise InvalidObject(
-                    f"{where}.{section}[{i}].operator: {operator!r} is not one of "
-                    f"{', '.join(sorted(_OPERATORS))}"
-                )
-            values = tuple(str(v) for v in sequence(entry.get("values"), where=where))
-            requirements.append(
-                Requirement(str(entry.get("key", "")), operator, values, field=is_field)
-            )
-    return tuple(requirements)
 
 
 def _toleration(raw: object, *, where: str) -> Toleration:

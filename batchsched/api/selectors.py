@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import mapping, sequence
-from batchsched.api.objects import Requirement
+from batchsched.api.objects import Node, Requirement
 
 SELECTOR_OPERATORS = ("DoesNotExist", "Exists", "In", "NotIn")
 
@@ -83,3 +83,37 @@ def requirement_matches(value: str | None, requirement: Requirement) -> bool:
     except ValueError:
         return False
     return label > bound if operator == "Gt" else label < bound
+
+
+NODE_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+
+
+def node_selector_term(raw: object, *, where: str) -> tuple[Requirement, ...]:
+    term = mapping(raw, where=where)
+    requirements = []
+    for section, is_field in (("matchExpressions", False), ("matchFields", True)):
+        for i, item in enumerate(sequence(term.get(section), where=f"{where}.{section}")):
+            entry = mapping(item, where=f"{where}.{section}[{i}]")
+            operator = str(entry.get("operator", ""))
+            if operator not in NODE_SELECTOR_OPERATORS:
+                raise InvalidObject(
+                    f"{where}.{section}[{i}].operator: {operator!r} is not one of "
+                    f"{', '.join(sorted(NODE_SELECTOR_OPERATORS))}"
+                )
+            values = tuple(str(v) for v in sequence(entry.get("values"), where=where))
+            requirements.append(
+                Requirement(str(entry.get("key", "")), operator, values, field=is_field)
+            )
+    return tuple(requirements)
+
+
+def term_matches(node: Node, term: tuple[Requirement, ...]) -> bool:
+    """Whether a node meets every requirement of a node selector term; an empty term
+    selects nothing, as in the Kubernetes API."""
+    return bool(term) and all(requirement_matches(_node_value(node, r), r) for r in term)
+
+
+def _node_value(node: Node, requirement: Requirement) -> str | None:
+    if requirement.field:
+        return node.name if requirement.key == "metadata.name" else None
+    return node.labels.get(requirement.key)

@@ -18,13 +18,10 @@ UNSUPPORTED_SPEC_FIELDS = (
     "resourceClaims",
     "schedulingGroup",
 )
-# Volume sources whose claims, zones, attach limits or exclusive use constrain the node
-# (kube-scheduler's VolumeBinding, VolumeZone, NodeVolumeLimits, VolumeRestrictions);
-# in-tree disks count against CSI attach limits since their migration to CSI.
+# In-tree disk sources, which kube-scheduler keeps apart (VolumeRestrictions) and counts
+# against CSI attach limits by translating them to their CSI drivers. Claims are
+# honoured (plugins/volumebinding.py); inline CSI volumes constrain no node.
 NODE_BOUND_VOLUMES = (
-    "persistentVolumeClaim",
-    "ephemeral",
-    "csi",
     "awsElasticBlockStore",
     "gcePersistentDisk",
     "azureDisk",

@@ -17,8 +17,29 @@ from batchsched.api.nodes import node_from_object
 from batchsched.api.objects import Namespace, Node, PodGroup, PriorityClass, Queue, Task
 from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
+from batchsched.api.volumes import (
+    Claim,
+    CsiNode,
+    StorageClass,
+    Volume,
+    claim_from_object,
+    csi_node_from_object,
+    storage_class_from_object,
+    volume_from_object,
+)
 
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace")
+KINDS = (
+    "Node",
+    "Pod",
+    "PodGroup",
+    "Queue",
+    "PriorityClass",
+    "Namespace",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+)
 # Which of a name's PodGroups pods see: the one whose API comes first (ours).
 _API_RANK = {api: rank for rank, api in enumerate(POD_GROUP_APIS)}
 
@@ -47,6 +68,11 @@ class ClusterCache:
         self.priority_classes: dict[str, PriorityClass] = {}
         # For pod affinity's namespace selectors.
         self.namespaces: dict[str, Namespace] = {}
+        # What pods' volumes need: claims by "ns/name", the rest by name.
+        self.claims: dict[str, Claim] = {}
+        self.volumes: dict[str, Volume] = {}
+        self.storage_classes: dict[str, StorageClass] = {}
+        self.csi_nodes: dict[str, CsiNode] = {}
         # "ns/name" of a pod that could not be parsed -> (its schedulerName, why); the
         # reason is shown as the pod's pending reason.
         self.rejected_pods: dict[str, tuple[str, str]] = {}
@@ -73,7 +99,7 @@ class ClusterCache:
         kind = obj.get("kind")
         if kind not in KINDS:
             raise InvalidObject(f"{describe(obj)}: kind {kind!r} is not one of {', '.join(KINDS)}")
-        key = self._key(obj, namespaced=kind in ("Pod", "PodGroup"))
+        key = self._key(obj, namespaced=kind in ("Pod", "PodGroup", "PersistentVolumeClaim"))
         self._sequence += 1.0
         if kind == "PodGroup":
             self._apply_group(key, obj, deleted=deleted)
@@ -87,6 +113,10 @@ class ClusterCache:
             "Queue": (self.queues, lambda: queue_from_object(obj)),
             "PriorityClass": (self.priority_classes, lambda: priority_class_from_object(obj)),
             "Namespace": (self.namespaces, lambda: namespace_from_object(obj)),
+            "PersistentVolumeClaim": (self.claims, lambda: claim_from_object(obj)),
+            "PersistentVolume": (self.volumes, lambda: volume_from_object(obj)),
+            "StorageClass": (self.storage_classes, lambda: storage_class_from_object(obj)),
+            "CSINode": (self.csi_nodes, lambda: csi_node_from_object(obj)),
         }
         store, parse = handlers[str(kind)]
         if kind == "Pod":

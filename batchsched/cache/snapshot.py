@@ -17,6 +17,7 @@ from batchsched.api.objects import Node, PodGroup, Queue, Task
 from batchsched.api.placement import Placement
 from batchsched.api.queues import DEFAULT_QUEUE
 from batchsched.api.resources import BASE_RESOURCES, GPU, PODS, ResourceList
+from batchsched.api.volumes import Storage
 from batchsched.cache.cluster import ClusterCache
 
 IntArray = npt.NDArray[np.int64]
@@ -101,6 +102,8 @@ class Snapshot:
     placed: list[tuple[int, Task]] = field(default_factory=list)
     # Namespace -> labels, for the namespace selectors of pod affinity terms.
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Claims, volumes, storage classes and CSI nodes, for pods that mount claims.
+    storage: Storage = field(default_factory=Storage)
 
     @property
     def column(self) -> dict[str, int]:
@@ -160,6 +163,12 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
         gpu_holders=gpu_holders,
         placed=placed,
         namespace_labels={name: ns.labels for name, ns in cache.namespaces.items()},
+        storage=Storage(
+            claims=dict(cache.claims),
+            volumes=dict(cache.volumes),
+            classes=dict(cache.storage_classes),
+            csi_nodes=dict(cache.csi_nodes),
+        ),
     )
 
 

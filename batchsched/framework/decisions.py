@@ -19,6 +19,24 @@ class _PickledAsFields:
         return type(self), tuple(getattr(self, name) for name in fields)
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimBinding(_PickledAsFields):
+    """How a claim of a bound pod gets its volume on the chosen node: the administrator's
+    volume `volume` is bound to it, or, when `volume` is empty, one is provisioned for
+    `node` (the claim's selected-node annotation). Written before any pod of the job is
+    bound, as kube-scheduler's VolumeBinding does in PreBind."""
+
+    namespace: str
+    claim: str
+    uid: str
+    node: str
+    volume: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.claim}"
+
+
 @dataclass(slots=True)
 class Binding(_PickledAsFields):
     namespace: str
@@ -28,6 +46,8 @@ class Binding(_PickledAsFields):
     job: str
     # GPU cards taken on the node; the shell records them in the gpu-index annotation.
     gpu_index: tuple[int, ...] = ()
+    # The pod's claims still to be bound; the shell settles them before binding the pod.
+    claims: tuple[ClaimBinding, ...] = ()
 
     @property
     def key(self) -> str:

@@ -14,11 +14,12 @@ import numpy as np
 
 from batchsched.api.objects import Task
 from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
-from batchsched.framework.decisions import Binding, Decisions
+from batchsched.framework.decisions import Binding, ClaimBinding, Decisions
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import BoolArray, NodeFilter, NodeScorer, Plugin
 
 JobCheck = Callable[[JobInfo], str | None]
+BlockerCheck = Callable[[TaskInfo], str | None]
 TaskCheck = Callable[[JobInfo, TaskInfo], str | None]
 Handler = Callable[[JobInfo, TaskInfo, int], None]
 # Told each job's bindings the moment they are final, before the session ends.
@@ -135,6 +136,11 @@ class Session:
         # The plugins of PREFERENCES that are configured.
         self.scored: set[str] = set()
         self.valid_checks: list[JobCheck] = []
+        # Why no node will do for a task in this session, whatever is placed in it (a
+        # claim that does not exist): a gang with such members is not tried.
+        self.blockers: list[BlockerCheck] = []
+        # Task key -> its claims to bind with it, decided where it was placed.
+        self.claim_bindings: dict[str, tuple[ClaimBinding, ...]] = {}
         self.enqueue_checks: list[JobCheck] = []
         self.allocate_checks: list[TaskCheck] = []
         self.overused_checks: list[Callable[[str], bool]] = []
@@ -176,6 +182,10 @@ class Session:
         pod = task.task
         if pod.blocked:
             return pod.blocked
+        for check in self.blockers:
+            message = check(task)
+            if message:
+                return message
         if pod.affinity is None and not pod.node_preferences and not pod.spread:
             return None
         for field_name, plugin, states in PREFERENCES:

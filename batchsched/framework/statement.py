@@ -36,6 +36,7 @@ class Statement:
                 node=nodes[node].name,
                 job=self.job.key,
                 gpu_index=session.gpu.placed.get(task.key, ()),
+                claims=session.claim_bindings.get(task.key, ()),
             )
             for task, node in self.placed
         ]

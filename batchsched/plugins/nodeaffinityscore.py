@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from batchsched.api.objects import PreferredTerm
+from batchsched.api.selectors import term_matches
 from batchsched.cache.snapshot import IntArray, TaskInfo
 from batchsched.framework.plugin import MAX_NODE_SCORE, BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys, integer
-from batchsched.plugins.predicates import term_matches
 
 
 class NodeAffinityScore:

@@ -2,7 +2,8 @@
 
 Required pod affinity and anti-affinity are checked by InterPodAffinity, which opens
 here only in sessions where some pod states a term; topology spread constraints with
-DoNotSchedule by TopologySpread, only in sessions where some pending pod states one.
+DoNotSchedule by TopologySpread, only in sessions where some pending pod states one;
+claims by VolumeBinding, only in sessions where some pending pod mounts one.
 
 Constraint checks (selectors, affinity, taints, node condition) do not change within a
 session, so they run once per distinct set of constraints; resource fit and host ports
@@ -15,15 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from batchsched.api.objects import Constraints, Node, Requirement, Taint, Toleration
+from batchsched.api.objects import Constraints, Node, Taint, Toleration
 from batchsched.api.resources import PODS
-from batchsched.api.selectors import requirement_matches
+from batchsched.api.selectors import term_matches
 from batchsched.cache.snapshot import IntArray, TaskInfo
 from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
 from batchsched.plugins.interpodaffinity import InterPodAffinity
 from batchsched.plugins.topologyspread import TopologySpread, own_constraints, stated
+from batchsched.plugins.volumebinding import VolumeBinding
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
@@ -54,6 +56,8 @@ class Predicates:
             InterPodAffinity(session)
         if stated(session):
             TopologySpread(session, constraints_of=own_constraints, allowed=self._static_mask)
+        if VolumeBinding.needed(session):
+            VolumeBinding(session)
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         ok = self._static_mask(task.task.constraints)[nodes]
@@ -134,14 +138,3 @@ def _constraint_failure(node: Node, constraints: Constraints) -> str | None:
 
 def _tolerated(taint: Taint, tolerations: tuple[Toleration, ...]) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
-
-
-def term_matches(node: Node, term: tuple[Requirement, ...]) -> bool:
-    # An empty term selects nothing, as in the Kubernetes API.
-    return bool(term) and all(requirement_matches(_node_value(node, r), r) for r in term)
-
-
-def _node_value(node: Node, requirement: Requirement) -> str | None:
-    if requirement.field:
-        return node.name if requirement.key == "metadata.name" else None
-    return node.labels.get(requirement.key)

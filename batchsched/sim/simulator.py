@@ -1,19 +1,25 @@
 """Running sessions on an in-memory cluster until nothing more can be placed.
 
 Bound pods are marked Running at once, standing in for the kubelet, and PodGroup phases
-are written back, just as the operator's status writer would do.
+are written back, just as the operator's status writer would do. The claims a binding
+settles are bound at once, standing in for the PersistentVolume controller and the
+provisioner: to the volume chosen for them, or to a new one made for the chosen node
+(reachable from the nodes sharing its values of the class's allowedTopologies keys).
 """
 
+import dataclasses
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from batchsched.api.errors import InvalidObject
+from batchsched.api.objects import Requirement
+from batchsched.api.volumes import ClaimRef, NodeTerms, Volume
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.snapshot import Snapshot, take_snapshot
 from batchsched.framework.config import SchedulerConfig, run_session
-from batchsched.framework.decisions import Decisions
+from batchsched.framework.decisions import ClaimBinding, Decisions
 
 # A guard against a plugin that keeps binding forever; real inputs settle far sooner.
 MAX_SESSIONS = 10_000
@@ -49,6 +55,8 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
         elapsed += time.perf_counter() - started
         sessions += 1
         for binding in decisions.bindings:
+            for claim in binding.claims:
+                _settle(cache, claim)
             cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
             cache.tasks[binding.key].phase = "Running"
         for status in decisions.jobs.values():
@@ -67,3 +75,35 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
         elapsed_seconds=elapsed,
         errors=errors,
     )
+
+
+def _settle(cache: ClusterCache, binding: ClaimBinding) -> None:
+    claim = cache.claims[binding.key]
+    if claim.bound:
+        return
+    name = binding.volume or f"pvc-{claim.uid or claim.key.replace('/', '-')}"
+    if not binding.volume:
+        found = cache.storage_classes[claim.storage_class]
+        labels = cache.nodes[binding.node].labels
+        keys = {r.key for term in found.allowed_topologies for r in term}
+        cache.volumes[name] = Volume(
+            name=name,
+            storage_class=claim.storage_class,
+            capacity=claim.request,
+            access_modes=claim.access_modes,
+            block=claim.block,
+            node_affinity=_reach(keys, labels),
+            csi=(found.provisioner, name),
+        )
+    cache.volumes[name] = dataclasses.replace(
+        cache.volumes[name], claim=ClaimRef(claim.namespace, claim.name, claim.uid)
+    )
+    cache.claims[binding.key] = dataclasses.replace(
+        claim, volume_name=name, bind_completed=True, selected_node=binding.node
+    )
+
+
+def _reach(keys: set[str], labels: dict[str, str]) -> NodeTerms | None:
+    """Where a volume provisioned on a node with these labels can be used."""
+    term = tuple(Requirement(key, "In", (labels[key],)) for key in sorted(keys) if key in labels)
+    return (term,) if term else None

@@ -89,11 +89,11 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: claim}
+metadata: {name: disk}
 spec:
   schedulerName: batch-scheduler
   containers: [{name: c}]
-  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+  volumes: [{name: data, gcePersistentDisk: {pdName: data}}]
 ---
 apiVersion: v1
 kind: Pod
@@ -105,6 +105,6 @@ spec:
     )
     assert list(run.bound()) == ["default/plain"]
     assert run.pods["default/gpu"]["reason"] == "spec.resourceClaims is not supported yet"
-    assert run.pods["default/claim"]["reason"] == (
-        "spec.volumes[0].persistentVolumeClaim is not supported yet"
+    assert run.pods["default/disk"]["reason"] == (
+        "spec.volumes[0].gcePersistentDisk is not supported yet"
     )

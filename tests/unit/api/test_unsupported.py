@@ -23,15 +23,11 @@ TERM = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
                 "volumes": [
                     {"name": "token", "projected": {"sources": []}},
                     {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                    {"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}},
                 ]
             },
-            "spec.volumes[1].persistentVolumeClaim",
+            "spec.volumes[2].awsElasticBlockStore",
         ),
-        (
-            {"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}]},
-            "spec.volumes[0].ephemeral",
-        ),
-        ({"volumes": [{"name": "s", "csi": {"driver": "d"}}]}, "spec.volumes[0].csi"),
         ({"volumes": [{"name": "d", "iscsi": {"iqn": "x"}}]}, "spec.volumes[0].iscsi"),
     ],
 )
@@ -51,6 +47,7 @@ def test_unhonoured_constraints_block_the_pod_by_name(spec: dict[str, Any], fiel
             "volumes": [
                 {"name": "cache", "emptyDir": {}},
                 {"name": "cm", "configMap": {"name": "c"}},
+                {"name": "secrets", "csi": {"driver": "secrets-store.csi.k8s.io"}},
             ]
         },
     ],
