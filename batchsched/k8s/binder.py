@@ -20,6 +20,16 @@ asked before every request and every retry of one, and bounds how long the reque
 take, so no Binding is still on its way when the lease's renew deadline passes; what is
 queued then is dropped, for the next leader to decide again.
 Bindings go as protobuf (k8s/protobuf.py), which the API server reads for less CPU.
+
+Claims: a job whose pods still need volumes binds none of its pods until every claim of
+theirs is bound, as kube-scheduler's VolumeBinding does before binding a pod (PreBind).
+The chosen administrator's volume gets the claim in its claimRef, or the claim gets the
+chosen node in its selected-node annotation for a provisioner; then the job waits,
+without holding a worker, until the watch shows each claim bound. A write refused, a
+provisioner that gives up (the annotation is taken away), a volume that lets go of the
+claim, a claim or pod deleted, or `bind_timeout` passing fails the whole job, as a
+failed member does: it is forgotten and the next session decides it again. Those writes
+are fenced like Bindings, and a job waiting when the lease is lost is dropped.
 """
 
 import asyncio
@@ -31,12 +41,24 @@ from dataclasses import dataclass, field
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, format_gpu_index
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
-from batchsched.framework.decisions import Binding
-from batchsched.k8s.client import TRANSPORT_ERRORS, ApiError, Requests, error_code, with_retries
+from batchsched.api.volumes import (
+    BOUND_BY_CONTROLLER_ANNOTATION,
+    SELECTED_NODE_ANNOTATION,
+    Claim,
+)
+from batchsched.framework.decisions import Binding, ClaimBinding
+from batchsched.k8s.client import (
+    JSON,
+    TRANSPORT_ERRORS,
+    ApiError,
+    Requests,
+    error_code,
+    with_retries,
+)
 from batchsched.k8s.leader import Fenced, fenced
 from batchsched.k8s.protobuf import PROTOBUF
 from batchsched.k8s.status import NAMESPACE_TERMINATING, pod_ref
-from batchsched.k8s.watch import PODS, Watch
+from batchsched.k8s.watch import CLAIMS, PODS, VOLUMES, Watch, resource_version, version_key
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import (
     BINDING_DURATION,
@@ -48,14 +70,28 @@ from batchsched.metrics import (
 
 log = logging.getLogger(__name__)
 
+# kube-scheduler's VolumeBindingArgs.bindTimeoutSeconds default.
+BIND_TIMEOUT_SECONDS = 600.0
+# How often a job waiting on its claims looks at the cache again. Polling rather than
+# being woken by the watch: one place sees every way the wait can end (a claim, a volume
+# or a pod changed, the lease, the time), and it costs a few dict lookups per job.
+CLAIM_POLL_SECONDS = 0.2
+LEASE_LOST = "this replica lost the leader lease"
+
+
+class _ClaimFailed(Exception):
+    """Why a job's claims cannot be bound as the session decided."""
+
 
 @dataclass(slots=True)
 class _Gang:
     """The members of one job decided in one session; `failure` stops the rest, and
-    `waiting` holds them until the first member, which carries the record, is bound."""
+    `waiting` holds them until the first member, which carries the record, is bound.
+    `claims` are what the members' volumes still need, settled before any of them."""
 
     failure: str | None = None
     waiting: list["_Bind"] = field(default_factory=list)
+    claims: tuple[ClaimBinding, ...] = ()
 
 
 @dataclass(slots=True)
@@ -77,6 +113,7 @@ class Binder:
         idle: asyncio.Event,
         concurrency: int = 64,
         retry_seconds: float = 60.0,
+        bind_timeout: float = BIND_TIMEOUT_SECONDS,
     ) -> None:
         self.api = api
         self.watch = watch
@@ -85,9 +122,13 @@ class Binder:
         self.valid_for = valid_for
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
+        self.bind_timeout = bind_timeout
         self._queue: asyncio.Queue[_Bind] = asyncio.Queue()
+        # First members of jobs whose claims come first.
+        self._claimed: asyncio.Queue[_Bind] = asyncio.Queue()
         # Set while nothing is queued or in flight and no session is deciding more;
-        # status writes wait for it.
+        # status writes wait for it. A job waiting on its claims sends nothing meanwhile,
+        # so it counts only once its pods are queued.
         self.idle = idle
         self._unsettled = 0
         self._deciding = False
@@ -103,15 +144,23 @@ class Binder:
             members = gangs.setdefault(binding.job, [])
             gang = members[0].gang if members else _Gang()
             members.append(_Bind(binding, gang, created))
+            if binding.claims:
+                gang.claims += binding.claims
         for members in gangs.values():
             first = members[0]
             if len(members) > 1:
                 first.record = self._record(members)
                 first.gang.waiting = members[1:]
-            self._queue.put_nowait(first)
-        self._unsettled += len(bindings)
-        if bindings:
-            self.idle.clear()
+            if first.gang.claims:
+                self._claimed.put_nowait(first)
+            else:
+                self._enqueue(first)
+
+    def _enqueue(self, first: _Bind) -> None:
+        """Hand a job to the workers: its first member, which lets the rest follow."""
+        self._unsettled += 1 + len(first.gang.waiting)
+        self.idle.clear()
+        self._queue.put_nowait(first)
 
     def _record(self, members: list[_Bind]) -> str | None:
         placed = [(m.binding.name, m.binding.uid, m.binding.node) for m in members]
@@ -146,7 +195,11 @@ class Binder:
             self.idle.set()
 
     async def run(self) -> None:
-        await run_workers(self.concurrency, self._work)
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(run_workers(self.concurrency, self._work))
+            while True:
+                first = await self._claimed.get()
+                tasks.create_task(self._prepare(first))
 
     async def _work(self) -> None:
         while True:
@@ -160,7 +213,7 @@ class Binder:
     async def _settle(self, item: _Bind) -> None:
         binding, gang = item.binding, item.gang
         if gang.failure is None and self.valid_for() <= 0:
-            gang.failure = "this replica lost the leader lease"
+            gang.failure = LEASE_LOST
         if gang.failure is not None:
             self._drop(binding, "cancelled", f"not bound: {gang.failure}")
         else:
@@ -180,8 +233,8 @@ class Binder:
                 lambda: self._post(item), seconds=self.retry_seconds, on_error=_count_error
             )
         except Fenced:
-            self._drop(binding, "cancelled", "not bound: this replica lost the leader lease")
-            return "this replica lost the leader lease"
+            self._drop(binding, "cancelled", f"not bound: {LEASE_LOST}")
+            return LEASE_LOST
         except ApiError as error:
             if error.status == 409 and await self._already_ours(binding):
                 self._bound(item)
@@ -230,6 +283,122 @@ class Binder:
                 )
         finally:
             BINDING_DURATION.observe(time.perf_counter() - started)
+
+    async def _prepare(self, first: _Bind) -> None:
+        """Settle a job's claims, then hand it to the workers: to be bound, or, when its
+        claims failed, dropped member by member as a failed gang is."""
+        try:
+            await self._settle_claims(first)
+        except Fenced:
+            first.gang.failure = LEASE_LOST
+        except _ClaimFailed as failure:
+            log.warning("%s: its volumes cannot be bound: %s", first.binding.job, failure)
+            first.gang.failure = str(failure)
+        self._enqueue(first)
+
+    async def _settle_claims(self, first: _Bind) -> None:
+        """Write what each claim needs, then wait until the cache shows them all bound."""
+        members = [first.binding, *(m.binding for m in first.gang.waiting)]
+        # Members sharing a claim name it once.
+        claims = list({c.key: c for c in first.gang.claims}.values())
+        # Version key -> the resourceVersion our write gave the object.
+        written: dict[str, int] = {}
+        for claim in claims:
+            await self._write_claim(claim, written)
+        log.info("%s: waiting for claims %s", first.binding.job, ", ".join(c.key for c in claims))
+        deadline = time.monotonic() + self.bind_timeout
+        while unbound := self._unbound(members, claims, written):
+            if time.monotonic() >= deadline:
+                raise _ClaimFailed(f"{', '.join(unbound)} not bound within {self.bind_timeout:g}s")
+            await asyncio.sleep(CLAIM_POLL_SECONDS)
+
+    async def _write_claim(self, claim: ClaimBinding, written: dict[str, int]) -> None:
+        """Bind the chosen volume to the claim (its claimRef, as the PersistentVolume
+        controller would), or ask for one provisioned on the chosen node. Nothing is sent
+        when the cache shows it done already."""
+        current = self._claim(claim)
+        target = _target(claim)
+        if claim.volume:
+            if self._volume_names(claim, current):
+                return
+            path = f"/api/v1/persistentvolumes/{claim.volume}"
+            metadata: JSON = {"annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"}}
+            # Only over the volume as the cache shows it, free: another claim given it
+            # meanwhile makes a conflict, not a claimRef taken from that claim.
+            if self.watch.versions.get(target):
+                metadata["resourceVersion"] = str(self.watch.versions[target])
+            ref = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "uid": claim.uid}
+            body = {
+                "metadata": metadata,
+                "spec": {"claimRef": {**ref, "namespace": claim.namespace, "name": claim.claim}},
+            }
+        else:
+            if current.selected_node == claim.node:
+                return
+            path = f"/api/v1/namespaces/{claim.namespace}/persistentvolumeclaims/{claim.claim}"
+            # The uid makes it this claim, not one recreated under its name.
+            metadata = {"uid": claim.uid, "annotations": {SELECTED_NODE_ANNOTATION: claim.node}}
+            body = {"metadata": metadata}
+        try:
+            reply = await with_retries(
+                lambda: self._patch(path, body), seconds=self.retry_seconds, on_error=_count_error
+            )
+        except ApiError as error:
+            raise _ClaimFailed(f"claim {claim.key}: {error.message}") from error
+        except TRANSPORT_ERRORS as error:
+            raise _ClaimFailed(f"claim {claim.key}: {error!r}") from error
+        written[target] = resource_version(reply)
+
+    async def _patch(self, path: str, body: JSON) -> JSON:
+        async with fenced(self.valid_for):
+            return await self.api.patch(path, body)
+
+    def _unbound(
+        self, members: list[Binding], claims: list[ClaimBinding], written: dict[str, int]
+    ) -> list[str]:
+        """The claims not bound yet, judged as kube-scheduler's checkBindings does; each
+        only once the cache shows the write made for it."""
+        if self.valid_for() <= 0:
+            raise Fenced
+        for binding in members:
+            task = self.cache.tasks.get(binding.key)
+            if task is None or task.uid != binding.uid:
+                raise _ClaimFailed(f"pod {binding.key} was deleted")
+        unbound = []
+        for claim in claims:
+            current = self._claim(claim)
+            target = _target(claim)
+            if self.watch.versions.get(target, 0) < written.get(target, 0):
+                unbound.append(claim.key)
+                continue
+            if claim.volume:
+                if not self._volume_names(claim, current):
+                    raise _ClaimFailed(f"volume {claim.volume} let go of claim {claim.key}")
+            elif current.selected_node != claim.node:
+                # A provisioner that gives up takes the annotation away.
+                raise _ClaimFailed(f"provisioning failed for claim {claim.key}")
+            if not current.bound:
+                unbound.append(claim.key)
+        return unbound
+
+    def _claim(self, claim: ClaimBinding) -> Claim:
+        """The claim as the cache shows it, if it is still the one the session saw."""
+        current = self.cache.claims.get(claim.key)
+        if current is None or current.uid != claim.uid or current.deleting:
+            raise _ClaimFailed(f"claim {claim.key} was deleted")
+        return current
+
+    def _volume_names(self, claim: ClaimBinding, current: Claim) -> bool:
+        """Whether the chosen volume's claimRef names the claim (False: it names none)."""
+        volume = self.cache.volumes.get(claim.volume)
+        if volume is None:
+            raise _ClaimFailed(f"volume {claim.volume} for claim {claim.key} was deleted")
+        if volume.claim is None:
+            return False
+        if not volume.claim.names(current):
+            taken = f"{volume.claim.namespace}/{volume.claim.name}"
+            raise _ClaimFailed(f"volume {claim.volume} was bound to claim {taken} instead")
+        return True
 
     def _bound(self, item: _Bind) -> None:
         BINDINGS.labels("bound").inc()
@@ -286,3 +455,8 @@ class Binder:
 
 def _count_error(error: BaseException) -> None:
     BINDING_ERRORS.labels(error_code(error)).inc()
+
+
+def _target(claim: ClaimBinding) -> str:
+    """The object written for the claim, as Watch.versions keys it."""
+    return version_key(VOLUMES, claim.volume) if claim.volume else version_key(CLAIMS, claim.key)

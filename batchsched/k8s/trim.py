@@ -14,6 +14,11 @@ from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.placement import PLACEMENT_ANNOTATION
 from batchsched.api.pods import KUBE_BATCH_GROUP_KEY, OUR_GROUP_KEY
 from batchsched.api.unsupported import NODE_BOUND_VOLUMES, UNSUPPORTED_SPEC_FIELDS
+from batchsched.api.volumes import (
+    BETA_CLASS_ANNOTATION,
+    BIND_COMPLETED_ANNOTATION,
+    SELECTED_NODE_ANNOTATION,
+)
 
 JSON = dict[str, Any]
 
@@ -36,6 +41,24 @@ POD_SPEC = (
     *UNSUPPORTED_SPEC_FIELDS,
 )
 CONTAINER = ("resources", "restartPolicy")
+# The volume sources a pod's placement depends on: its claims, and in-tree disks.
+POD_VOLUME_SOURCES = ("persistentVolumeClaim", "ephemeral", *NODE_BOUND_VOLUMES)
+CLAIM_ANNOTATIONS = (SELECTED_NODE_ANNOTATION, BIND_COMPLETED_ANNOTATION, BETA_CLASS_ANNOTATION)
+CLAIM_SPEC = (
+    "storageClassName",
+    "volumeName",
+    "accessModes",
+    "volumeMode",
+    "volumeAttributesClassName",
+    "selector",
+)
+VOLUME_SPEC = (
+    "storageClassName",
+    "accessModes",
+    "volumeMode",
+    "volumeAttributesClassName",
+    "nodeAffinity",
+)
 
 
 # How the API server writes an object's managedFields, and what follows them in any
@@ -78,7 +101,6 @@ def without_managed_fields(data: bytes) -> bytes:
 def trim_pod(pod: Mapping[str, Any]) -> JSON:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    annotations = meta.get("annotations") or {}
     kept: JSON = {key: spec[key] for key in POD_SPEC if spec.get(key) is not None}
     host_network = bool(spec.get("hostNetwork"))
     for section in ("containers", "initContainers"):
@@ -87,7 +109,7 @@ def trim_pod(pod: Mapping[str, Any]) -> JSON:
     if spec.get("volumes"):
         # In place, so a refusal names the volume by its index; each reduced to the
         # sources that constrain the node (the token volume's name differs per pod).
-        kept["volumes"] = [{k: v[k] for k in NODE_BOUND_VOLUMES if k in v} for v in spec["volumes"]]
+        kept["volumes"] = [_volume(v) for v in spec["volumes"]]
     return {
         "kind": "Pod",
         "metadata": {
@@ -95,11 +117,19 @@ def trim_pod(pod: Mapping[str, Any]) -> JSON:
             "deletionTimestamp": meta.get("deletionTimestamp"),
             # All of them: any label may be what another pod's affinity selects.
             "labels": meta.get("labels") or {},
-            "annotations": {k: annotations[k] for k in POD_ANNOTATIONS if k in annotations},
+            "annotations": _annotations(meta, POD_ANNOTATIONS),
         },
         "spec": kept,
         "status": {"phase": (pod.get("status") or {}).get("phase")},
     }
+
+
+def _volume(volume: Mapping[str, Any]) -> JSON:
+    kept = {key: volume[key] for key in POD_VOLUME_SOURCES if key in volume}
+    if "ephemeral" in kept:
+        # An ephemeral volume's claim is named after the pod and the volume.
+        kept["name"] = volume.get("name")
+    return kept
 
 
 def _container(container: Mapping[str, Any], *, host_network: bool) -> JSON:
@@ -168,6 +198,90 @@ def trim_priority_class(priority_class: Mapping[str, Any]) -> JSON:
         "value": priority_class.get("value"),
         "globalDefault": priority_class.get("globalDefault"),
     }
+
+
+def trim_claim(claim: Mapping[str, Any]) -> JSON:
+    meta = claim.get("metadata") or {}
+    spec = claim.get("spec") or {}
+    storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    kept: JSON = {key: spec[key] for key in CLAIM_SPEC if spec.get(key) is not None}
+    if storage is not None:
+        kept["resources"] = {"requests": {"storage": storage}}
+    return {
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "deletionTimestamp": meta.get("deletionTimestamp"),
+            "annotations": _annotations(meta, CLAIM_ANNOTATIONS),
+            # The controller alone: an ephemeral claim belongs to the pod it was made for.
+            "ownerReferences": [
+                {"controller": True, "uid": owner.get("uid")}
+                for owner in meta.get("ownerReferences") or []
+                if owner.get("controller") is True
+            ],
+        },
+        "spec": kept,
+        "status": {"phase": (claim.get("status") or {}).get("phase")},
+    }
+
+
+def trim_volume(volume: Mapping[str, Any]) -> JSON:
+    meta = volume.get("metadata") or {}
+    spec = volume.get("spec") or {}
+    kept: JSON = {key: spec[key] for key in VOLUME_SPEC if spec.get(key) is not None}
+    storage = (spec.get("capacity") or {}).get("storage")
+    if storage is not None:
+        kept["capacity"] = {"storage": storage}
+    ref = spec.get("claimRef")
+    if ref is not None:
+        kept["claimRef"] = {key: ref.get(key) for key in ("namespace", "name", "uid")}
+    csi = spec.get("csi")
+    if csi is not None:
+        kept["csi"] = {key: csi.get(key) for key in ("driver", "volumeHandle")}
+    return {
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": meta.get("name"),
+            "deletionTimestamp": meta.get("deletionTimestamp"),
+            # All of them, as the core keeps them: zone and region labels confine it.
+            "labels": meta.get("labels") or {},
+            "annotations": _annotations(meta, (BETA_CLASS_ANNOTATION,)),
+        },
+        "spec": kept,
+        "status": {"phase": (volume.get("status") or {}).get("phase")},
+    }
+
+
+def trim_storage_class(storage_class: Mapping[str, Any]) -> JSON:
+    return {
+        "kind": "StorageClass",
+        "metadata": {"name": (storage_class.get("metadata") or {}).get("name")},
+        "provisioner": storage_class.get("provisioner"),
+        "volumeBindingMode": storage_class.get("volumeBindingMode"),
+        "allowedTopologies": storage_class.get("allowedTopologies"),
+    }
+
+
+def trim_csi_node(csi_node: Mapping[str, Any]) -> JSON:
+    drivers = ((csi_node.get("spec") or {}).get("drivers")) or []
+    return {
+        "kind": "CSINode",
+        "metadata": {"name": (csi_node.get("metadata") or {}).get("name")},
+        "spec": {
+            "drivers": [
+                {"name": driver.get("name"), "allocatable": driver["allocatable"]}
+                for driver in drivers
+                if driver.get("allocatable") is not None
+            ]
+        },
+    }
+
+
+def _annotations(meta: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, str]:
+    annotations = meta.get("annotations") or {}
+    return {key: annotations[key] for key in keys if key in annotations}
 
 
 def _identity(meta: Mapping[str, Any]) -> JSON:

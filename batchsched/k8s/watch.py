@@ -21,12 +21,16 @@ from batchsched.cache.cluster import ClusterCache
 from batchsched.k8s.status import ObjectRef, StatusWriter, object_ref
 from batchsched.k8s.trim import (
     JSON,
+    trim_claim,
+    trim_csi_node,
     trim_namespace,
     trim_node,
     trim_pod,
     trim_pod_group,
     trim_priority_class,
     trim_queue,
+    trim_storage_class,
+    trim_volume,
 )
 from batchsched.metrics import INVALID_OBJECTS
 
@@ -53,11 +57,17 @@ class Watched:
 
 
 PODS = Watched("v1", "pods", "Pod", trim_pod)
+CLAIMS = Watched("v1", "persistentvolumeclaims", "PersistentVolumeClaim", trim_claim)
+VOLUMES = Watched("v1", "persistentvolumes", "PersistentVolume", trim_volume)
 WATCHED = (
     PODS,
     Watched("v1", "nodes", "Node", trim_node),
     Watched("v1", "namespaces", "Namespace", trim_namespace),
     Watched("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", trim_priority_class),
+    CLAIMS,
+    VOLUMES,
+    Watched("storage.k8s.io/v1", "storageclasses", "StorageClass", trim_storage_class),
+    Watched("storage.k8s.io/v1", "csinodes", "CSINode", trim_csi_node),
     Watched(OUR_API, "queues", "Queue", trim_queue),
     # Ours and the kinds of the schedulers we stand in for, once their CRDs exist.
     *(Watched(api, "podgroups", "PodGroup", trim_pod_group) for api in POD_GROUP_APIS),
@@ -120,6 +130,9 @@ class Watch:
         self._unlisted = {w.id for w in WATCHED}
         # Per watched collection: key -> fingerprint of the trimmed object last applied.
         self._fingerprints: dict[str, dict[str, Fingerprint]] = {w.id: {} for w in WATCHED}
+        # The resourceVersion last seen of each claim and volume, by key: the binder
+        # waits for its own writes to show before it judges what they led to.
+        self.versions: dict[str, int] = {}
         # (kind, key) -> the object and why it cannot be used, for the leader to report.
         # Pods are not listed: their errors become their pending reasons.
         self.invalid: dict[tuple[str, str], tuple[ObjectRef, str]] = {}
@@ -139,6 +152,8 @@ class Watch:
         """Record an added or changed object; returns its key."""
         obj = watched.trim(raw)
         key = key_of(obj)
+        if watched is CLAIMS or watched is VOLUMES:
+            self.versions[version_key(watched, key)] = resource_version(raw)
         self._observe(watched.kind, key, obj, raw)
         fingerprint = fingerprint_of(obj)
         seen = self._fingerprints[watched.id]
@@ -178,6 +193,7 @@ class Watch:
 
     def delete(self, watched: Watched, key: str) -> None:
         self._fingerprints[watched.id].pop(key, None)
+        self.versions.pop(version_key(watched, key), None)
         self.invalid.pop((watched.kind, key), None)
         self._logged.pop((watched.kind, key), None)
         self.status.forget(watched.kind, key)
@@ -218,3 +234,16 @@ def key_of(obj: Mapping[str, Any]) -> str:
     meta = obj["metadata"]
     namespace = meta.get("namespace")
     return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+def version_key(watched: Watched, key: str) -> str:
+    """Claims are keyed `namespace/name` and volumes `name`; the kind keeps them apart."""
+    return f"{watched.kind}:{key}"
+
+
+def resource_version(obj: Mapping[str, Any]) -> int:
+    """An object's resourceVersion as a number, 0 if it has none. Kubernetes calls it
+    opaque, but kube-scheduler's volume binder compares them as numbers too (they are
+    etcd revisions), to tell whether its cache shows its own write yet."""
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return int(version) if isinstance(version, str) and version.isdigit() else 0

@@ -144,6 +144,17 @@ NEEDED = [
     ("create", "", "pods/binding"),
     ("patch", "", "pods/status"),
     ("create", "events.k8s.io", "events"),
+    # Claims and volumes: watched, and written to bind a claim before its pod.
+    *[
+        (verb, "", res)
+        for res in ("persistentvolumeclaims", "persistentvolumes")
+        for verb in ("list", "watch", "patch")
+    ],
+    *[
+        (verb, "storage.k8s.io", res)
+        for res in ("storageclasses", "csinodes")
+        for verb in ("list", "watch")
+    ],
     *[(verb, "scheduling.k8s.io", "priorityclasses") for verb in ("list", "watch")],
     *[
         (verb, "scheduling.batchsched.io", res)
@@ -182,6 +193,13 @@ NOT_NEEDED = [
     ("patch", "scheduling.volcano.sh", "podgroups"),
     ("update", "scheduling.x-k8s.io", "podgroups/status"),
     ("create", "scheduling.k8s.io", "priorityclasses"),
+    *[
+        (verb, "", res)
+        for res in ("persistentvolumeclaims", "persistentvolumes")
+        for verb in ("create", "delete")
+    ],
+    ("update", "", "persistentvolumeclaims/status"),
+    ("patch", "storage.k8s.io", "storageclasses"),
     ("create", "apiextensions.k8s.io", "customresourcedefinitions"),
     # Leases only in the scheduler's own namespace (test_lease_access), not this one.
     *[(verb, "coordination.k8s.io", "leases") for verb in ("get", "create", "update", "list")],
@@ -233,6 +251,10 @@ def test_scheduler_requests_succeed(
         "/api/v1/pods",
         "/api/v1/nodes",
         "/apis/scheduling.k8s.io/v1/priorityclasses",
+        "/api/v1/persistentvolumeclaims",
+        "/api/v1/persistentvolumes",
+        "/apis/storage.k8s.io/v1/storageclasses",
+        "/apis/storage.k8s.io/v1/csinodes",
         "/apis/scheduling.batchsched.io/v1alpha1/podgroups",
         "/apis/scheduling.batchsched.io/v1alpha1/queues",
         "/apis/scheduling.incubator.k8s.io/v1alpha1/podgroups",

@@ -7,10 +7,15 @@ from typing import Any
 import pytest
 
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
-from batchsched.framework.decisions import Binding
-from batchsched.k8s.binder import Binder
+from batchsched.api.volumes import (
+    BIND_COMPLETED_ANNOTATION,
+    BOUND_BY_CONTROLLER_ANNOTATION,
+    SELECTED_NODE_ANNOTATION,
+)
+from batchsched.framework.decisions import Binding, ClaimBinding
+from batchsched.k8s.binder import CLAIM_POLL_SECONDS, Binder
 from batchsched.k8s.client import JSON, ApiError
-from batchsched.k8s.watch import PODS
+from batchsched.k8s.watch import CLAIMS, PODS, VOLUMES
 
 from ..builders import pod
 from .recording_api import RecordingApi, created, watch_over
@@ -262,3 +267,250 @@ async def test_a_session_that_sends_nothing_leaves_binds_idle() -> None:
     with binder.deciding():
         assert not binder.idle.is_set()
     assert binder.idle.is_set()
+
+
+# Claims: a job's pods are bound only once each of their claims is.
+
+PATCHED = {"metadata": {"resourceVersion": "5"}}
+
+
+def patched(method: str, path: str, body: Any) -> JSON:
+    """The API server's reply to a write: the object at a newer resourceVersion."""
+    return PATCHED if method == "PATCH" else {}
+
+
+def claim(
+    name: str, *, version: int = 1, node: str | None = None, volume: str = "", bound: bool = False
+) -> JSON:
+    notes = {SELECTED_NODE_ANNOTATION: node} if node else {}
+    if bound:
+        notes[BIND_COMPLETED_ANNOTATION] = "yes"
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-{name}",
+            "resourceVersion": str(version),
+            "annotations": notes,
+        },
+        "spec": {
+            "storageClassName": "wait",
+            "volumeName": volume,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+
+
+def volume(name: str, *, version: int = 1, claimed_by: str | None = None) -> JSON:
+    spec: JSON = {"storageClassName": "wait", "capacity": {"storage": "1Gi"}}
+    if claimed_by is not None:
+        spec["claimRef"] = {"namespace": "default", "name": claimed_by, "uid": f"uid-{claimed_by}"}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "resourceVersion": str(version)},
+        "spec": spec,
+    }
+
+
+def with_claims(
+    answer: Callable[[str, str, Any], JSON] = patched, *, members: int = 2, static: bool = False
+) -> tuple[Binder, RecordingApi, list[Binding]]:
+    """A job whose member i mounts claim c<i>, to be provisioned on its node, or, when
+    `static`, to be given the free volume v<i>."""
+    binder, api, bindings = setup(answer, members=members)
+    binder.bind_timeout = 5.0
+    for i, binding in enumerate(bindings):
+        binder.watch.apply(CLAIMS, claim(f"c{i}"))
+        if static:
+            binder.watch.apply(VOLUMES, volume(f"v{i}"))
+        chosen = f"v{i}" if static else ""
+        binding.claims = (ClaimBinding("default", f"c{i}", f"uid-c{i}", "n1", chosen),)
+    return binder, api, bindings
+
+
+async def until(check: Callable[[], object]) -> None:
+    async with asyncio.timeout(5):
+        while not check():
+            await asyncio.sleep(0.01)
+
+
+async def polls(count: int = 3) -> None:
+    """Let the binder look at the cache `count` more times."""
+    await asyncio.sleep(count * CLAIM_POLL_SECONDS)
+
+
+async def failed(binder: Binder, api: RecordingApi, fragment: str) -> None:
+    """The whole job is dropped, with a FailedScheduling event on each pod naming why."""
+    await until(lambda: not binder.cache.assumed)
+    with binder.deciding():  # the session a failure asks for, which lets events out
+        pass
+    await settle_status(binder.status, api)
+    notes = [e["note"] for e in api.sent("POST", "/events") if e["reason"] == "FailedScheduling"]
+    assert len(notes) == 2 and all(fragment in note for note in notes), notes
+    assert api.sent("POST", "/binding") == []
+    assert [binder.cache.tasks[f"default/p{i}"].node_name for i in (0, 1)] == [None, None]
+
+
+async def test_a_job_binds_no_pod_before_the_provisioner_bound_its_claims() -> None:
+    binder, api, bindings = with_claims()
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await until(lambda: len(api.sent("PATCH")) == 2)
+    patches = dict(zip([p for _, p, _ in api.requests], api.sent("PATCH"), strict=True))
+    assert patches == {
+        f"/api/v1/namespaces/default/persistentvolumeclaims/c{i}": {
+            "metadata": {"uid": f"uid-c{i}", "annotations": {SELECTED_NODE_ANNOTATION: "n1"}}
+        }
+        for i in (0, 1)
+    }
+    # The cache does not show the annotation yet (version 1 < 5): that is not a
+    # provisioner giving up.
+    await polls()
+    binder.watch.apply(CLAIMS, claim("c0", version=6, node="n1", volume="pv0", bound=True))
+    await polls()
+    assert api.sent("POST", "/binding") == []
+    assert binder.idle.is_set(), "a job waiting on its claims holds no status write back"
+    binder.watch.apply(CLAIMS, claim("c1", version=7, node="n1", volume="pv1", bound=True))
+    await until(lambda: len(api.sent("POST", "/binding")) == 2)
+    first, second = api.sent("POST", "/binding")
+    assert PLACEMENT_ANNOTATION in first["metadata"]["annotations"]
+    assert "annotations" not in second["metadata"]
+    task.cancel()
+
+
+async def test_a_provisioner_that_gives_up_fails_the_whole_job() -> None:
+    binder, api, bindings = with_claims()
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await until(lambda: len(api.sent("PATCH")) == 2)
+    binder.watch.apply(CLAIMS, claim("c0", version=6, node="n1"))
+    binder.watch.apply(CLAIMS, claim("c1", version=7))  # the annotation taken away
+    await failed(binder, api, "provisioning failed for claim default/c1")
+    task.cancel()
+
+
+async def test_a_chosen_volume_gets_the_claim_then_the_pods_are_bound() -> None:
+    binder, api, bindings = with_claims(static=True)
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await until(lambda: len(api.sent("PATCH")) == 2)
+    [(_, path, body), _] = [r for r in api.requests if r[0] == "PATCH"]
+    assert path == "/api/v1/persistentvolumes/v0"
+    assert body == {
+        "metadata": {
+            "annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"},
+            "resourceVersion": "1",
+        },
+        "spec": {
+            "claimRef": {
+                "kind": "PersistentVolumeClaim",
+                "apiVersion": "v1",
+                "uid": "uid-c0",
+                "namespace": "default",
+                "name": "c0",
+            }
+        },
+    }
+    for i in (0, 1):
+        binder.watch.apply(VOLUMES, volume(f"v{i}", version=6, claimed_by=f"c{i}"))
+        binder.watch.apply(CLAIMS, claim(f"c{i}", version=6, volume=f"v{i}", bound=True))
+    await until(lambda: len(api.sent("POST", "/binding")) == 2)
+    task.cancel()
+
+
+async def test_a_volume_that_lets_go_of_the_claim_fails_the_job() -> None:
+    binder, api, bindings = with_claims(static=True)
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await until(lambda: len(api.sent("PATCH")) == 2)
+    binder.watch.apply(VOLUMES, volume("v0", version=6))
+    await failed(binder, api, "volume v0 let go of claim default/c0")
+    task.cancel()
+
+
+async def test_a_volume_another_claim_took_is_not_written() -> None:
+    binder, api, bindings = with_claims(static=True)
+    binder.watch.apply(VOLUMES, volume("v1", claimed_by="other"))
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await failed(binder, api, "volume v1 was bound to claim default/other instead")
+    assert [path for m, path, _ in api.requests if m == "PATCH"] == ["/api/v1/persistentvolumes/v0"]
+    task.cancel()
+
+
+async def test_claims_already_done_are_not_written_again() -> None:
+    binder, api, bindings = with_claims(static=True)
+    binder.watch.apply(VOLUMES, volume("v0", claimed_by="c0"))
+    binder.watch.apply(CLAIMS, claim("c0", volume="v0", bound=True))
+    bindings[1].claims = (ClaimBinding("default", "c1", "uid-c1", "n1"),)
+    binder.watch.apply(CLAIMS, claim("c1", node="n1", volume="pv1", bound=True))
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await until(lambda: len(api.sent("POST", "/binding")) == 2)
+    assert api.sent("PATCH") == []
+    task.cancel()
+
+
+@pytest.mark.parametrize("status", [404, 409, 422])
+async def test_a_refused_claim_write_fails_the_job(status: int) -> None:
+    def answer(method: str, path: str, body: Any) -> JSON:
+        if method == "PATCH":
+            raise ApiError(method, path, status, {"message": f"refused with {status}"})
+        return {}
+
+    binder, api, bindings = with_claims(answer)
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await failed(binder, api, f"claim default/c0: refused with {status}")
+    assert len(api.sent("PATCH")) == 1
+    task.cancel()
+
+
+async def test_claims_not_bound_in_time_fail_the_job() -> None:
+    binder, api, bindings = with_claims()
+    binder.bind_timeout = 0.3
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await failed(binder, api, "default/c0, default/c1 not bound within 0.3s")
+    task.cancel()
+
+
+async def test_a_deleted_claim_or_pod_ends_the_wait() -> None:
+    for deleted in ("c0", "p1"):
+        binder, api, bindings = with_claims()
+        task = asyncio.create_task(binder.run())
+        binder.submit(bindings)
+        await until(lambda: len(api.sent("PATCH")) == 2)  # noqa: B023 (awaited here)
+        binder.watch.delete(CLAIMS if deleted == "c0" else PODS, f"default/{deleted}")
+        await until(lambda: not binder.cache.assumed)  # noqa: B023
+        assert api.sent("POST", "/binding") == []
+        task.cancel()
+
+
+async def test_a_job_waiting_on_claims_is_dropped_once_the_lease_is_lost() -> None:
+    lease = [30.0]
+    binder, api, bindings = with_claims()
+    binder.valid_for = lambda: lease[0]
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await until(lambda: len(api.sent("PATCH")) == 2)
+    lease[0] = 0.0
+    await until(lambda: not binder.cache.assumed)
+    assert api.sent("POST", "/binding") == []
+    task.cancel()
+
+
+async def test_a_job_waiting_on_claims_does_not_hold_up_other_jobs() -> None:
+    binder, api, bindings = with_claims(members=3)
+    bindings[2].job, bindings[2].claims = "other", ()
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await until(lambda: api.sent("POST", "/binding"))
+    [post] = api.sent("POST", "/binding")
+    assert post["metadata"]["name"] == "p2"
+    assert "default/p0" in binder.cache.assumed
+    task.cancel()

@@ -3,6 +3,7 @@ leave the trimmed form unchanged."""
 
 import copy
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,13 +13,23 @@ from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.nodes import node_from_object
 from batchsched.api.pods import task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
+from batchsched.api.volumes import (
+    claim_from_object,
+    csi_node_from_object,
+    storage_class_from_object,
+    volume_from_object,
+)
 from batchsched.k8s.trim import (
+    trim_claim,
+    trim_csi_node,
     trim_namespace,
     trim_node,
     trim_pod,
     trim_pod_group,
     trim_priority_class,
     trim_queue,
+    trim_storage_class,
+    trim_volume,
     without_managed_fields,
 )
 
@@ -113,7 +124,15 @@ def _with_spec(**fields: Any) -> Obj:
             ]
         ),
         _with_spec(
-            volumes=[{"name": "data", "emptyDir": {}}, {"name": "d", "persistentVolumeClaim": {}}]
+            volumes=[
+                {"name": "data", "emptyDir": {}},
+                {"name": "d", "persistentVolumeClaim": {"claimName": "d", "readOnly": True}},
+                {
+                    "name": "scratch",
+                    "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["RWO"]}}},
+                },
+                {"name": "disk", "gcePersistentDisk": {"pdName": "x"}},
+            ]
         ),
         _with_spec(
             affinity={
@@ -128,7 +147,7 @@ def _with_spec(**fields: Any) -> Obj:
             }
         ),
     ],
-    ids=["full", "host-network", "pod-resources", "gated", "spread", "claim", "anti-affinity"],
+    ids=["full", "host-network", "pod-resources", "gated", "spread", "volumes", "anti-affinity"],
 )
 def test_a_trimmed_pod_parses_like_the_whole_pod(whole: Obj) -> None:
     assert task_from_pod(trim_pod(whole)) == task_from_pod(whole)
@@ -267,3 +286,163 @@ def test_a_trimmed_namespace_parses_like_the_whole_namespace() -> None:
         "status": {"phase": "Active"},
     }
     assert namespace_from_object(trim_namespace(full)) == namespace_from_object(full)
+
+
+FULL_CLAIM: Obj = {
+    "apiVersion": "v1",
+    "kind": "PersistentVolumeClaim",
+    "metadata": {
+        "name": "worker-0-scratch",
+        "namespace": "team",
+        "uid": "c1",
+        "resourceVersion": "41",
+        "creationTimestamp": stamp(5),
+        "deletionTimestamp": stamp(9),
+        "labels": {"app": "train"},
+        "annotations": {
+            "volume.kubernetes.io/selected-node": "n1",
+            "pv.kubernetes.io/bind-completed": "yes",
+            "volume.beta.kubernetes.io/storage-class": "fast",
+            "volume.kubernetes.io/storage-provisioner": "example.com/csi",
+        },
+        "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "other", "uid": "p9"},
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": "worker-0",
+                "uid": "p1",
+                "controller": True,
+            },
+        ],
+        "finalizers": ["kubernetes.io/pvc-protection"],
+        "managedFields": [{"manager": "kube-controller-manager"}],
+    },
+    "spec": {
+        "storageClassName": "slow",
+        "volumeName": "pv-1",
+        "accessModes": ["ReadWriteOnce", "ReadWriteOncePod"],
+        "volumeMode": "Block",
+        "volumeAttributesClassName": "gold",
+        "resources": {"requests": {"storage": "10Gi"}, "limits": {"storage": "20Gi"}},
+        "selector": {"matchLabels": {"tier": "ssd"}},
+        "dataSource": {"kind": "VolumeSnapshot", "name": "snap"},
+    },
+    "status": {
+        "phase": "Lost",
+        "capacity": {"storage": "10Gi"},
+        "conditions": [{"type": "Resizing", "status": "True"}],
+    },
+}
+
+FULL_VOLUME: Obj = {
+    "apiVersion": "v1",
+    "kind": "PersistentVolume",
+    "metadata": {
+        "name": "pv-1",
+        "uid": "v1",
+        "resourceVersion": "42",
+        "deletionTimestamp": stamp(9),
+        "labels": {"topology.kubernetes.io/zone": "a", "tier": "ssd"},
+        "annotations": {
+            "volume.beta.kubernetes.io/storage-class": "fast",
+            "pv.kubernetes.io/provisioned-by": "example.com/csi",
+        },
+        "managedFields": [{"manager": "csi-provisioner"}],
+    },
+    "spec": {
+        "storageClassName": "slow",
+        "capacity": {"storage": "10Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "volumeMode": "Filesystem",
+        "volumeAttributesClassName": "gold",
+        "persistentVolumeReclaimPolicy": "Delete",
+        "claimRef": {
+            "kind": "PersistentVolumeClaim",
+            "apiVersion": "v1",
+            "namespace": "team",
+            "name": "worker-0-scratch",
+            "uid": "c1",
+            "resourceVersion": "40",
+        },
+        "nodeAffinity": {
+            "required": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+                ]
+            }
+        },
+        "csi": {
+            "driver": "example.com/csi",
+            "volumeHandle": "vol-1",
+            "volumeAttributes": {"storage.kubernetes.io/csiProvisionerIdentity": "x"},
+        },
+    },
+    "status": {"phase": "Available", "lastPhaseTransitionTime": stamp(6)},
+}
+
+STORAGE_CLASS: Obj = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "StorageClass",
+    "metadata": {"name": "fast", "annotations": {"a": "b"}},
+    "provisioner": "example.com/csi",
+    "volumeBindingMode": "WaitForFirstConsumer",
+    "reclaimPolicy": "Delete",
+    "parameters": {"type": "ssd"},
+    "allowedTopologies": [{"matchLabelExpressions": [{"key": "zone", "values": ["a", "b"]}]}],
+}
+
+CSI_NODE: Obj = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "CSINode",
+    "metadata": {"name": "n1", "ownerReferences": [{"kind": "Node", "uid": "n"}]},
+    "spec": {
+        "drivers": [
+            {
+                "name": "example.com/csi",
+                "nodeID": "n1",
+                "topologyKeys": ["zone"],
+                "allocatable": {"count": 16},
+            },
+            {"name": "other.com/csi", "nodeID": "n1"},
+        ]
+    },
+}
+
+PLAIN_CLAIM: Obj = {
+    "apiVersion": "v1",
+    "kind": "PersistentVolumeClaim",
+    "metadata": {"name": "data", "namespace": "team", "uid": "c2"},
+    "spec": {"accessModes": ["ReadWriteOnce"]},
+}
+
+
+@pytest.mark.parametrize(
+    ("whole", "trim", "parse"),
+    [
+        (FULL_CLAIM, trim_claim, claim_from_object),
+        (PLAIN_CLAIM, trim_claim, claim_from_object),
+        (FULL_VOLUME, trim_volume, volume_from_object),
+        (STORAGE_CLASS, trim_storage_class, storage_class_from_object),
+        (CSI_NODE, trim_csi_node, csi_node_from_object),
+    ],
+    ids=["claim", "plain-claim", "volume", "storage-class", "csi-node"],
+)
+def test_trimmed_storage_objects_parse_like_the_whole_ones(
+    whole: Obj, trim: Callable[[Obj], Obj], parse: Callable[[Obj], object]
+) -> None:
+    assert parse(trim(whole)) == parse(whole)
+
+
+def test_status_and_bookkeeping_changes_do_not_change_a_trimmed_claim_or_volume() -> None:
+    claim = copy.deepcopy(FULL_CLAIM)
+    claim["metadata"]["resourceVersion"] = "99"
+    claim["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
+    claim["status"]["capacity"] = {"storage": "20Gi"}
+    claim["status"]["conditions"] = []
+    assert trim_claim(claim) == trim_claim(FULL_CLAIM)
+    volume = copy.deepcopy(FULL_VOLUME)
+    volume["metadata"]["resourceVersion"] = "99"
+    volume["spec"]["claimRef"]["resourceVersion"] = "77"
+    volume["status"]["lastPhaseTransitionTime"] = stamp(60)
+    assert trim_volume(volume) == trim_volume(FULL_VOLUME)

@@ -1,9 +1,12 @@
 """What a watch event costs: a bind the cache already assumed is confirmed without a
 session being woken; any other change is applied."""
 
+import copy
+from typing import Any
+
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
-from batchsched.k8s.watch import PODS, WATCHED, Watch
+from batchsched.k8s.watch import CLAIMS, PODS, WATCHED, Watch, version_key
 
 from ..builders import OUR_API, pod, pod_group
 from .recording_api import RecordingApi, watch_over
@@ -67,3 +70,28 @@ def test_a_bind_that_writes_the_gangs_record_and_cards_confirms_quietly() -> Non
     notes = {**notes, PLACEMENT_ANNOTATION: "{}"}
     watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n1", annotations=notes))
     assert watch.changes.take()
+
+
+def test_a_claims_status_churn_wakes_no_session_but_its_version_is_kept() -> None:
+    """The binder judges its writes by the version the cache shows; sessions only care
+    about what the core reads."""
+    watch = watch_over(RecordingApi())
+    claim: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "c", "namespace": "default", "uid": "u", "resourceVersion": "7"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": "v"},
+        "status": {"phase": "Bound"},
+    }
+    watch.apply(CLAIMS, claim)
+    assert watch.cache.claims["default/c"].volume_name == "v"
+    assert watch.changes.take()
+    resized = copy.deepcopy(claim)
+    resized["metadata"]["resourceVersion"] = "8"
+    resized["status"]["capacity"] = {"storage": "2Gi"}
+    watch.apply(CLAIMS, resized)
+    assert not watch.changes.take()
+    assert watch.versions[version_key(CLAIMS, "default/c")] == 8
+    watch.delete(CLAIMS, "default/c")
+    assert "default/c" not in watch.cache.claims
+    assert watch.versions == {}
