@@ -140,6 +140,13 @@ class Storage:
     volumes: dict[str, Volume] = field(default_factory=dict)
     classes: dict[str, StorageClass] = field(default_factory=dict)
     csi_nodes: dict[str, CsiNode] = field(default_factory=dict)
+    # "Kind key" -> why the object could not be read.
+    rejected: dict[str, str] = field(default_factory=dict)
+
+    def rejection(self, kind: str, key: str) -> str | None:
+        """Why an object that is not here could not be read, naming it; None if absent."""
+        why = self.rejected.get(f"{kind} {key}")
+        return None if why is None else f"{kind.lower()} {key} is invalid: {why}"
 
 
 def pod_claims(spec: Obj, *, pod: str, where: str) -> tuple[PodClaim, ...]:

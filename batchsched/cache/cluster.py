@@ -28,18 +28,9 @@ from batchsched.api.volumes import (
     volume_from_object,
 )
 
-KINDS = (
-    "Node",
-    "Pod",
-    "PodGroup",
-    "Queue",
-    "PriorityClass",
-    "Namespace",
-    "PersistentVolumeClaim",
-    "PersistentVolume",
-    "StorageClass",
-    "CSINode",
-)
+STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")
+KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", *STORAGE_KINDS)
+NAMESPACED_KINDS = ("Pod", "PodGroup", "PersistentVolumeClaim")
 # Which of a name's PodGroups pods see: the one whose API comes first (ours).
 _API_RANK = {api: rank for rank, api in enumerate(POD_GROUP_APIS)}
 
@@ -79,6 +70,9 @@ class ClusterCache:
         # Name of a Queue that could not be parsed -> why: its groups' pods say the queue
         # is invalid and why, rather than that it does not exist.
         self.rejected_queues: dict[str, str] = {}
+        # Storage objects that could not be parsed, as "Kind key" -> why: a pod mounting
+        # such a claim says so rather than that the claim does not exist.
+        self.rejected_storage: dict[str, str] = {}
         # "ns/name" -> (node, GPU cards) of binds decided but not yet seen in the pod's
         # nodeName. They outlive updates of the pod, which would otherwise make a decided
         # pod look pending again.
@@ -99,7 +93,7 @@ class ClusterCache:
         kind = obj.get("kind")
         if kind not in KINDS:
             raise InvalidObject(f"{describe(obj)}: kind {kind!r} is not one of {', '.join(KINDS)}")
-        key = self._key(obj, namespaced=kind in ("Pod", "PodGroup", "PersistentVolumeClaim"))
+        key = self._key(obj, namespaced=kind in NAMESPACED_KINDS)
         self._sequence += 1.0
         if kind == "PodGroup":
             self._apply_group(key, obj, deleted=deleted)
@@ -123,6 +117,8 @@ class ClusterCache:
             self.rejected_pods.pop(key, None)
         elif kind == "Queue":
             self.rejected_queues.pop(key, None)
+        elif kind in STORAGE_KINDS:
+            self.rejected_storage.pop(f"{kind} {key}", None)
         if deleted:
             store.pop(key, None)
             self.assumed.pop(key, None)
@@ -140,6 +136,8 @@ class ClusterCache:
                 self.rejected_pods[key] = (str(scheduler or "default-scheduler"), str(error))
             elif kind == "Queue":
                 self.rejected_queues[key] = str(error)
+            elif kind in STORAGE_KINDS:
+                self.rejected_storage[f"{kind} {key}"] = str(error)
             raise
 
     def _apply_group(self, key: str, obj: Obj, *, deleted: bool) -> None:

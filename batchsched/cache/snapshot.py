@@ -168,6 +168,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
             volumes=dict(cache.volumes),
             classes=dict(cache.storage_classes),
             csi_nodes=dict(cache.csi_nodes),
+            rejected=dict(cache.rejected_storage),
         ),
     )
 

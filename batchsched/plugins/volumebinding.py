@@ -352,8 +352,12 @@ class VolumeBinding:
         delayed: list[Claim] = []
         exclusive: list[str] = []
         for ref in pod.claims:
-            claim = storage.claims.get(f"{pod.namespace}/{ref.name}")
+            key = f"{pod.namespace}/{ref.name}"
+            claim = storage.claims.get(key)
             if claim is None:
+                rejection = storage.rejection("PersistentVolumeClaim", key)
+                if rejection:
+                    return rejection
                 if ref.ephemeral:
                     return (
                         "waiting for ephemeral volume controller to create the "
@@ -370,9 +374,15 @@ class VolumeBinding:
             if ref.ephemeral and claim.controller != pod.uid:
                 return f"PVC {claim.key} was not created for pod {pod.key} (pod is not owner)"
             if claim.bound:
+                rejection = storage.rejection("PersistentVolume", claim.volume_name)
+                if rejection:
+                    return rejection
                 bound.append((claim, storage.volumes.get(claim.volume_name)))
             else:
                 found = storage.classes.get(claim.storage_class)
+                rejection = storage.rejection("StorageClass", claim.storage_class)
+                if rejection:
+                    return rejection
                 if found is None or not found.wait_for_consumer or claim.volume_name:
                     return IMMEDIATE_UNBOUND
                 delayed.append(claim)
