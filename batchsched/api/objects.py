@@ -115,6 +115,8 @@ class Task:
     phase: str = "Pending"
     priority: int | None = None
     priority_class_name: str = ""
+    # spec.preemptionPolicy; "" when unset (then its PriorityClass's applies).
+    preemption_policy: str = ""
     group: GroupRef | None = None
     constraints: Constraints = Constraints()
     host_ports: frozenset[tuple[str, int]] = frozenset()
@@ -126,6 +128,9 @@ class Task:
     labels: dict[str, str] = field(default_factory=dict)
     # Preferred node affinity, for the nodeaffinity score.
     node_preferences: tuple[PreferredTerm, ...] = ()
+    # CPU (milli) and memory scores count on top of the request: kube-scheduler's 100m
+    # and 200 MiB for each container that requests none.
+    score_extra: tuple[int, int] = (0, 0)
     # Its pod affinity and anti-affinity terms; None for the many pods without.
     affinity: "PodAffinity | None" = None
     # Its topology spread constraints, selectors merged with its matchLabelKeys.
@@ -196,3 +201,5 @@ class PriorityClass:
     name: str
     value: int
     global_default: bool = False
+    # Copied into the spec of its pods on admission, as the Priority admission plugin does.
+    preemption_policy: str = "PreemptLowerPriority"

@@ -25,7 +25,8 @@ from batchsched.api.objects import (
 )
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.api.podaffinity import PREFERRED, PodAffinity, pod_affinity, term_weight
-from batchsched.api.resources import PODS, ResourceList, parse_resource_list
+from batchsched.api.queues import preemption_policy
+from batchsched.api.resources import CPU, MEMORY, PODS, ResourceList, parse_resource_list
 from batchsched.api.selectors import node_selector_term
 from batchsched.api.topologyspread import Spread, label_keys, spread_constraints
 from batchsched.api.unsupported import UNSUPPORTED_SPEC_FIELDS, spec_blocker, volume_blocker
@@ -38,6 +39,10 @@ TENCENT_GROUP_LABEL = "group.batch.scheduler.tencent.com"
 LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 
+
+# What kube-scheduler's scores count for a container that requests no CPU or memory
+# (100m, 200 MiB), so that pods without requests do not all look free.
+NON_ZERO_REQUESTS: ResourceList = {CPU: 100, MEMORY: 200 * 2**20}
 
 # The parts of a pod spec that say what it needs of a node.
 SHAPE_FIELDS = (
@@ -65,6 +70,8 @@ class PodShape:
     node_preferences: tuple[PreferredTerm, ...]
     # Why no node will do (see api/unsupported.py), volumes aside.
     blocked: str | None
+    # Task.score_extra.
+    score_extra: tuple[int, int]
     # Task.shape_key: equal for interchangeable pods.
     key: tuple[object, ...]
 
@@ -185,6 +192,9 @@ def task_from_pod(
         phase=str(status.get("phase") or "Pending"),
         priority=priority if isinstance(priority, int) else None,
         priority_class_name=str(spec.get("priorityClassName") or ""),
+        preemption_policy=""
+        if spec.get("preemptionPolicy") is None
+        else preemption_policy(spec["preemptionPolicy"], where=f"{where}.spec"),
         group=group_from_metadata(labels, notes, namespace=namespace, where=where),
         constraints=shape.constraints,
         host_ports=shape.host_ports,
@@ -193,6 +203,7 @@ def task_from_pod(
         placement=parse_placement(placement) if placement else None,
         labels=labels,
         node_preferences=shape.node_preferences,
+        score_extra=shape.score_extra,
         affinity=affinity,
         spread=spread,
         claims=claims,
@@ -209,9 +220,18 @@ def pod_shape(spec: Mapping[str, object], *, where: str) -> PodShape:
     ports = _host_ports(spec, where=where)
     preferences = _node_preferences(spec, where=where)
     blocked = spec_blocker(spec, where=where)
+    scored = effective_request(spec, where=where, missing=NON_ZERO_REQUESTS)
+    score_extra = (
+        scored.get(CPU, 0) - request.get(CPU, 0),
+        scored.get(MEMORY, 0) - request.get(MEMORY, 0),
+    )
     key = (tuple(sorted(request.items())), constraints, ports)
-    extra = (*((preferences,) if preferences else ()), *((blocked,) if blocked else ()))
-    return PodShape(request, constraints, ports, preferences, blocked, (*key, *extra))
+    extra = (
+        *((preferences,) if preferences else ()),
+        *((blocked,) if blocked else ()),
+        *((score_extra,) if any(score_extra) else ()),
+    )
+    return PodShape(request, constraints, ports, preferences, blocked, score_extra, (*key, *extra))
 
 
 def group_of(pod: Obj, *, namespace: str, where: str) -> GroupRef | None:
@@ -250,21 +270,26 @@ def group_from_metadata(
     return GroupRef(namespace=namespace, name=name, min_available=int(raw_min))
 
 
-def effective_request(spec: Mapping[str, object], *, where: str) -> ResourceList:
+def effective_request(
+    spec: Mapping[str, object], *, where: str, missing: ResourceList | None = None
+) -> ResourceList:
     """max(sum of containers and sidecars, largest init container) + overhead, plus one pod.
 
     Requests default to limits for any resource that has only a limit, as the API server
     does on admission. Init containers with restartPolicy Always are sidecars: they keep
     running, so they add to the pod's steady request and to every later init container.
     Pod-level requests (spec.resources) replace that sum for the resources they may name.
+    `missing` stands in for what a container does not request at all (for scoring).
     """
     total: ResourceList = {}
     for index, container in enumerate(sequence(spec.get("containers"), where=f"{where}.spec")):
-        _add(total, _container_request(container, where=f"{where}.spec.containers[{index}]"))
+        at = f"{where}.spec.containers[{index}]"
+        _add(total, _container_request(container, where=at, missing=missing))
     init_peak: ResourceList = {}
     sidecars: ResourceList = {}
     for index, container in enumerate(sequence(spec.get("initContainers"), where=where)):
-        request = _container_request(container, where=f"{where}.spec.initContainers[{index}]")
+        at = f"{where}.spec.initContainers[{index}]"
+        request = _container_request(container, where=at, missing=missing)
         if isinstance(container, Mapping) and container.get("restartPolicy") == "Always":
             _add(sidecars, request)
             _add(total, request)
@@ -287,11 +312,13 @@ def _pod_level(resource: str) -> bool:
     return resource in ("cpu", "memory") or resource.startswith("hugepages-")
 
 
-def _container_request(container: object, *, where: str) -> ResourceList:
+def _container_request(
+    container: object, *, where: str, missing: ResourceList | None = None
+) -> ResourceList:
     resources = mapping(mapping(container, where=where).get("resources"), where=where)
     limits = parse_resource_list(resources.get("limits"), where=f"{where}.resources.limits")
     requests = parse_resource_list(resources.get("requests"), where=f"{where}.resources.requests")
-    return {**limits, **requests}
+    return {**(missing or {}), **limits, **requests}
 
 
 def _add(total: ResourceList, extra: ResourceList) -> None:

@@ -29,5 +29,22 @@ def priority_class_from_object(obj: Obj) -> PriorityClass:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidObject(f"{where}.value: {value!r} is not a whole number")
     return PriorityClass(
-        name=name_of(obj), value=value, global_default=bool(obj.get("globalDefault"))
+        name=name_of(obj),
+        value=value,
+        global_default=bool(obj.get("globalDefault")),
+        preemption_policy=preemption_policy(obj.get("preemptionPolicy"), where=where),
     )
+
+
+PREEMPTION_POLICIES = ("Never", "PreemptLowerPriority")
+
+
+def preemption_policy(value: object, *, where: str) -> str:
+    """PreemptLowerPriority (the API's default) or Never: whether pods may preempt."""
+    if value is None or value == "":
+        return "PreemptLowerPriority"
+    if value not in PREEMPTION_POLICIES:
+        raise InvalidObject(
+            f"{where}.preemptionPolicy: {value!r} is not one of {', '.join(PREEMPTION_POLICIES)}"
+        )
+    return str(value)

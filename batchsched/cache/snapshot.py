@@ -21,6 +21,7 @@ from batchsched.api.volumes import Storage
 from batchsched.cache.cluster import ClusterCache
 
 IntArray = npt.NDArray[np.int64]
+NO_EXTRA = (0, 0)
 
 
 @dataclass(slots=True)
@@ -102,6 +103,9 @@ class Snapshot:
     placed: list[tuple[int, Task]] = field(default_factory=list)
     # Namespace -> labels, for the namespace selectors of pod affinity terms.
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Per node row, the CPU and memory its pods' scores count beyond their requests
+    # (Task.score_extra); None when that is nothing anywhere.
+    score_extra: IntArray | None = None
     # Claims, volumes, storage classes and CSI nodes, for pods that mount claims.
     storage: Storage = field(default_factory=Storage)
 
@@ -130,6 +134,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
     port_users: dict[tuple[str, int], set[int]] = defaultdict(set)
     gpu_holders: list[tuple[int, Task, tuple[int, ...]]] = []
     placed: list[tuple[int, Task]] = []
+    score_extra: IntArray | None = None
     vectors: dict[tuple[object, ...], IntArray] = {}
     builder = _JobBuilder(cache, scheduler_name=scheduler_name, width=len(resources), now=now)
     for task in cache.tasks.values():
@@ -148,6 +153,10 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
                 port_users[port].add(row)
             if GPU in task.request or GPU_MILLI in task.request:
                 gpu_holders.append((row, task, task.gpu_index))
+            if task.score_extra != NO_EXTRA:
+                if score_extra is None:
+                    score_extra = np.zeros((len(nodes), 2), dtype=np.int64)
+                score_extra[row] += task.score_extra
         builder.add(task, vec)
     return Snapshot(
         now=now,
@@ -162,6 +171,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
         rejected_queues=dict(cache.rejected_queues),
         gpu_holders=gpu_holders,
         placed=placed,
+        score_extra=score_extra,
         namespace_labels={name: ns.labels for name, ns in cache.namespaces.items()},
         storage=Storage(
             claims=dict(cache.claims),

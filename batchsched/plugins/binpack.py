@@ -19,7 +19,7 @@ import numpy as np
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import CARD_MILLI
 from batchsched.api.resources import CPU, GPU, MEMORY
-from batchsched.cache.snapshot import IntArray, TaskInfo
+from batchsched.cache.snapshot import NO_EXTRA, IntArray, TaskInfo
 from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys, integer
@@ -59,11 +59,40 @@ class Binpack:
         self.has_capacity = capacity > 0
         self.divisor = np.maximum(capacity, 1)
         self._shapes: dict[tuple[object, ...], tuple[IntArray, IntArray]] = {}
+        # Where CPU and memory sit among the scored columns, for what scores count on
+        # top of requests; -1 where one is not scored.
+        self.extra_at = [names.index(n) if n in names else -1 for n in (CPU, MEMORY)]
+        self.extra = self._node_extra(session)
         session.scorers.append((self, self.weight))
+
+    def _node_extra(self, session: Session) -> IntArray | None:
+        """Per node, the scored columns' counts beyond requests; kept up to date as the
+        session places pods, or None in sessions where no pod has any."""
+        snapshot = session.snapshot
+        pending = any(
+            t.task.score_extra != NO_EXTRA for job in snapshot.jobs.values() for t in job.pending
+        )
+        if snapshot.score_extra is None and not pending:
+            return None
+        extra = np.zeros((len(snapshot.nodes), len(self.columns)), dtype=np.int64)
+        for side, at in enumerate(self.extra_at):
+            if at >= 0 and snapshot.score_extra is not None:
+                extra[:, at] = snapshot.score_extra[:, side]
+        session.on_allocate.append(lambda _, task, node: self._move(task, node, +1))
+        session.on_deallocate.append(lambda _, task, node: self._move(task, node, -1))
+        return extra
+
+    def _move(self, task: TaskInfo, node: int, step: int) -> None:
+        assert self.extra is not None
+        for side, at in enumerate(self.extra_at):
+            if at >= 0:
+                self.extra[node, at] += step * task.task.score_extra[side]
 
     def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         request, weights = self._request_and_weights(task)
         used = self.session.requested[nodes[:, None], self.columns] + request
+        if self.extra is not None:
+            used += self.extra[nodes]
         if self.gpu_at is not None:
             cards = self.session.gpu
             used[:, self.gpu_at] = (
@@ -85,6 +114,9 @@ class Binpack:
             request = task.vec[self.columns].copy()
             if self.gpu_at is not None:
                 request[self.gpu_at] = task.gpu.total
+            for side, at in enumerate(self.extra_at):
+                if at >= 0:
+                    request[at] += task.task.score_extra[side]
             weights = np.where(self.always | (request > 0), self.column_weights, 0)
             found = self._shapes[task.task.shape_key] = (request, weights)
         return found

@@ -9,8 +9,9 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.api.objects import GroupRef, Requirement, Toleration
 from batchsched.api.pods import ShapeMemo, effective_request, group_of, task_from_pod
+from batchsched.api.queues import priority_class_from_object
 
-from ..builders import Obj, pod
+from ..builders import Obj, pod, priority_class
 
 WHERE = "Pod default/p"
 GI = 2**30
@@ -372,3 +373,17 @@ def test_host_network_makes_every_container_port_a_host_port() -> None:
     assert task_from_pod(pod("p", spec=spec)).host_ports == frozenset({("UDP", 53), ("TCP", 80)})
     spec["hostNetwork"] = False
     assert task_from_pod(pod("p", spec=spec)).host_ports == frozenset({("TCP", 80)})
+
+
+def test_preemption_policy_is_read_and_checked() -> None:
+    assert task_from_pod(pod("p")).preemption_policy == ""
+    never = task_from_pod(pod("p", spec={"preemptionPolicy": "Never"}))
+    assert never.preemption_policy == "Never"
+    with pytest.raises(InvalidObject) as error:
+        task_from_pod(pod("p", spec={"preemptionPolicy": "Sometimes"}))
+    assert str(error.value) == (
+        "Pod default/p.spec.preemptionPolicy: 'Sometimes' is not one of Never, PreemptLowerPriority"
+    )
+    assert priority_class_from_object(priority_class("high", 10)).preemption_policy == (
+        "PreemptLowerPriority"
+    )

@@ -134,3 +134,21 @@ def test_gpu_weight_keeps_gpu_pods_together() -> None:
         MODERN,
     )
     assert placements(decisions) == {"default/p": "gpu-busy"}
+
+
+def test_pods_without_requests_count_as_kube_scheduler_counts_them() -> None:
+    """Ten running pods that request nothing make n1 look used (100m and 200 MiB each),
+    so a pod that requests nothing joins them there rather than on the empty n0."""
+    idle = [pod(f"idle-{i}", node_name="n1", scheduler="other") for i in range(10)]
+    objects = [node("n0", cpu="8"), node("n1", cpu="8"), *idle, pod("p")]
+    assert placements(decide(objects, binpack_config("{}"))) == {"default/p": "n1"}
+
+
+def test_a_pod_that_sets_its_requests_scores_them_alone() -> None:
+    """Requests set for every container, even to zero, are scored as they are."""
+    busy = [pod(f"busy-{i}", node_name="n1", scheduler="other") for i in range(10)]
+    light = pod("p", requests={"cpu": "0", "memory": "0"})
+    snapshot = snapshot_of([node("n0"), node("n1"), *busy, light])
+    assert pending_task(snapshot, "default/p").task.score_extra == (0, 0)
+    assert snapshot.score_extra is not None
+    assert snapshot.score_extra.tolist() == [[0, 0], [1000, 10 * 200 * 2**20]]
