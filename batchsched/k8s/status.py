@@ -48,6 +48,10 @@ API_VERSIONS = {
     "Queue": OUR_API,
     "PodGroup": OUR_API,
     "PriorityClass": "scheduling.k8s.io/v1",
+    "PersistentVolumeClaim": "v1",
+    "PersistentVolume": "v1",
+    "StorageClass": "storage.k8s.io/v1",
+    "CSINode": "storage.k8s.io/v1",
 }
 # The API server's limit on an event's note.
 NOTE_LIMIT = 1024

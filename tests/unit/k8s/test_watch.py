@@ -95,3 +95,19 @@ def test_a_claims_status_churn_wakes_no_session_but_its_version_is_kept() -> Non
     watch.delete(CLAIMS, "default/c")
     assert "default/c" not in watch.cache.claims
     assert watch.versions == {}
+
+
+def test_an_unusable_storage_class_is_reported_for_an_event() -> None:
+    watch = watch_over(RecordingApi())
+    storage_classes = next(w for w in WATCHED if w.kind == "StorageClass")
+    bad = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": "fast"},
+        "provisioner": "example.com/csi",
+        "volumeBindingMode": "Later",
+    }
+    watch.apply(storage_classes, bad)
+    [(ref, message)] = watch.invalid.values()
+    assert ref == {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "name": "fast"}
+    assert "volumeBindingMode" in message
