@@ -122,8 +122,9 @@ class Session:
         self.task_keys: list[Callable[[TaskInfo], object]] = []
         self.queue_keys: list[Callable[[str], object]] = []
         self.gpu = GpuCards(snapshot, self.requested)
-        # The card filter is not a plugin: no configuration may over-allocate a GPU card.
-        self.filters: list[NodeFilter] = [self.gpu]
+        # Filters in the order they explain a node (see explain); the card filter, which
+        # no configuration may leave out, comes after the plugins' (set up below).
+        self.filters: list[NodeFilter] = []
         self.scorers: list[tuple[NodeScorer, int]] = []
         # Filters whose outcome on a node changes with pods placed on other nodes (pod
         # affinity, over a zone): asked afresh over all nodes at each choice, on top of
@@ -154,6 +155,7 @@ class Session:
                 started = time.perf_counter()
                 plugin.open(self)
                 self.timings.plugins[plugin.name] = time.perf_counter() - started
+        self.filters.append(self.gpu)
 
     # Ordering: keys from plugins in tier order, then creation and name so that equal
     # input always gives equal output.
@@ -268,10 +270,17 @@ class Session:
         return np.where(feasible, total, -1)
 
     def explain(self, task: TaskInfo) -> str:
-        """Why no node fits, kube-scheduler style: `0/4 nodes fit: 4 Insufficient cpu`."""
+        """Why no node fits, kube-scheduler style: `0/4 nodes fit: 4 Insufficient cpu`.
+
+        As in kube-scheduler, a node gives the reasons of the first filter it fails only.
+        """
         reasons: Counter[str] = Counter()
+        left = self.all_nodes
         for node_filter in (*self.filters, *self.fresh_filters):
-            reasons.update(node_filter.explain(task, self.all_nodes))
+            if not len(left):
+                break
+            reasons.update(node_filter.explain(task, left))
+            left = left[node_filter.filter(task, left)]
         listed = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
         return f"0/{self.node_count} nodes fit: {listed or 'no nodes in the cluster'}"
 

@@ -52,12 +52,13 @@ class Predicates:
         plain = [not _blocking_taints(n) and n.ready and not n.unschedulable for n in self.nodes]
         self._plain: BoolArray = np.array(plain, dtype=np.bool_)
         session.filters.append(self)
-        if InterPodAffinity.needed(session):
-            InterPodAffinity(session)
-        if stated(session):
-            TopologySpread(session, constraints_of=own_constraints, allowed=self._static_mask)
+        # In kube-scheduler's order of filters, which is the order of pending reasons.
         if VolumeBinding.needed(session):
             VolumeBinding(session)
+        if stated(session):
+            TopologySpread(session, constraints_of=own_constraints, allowed=self._static_mask)
+        if InterPodAffinity.needed(session):
+            InterPodAffinity(session)
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         ok = self._static_mask(task.task.constraints)[nodes]
@@ -76,6 +77,14 @@ class Predicates:
         for row in nodes[~static[nodes]]:
             reasons[_constraint_failure(self.nodes[row], constraints) or SELECTOR_MISMATCH] += 1
         passing = nodes[static[nodes]]
+        # Ports before resources, as kube-scheduler's NodePorts runs before its Fit.
+        taken: BoolArray = np.zeros(len(passing), dtype=np.bool_)
+        for port in task.task.host_ports:
+            users = self.session.port_users.get(port, set())
+            taken |= np.isin(passing, np.fromiter(users, dtype=np.int64))
+        if taken.any():
+            reasons[PORTS_TAKEN] += int(taken.sum())
+        passing = passing[~taken]
         free = self.allocatable[passing] - self.session.requested[passing]
         short = free < task.vec
         for column in np.flatnonzero(task.vec):
@@ -83,11 +92,6 @@ class Predicates:
             if count:
                 name = self.resources[column]
                 reasons["Too many pods" if name == PODS else f"Insufficient {name}"] += count
-        for port in task.task.host_ports:
-            taken = self.session.port_users.get(port, set())
-            count = int(np.isin(passing, np.fromiter(taken, dtype=np.int64)).sum())
-            if count:
-                reasons[PORTS_TAKEN] += count
         return reasons
 
     def _need(self, task: TaskInfo) -> IntArray:

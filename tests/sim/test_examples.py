@@ -75,7 +75,7 @@ def test_zone_spread(capsys: pytest.CaptureFixture[str]) -> None:
     for i in range(6):
         assert run.pods[f"default/eval-{i}"]["reason"] == (
             "gang default/eval: room for 2 of 6; 0/5 nodes fit: 3 Insufficient cpu, "
-            "4 node(s) didn't match pod topology spread constraints"
+            "2 node(s) didn't match pod topology spread constraints"
         )
     assert run.podgroups["default/eval"]["scheduled"] == 0
 
