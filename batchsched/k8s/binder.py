@@ -27,9 +27,10 @@ The chosen administrator's volume gets the claim in its claimRef, or the claim g
 chosen node in its selected-node annotation for a provisioner; then the job waits,
 without holding a worker, until the watch shows each claim bound. A write refused, a
 provisioner that gives up (the annotation is taken away), a volume that lets go of the
-claim, a claim or pod deleted, or `bind_timeout` passing fails the whole job, as a
-failed member does: it is forgotten and the next session decides it again. Those writes
-are fenced like Bindings, and a job waiting when the lease is lost is dropped.
+claim or does not fit the node, a claim or pod deleted, or `bind_timeout` passing fails
+the whole job, as a failed member does: it is forgotten and the next session decides it
+again. Those writes are fenced like Bindings, and a job waiting when the lease is lost
+is dropped.
 """
 
 import asyncio
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, format_gpu_index
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
+from batchsched.api.selectors import term_matches
 from batchsched.api.volumes import (
     BOUND_BY_CONTROLLER_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
@@ -377,9 +379,25 @@ class Binder:
             elif current.selected_node != claim.node:
                 # A provisioner that gives up takes the annotation away.
                 raise _ClaimFailed(f"provisioning failed for claim {claim.key}")
-            if not current.bound:
+            if not current.bound or not self._fits(claim, current.volume_name):
                 unbound.append(claim.key)
         return unbound
+
+    def _fits(self, claim: ClaimBinding, volume_name: str) -> bool:
+        """Whether the volume the claim got may be used on the chosen node (False: the
+        cache does not show the volume yet); a provisioner may have made it elsewhere."""
+        volume = self.cache.volumes.get(volume_name)
+        if volume is None:
+            return False
+        node = self.cache.nodes.get(claim.node)
+        if node is None:
+            raise _ClaimFailed(f"node {claim.node} was removed")
+        terms = volume.node_affinity
+        if terms is not None and not any(term_matches(node, term) for term in terms):
+            raise _ClaimFailed(
+                f"volume {volume_name} of claim {claim.key} does not fit node {claim.node}"
+            )
+        return True
 
     def _claim(self, claim: ClaimBinding) -> Claim:
         """The claim as the cache shows it, if it is still the one the session saw."""

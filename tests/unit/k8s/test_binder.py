@@ -15,9 +15,9 @@ from batchsched.api.volumes import (
 from batchsched.framework.decisions import Binding, ClaimBinding
 from batchsched.k8s.binder import CLAIM_POLL_SECONDS, Binder
 from batchsched.k8s.client import JSON, ApiError
-from batchsched.k8s.watch import CLAIMS, PODS, VOLUMES
+from batchsched.k8s.watch import CLAIMS, PODS, VOLUMES, WATCHED
 
-from ..builders import pod
+from ..builders import node, pod
 from .recording_api import RecordingApi, created, watch_over
 from .recording_api import settle as settle_status
 
@@ -272,6 +272,7 @@ async def test_a_session_that_sends_nothing_leaves_binds_idle() -> None:
 # Claims: a job's pods are bound only once each of their claims is.
 
 PATCHED = {"metadata": {"resourceVersion": "5"}}
+NODES = next(w for w in WATCHED if w.kind == "Node")
 
 
 def patched(method: str, path: str, body: Any) -> JSON:
@@ -304,8 +305,14 @@ def claim(
     }
 
 
-def volume(name: str, *, version: int = 1, claimed_by: str | None = None) -> JSON:
-    spec: JSON = {"storageClassName": "wait", "capacity": {"storage": "1Gi"}}
+def volume(name: str, *, version: int = 1, claimed_by: str | None = None, node: str = "n1") -> JSON:
+    """A volume reachable from `node` only."""
+    term = {"matchExpressions": [{"key": "host", "operator": "In", "values": [node]}]}
+    spec: JSON = {
+        "storageClassName": "wait",
+        "capacity": {"storage": "1Gi"},
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+    }
     if claimed_by is not None:
         spec["claimRef"] = {"namespace": "default", "name": claimed_by, "uid": f"uid-{claimed_by}"}
     return {
@@ -323,6 +330,7 @@ def with_claims(
     `static`, to be given the free volume v<i>."""
     binder, api, bindings = setup(answer, members=members)
     binder.bind_timeout = 5.0
+    binder.watch.apply(NODES, node("n1", labels={"host": "n1"}))
     for i, binding in enumerate(bindings):
         binder.watch.apply(CLAIMS, claim(f"c{i}"))
         if static:
@@ -370,6 +378,8 @@ async def test_a_job_binds_no_pod_before_the_provisioner_bound_its_claims() -> N
     # The cache does not show the annotation yet (version 1 < 5): that is not a
     # provisioner giving up.
     await polls()
+    for i in (0, 1):
+        binder.watch.apply(VOLUMES, volume(f"pv{i}", claimed_by=f"c{i}"))
     binder.watch.apply(CLAIMS, claim("c0", version=6, node="n1", volume="pv0", bound=True))
     await polls()
     assert api.sent("POST", "/binding") == []
@@ -390,6 +400,17 @@ async def test_a_provisioner_that_gives_up_fails_the_whole_job() -> None:
     binder.watch.apply(CLAIMS, claim("c0", version=6, node="n1"))
     binder.watch.apply(CLAIMS, claim("c1", version=7))  # the annotation taken away
     await failed(binder, api, "provisioning failed for claim default/c1")
+    task.cancel()
+
+
+async def test_a_volume_provisioned_for_another_node_fails_the_job() -> None:
+    binder, api, bindings = with_claims()
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await until(lambda: len(api.sent("PATCH")) == 2)
+    binder.watch.apply(VOLUMES, volume("pv0", claimed_by="c0", node="n2"))
+    binder.watch.apply(CLAIMS, claim("c0", version=6, node="n1", volume="pv0", bound=True))
+    await failed(binder, api, "volume pv0 of claim default/c0 does not fit node n1")
     task.cancel()
 
 
@@ -448,6 +469,7 @@ async def test_claims_already_done_are_not_written_again() -> None:
     binder.watch.apply(CLAIMS, claim("c0", volume="v0", bound=True))
     bindings[1].claims = (ClaimBinding("default", "c1", "uid-c1", "n1"),)
     binder.watch.apply(CLAIMS, claim("c1", node="n1", volume="pv1", bound=True))
+    binder.watch.apply(VOLUMES, volume("pv1", claimed_by="c1"))
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
     await until(lambda: len(api.sent("POST", "/binding")) == 2)
