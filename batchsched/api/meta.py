@@ -31,7 +31,16 @@ def sequence(value: object, *, where: str) -> list[Any]:
 
 # Kinds without a namespace; every other kind we read lives in one ("default" if unset).
 CLUSTER_SCOPED = frozenset(
-    {"Node", "Queue", "PriorityClass", "Namespace", "PersistentVolume", "StorageClass", "CSINode"}
+    {
+        "Node",
+        "Queue",
+        "PriorityClass",
+        "Namespace",
+        "PersistentVolume",
+        "StorageClass",
+        "CSINode",
+        "CSIDriver",
+    }
 )
 
 

@@ -11,11 +11,13 @@ from batchsched.api.meta import (
     Obj,
     annotations_of,
     describe,
+    flag,
     labels_of,
     mapping,
     name_of,
     namespace_of,
     sequence,
+    text,
     whole_number,
 )
 from batchsched.api.objects import Requirement
@@ -132,6 +134,28 @@ class CsiNode:
     limits: tuple[tuple[str, int], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class CsiDriver:
+    """Whether volumes of the driver are provisioned only where its CSIStorageCapacity
+    objects say there is room."""
+
+    name: str
+    storage_capacity: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StorageCapacity:
+    """A CSIStorageCapacity: room for volumes of a class on the nodes its topology selects."""
+
+    namespace: str
+    name: str
+    storage_class: str
+    # None: no node (kube-scheduler treats a missing topology as unavailable).
+    node_topology: Selector | None
+    # The largest volume it can hold (maximumVolumeSize, else capacity); None: unknown.
+    limit: int | None
+
+
 @dataclass(slots=True)
 class Storage:
     """Everything storage a session reads, as of its snapshot."""
@@ -140,6 +164,8 @@ class Storage:
     volumes: dict[str, Volume] = field(default_factory=dict)
     classes: dict[str, StorageClass] = field(default_factory=dict)
     csi_nodes: dict[str, CsiNode] = field(default_factory=dict)
+    drivers: dict[str, CsiDriver] = field(default_factory=dict)
+    capacities: dict[str, StorageCapacity] = field(default_factory=dict)
     # "Kind key" -> why the object could not be read.
     rejected: dict[str, str] = field(default_factory=dict)
 
@@ -283,6 +309,34 @@ def csi_node_from_object(obj: Obj) -> CsiNode:
             number = whole_number(count, where=f"{at}.allocatable.count", minimum=0)
             limits.append((str(driver.get("name") or ""), number))
     return CsiNode(name=name_of(obj, kind="CSINode"), limits=tuple(limits))
+
+
+def csi_driver_from_object(obj: Obj) -> CsiDriver:
+    where = describe(obj, kind="CSIDriver")
+    spec = mapping(obj.get("spec"), where=f"{where}.spec")
+    raw = spec.get("storageCapacity")
+    return CsiDriver(
+        name=name_of(obj, kind="CSIDriver"),
+        storage_capacity=False if raw is None else flag(raw, where=f"{where}.spec.storageCapacity"),
+    )
+
+
+def storage_capacity_from_object(obj: Obj) -> StorageCapacity:
+    where = describe(obj, kind="CSIStorageCapacity")
+    raw_topology = obj.get("nodeTopology")
+    largest = obj.get("maximumVolumeSize")
+    at = f"{where}.maximumVolumeSize"
+    if largest is None:
+        largest, at = obj.get("capacity"), f"{where}.capacity"
+    return StorageCapacity(
+        namespace=namespace_of(obj, kind="CSIStorageCapacity"),
+        name=name_of(obj, kind="CSIStorageCapacity"),
+        storage_class=text(obj.get("storageClassName"), where=where, default=""),
+        node_topology=None
+        if raw_topology is None
+        else parse_selector(raw_topology, where=f"{where}.nodeTopology"),
+        limit=None if largest is None else _bytes(largest, where=at),
+    )
 
 
 def _class_of(notes: dict[str, str], name: object) -> str:

@@ -19,18 +19,29 @@ from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
 from batchsched.api.volumes import (
     Claim,
+    CsiDriver,
     CsiNode,
+    StorageCapacity,
     StorageClass,
     Volume,
     claim_from_object,
+    csi_driver_from_object,
     csi_node_from_object,
+    storage_capacity_from_object,
     storage_class_from_object,
     volume_from_object,
 )
 
-STORAGE_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")
+STORAGE_KINDS = (
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "CSIStorageCapacity",
+)
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", *STORAGE_KINDS)
-NAMESPACED_KINDS = ("Pod", "PodGroup", "PersistentVolumeClaim")
+NAMESPACED_KINDS = ("Pod", "PodGroup", "PersistentVolumeClaim", "CSIStorageCapacity")
 # Which of a name's PodGroups pods see: the one whose API comes first (ours).
 _API_RANK = {api: rank for rank, api in enumerate(POD_GROUP_APIS)}
 
@@ -64,6 +75,8 @@ class ClusterCache:
         self.volumes: dict[str, Volume] = {}
         self.storage_classes: dict[str, StorageClass] = {}
         self.csi_nodes: dict[str, CsiNode] = {}
+        self.csi_drivers: dict[str, CsiDriver] = {}
+        self.storage_capacities: dict[str, StorageCapacity] = {}
         # "ns/name" of a pod that could not be parsed -> (its schedulerName, why); the
         # reason is shown as the pod's pending reason.
         self.rejected_pods: dict[str, tuple[str, str]] = {}
@@ -111,6 +124,11 @@ class ClusterCache:
             "PersistentVolume": (self.volumes, lambda: volume_from_object(obj)),
             "StorageClass": (self.storage_classes, lambda: storage_class_from_object(obj)),
             "CSINode": (self.csi_nodes, lambda: csi_node_from_object(obj)),
+            "CSIDriver": (self.csi_drivers, lambda: csi_driver_from_object(obj)),
+            "CSIStorageCapacity": (
+                self.storage_capacities,
+                lambda: storage_capacity_from_object(obj),
+            ),
         }
         store, parse = handlers[str(kind)]
         if kind == "Pod":

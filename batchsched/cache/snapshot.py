@@ -178,6 +178,8 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
             volumes=dict(cache.volumes),
             classes=dict(cache.storage_classes),
             csi_nodes=dict(cache.csi_nodes),
+            drivers=dict(cache.csi_drivers),
+            capacities=dict(cache.storage_capacities),
             rejected=dict(cache.rejected_storage),
         ),
     )

@@ -11,7 +11,8 @@ A node is ruled out, with the reason of the first check it fails, when:
 - a bound claim's volume is gone, or its node affinity does not match the node;
 - an unbound claim of a WaitForFirstConsumer class can have no volume there: it was
   promised to another node, or no available volume of its class fits it and the node,
-  and the class cannot provision one for the node (no provisioner, allowedTopologies);
+  and the class cannot provision one for the node (no provisioner, allowedTopologies,
+  or, for a CSI driver with storageCapacity, no CSIStorageCapacity with room for it);
 - a bound volume's zone or region labels differ from the node's.
 
 Where a pod is placed, each unbound claim gets the smallest available volume that fits
@@ -52,6 +53,7 @@ MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 VOLUME_MISSING = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
 ZONE_CONFLICT = "node(s) had no available volume zone"
 
 
@@ -170,7 +172,9 @@ class VolumeBinding:
                 affinity = affinity & self._affinity(volume.node_affinity)
         checks.append((NODE_CONFLICT, ~affinity))
         if claims.delayed:
-            checks.append((BIND_CONFLICT, ~self._bindable(claims.delayed)))
+            checks.append((BIND_CONFLICT, ~self._bindable(claims.delayed, sized=False)))
+            if any(self._sized(claim) for claim in claims.delayed):
+                checks.append((NOT_ENOUGH_SPACE, ~self._bindable(claims.delayed, sized=True)))
         zones = self._everywhere()
         for _, volume in claims.bound:
             if volume is not None:
@@ -192,8 +196,9 @@ class VolumeBinding:
             over |= (limit >= 0) & (self.attached_count[driver] + new > limit)
         return over
 
-    def _bindable(self, delayed: tuple[Claim, ...]) -> BoolArray:
-        """Where every unbound WaitForFirstConsumer claim can have a volume."""
+    def _bindable(self, delayed: tuple[Claim, ...], *, sized: bool) -> BoolArray:
+        """Where every unbound WaitForFirstConsumer claim can have a volume; `sized`:
+        counting the room the CSI drivers report for volumes to be provisioned."""
         ok = self._everywhere()
         open_claims = []
         for claim in delayed:
@@ -216,7 +221,7 @@ class VolumeBinding:
         shared = any(names[i] & names[j] for i in range(len(names)) for j in range(i))
         if not shared:
             for claim, found in zip(open_claims, candidates, strict=True):
-                ok = ok & (self._static(claim, found) | self._provisionable(claim))
+                ok = ok & (self._static(claim, found) | self._provisionable(claim, sized=sized))
             return ok
         # Claims of one pod compete for the same volumes: match them node by node, as
         # kube-scheduler does, where any of those volumes could be.
@@ -224,10 +229,10 @@ class VolumeBinding:
         provisioned = ok.copy()
         for claim, found in zip(open_claims, candidates, strict=True):
             somewhere |= self._static(claim, found)
-            provisioned &= self._provisionable(claim)
+            provisioned &= self._provisionable(claim, sized=sized)
         result = provisioned & ~somewhere
         for row in np.flatnonzero(ok & somewhere).tolist():
-            result[row] = self._choose(open_claims, row) is not None
+            result[row] = self._choose(open_claims, row, sized=sized) is not None
         return result
 
     def _static(self, claim: Claim, found: list[Volume]) -> BoolArray:
@@ -240,8 +245,12 @@ class VolumeBinding:
             mask |= self._affinity(volume.node_affinity)
         return mask
 
-    def _provisionable(self, claim: Claim) -> BoolArray:
-        key = ("provision", claim.storage_class)
+    def _provisionable(self, claim: Claim, *, sized: bool) -> BoolArray:
+        """Where the claim's class can provision its volume: it has a provisioner, its
+        allowedTopologies take the node and, `sized`, a CSIStorageCapacity of the class
+        whose topology selects the node has room for it (for drivers that ask for that)."""
+        sized = sized and self._sized(claim)
+        key = ("provision", claim.storage_class, claim.request if sized else None)
         mask = self._masks.get(key)
         if mask is None:
             found = self.storage.classes.get(claim.storage_class)
@@ -251,10 +260,30 @@ class VolumeBinding:
                 mask = self._everywhere()
             else:
                 mask = self._affinity(found.allowed_topologies)
+            if sized:
+                mask = mask & self._room(claim)
             self._masks[key] = mask
         return mask
 
-    def _choose(self, claims: list[Claim], row: int) -> list[tuple[Claim, str]] | None:
+    def _sized(self, claim: Claim) -> bool:
+        """Whether a volume provisioned for the claim needs room its driver reports."""
+        found = self.storage.classes.get(claim.storage_class)
+        driver = self.storage.drivers.get(found.provisioner) if found is not None else None
+        return claim.request > 0 and driver is not None and driver.storage_capacity
+
+    def _room(self, claim: Claim) -> BoolArray:
+        room: BoolArray = np.zeros(self.size, dtype=np.bool_)
+        for capacity in self.storage.capacities.values():
+            topology = capacity.node_topology
+            if capacity.storage_class != claim.storage_class or topology is None:
+                continue
+            if capacity.limit is not None and capacity.limit >= claim.request:
+                room |= np.array([topology.matches(n.labels) for n in self.nodes], dtype=np.bool_)
+        return room
+
+    def _choose(
+        self, claims: list[Claim], row: int, *, sized: bool = True
+    ) -> list[tuple[Claim, str]] | None:
         """kube-scheduler's choice on one node: claims from the smallest request up each
         take the smallest fitting volume left, or are provisioned; None when one can't."""
         node = self.nodes[row]
@@ -273,7 +302,7 @@ class VolumeBinding:
             if fits:
                 taken.add(fits[0].name)
                 chosen.append((claim, fits[0].name))
-            elif self._provisionable(claim)[row]:
+            elif self._provisionable(claim, sized=sized)[row]:
                 chosen.append((claim, ""))
             else:
                 return None

@@ -10,6 +10,7 @@ from batchsched.plugins.volumebinding import (
     IMMEDIATE_UNBOUND,
     MAX_VOLUME_COUNT,
     NODE_CONFLICT,
+    NOT_ENOUGH_SPACE,
     READ_WRITE_ONCE_POD_CONFLICT,
     VOLUME_MISSING,
     ZONE_CONFLICT,
@@ -296,3 +297,36 @@ def test_an_ephemeral_claim_must_belong_to_its_pod(
     assert result.pods["default/job"]["reason"] == (
         "PVC default/job-v0 was not created for pod default/job (pod is not owner)"
     )
+
+
+def test_a_driver_that_tracks_capacity_provisions_only_where_there_is_room(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    tracking = f"""---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {{name: example.com/csi}}
+spec: {{storageCapacity: true}}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata: {{name: zone-b, namespace: kube-system}}
+storageClassName: fast
+nodeTopology: {{matchLabels: {{{ZONE}: b}}}}
+capacity: 100Gi
+maximumVolumeSize: 5Gi
+"""
+    large = claim("large", storage_class="fast").replace("storage: 1Gi", "storage: 10Gi")
+    result = run(
+        capsys,
+        tmp_path,
+        nodes(4),
+        tracking,
+        storage_class("fast"),
+        claim("small", storage_class="fast"),
+        large,
+        pod("fits", "small"),
+        pod("too-big", "large"),
+    )
+    assert result.bound()["default/fits"] in ("n1", "n3")
+    assert result.pods["default/too-big"]["reason"] == f"0/4 nodes fit: 4 {NOT_ENOUGH_SPACE}"
