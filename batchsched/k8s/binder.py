@@ -89,11 +89,11 @@ class _ClaimFailed(Exception):
 class _Gang:
     """The members of one job decided in one session; `failure` stops the rest, and
     `waiting` holds them until the first member, which carries the record, is bound.
-    `claims` are what the members' volumes still need, settled before any of them."""
+    With `claims`, some member's volumes still need one, settled before any is bound."""
 
     failure: str | None = None
     waiting: list["_Bind"] = field(default_factory=list)
-    claims: tuple[ClaimBinding, ...] = ()
+    claims: bool = False
 
 
 @dataclass(slots=True)
@@ -147,7 +147,7 @@ class Binder:
             gang = members[0].gang if members else _Gang()
             members.append(_Bind(binding, gang, created))
             if binding.claims:
-                gang.claims += binding.claims
+                gang.claims = True
         for members in gangs.values():
             first = members[0]
             if len(members) > 1:
@@ -302,7 +302,7 @@ class Binder:
         """Write what each claim needs, then wait until the cache shows them all bound."""
         members = [first.binding, *(m.binding for m in first.gang.waiting)]
         # Members sharing a claim name it once.
-        claims = list({c.key: c for c in first.gang.claims}.values())
+        claims = list({c.key: c for member in members for c in member.claims}.values())
         # Version key -> the resourceVersion our write gave the object.
         written: dict[str, int] = {}
         for claim in claims:
@@ -402,8 +402,10 @@ class Binder:
     def _claim(self, claim: ClaimBinding) -> Claim:
         """The claim as the cache shows it, if it is still the one the session saw."""
         current = self.cache.claims.get(claim.key)
-        if current is None or current.uid != claim.uid or current.deleting:
+        if current is None or current.uid != claim.uid:
             raise _ClaimFailed(f"claim {claim.key} was deleted")
+        if current.deleting:
+            raise _ClaimFailed(f"claim {claim.key} is being deleted")
         return current
 
     def _volume_names(self, claim: ClaimBinding, current: Claim) -> bool:
