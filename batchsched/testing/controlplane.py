@@ -481,6 +481,35 @@ class ControlPlane:
             events.extend(json.loads(line) for line in complete.splitlines())
         return events
 
+    def start_scheduler(self, binary: Path, config: JSON) -> None:
+        """Run kube-scheduler (hack/kube-scheduler.sh builds it) against this control plane
+        as the admin, stopped with it; `config` is merged into its
+        KubeSchedulerConfiguration, which turns leader election off.
+
+        It serves nothing of its own (no health port to collide with others'): callers
+        learn it is working from the pods it places.
+        """
+        settings: JSON = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(self.kubeconfig)},
+            "leaderElection": {"leaderElect": False},
+            **config,
+        }
+        path = self.workdir / "kube-scheduler.yaml"
+        path.write_text(yaml.safe_dump(settings))
+        self._group.spawn(
+            "kube-scheduler", [str(binary), f"--config={path}", "--secure-port=0", "-v=1"]
+        )
+        # A bad configuration ends it at once; anything later shows in the pods it places.
+        time.sleep(0.5)
+        proc = self._group.processes["kube-scheduler"]
+        if proc.poll() is not None:
+            raise ControlPlaneError(
+                f"kube-scheduler exited with code {proc.returncode}:\n"
+                + _tail(self.workdir / "kube-scheduler.log")
+            )
+
     def kube(self, token: str | None = None) -> Kube:
         """A REST client for the admin, or for whoever holds `token`."""
         return Kube(self.server, token or self.token, self.ca_file)

@@ -1,0 +1,209 @@
+"""Conformance of batchsched's constraint filters with kube-scheduler, on random scenarios.
+
+Usage: python bench/parity.py [--scenarios 500] [--seed 1] [--out parity-cases]
+                              [--only INDEX] [--settle 0.2]
+Needs KUBEBUILDER_ASSETS holding etcd, kube-apiserver and kube-scheduler:
+    bash hack/envtest.sh && export KUBEBUILDER_ASSETS=$(bash hack/kube-scheduler.sh)
+Prints one JSON object; see docs/conformance.md.
+
+Each scenario (batchsched/testing/parity.py generates it from the seed and its index,
+so `--only` replays one) is decided by batchsched's simulator, then created on a real
+control plane where kube-scheduler decides it: the nodes, the pods already bound (by
+spec.nodeName) and the incoming pod. When batchsched places the pod, the pod is first
+created pinned to batchsched's node, and a pod kube-scheduler binds there settles
+both questions; otherwise, or when it refuses, the pod is created free. The scenario's
+objects are deleted before the next one. A disagreement is run again with a longer
+wait for kube-scheduler's informers, and is kept (written to --out as a case
+`batchsched simulate -f` reads) only if it repeats.
+"""
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+from batchsched.testing import ControlPlane, ControlPlaneError, Kube, find_assets
+from batchsched.testing.kube import JSON
+from batchsched.testing.parity import (
+    KUBE_SCHEDULER,
+    Ours,
+    Scenario,
+    Theirs,
+    batchsched_verdict,
+    case_yaml,
+    disagreement,
+    generate,
+    kube_verdict,
+    probe_scenario,
+)
+
+SCHEDULER_BINARY = "kube-scheduler"
+# kube-scheduler's own configuration: every node is scored (the pinned question needs
+# no score, but the free answer is then the best node, as batchsched would pick it).
+SCHEDULER_CONFIG: JSON = {
+    "percentageOfNodesToScore": 100,
+    "profiles": [{"schedulerName": KUBE_SCHEDULER}],
+}
+DECISION_TIMEOUT = 30.0
+# How much longer than --settle a disagreement is given when it is run again.
+CONFIRM_FACTOR = 10
+
+
+def scenario_rng(seed: int, index: int) -> random.Random:
+    """Each scenario's own generator, so that one can be replayed without the rest."""
+    return random.Random(f"{seed}/{index}")
+
+
+class KubeSide:
+    """Creates scenarios on the control plane and reads kube-scheduler's decisions."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def setup(self, scenario: Scenario, *, settle: float) -> None:
+        for namespace in scenario.namespaces:
+            self.kube.post("/api/v1/namespaces", namespace).expect(201, 409)
+        for node in scenario.nodes:
+            self.kube.post("/api/v1/nodes", node).expect(201)
+            # Created nodes keep no status: Ready and allocatable go through /status.
+            path = f"/api/v1/nodes/{node['metadata']['name']}"
+            self.kube.patch(f"{path}/status", {"status": node["status"]}).expect(200)
+            # The TaintNodesByCondition admission plugin gives a new node the not-ready
+            # taint, which no node lifecycle controller here would take off.
+            taints = node.get("spec", {}).get("taints")
+            self.kube.patch(path, {"spec": {"taints": taints}}).expect(200)
+        for pod in scenario.existing:
+            self.kube.post(_pods(pod), pod).expect(201)
+        # kube-scheduler learns of these through its informers, a moment later.
+        time.sleep(settle)
+
+    def ask(self, scenario: Scenario, pin: str | None) -> tuple[str | None, str]:
+        pod = scenario.pod(KUBE_SCHEDULER, pin=pin)
+        self.kube.post(_pods(pod), pod).expect(201)
+        path = f"{_pods(pod)}/{pod['metadata']['name']}"
+        deadline = time.monotonic() + DECISION_TIMEOUT
+        while time.monotonic() < deadline:
+            found = self.kube.get(path).expect(200)
+            node = found["spec"].get("nodeName")
+            if node:
+                return node, ""
+            for condition in found.get("status", {}).get("conditions") or []:
+                if condition["type"] == "PodScheduled" and condition["reason"] == "Unschedulable":
+                    self.kube.delete(path, grace_period_seconds=0).expect(200, 404)
+                    return None, condition.get("message", "")
+            time.sleep(0.02)
+        raise TimeoutError(f"kube-scheduler decided nothing about {path} in {DECISION_TIMEOUT}s")
+
+    def teardown(self, scenario: Scenario) -> None:
+        for namespace in scenario.namespaces:
+            path = f"/api/v1/namespaces/{namespace['metadata']['name']}/pods"
+            self.kube.delete(path, grace_period_seconds=0).expect(200)
+        for node in scenario.nodes:
+            self.kube.delete(f"/api/v1/nodes/{node['metadata']['name']}").expect(200)
+
+    def decide(self, scenario: Scenario, *, settle: float) -> tuple[Ours, Theirs]:
+        ours = batchsched_verdict(scenario)
+        self.setup(scenario, settle=settle)
+        try:
+            return ours, kube_verdict(ours, lambda pin: self.ask(scenario, pin))
+        finally:
+            self.teardown(scenario)
+
+
+def _pods(pod: JSON) -> str:
+    return f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods"
+
+
+def scheduler_binary(assets: Path) -> Path:
+    binary = assets / SCHEDULER_BINARY
+    if not os.access(binary, os.X_OK):
+        raise ControlPlaneError(
+            f"no {SCHEDULER_BINARY} in {assets}: run `bash hack/envtest.sh && "
+            "export KUBEBUILDER_ASSETS=$(bash hack/kube-scheduler.sh)` (builds it once)"
+        )
+    return binary
+
+
+def wait_until_scheduling(side: KubeSide) -> None:
+    """Place one pod, so that the run starts once kube-scheduler's informers are synced."""
+    probe = probe_scenario()
+    side.setup(probe, settle=0)
+    try:
+        node, message = side.ask(probe, None)
+    finally:
+        side.teardown(probe)
+    if node is None:
+        raise ControlPlaneError(f"kube-scheduler cannot place a plain pod: {message}")
+
+
+def run(args: argparse.Namespace) -> JSON:
+    assets = find_assets()
+    binary = scheduler_binary(assets)
+    started = time.monotonic()
+    out = Path(args.out)
+    indices = [args.only] if args.only is not None else list(range(args.scenarios))
+    agreed = checks = checks_passed = not_repeated = 0
+    cases: list[str] = []
+    with ControlPlane.start(assets) as plane:
+        plane.start_scheduler(binary, SCHEDULER_CONFIG)
+        side = KubeSide(plane.kube())
+        wait_until_scheduling(side)
+        for index in indices:
+            scenario = generate(scenario_rng(args.seed, index), index)
+            ours, theirs = side.decide(scenario, settle=args.settle)
+            if disagreement(ours, theirs) is not None:
+                ours, theirs = side.decide(scenario, settle=args.settle * CONFIRM_FACTOR)
+                not_repeated += disagreement(ours, theirs) is None
+            agreed += (ours.node is not None) == theirs.feasible
+            if ours.node is not None and theirs.feasible:
+                checks += 1
+                checks_passed += bool(theirs.accepts_ours)
+            finding = disagreement(ours, theirs)
+            if finding is not None:
+                out.mkdir(parents=True, exist_ok=True)
+                path = out / f"seed{args.seed}-scenario{index}.yaml"
+                path.write_text(case_yaml(scenario, seed=args.seed, finding=finding))
+                cases.append(str(path))
+                print(f"scenario {index}: {finding} -> {path}", file=sys.stderr)
+    total = len(indices)
+    return {
+        "scenarios": total,
+        "seed": args.seed,
+        "feasibility_agreement_pct": round(100 * agreed / total, 2) if total else None,
+        # Pods both placed, and of those, the ones kube-scheduler also binds to
+        # batchsched's node.
+        "placement_checks": checks,
+        "placement_checks_passed": checks_passed,
+        "disagreements": len(cases),
+        "cases": cases,
+        # Disagreements that did not repeat with a longer wait: kube-scheduler had not
+        # yet seen the whole scenario. Many of them mean --settle is too short.
+        "not_repeated": not_repeated,
+        "elapsed_seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", default="parity-cases", help="where disagreements are written")
+    parser.add_argument("--only", type=int, help="run this scenario index alone")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.2,
+        help="seconds kube-scheduler is given to see a scenario's objects",
+    )
+    args = parser.parse_args()
+    try:
+        print(json.dumps(run(args), indent=2))
+    except ControlPlaneError as error:
+        sys.exit(f"parity: {error}")
+
+
+if __name__ == "__main__":
+    main()
