@@ -52,6 +52,8 @@ API_VERSIONS = {
     "PersistentVolume": "v1",
     "StorageClass": "storage.k8s.io/v1",
     "CSINode": "storage.k8s.io/v1",
+    "CSIDriver": "storage.k8s.io/v1",
+    "CSIStorageCapacity": "storage.k8s.io/v1",
 }
 # The API server's limit on an event's note.
 NOTE_LIMIT = 1024

@@ -279,6 +279,28 @@ def trim_csi_node(csi_node: Mapping[str, Any]) -> JSON:
     }
 
 
+def trim_csi_driver(csi_driver: Mapping[str, Any]) -> JSON:
+    return {
+        "kind": "CSIDriver",
+        "metadata": {"name": (csi_driver.get("metadata") or {}).get("name")},
+        "spec": {"storageCapacity": (csi_driver.get("spec") or {}).get("storageCapacity")},
+    }
+
+
+def trim_storage_capacity(capacity: Mapping[str, Any]) -> JSON:
+    meta = capacity.get("metadata") or {}
+    largest = capacity.get("maximumVolumeSize")
+    return {
+        "kind": "CSIStorageCapacity",
+        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+        "storageClassName": capacity.get("storageClassName"),
+        "nodeTopology": capacity.get("nodeTopology"),
+        "maximumVolumeSize": largest,
+        # Read only without the largest size, as node capacity without allocatable.
+        "capacity": None if largest is not None else capacity.get("capacity"),
+    }
+
+
 def _annotations(meta: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, str]:
     annotations = meta.get("annotations") or {}
     return {key: annotations[key] for key in keys if key in annotations}

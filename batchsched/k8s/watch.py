@@ -22,6 +22,7 @@ from batchsched.k8s.status import ObjectRef, StatusWriter, object_ref
 from batchsched.k8s.trim import (
     JSON,
     trim_claim,
+    trim_csi_driver,
     trim_csi_node,
     trim_namespace,
     trim_node,
@@ -29,6 +30,7 @@ from batchsched.k8s.trim import (
     trim_pod_group,
     trim_priority_class,
     trim_queue,
+    trim_storage_capacity,
     trim_storage_class,
     trim_volume,
 )
@@ -68,6 +70,10 @@ WATCHED = (
     VOLUMES,
     Watched("storage.k8s.io/v1", "storageclasses", "StorageClass", trim_storage_class),
     Watched("storage.k8s.io/v1", "csinodes", "CSINode", trim_csi_node),
+    Watched("storage.k8s.io/v1", "csidrivers", "CSIDriver", trim_csi_driver),
+    Watched(
+        "storage.k8s.io/v1", "csistoragecapacities", "CSIStorageCapacity", trim_storage_capacity
+    ),
     Watched(OUR_API, "queues", "Queue", trim_queue),
     # Ours and the kinds of the schedulers we stand in for, once their CRDs exist.
     *(Watched(api, "podgroups", "PodGroup", trim_pod_group) for api in POD_GROUP_APIS),

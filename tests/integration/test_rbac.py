@@ -152,7 +152,7 @@ NEEDED = [
     ],
     *[
         (verb, "storage.k8s.io", res)
-        for res in ("storageclasses", "csinodes")
+        for res in ("storageclasses", "csinodes", "csidrivers", "csistoragecapacities")
         for verb in ("list", "watch")
     ],
     *[(verb, "scheduling.k8s.io", "priorityclasses") for verb in ("list", "watch")],
@@ -255,6 +255,8 @@ def test_scheduler_requests_succeed(
         "/api/v1/persistentvolumes",
         "/apis/storage.k8s.io/v1/storageclasses",
         "/apis/storage.k8s.io/v1/csinodes",
+        "/apis/storage.k8s.io/v1/csidrivers",
+        "/apis/storage.k8s.io/v1/csistoragecapacities",
         "/apis/scheduling.batchsched.io/v1alpha1/podgroups",
         "/apis/scheduling.batchsched.io/v1alpha1/queues",
         "/apis/scheduling.incubator.k8s.io/v1alpha1/podgroups",

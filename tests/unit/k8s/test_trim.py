@@ -15,12 +15,15 @@ from batchsched.api.pods import task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
 from batchsched.api.volumes import (
     claim_from_object,
+    csi_driver_from_object,
     csi_node_from_object,
+    storage_capacity_from_object,
     storage_class_from_object,
     volume_from_object,
 )
 from batchsched.k8s.trim import (
     trim_claim,
+    trim_csi_driver,
     trim_csi_node,
     trim_namespace,
     trim_node,
@@ -28,6 +31,7 @@ from batchsched.k8s.trim import (
     trim_pod_group,
     trim_priority_class,
     trim_queue,
+    trim_storage_capacity,
     trim_storage_class,
     trim_volume,
     without_managed_fields,
@@ -409,6 +413,22 @@ CSI_NODE: Obj = {
     },
 }
 
+CSI_DRIVER: Obj = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "CSIDriver",
+    "metadata": {"name": "csi.example.com"},
+    "spec": {"attachRequired": True, "storageCapacity": True, "podInfoOnMount": False},
+}
+
+STORAGE_CAPACITY: Obj = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "CSIStorageCapacity",
+    "metadata": {"name": "csisc-1", "namespace": "kube-system", "resourceVersion": "3"},
+    "storageClassName": "fast",
+    "nodeTopology": {"matchLabels": {"zone": "a"}},
+    "capacity": "100Gi",
+}
+
 PLAIN_CLAIM: Obj = {
     "apiVersion": "v1",
     "kind": "PersistentVolumeClaim",
@@ -425,8 +445,24 @@ PLAIN_CLAIM: Obj = {
         (FULL_VOLUME, trim_volume, volume_from_object),
         (STORAGE_CLASS, trim_storage_class, storage_class_from_object),
         (CSI_NODE, trim_csi_node, csi_node_from_object),
+        (CSI_DRIVER, trim_csi_driver, csi_driver_from_object),
+        (STORAGE_CAPACITY, trim_storage_capacity, storage_capacity_from_object),
+        (
+            {**STORAGE_CAPACITY, "maximumVolumeSize": "10Gi"},
+            trim_storage_capacity,
+            storage_capacity_from_object,
+        ),
     ],
-    ids=["claim", "plain-claim", "volume", "storage-class", "csi-node"],
+    ids=[
+        "claim",
+        "plain-claim",
+        "volume",
+        "storage-class",
+        "csi-node",
+        "csi-driver",
+        "capacity",
+        "largest-volume",
+    ],
 )
 def test_trimmed_storage_objects_parse_like_the_whole_ones(
     whole: Obj, trim: Callable[[Obj], Obj], parse: Callable[[Obj], object]
