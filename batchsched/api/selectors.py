@@ -113,6 +113,11 @@ def term_matches(node: Node, term: tuple[Requirement, ...]) -> bool:
     return bool(term) and all(requirement_matches(_node_value(node, r), r) for r in term)
 
 
+def node_matches(node: Node, terms: tuple[tuple[Requirement, ...], ...] | None) -> bool:
+    """Whether a node matches any of the terms (None: no constraint at all)."""
+    return terms is None or any(term_matches(node, term) for term in terms)
+
+
 def _node_value(node: Node, requirement: Requirement) -> str | None:
     if requirement.field:
         return node.name if requirement.key == "metadata.name" else None

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, format_gpu_index
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
-from batchsched.api.selectors import term_matches
+from batchsched.api.selectors import node_matches
 from batchsched.api.volumes import (
     BOUND_BY_CONTROLLER_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
@@ -392,8 +392,7 @@ class Binder:
         node = self.cache.nodes.get(claim.node)
         if node is None:
             raise _ClaimFailed(f"node {claim.node} was removed")
-        terms = volume.node_affinity
-        if terms is not None and not any(term_matches(node, term) for term in terms):
+        if not node_matches(node, volume.node_affinity):
             raise _ClaimFailed(
                 f"volume {volume_name} of claim {claim.key} does not fit node {claim.node}"
             )

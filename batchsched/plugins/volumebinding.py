@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from batchsched.api.objects import Node
-from batchsched.api.selectors import term_matches
+from batchsched.api.selectors import node_matches
 from batchsched.api.volumes import (
     NO_PROVISIONER,
     READ_WRITE_ONCE_POD,
@@ -293,10 +293,10 @@ class VolumeBinding:
             found = [v for v in self._candidates(claim) if v.name not in taken]
             own = [v for v in found if v.claim is not None]
             if own:
-                fits = own[:1] if _node_matches(node, own[0].node_affinity) else []
+                fits = own[:1] if node_matches(node, own[0].node_affinity) else []
             else:
                 fits = sorted(
-                    (v for v in found if _node_matches(node, v.node_affinity)),
+                    (v for v in found if node_matches(node, v.node_affinity)),
                     key=lambda v: v.capacity,
                 )
             if fits:
@@ -345,7 +345,7 @@ class VolumeBinding:
             return self._everywhere()
         mask = self._masks.get(terms)
         if mask is None:
-            mask = np.array([_node_matches(n, terms) for n in self.nodes], dtype=np.bool_)
+            mask = np.array([node_matches(n, terms) for n in self.nodes], dtype=np.bool_)
             self._masks[terms] = mask
         return mask
 
@@ -515,10 +515,6 @@ class VolumeBinding:
                     limits[driver] = np.full(self.size, -1, dtype=np.int64)
                 limits[driver][row] = count
         return limits
-
-
-def _node_matches(node: Node, terms: NodeTerms | None) -> bool:
-    return terms is None or any(term_matches(node, term) for term in terms)
 
 
 def _in_zone(node: Node, wanted: tuple[tuple[str, frozenset[str]], ...]) -> bool:

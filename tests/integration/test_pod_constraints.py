@@ -113,14 +113,14 @@ def test_a_field_not_supported_yet_keeps_the_pod_waiting_and_names_it(
     kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
 ) -> None:
     add_nodes(cluster_objects, kube, [f"n-{namespace}"], {"cpu": "8", "memory": "16Gi"})
-    claim = pod("claim", CPU)
-    claim["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
-    create(kube, namespace, claim)
+    disk = pod("disk", CPU)
+    disk["spec"]["volumes"] = [{"name": "data", "gcePersistentDisk": {"pdName": "data"}}]
+    create(kube, namespace, disk)
     create(kube, namespace, pod("plain", CPU))
     start_scheduler()
     eventually(lambda: placements(kube, namespace)["plain"], what="the plain pod bound")
     message = eventually(
-        lambda: unschedulable_message(pods(kube, namespace)["claim"]), what="claim waiting"
+        lambda: unschedulable_message(pods(kube, namespace)["disk"]), what="disk waiting"
     )
-    assert "spec.volumes[0].persistentVolumeClaim" in message
-    assert placements(kube, namespace)["claim"] is None
+    assert "spec.volumes[0].gcePersistentDisk" in message
+    assert placements(kube, namespace)["disk"] is None
