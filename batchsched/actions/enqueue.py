@@ -15,7 +15,9 @@ from batchsched.framework.session import Session
 def enqueue(session: Session) -> None:
     session.enqueue_ran = True
     snapshot = session.snapshot
-    idle: IntArray = snapshot.allocatable.sum(axis=0) - session.requested.sum(axis=0)
+    # Per node first: a node whose pods overcommit it (bound by nodeName, or allocatable
+    # shrunk under them) has nothing idle, and takes nothing from the others' room.
+    idle: IntArray = np.maximum(snapshot.allocatable - session.requested, 0).sum(axis=0)
     waiting: list[JobInfo] = []
     for job in snapshot.jobs.values():
         if not job.pending:
@@ -31,7 +33,7 @@ def enqueue(session: Session) -> None:
             session.job_messages[job.key] = problem
             continue
         minimum = _vector(session, job)
-        short = np.flatnonzero(minimum > idle)
+        short = np.flatnonzero(minimum > np.maximum(idle, 0))
         if len(short):
             name = snapshot.resources[int(short[0])]
             session.job_messages[job.key] = (

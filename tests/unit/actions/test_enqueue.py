@@ -88,3 +88,18 @@ def test_admitted_but_unplaced_job_is_inqueue() -> None:
     assert decisions.pending["default/g-0"] == (
         "gang default/g: room for 1 of 2; 0/1 nodes fit: 1 Insufficient cpu"
     )
+
+
+def test_an_overcommitted_node_takes_nothing_from_the_room_on_others() -> None:
+    """n1's bound pods ask for 6 of its 4 CPUs; n2 is empty. The cluster has 4 idle CPUs,
+    not 2, so a group needing 3 is admitted and placed on n2."""
+    hogs = [
+        pod(f"hog-{i}", requests={"cpu": "3"}, node_name="n1", scheduler="other") for i in range(2)
+    ]
+    objects = [
+        node("n1", cpu="4"),
+        node("n2", cpu="4"),
+        *hogs,
+        *gang("g", 3, requests=ONE_CPU, minResources={"cpu": "3"}),
+    ]
+    assert set(placements(decide(objects)).values()) == {"n2"}
