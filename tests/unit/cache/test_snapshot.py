@@ -168,7 +168,8 @@ def test_unknown_kind_is_refused() -> None:
     assert str(error.value) == (
         "ConfigMap x/c: kind 'ConfigMap' is not one of "
         "Node, Pod, PodGroup, Queue, PriorityClass, Namespace, "
-        "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode"
+        "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, "
+        "CSIStorageCapacity"
     )
 
 
