@@ -41,3 +41,38 @@ class NodeFilter(Protocol):
 class NodeScorer(Protocol):
     def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         """0..MAX_NODE_SCORE per node."""
+
+
+class CheckedFilter:
+    """A filter asked afresh at each choice, made of checks that each rule out some
+    nodes for one reason. A node is explained by the first check it fails, as
+    kube-scheduler explains it by the first filter it fails."""
+
+    def failures(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
+        """Each check in order, as its reason and, over all nodes, where it fails; none
+        when nothing bears on where the task may go."""
+        raise NotImplementedError
+
+    def mask(self, task: TaskInfo) -> BoolArray | None:
+        """Where the task may go, over all nodes; None when it may go anywhere."""
+        failures = self.failures(task)
+        if not failures:
+            return None
+        failing = failures[0][1].copy()
+        for _, more in failures[1:]:
+            failing |= more
+        return ~failing
+
+    def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
+        allowed = self.mask(task)
+        return np.ones(len(nodes), dtype=np.bool_) if allowed is None else allowed[nodes]
+
+    def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
+        reasons: Counter[str] = Counter()
+        left: BoolArray = np.ones(len(nodes), dtype=np.bool_)
+        for reason, failing in self.failures(task):
+            failed = failing[nodes] & left
+            if failed.any():
+                reasons[reason] += int(failed.sum())
+                left &= ~failed
+        return reasons

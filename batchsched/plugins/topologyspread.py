@@ -21,7 +21,6 @@ change in a session, and is kept per set of constraints. Nothing is kept, and no
 is added, in a session where no pod states such a constraint.
 """
 
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,7 +31,7 @@ from batchsched.api.podaffinity import AffinityTerm
 from batchsched.api.selectors import NOTHING
 from batchsched.api.topologyspread import Spread, SpreadConstraint
 from batchsched.cache.snapshot import IntArray, TaskInfo
-from batchsched.framework.plugin import BoolArray
+from batchsched.framework.plugin import BoolArray, CheckedFilter
 from batchsched.framework.session import Session
 from batchsched.plugins.podcounts import Counts, PodCounts
 
@@ -144,7 +143,7 @@ class SpreadCounts(PodCounts):
         return found
 
 
-class TopologySpread(SpreadCounts):
+class TopologySpread(SpreadCounts, CheckedFilter):
     """The filter, for the DoNotSchedule constraints `constraints_of` gives a pod."""
 
     def __init__(
@@ -156,40 +155,16 @@ class TopologySpread(SpreadCounts):
     def concerns(self, task: TaskInfo) -> bool:
         return bool(self.planned(task.task, hard=True))
 
-    def mask(self, task: TaskInfo) -> BoolArray | None:
-        planned = self.planned(task.task, hard=True)
-        if not planned:
-            return None
-        ok: BoolArray = np.ones(self.session.node_count, dtype=np.bool_)
-        for has_key, skewed in self._checks(task.task, planned):
-            ok &= has_key & ~skewed
-        return ok
-
-    def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
-        allowed = self.mask(task)
-        return np.ones(len(nodes), dtype=np.bool_) if allowed is None else allowed[nodes]
-
-    def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
-        """One reason per node: that of the first constraint it fails, as kube-scheduler's."""
-        reasons: Counter[str] = Counter()
-        left: BoolArray = np.ones(len(nodes), dtype=np.bool_)
-        for has_key, skewed in self._checks(task.task, self.planned(task.task, hard=True)):
-            for reason, failing in ((MISSING_LABEL, ~has_key), (CONSTRAINTS_MISMATCH, skewed)):
-                failed = failing[nodes] & left
-                if failed.any():
-                    reasons[reason] += int(failed.sum())
-                left &= ~failed
-        return reasons
-
-    def _checks(self, pod: Task, planned: list[Planned]) -> list[tuple[BoolArray, BoolArray]]:
-        """Per constraint, over all nodes: whether the node has the key, and whether the
-        pod there would make the skew exceed maxSkew."""
-        checks = []
-        for plan in planned:
+    def failures(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
+        """Per constraint, over all nodes: those without its key, then those where the
+        pod would make the skew exceed maxSkew."""
+        pod = task.task
+        failures = []
+        for plan in self.planned(pod, hard=True):
             constraint, domains = plan.constraint, plan.domains
             counts = self.domain_counts(plan)
             lowest = int(counts[domains].min()) if len(domains) >= constraint.min_domains else 0
             itself = int(constraint.selector.matches(pod.labels))
             skewed = counts[plan.ids] + itself - lowest > constraint.max_skew
-            checks.append((plan.ids < plan.size, skewed))
-        return checks
+            failures += [(MISSING_LABEL, plan.ids >= plan.size), (CONSTRAINTS_MISMATCH, skewed)]
+        return failures

@@ -41,7 +41,7 @@ from batchsched.api.volumes import (
 )
 from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
 from batchsched.framework.decisions import ClaimBinding
-from batchsched.framework.plugin import BoolArray
+from batchsched.framework.plugin import BoolArray, CheckedFilter
 from batchsched.framework.session import Session
 
 IMMEDIATE_UNBOUND = "pod has unbound immediate PersistentVolumeClaims"
@@ -70,7 +70,7 @@ class _Claims:
     attaches: tuple[tuple[str, str], ...]
 
 
-class VolumeBinding:
+class VolumeBinding(CheckedFilter):
     """The filter; opened by the predicates plugin in sessions where a pending pod
     mounts a claim."""
 
@@ -127,34 +127,11 @@ class VolumeBinding:
     def concerns(self, task: TaskInfo) -> bool:
         return bool(task.task.claims)
 
-    def mask(self, task: TaskInfo) -> BoolArray | None:
-        if not task.task.claims:
-            return None
-        ok: BoolArray = np.ones(self.size, dtype=np.bool_)
-        for _, failing in self._checks(task):
-            ok &= ~failing
-        return ok
-
-    def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
-        allowed = self.mask(task)
-        return np.ones(len(nodes), dtype=np.bool_) if allowed is None else allowed[nodes]
-
-    def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
-        """One reason per node: that of the first check it fails, as kube-scheduler's."""
-        reasons: Counter[str] = Counter()
-        if not task.task.claims:
-            return reasons
-        left: BoolArray = np.ones(len(nodes), dtype=np.bool_)
-        for reason, failing in self._checks(task):
-            failed = failing[nodes] & left
-            if failed.any():
-                reasons[reason] += int(failed.sum())
-            left &= ~failed
-        return reasons
-
     # The checks, each as the nodes it rules out.
 
-    def _checks(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
+    def failures(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
+        if not task.task.claims:
+            return []
         claims = self._claims(task)
         if isinstance(claims, str):
             return [(claims, np.ones(self.size, dtype=np.bool_))]
