@@ -8,13 +8,13 @@ Prints one JSON object; see docs/conformance.md.
 
 Each scenario (batchsched/testing/parity.py generates it from the seed and its index,
 so `--only` replays one) is decided by batchsched's simulator, then created on a real
-control plane where kube-scheduler decides it: the nodes, the pods already bound (by
-spec.nodeName) and the incoming pod. When batchsched places the pod, the pod is first
-created pinned to batchsched's node, and a pod kube-scheduler binds there settles
-both questions; otherwise, or when it refuses, the pod is created free. The scenario's
-objects are deleted before the next one. A disagreement is run again with a longer
-wait for kube-scheduler's informers, and is kept (written to --out as a case
-`batchsched simulate -f` reads) only if it repeats.
+control plane where kube-scheduler decides it: the nodes, the storage objects, the
+pods already bound (by spec.nodeName) and the incoming pod. When batchsched places the
+pod, the pod is first created pinned to batchsched's node, and a pod kube-scheduler
+binds there settles both questions; otherwise, or when it refuses, the pod is created
+free. The scenario's objects are deleted before the next one. A disagreement is run
+again with a longer wait for kube-scheduler's informers, and is kept (written to --out
+as a case `batchsched simulate -f` reads) only if it repeats.
 """
 
 import argparse
@@ -75,6 +75,14 @@ class KubeSide:
             # taint, which no node lifecycle controller here would take off.
             taints = node.get("spec", {}).get("taints")
             self.kube.patch(path, {"spec": {"taints": taints}}).expect(200)
+        for obj in scenario.storage:
+            self.kube.create(obj)
+            # The API server ignores both on create: a claim's status goes through
+            # /status, and a claim is put in deletion by deleting it (its finalizer holds it).
+            if "status" in obj:
+                self.kube.patch(f"{self._path(obj)}/status", {"status": obj["status"]}).expect(200)
+            if "deletionTimestamp" in obj["metadata"]:
+                self.kube.delete(self._path(obj)).expect(200)
         for pod in scenario.existing:
             self.kube.post(_pods(pod), pod).expect(201)
         # kube-scheduler learns of these through its informers, a moment later.
@@ -101,8 +109,21 @@ class KubeSide:
         for namespace in scenario.namespaces:
             path = f"/api/v1/namespaces/{namespace['metadata']['name']}/pods"
             self.kube.delete(path, grace_period_seconds=0).expect(200)
+        for obj in reversed(scenario.storage):
+            path = self._path(obj)
+            # Claims and volumes carry protection finalizers that no controller here
+            # takes off; without them, a delete removes the object at once.
+            if obj["kind"] in ("PersistentVolumeClaim", "PersistentVolume"):
+                self.kube.patch(path, {"metadata": {"finalizers": None}}).expect(200, 404)
+            self.kube.delete(path, grace_period_seconds=0).expect(200, 404)
         for node in scenario.nodes:
             self.kube.delete(f"/api/v1/nodes/{node['metadata']['name']}").expect(200)
+
+    def _path(self, obj: JSON) -> str:
+        meta = obj["metadata"]
+        return self.kube.resource_for(obj["apiVersion"], obj["kind"]).path(
+            meta.get("namespace"), meta["name"]
+        )
 
     def decide(self, scenario: Scenario, *, settle: float) -> tuple[Ours, Theirs]:
         ours = batchsched_verdict(scenario)

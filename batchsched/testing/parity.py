@@ -1,11 +1,12 @@
 """Random scenarios for checking batchsched's constraint filters against kube-scheduler.
 
 A scenario is a small cluster (nodes with zones, hostnames, labels and taints; pods
-already bound, with labels, affinities and spread constraints) and one incoming pod
-that mixes every constraint the two schedulers share. batchsched's answer comes from
-the simulator; kube-scheduler's from a real one (bench/parity.py asks it through
-`kube_verdict`). Everything here is pure, so the generator and the comparison can be
-tested without a control plane.
+already bound, with labels, affinities and spread constraints; in some scenarios
+storage: claims, volumes, classes and CSI attach limits, mounted by the pods) and one
+incoming pod that mixes every constraint the two schedulers share. batchsched's answer
+comes from the simulator; kube-scheduler's from a real one (bench/parity.py asks it
+through `kube_verdict`). Everything here is pure, so the generator and the comparison
+can be tested without a control plane.
 
 kube-scheduler is asked about batchsched's node with the pod pinned there by an
 extended resource only that node has: resource fit is a filter of its own that no
@@ -36,6 +37,7 @@ TEAM = "team"
 # One extended resource per node, of which only that node has any (see the module doc).
 PIN_DOMAIN = "parity.batchsched.io"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+REGION = "topology.kubernetes.io/region"
 TAINT_KEYS = ("example.com/dedicated", "example.com/gpu")
 TOPOLOGY_KEYS = (ZONE, HOSTNAME, RACK)
 POD_LABELS: dict[str, tuple[str, ...]] = {
@@ -54,6 +56,19 @@ BATCHSCHED = default_config().scheduler_name
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+# Storage, in the share of scenarios that carry it.
+STORAGE_SHARE = 0.35
+CSI_DRIVERS = ("disk.csi.example.com", "file.csi.example.com")
+READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+ACCESS_MODES = ("ReadWriteOnce",) * 3 + ("ReadWriteMany", "ReadOnlyMany", READ_WRITE_ONCE_POD)
+# What the PersistentVolume controller writes on a claim it has bound; kube-scheduler
+# reads it (with spec.volumeName) as "bound", so no controller needs to run.
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+# The StorageObjectInUseProtection admission plugin gives every claim this finalizer, so
+# a deleted claim stays, being deleted, until the finalizer is taken off.
+CLAIM_FINALIZER = "kubernetes.io/pvc-protection"
+# Any time will do: only its presence says the claim is being deleted.
+DELETED_AT = "2026-01-01T00:00:00Z"
 
 
 @dataclass(frozen=True)
@@ -64,6 +79,8 @@ class Scenario:
     existing: list[JSON]
     # The pod to place, without spec.schedulerName.
     incoming: JSON
+    # Storage classes, volumes, claims and CSINodes, in the order they are created.
+    storage: tuple[JSON, ...] = ()
 
     @property
     def incoming_key(self) -> str:
@@ -72,7 +89,13 @@ class Scenario:
 
     def objects(self) -> list[JSON]:
         """The cluster as batchsched reads it, the incoming pod addressed to it."""
-        return [*self.namespaces, *self.nodes, *self.existing, self.pod(BATCHSCHED)]
+        return [
+            *self.namespaces,
+            *self.nodes,
+            *self.storage,
+            *self.existing,
+            self.pod(BATCHSCHED),
+        ]
 
     def pod(self, scheduler: str, *, pin: str | None = None) -> JSON:
         """The incoming pod for `scheduler`; with `pin`, one that fits on that node only."""
@@ -117,7 +140,11 @@ def generate(rng: random.Random, index: int) -> Scenario:
     incoming = _pod(f"{prefix}-incoming", rng.choice(names), labels, spec, rng)
     for pod in existing:
         pod["status"] = {"phase": "Running"}
-    return Scenario(index, namespaces, nodes, existing, incoming)
+    # Drawn last, so that the rest of a scenario is the same with or without storage.
+    storage: tuple[JSON, ...] = ()
+    if rng.random() < STORAGE_SHARE:
+        storage = _storage(rng, prefix, names, node_names, existing, incoming)
+    return Scenario(index, namespaces, nodes, existing, incoming, storage)
 
 
 def _namespace(rng: random.Random, name: str) -> JSON:
@@ -340,6 +367,191 @@ def _spread(rng: random.Random) -> list[JSON]:
                 constraint[policy] = rng.choice(("Honor", "Ignore"))
         constraints.append(constraint)
     return constraints
+
+
+# Storage. Only what kube-scheduler can decide on without a PersistentVolume controller
+# or provisioner, neither of which runs: claims bound (spec.volumeName and the
+# bind-completed annotation) to volumes that exist or not, claims that are missing, lost,
+# being deleted, or unbound with no class, a missing one or an Immediate one. An unbound
+# claim of a WaitForFirstConsumer class is left out: kube-scheduler would pick a node and
+# then wait in PreBind for a binding that never comes.
+
+
+def _storage(
+    rng: random.Random,
+    prefix: str,
+    namespaces: list[str],
+    node_names: list[str],
+    existing: list[JSON],
+    incoming: JSON,
+) -> tuple[JSON, ...]:
+    """Classes, claims (with their volumes) and CSINodes; adds volumes to the pods."""
+    immediate, delayed = f"{prefix}-now", f"{prefix}-wait"
+    classes = [
+        _storage_class(immediate, rng.choice((*CSI_DRIVERS, "kubernetes.io/no-provisioner"))),
+        _storage_class(delayed, rng.choice(CSI_DRIVERS), wait=True),
+    ]
+    volumes: list[JSON] = []
+    claims: list[JSON] = []
+    by_namespace: dict[str, list[str]] = {name: [] for name in namespaces}
+    # Claims are mostly in the incoming pod's namespace, so that it often mounts some and
+    # shares them with pods already bound.
+    home = incoming["metadata"]["namespace"]
+    for i in range(rng.randint(1, 6)):
+        namespace = home if rng.random() < 0.7 else rng.choice(namespaces)
+        claim, volume = _claim(rng, f"{prefix}-c{i}", namespace, (immediate, delayed), node_names)
+        claims.append(claim)
+        by_namespace[namespace].append(claim["metadata"]["name"])
+        if volume is not None:
+            volumes.append(volume)
+    for pod in existing:
+        if rng.random() < 0.5:
+            _mount(rng, pod, by_namespace, most=2, missing=None)
+    _mount(rng, incoming, by_namespace, most=2, missing=f"{prefix}-absent")
+    csi_nodes = [_csi_node(rng, name) for name in node_names if rng.random() < 0.6]
+    return (*classes, *volumes, *claims, *csi_nodes)
+
+
+def _storage_class(name: str, provisioner: str, *, wait: bool = False) -> JSON:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": "WaitForFirstConsumer" if wait else "Immediate",
+    }
+
+
+def _claim(
+    rng: random.Random,
+    name: str,
+    namespace: str,
+    classes: tuple[str, str],
+    node_names: list[str],
+) -> tuple[JSON, JSON | None]:
+    """A claim, and the volume it is bound to when that exists.
+
+    Most claims are bound; some are bound to a volume that is gone (sometimes marked
+    Lost), are being deleted, are pre-bound (volumeName without the annotation), or are
+    unbound with no class, a class that does not exist, or an Immediate one.
+    """
+    modes = [rng.choice(ACCESS_MODES)]
+    size = rng.choice(("1Gi", "2Gi", "5Gi"))
+    meta: JSON = {"name": name, "namespace": namespace}
+    spec: JSON = {"accessModes": modes, "resources": {"requests": {"storage": size}}}
+    claim: JSON = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta}
+    claim["spec"] = spec
+    kind = rng.random()
+    if kind < 0.04:
+        unbound = rng.choice((None, classes[0], f"{name}-no-class"))
+        if unbound is not None:
+            spec["storageClassName"] = unbound
+        return claim, None
+    storage_class = rng.choice((*classes, None))
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    volume = _volume(rng, f"{name}-pv", meta, modes, storage_class, node_names)
+    spec["volumeName"] = volume["metadata"]["name"]
+    if kind < 0.055:
+        return claim, volume  # pre-bound: the controller has not finished binding it
+    meta["annotations"] = {BIND_COMPLETED: "yes"}
+    if kind < 0.09:
+        if rng.random() < 0.5:
+            claim["status"] = {"phase": "Lost"}
+        return claim, None
+    if kind < 0.11:
+        meta["deletionTimestamp"] = DELETED_AT
+        meta["finalizers"] = [CLAIM_FINALIZER]
+    return claim, volume
+
+
+def _volume(
+    rng: random.Random,
+    name: str,
+    claim: JSON,
+    modes: list[str],
+    storage_class: str | None,
+    node_names: list[str],
+) -> JSON:
+    """A volume made for `claim`: CSI or host path, sometimes with node affinity and zone
+    or region labels."""
+    spec: JSON = {
+        "capacity": {"storage": rng.choice(("1Gi", "5Gi", "10Gi"))},
+        "accessModes": modes,
+        "claimRef": {"namespace": claim["namespace"], "name": claim["name"]},
+        "persistentVolumeReclaimPolicy": "Retain",
+    }
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    if rng.random() < 0.6:
+        # A handle shared by two volumes is one attachment to the driver.
+        handle = name if rng.random() < 0.8 else "shared"
+        spec["csi"] = {"driver": rng.choice(CSI_DRIVERS), "volumeHandle": handle}
+    else:
+        spec["hostPath"] = {"path": f"/data/{name}"}
+    if rng.random() < 0.3:
+        terms = [_volume_term(rng, node_names) for _ in range(rng.randint(1, 2))]
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
+    meta: JSON = {"name": name}
+    if rng.random() < 0.35:
+        zones = NODE_LABELS[ZONE]
+        meta["labels"] = {
+            ZONE: rng.choice((zones[0], "__".join(rng.sample(zones, 2)), "")),
+        }
+        if rng.random() < 0.15:
+            meta["labels"][REGION] = "region-1"
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": meta, "spec": spec}
+
+
+def _volume_term(rng: random.Random, node_names: list[str]) -> JSON:
+    expressions = []
+    for _ in range(rng.randint(1, 2)):
+        key = rng.choice((HOSTNAME, ZONE, RACK))
+        operator = rng.choice(("In", "In", "NotIn", "Exists"))
+        expression: JSON = {"key": key, "operator": operator}
+        if operator != "Exists":
+            values = NODE_LABELS.get(key) or tuple(node_names)
+            expression["values"] = rng.sample(values, min(len(values), rng.randint(1, 2)))
+        expressions.append(expression)
+    return {"matchExpressions": expressions}
+
+
+def _mount(
+    rng: random.Random,
+    pod: JSON,
+    by_namespace: dict[str, list[str]],
+    *,
+    most: int,
+    missing: str | None,
+) -> None:
+    """Adds up to `most` claims of the pod's namespace to its volumes and, with
+    `missing`, sometimes a claim of that name, which does not exist."""
+    offered = by_namespace[pod["metadata"]["namespace"]]
+    names = rng.sample(offered, min(len(offered), rng.randint(1, most)))
+    if missing is not None and rng.random() < 0.06:
+        names.append(missing)
+    if names:
+        pod["spec"]["volumes"] = [
+            {"name": f"v{i}", "persistentVolumeClaim": {"claimName": name}}
+            for i, name in enumerate(names)
+        ]
+
+
+def _csi_node(rng: random.Random, node: str) -> JSON:
+    """A node's CSI drivers, most with an attach limit small enough to be reached."""
+    drivers = []
+    for driver in CSI_DRIVERS:
+        if rng.random() < 0.7:
+            entry: JSON = {"name": driver, "nodeID": node}
+            if rng.random() < 0.85:
+                entry["allocatable"] = {"count": rng.randint(0, 3)}
+            drivers.append(entry)
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": node},
+        "spec": {"drivers": drivers},
+    }
 
 
 def probe_scenario() -> Scenario:
