@@ -184,7 +184,7 @@ def task_from_pod(
     return Task(
         namespace=namespace,
         name=name,
-        uid=str(meta.get("uid") or f"{namespace}/{name}"),
+        uid=pod_uid(meta, namespace, name),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         request=shape.request,
         creation=creation_of(pod, default=default_creation, kind="Pod"),
@@ -211,6 +211,11 @@ def task_from_pod(
         shape_key=shape_key,
         fit_key=fit_key,
     )
+
+
+def pod_uid(meta: Mapping[str, object], namespace: str, name: str) -> str:
+    """metadata.uid; hand-written simulator pods often have none, and go by their name."""
+    return str(meta.get("uid") or f"{namespace}/{name}")
 
 
 def pod_shape(spec: Mapping[str, object], *, where: str) -> PodShape:

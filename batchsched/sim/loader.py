@@ -10,7 +10,7 @@ import yaml
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import describe, name_of, namespace_of
 from batchsched.cache.cluster import KINDS
-from batchsched.sim.workloads import IMPLIED_LABEL, WORKLOAD_KINDS, expand
+from batchsched.sim.workloads import IMPLIED_LABEL, WORKLOAD_KINDS, ephemeral_claims, expand
 
 
 class UnreadableInput(Exception):
@@ -38,7 +38,25 @@ def load_files(paths: Iterable[str]) -> LoadedInput:
         for number, document in enumerate(documents, start=1):
             _add(loaded, document, where=f"{path} document {number}")
     _drop_shadowed_groups(loaded)
+    _add_ephemeral_claims(loaded)
     return loaded
+
+
+def _add_ephemeral_claims(loaded: LoadedInput) -> None:
+    """The claims of pods' ephemeral volumes, as their controller makes them: only where
+    the input has no claim of that name (a claim the pod does not own then stays, and
+    the pod waits saying so, as it would on a cluster)."""
+
+    given = {
+        _key(o) for o in loaded.objects if o.get("kind") == "PersistentVolumeClaim" and _named(o)
+    }
+    for pod in [o for o in loaded.objects if o.get("kind") == "Pod" and _named(o)]:
+        try:
+            made = ephemeral_claims(pod)
+        except InvalidObject as error:
+            loaded.warnings.append(str(error))
+            continue
+        loaded.objects += [claim for claim in made if _key(claim) not in given]
 
 
 def _add(loaded: LoadedInput, document: object, *, where: str) -> None:
@@ -67,22 +85,23 @@ def _add(loaded: LoadedInput, document: object, *, where: str) -> None:
 def _drop_shadowed_groups(loaded: LoadedInput) -> None:
     """An explicit PodGroup wins over one implied by a Kubeflow job of the same name."""
 
-    def key(obj: dict[str, Any]) -> str:
-        return f"{namespace_of(obj)}/{name_of(obj)}"
-
     def implied(obj: dict[str, Any]) -> bool:
         return IMPLIED_LABEL in ((obj.get("metadata") or {}).get("labels") or {})
 
     explicit = {
-        key(obj)
+        _key(obj)
         for obj in loaded.objects
         if obj.get("kind") == "PodGroup" and not implied(obj) and _named(obj)
     }
     loaded.objects = [
         obj
         for obj in loaded.objects
-        if not (obj.get("kind") == "PodGroup" and implied(obj) and key(obj) in explicit)
+        if not (obj.get("kind") == "PodGroup" and implied(obj) and _key(obj) in explicit)
     ]
+
+
+def _key(obj: dict[str, Any]) -> str:
+    return f"{namespace_of(obj)}/{name_of(obj)}"
 
 
 def _named(obj: dict[str, Any]) -> bool:

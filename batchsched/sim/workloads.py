@@ -3,7 +3,10 @@
 Names follow the controllers' conventions (`web-0`, `tfjob-worker-3`,
 `deploy-<hash>-<suffix>`), with deterministic suffixes so that equal input gives equal
 output. Kubeflow jobs that name a group after themselves also get the PodGroup their
-operator would create with gang scheduling enabled.
+operator would create with gang scheduling enabled. A StatefulSet's volumeClaimTemplates
+become a claim per pod (`data-web-0`), mounted by it, and a pod's generic ephemeral
+volumes become the claims the ephemeral volume controller would make (`<pod>-<volume>`,
+owned by the pod).
 """
 
 import copy
@@ -12,8 +15,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchsched.api.groups import OUR_API
-from batchsched.api.meta import Obj, describe, mapping, name_of, namespace_of, whole_number
-from batchsched.api.pods import group_of
+from batchsched.api.meta import (
+    Obj,
+    describe,
+    mapping,
+    name_of,
+    namespace_of,
+    sequence,
+    whole_number,
+)
+from batchsched.api.pods import group_of, pod_uid
 
 # Kubeflow kinds -> the spec key holding their replica specs.
 KUBEFLOW_REPLICAS = {
@@ -51,7 +62,70 @@ def expand(obj: Obj) -> list[dict[str, Any]]:
             names = [f"{name}-{_suffix(name, i, 5)}" for i in range(count)]
     template_where = f"{where}.spec.template"
     template = mapping(spec.get("template"), where=template_where)
-    return [_pod(template, pod_name, namespace, {}, where=template_where) for pod_name in names]
+    pods = [_pod(template, pod_name, namespace, {}, where=template_where) for pod_name in names]
+    if kind != "StatefulSet":
+        return pods
+    claims = []
+    at = f"{where}.spec.volumeClaimTemplates"
+    for index, raw in enumerate(sequence(spec.get("volumeClaimTemplates"), where=at)):
+        claim_template = mapping(raw, where=f"{at}[{index}]")
+        volume = name_of(claim_template, kind="PersistentVolumeClaim")
+        for pod in pods:
+            claim_name = f"{volume}-{pod['metadata']['name']}"
+            claims.append(_claim(claim_template, claim_name, namespace, where=f"{at}[{index}]"))
+            volumes = [v for v in pod["spec"].get("volumes") or [] if v.get("name") != volume]
+            mount = {"name": volume, "persistentVolumeClaim": {"claimName": claim_name}}
+            pod["spec"]["volumes"] = [*volumes, mount]
+    return pods + claims
+
+
+def ephemeral_claims(pod: Obj) -> list[dict[str, Any]]:
+    """The claims the ephemeral volume controller makes for a pod's ephemeral volumes.
+
+    A pod too malformed to read is left for the cache to report, once.
+    """
+    spec, meta = pod.get("spec"), pod.get("metadata")
+    if not isinstance(spec, dict) or not isinstance(spec.get("volumes"), list):
+        return []
+    where = describe(pod)
+    name, namespace = name_of(pod), namespace_of(pod)
+    owner = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": name,
+        "uid": pod_uid(mapping(meta, where=where), namespace, name),
+        "controller": True,
+    }
+    claims = []
+    for index, raw in enumerate(spec["volumes"]):
+        volume = mapping(raw, where=f"{where}.spec.volumes[{index}]")
+        if volume.get("ephemeral") is None:
+            continue
+        at = f"{where}.spec.volumes[{index}].ephemeral.volumeClaimTemplate"
+        template = mapping(
+            mapping(volume["ephemeral"], where=at).get("volumeClaimTemplate"), where=at
+        )
+        claim = _claim(template, f"{name}-{volume.get('name')}", namespace, where=at)
+        claim["metadata"]["ownerReferences"] = [owner]
+        claims.append(claim)
+    return claims
+
+
+def _claim(template: Obj, name: str, namespace: str, *, where: str) -> dict[str, Any]:
+    meta = mapping(template.get("metadata"), where=f"{where}.metadata")
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(mapping(meta.get("labels"), where=f"{where}.metadata.labels")),
+            "annotations": dict(
+                mapping(meta.get("annotations"), where=f"{where}.metadata.annotations")
+            ),
+        },
+        "spec": copy.deepcopy(dict(mapping(template.get("spec"), where=f"{where}.spec"))),
+    }
 
 
 def _kubeflow(

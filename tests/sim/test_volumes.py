@@ -330,3 +330,47 @@ maximumVolumeSize: 5Gi
     )
     assert result.bound()["default/fits"] in ("n1", "n3")
     assert result.pods["default/too-big"]["reason"] == f"0/4 nodes fit: 4 {NOT_ENOUGH_SPACE}"
+
+
+def test_stateful_set_claim_templates_and_ephemeral_volumes_get_their_claims(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """As the StatefulSet and ephemeral volume controllers would: a claim per replica
+    (data-db-0, data-db-1) on the local volumes of n1 and n3, and one per ephemeral
+    volume, provisioned where its pod goes."""
+    stateful = """---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  replicas: 2
+  template:
+    spec:
+      schedulerName: batch-scheduler
+      containers: [{name: c, resources: {requests: {cpu: "1"}}}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      storageClassName: local
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 1Gi}}
+"""
+    scratch = pod("job", "x").replace(
+        "persistentVolumeClaim: {claimName: x}",
+        "ephemeral: {volumeClaimTemplate: {spec: {storageClassName: fast, "
+        "accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}}",
+    )
+    result = run(
+        capsys,
+        tmp_path,
+        nodes(4),
+        storage_class("local", provisioner="kubernetes.io/no-provisioner"),
+        storage_class("fast"),
+        volume("pv-a", host="n1", storage_class="local"),
+        volume("pv-b", host="n3", storage_class="local"),
+        stateful,
+        scratch,
+    )
+    placed = result.bound()
+    assert sorted([placed["default/db-0"], placed["default/db-1"]]) == ["n1", "n3"]
+    assert "default/job" in placed
