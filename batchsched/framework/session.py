@@ -20,6 +20,8 @@ from batchsched.framework.plugin import BoolArray, NodeFilter, NodeScorer, Plugi
 
 JobCheck = Callable[[JobInfo], str | None]
 BlockerCheck = Callable[[TaskInfo], str | None]
+# kube-scheduler's message when the cluster has no node at all.
+NO_NODES = "no nodes available to schedule pods"
 TaskCheck = Callable[[JobInfo, TaskInfo], str | None]
 Handler = Callable[[JobInfo, TaskInfo, int], None]
 # Told each job's bindings the moment they are final, before the session ends.
@@ -270,10 +272,13 @@ class Session:
         return np.where(feasible, total, -1)
 
     def explain(self, task: TaskInfo) -> str:
-        """Why no node fits, kube-scheduler style: `0/4 nodes fit: 4 Insufficient cpu`.
+        """Why no node fits, in kube-scheduler's words: `0/4 nodes are available: 1 node(s)
+        were unschedulable, 3 Insufficient cpu.` (counted reasons sorted as text).
 
         As in kube-scheduler, a node gives the reasons of the first filter it fails only.
         """
+        if not self.node_count:
+            return NO_NODES
         reasons: Counter[str] = Counter()
         left = self.all_nodes
         for node_filter in (*self.filters, *self.fresh_filters):
@@ -281,8 +286,11 @@ class Session:
                 break
             reasons.update(node_filter.explain(task, left))
             left = left[node_filter.filter(task, left)]
-        listed = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-        return f"0/{self.node_count} nodes fit: {listed or 'no nodes in the cluster'}"
+        return self.unavailable(", ".join(sorted(f"{n} {why}" for why, n in reasons.items())))
+
+    def unavailable(self, why: str) -> str:
+        """kube-scheduler's message for a pod no node takes, and why."""
+        return f"0/{self.node_count} nodes are available: {why}."
 
     def allocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         self.gpu.take(task, node)

@@ -115,13 +115,14 @@ class VolumeBinding(CheckedFilter):
         return any(t.task.claims for job in session.snapshot.jobs.values() for t in job.pending)
 
     def blocker(self, task: TaskInfo) -> str | None:
+        """What kube-scheduler's volume plugins find before looking at any node."""
         if not task.task.claims:
             return None
         claims = self._claims(task)
         if isinstance(claims, str):
-            return claims
+            return self.session.unavailable(claims)
         if any(self.bound_users[key] for key in claims.exclusive):
-            return READ_WRITE_ONCE_POD_CONFLICT
+            return self.session.unavailable(READ_WRITE_ONCE_POD_CONFLICT)
         return None
 
     def concerns(self, task: TaskInfo) -> bool:

@@ -32,7 +32,7 @@ def test_tencent_race(capsys: pytest.CaptureFixture[str]) -> None:
         pod = run.pods[f"default/web-group-race2-{i}"]
         assert pod["group"] == "default/group2"
         assert pod["reason"].startswith("gang default/group2: ")
-        assert pod["reason"].endswith("0/1 nodes fit: 1 Insufficient cpu")
+        assert pod["reason"].endswith("0/1 nodes are available: 1 Insufficient cpu.")
     node = run.nodes["node-1"]
     assert node["allocatable"]["cpu"] == 8
     assert node["requested"]["cpu"] == pytest.approx(5.9)
@@ -50,10 +50,10 @@ def test_anti_affinity(capsys: pytest.CaptureFixture[str]) -> None:
     for i in range(4):
         assert run.pods[f"default/kafka-{i}"]["reason"] == (
             "gang default/kafka: room for 3 of 4; "
-            "0/3 nodes fit: 3 node(s) didn't match pod anti-affinity rules"
+            "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
         )
     assert run.pods["default/etcd-debug"]["reason"] == (
-        "0/3 nodes fit: 3 node(s) didn't satisfy existing pods anti-affinity rules"
+        "0/3 nodes are available: 3 node(s) didn't satisfy existing pods anti-affinity rules."
     )
     assert run.podgroups["default/kafka"]["scheduled"] == 0
 
@@ -74,8 +74,8 @@ def test_zone_spread(capsys: pytest.CaptureFixture[str]) -> None:
     assert web == ["node-a1", "node-b1", "node-c1"]
     for i in range(6):
         assert run.pods[f"default/eval-{i}"]["reason"] == (
-            "gang default/eval: room for 2 of 6; 0/5 nodes fit: 3 Insufficient cpu, "
-            "2 node(s) didn't match pod topology spread constraints"
+            "gang default/eval: room for 2 of 6; 0/5 nodes are available: "
+            "2 node(s) didn't match pod topology spread constraints, 3 Insufficient cpu."
         )
     assert run.podgroups["default/eval"]["scheduled"] == 0
 

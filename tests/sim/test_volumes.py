@@ -147,9 +147,11 @@ def test_claims_that_cannot_be_used_yet_keep_the_pod_waiting_by_name(
     )
     pods = result.pods
     assert list(result.bound()) == ["default/plain"]
-    assert pods["default/no-claim"]["reason"] == 'persistentvolumeclaim "absent" not found'
-    assert pods["default/immediate"]["reason"] == IMMEDIATE_UNBOUND
-    assert pods["default/lost-volume"]["reason"] == f"0/2 nodes fit: 2 {VOLUME_MISSING}"
+    assert pods["default/no-claim"]["reason"] == (
+        '0/2 nodes are available: persistentvolumeclaim "absent" not found.'
+    )
+    assert pods["default/immediate"]["reason"] == f"0/2 nodes are available: {IMMEDIATE_UNBOUND}."
+    assert pods["default/lost-volume"]["reason"] == f"0/2 nodes are available: 2 {VOLUME_MISSING}."
 
 
 def test_a_bound_volume_takes_its_pod_to_the_nodes_it_reaches(
@@ -172,7 +174,9 @@ def test_a_bound_volume_takes_its_pod_to_the_nodes_it_reaches(
     bound = result.bound()
     assert bound["default/on-local"] == "n2"
     assert bound["default/in-zone"] in ("n1", "n3")
-    assert result.pods["default/nowhere"]["reason"] == f"0/4 nodes fit: 4 {NODE_CONFLICT}"
+    assert (
+        result.pods["default/nowhere"]["reason"] == f"0/4 nodes are available: 4 {NODE_CONFLICT}."
+    )
 
 
 def test_a_gang_takes_a_local_volume_per_member_or_nothing(
@@ -243,7 +247,9 @@ def test_a_read_write_once_pod_claim_serves_one_pod(
         pod("b", "once"),
     )
     assert list(result.bound()) == ["default/a"]
-    assert result.pods["default/b"]["reason"] == READ_WRITE_ONCE_POD_CONFLICT
+    assert result.pods["default/b"]["reason"] == (
+        f"0/2 nodes are available: {READ_WRITE_ONCE_POD_CONFLICT}."
+    )
 
 
 def test_csi_attach_limits_count_distinct_volumes_per_node(
@@ -270,7 +276,7 @@ spec: {{drivers: [{{name: disk.example.com, nodeID: n{i}, allocatable: {{count: 
     placed = result.bound()
     assert sorted(placed.values()) == ["n0", "n0", "n1"]
     assert placed["default/reader"] == placed["default/p0"]
-    assert result.pods["default/p2"]["reason"] == f"0/2 nodes fit: 2 {MAX_VOLUME_COUNT}"
+    assert result.pods["default/p2"]["reason"] == f"0/2 nodes are available: 2 {MAX_VOLUME_COUNT}."
 
 
 def test_a_zone_labelled_volume_keeps_its_pod_in_the_zone(
@@ -284,7 +290,7 @@ def test_a_zone_labelled_volume_keeps_its_pod_in_the_zone(
         claim("data", volume="pv"),
         pod("worker", "data"),
     )
-    assert result.pods["default/worker"]["reason"] == f"0/2 nodes fit: 2 {ZONE_CONFLICT}"
+    assert result.pods["default/worker"]["reason"] == f"0/2 nodes are available: 2 {ZONE_CONFLICT}."
 
 
 def test_an_ephemeral_claim_must_belong_to_its_pod(
@@ -295,7 +301,8 @@ def test_an_ephemeral_claim_must_belong_to_its_pod(
     )
     result = run(capsys, tmp_path, nodes(1), claim("job-v0"), ephemeral)
     assert result.pods["default/job"]["reason"] == (
-        "PVC default/job-v0 was not created for pod default/job (pod is not owner)"
+        "0/1 nodes are available: "
+        "PVC default/job-v0 was not created for pod default/job (pod is not owner)."
     )
 
 
@@ -329,7 +336,10 @@ maximumVolumeSize: 5Gi
         pod("too-big", "large"),
     )
     assert result.bound()["default/fits"] in ("n1", "n3")
-    assert result.pods["default/too-big"]["reason"] == f"0/4 nodes fit: 4 {NOT_ENOUGH_SPACE}"
+    assert (
+        result.pods["default/too-big"]["reason"]
+        == f"0/4 nodes are available: 4 {NOT_ENOUGH_SPACE}."
+    )
 
 
 def test_stateful_set_claim_templates_and_ephemeral_volumes_get_their_claims(

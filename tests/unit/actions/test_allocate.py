@@ -52,7 +52,7 @@ def test_starving_gang_holds_its_queue(
 ) -> None:
     decisions = decide(cluster(small_queue), f"starvationThreshold: {threshold}", now=at(waited))
     assert decisions.pending["default/big-0"] == (
-        "gang default/big: room for 2 of 3; 0/1 nodes fit: 1 Insufficient cpu"
+        "gang default/big: room for 2 of 3; 0/1 nodes are available: 1 Insufficient cpu."
     )
     if held:
         assert placements(decisions) == {}
@@ -109,7 +109,7 @@ def test_older_job_first_within_a_queue() -> None:
         now=at(10),
     )
     assert sorted(placements(decisions)) == ["default/p1", "default/p2"]
-    assert decisions.pending == {"default/p0": "0/1 nodes fit: 1 Insufficient cpu"}
+    assert decisions.pending == {"default/p0": "0/1 nodes are available: 1 Insufficient cpu."}
 
 
 def test_pods_of_other_schedulers_are_left_alone() -> None:
@@ -133,7 +133,7 @@ def test_binding_carries_uid_and_job() -> None:
 
 def test_empty_cluster() -> None:
     decisions = decide([pod("p", requests=ONE_CPU)])
-    assert decisions.pending == {"default/p": "0/0 nodes fit: no nodes in the cluster"}
+    assert decisions.pending == {"default/p": "no nodes available to schedule pods"}
 
 
 def test_a_member_is_not_refused_for_a_mate_of_the_same_shape_that_pod_affinity_reads_apart() -> (

@@ -16,7 +16,7 @@ def test_zero_request_pod_is_backfilled(actions: str, reason: str | None) -> Non
         [*FULL, pod("best-effort"), pod("needs-cpu", requests={"cpu": "1"})], f"actions: {actions}"
     )
     assert placements(decisions) == ({} if reason else {"default/best-effort": "n1"})
-    assert decisions.pending["default/needs-cpu"] == "0/1 nodes fit: 1 Insufficient cpu"
+    assert decisions.pending["default/needs-cpu"] == "0/1 nodes are available: 1 Insufficient cpu."
     assert decisions.pending.get("default/best-effort") == reason
 
 
@@ -29,5 +29,5 @@ def test_zero_request_gang_is_still_a_gang(max_pods: int, bound: int) -> None:
     assert len(decisions.bindings) == bound
     if not bound:
         assert decisions.pending["default/g-0"] == (
-            "gang default/g: room for 2 of 3; 0/1 nodes fit: 1 Too many pods"
+            "gang default/g: room for 2 of 3; 0/1 nodes are available: 1 Too many pods."
         )

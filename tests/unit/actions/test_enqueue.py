@@ -86,7 +86,7 @@ def test_admitted_but_unplaced_job_is_inqueue() -> None:
     )
     assert decisions.jobs["default/g"].phase == "Inqueue"
     assert decisions.pending["default/g-0"] == (
-        "gang default/g: room for 1 of 2; 0/1 nodes fit: 1 Insufficient cpu"
+        "gang default/g: room for 1 of 2; 0/1 nodes are available: 1 Insufficient cpu."
     )
 
 

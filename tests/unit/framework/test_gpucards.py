@@ -49,7 +49,7 @@ def test_a_share_never_overflows_a_card() -> None:
     decisions = decide([gpu_node("n", 2), share("a", 600), share("b", 600), share("c", 600)])
     assert placements(decisions) == {"default/a": "n", "default/b": "n"}
     assert decisions.pending["default/c"] == (
-        "0/1 nodes fit: 1 node(s) didn't have a GPU card with 600 milli free"
+        "0/1 nodes are available: 1 node(s) didn't have a GPU card with 600 milli free."
     )
 
 
@@ -61,7 +61,9 @@ def test_whole_cards_need_cards_no_share_has_touched() -> None:
 
 def test_node_level_shortage_is_left_to_the_predicates_message() -> None:
     decisions = decide([gpu_node("n", 1), pod("a", requests={GPU: "2"})])
-    assert decisions.pending["default/a"] == "0/1 nodes fit: 1 Insufficient nvidia.com/gpu"
+    assert (
+        decisions.pending["default/a"] == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    )
 
 
 def test_share_goes_to_the_fullest_card_that_fits() -> None:

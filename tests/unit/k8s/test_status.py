@@ -55,21 +55,21 @@ async def test_a_pending_pod_is_told_once_per_distinct_reason() -> None:
     api = RecordingApi()
     status = writer(api)
     for _ in range(3):
-        status.pods({"ns/p": "0/2 nodes fit: 2 Insufficient cpu"}, {})
+        status.pods({"ns/p": "0/2 nodes are available: 2 Insufficient cpu."}, {})
     await settle(status, api)
     [patch] = api.sent("PATCH", "/api/v1/namespaces/ns/pods/p/status")
     [condition] = patch["status"]["conditions"]
     assert condition["type"] == "PodScheduled"
     assert condition["status"] == "False"
     assert condition["reason"] == "Unschedulable"
-    assert condition["message"] == "0/2 nodes fit: 2 Insufficient cpu"
+    assert condition["message"] == "0/2 nodes are available: 2 Insufficient cpu."
     assert "lastTransitionTime" in condition
     [event] = api.sent("POST", "/events")
     assert event["reason"] == "FailedScheduling"
     assert event["type"] == "Warning"
     assert event["regarding"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "ns", "name": "p"}
 
-    status.pods({"ns/p": "0/3 nodes fit: 3 Insufficient cpu"}, {})
+    status.pods({"ns/p": "0/3 nodes are available: 3 Insufficient cpu."}, {})
     await settle(status, api)
     patches = api.sent("PATCH", "/pods/p/status")
     assert len(patches) == 2

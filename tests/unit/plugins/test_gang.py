@@ -14,7 +14,7 @@ def test_never_a_partial_gang_and_smaller_jobs_still_run() -> None:
         [node("n1", cpu="2"), *gang("g", 3, requests=ONE_CPU), pod("small", requests=ONE_CPU)]
     )
     assert placements(decisions) == {"default/small": "n1"}
-    message = "gang default/g: room for 2 of 3; 0/1 nodes fit: 1 Insufficient cpu"
+    message = "gang default/g: room for 2 of 3; 0/1 nodes are available: 1 Insufficient cpu."
     assert decisions.pending == {f"default/g-{i}": message for i in range(3)}
     status = decisions.jobs["default/g"]
     assert (status.phase, status.scheduled, status.min_member) == ("Inqueue", 0, 3)
@@ -52,7 +52,7 @@ def test_gang_with_fewer_pods_than_min_member_waits() -> None:
 def test_members_beyond_min_member_are_placed_when_they_fit() -> None:
     decisions = decide([node("n1", cpu="3"), *gang("g", 4, min_member=2, requests=ONE_CPU)])
     assert sorted(placements(decisions)) == ["default/g-0", "default/g-1", "default/g-2"]
-    assert decisions.pending == {"default/g-3": "0/1 nodes fit: 1 Insufficient cpu"}
+    assert decisions.pending == {"default/g-3": "0/1 nodes are available: 1 Insufficient cpu."}
     status = decisions.jobs["default/g"]
     assert (status.phase, status.scheduled) == ("Running", 3)
     assert status.condition == Condition("Scheduled", "Scheduled", "3/2 members scheduled")
@@ -112,7 +112,7 @@ def test_label_only_group(min_available: str, node_cpu: str, bound: int) -> None
             Condition(
                 "Unschedulable",
                 "NotEnoughResources",
-                "gang default/g: room for 1 of 2; 0/1 nodes fit: 1 Insufficient cpu",
+                "gang default/g: room for 1 of 2; 0/1 nodes are available: 1 Insufficient cpu.",
             ),
         ),
         (
@@ -121,7 +121,7 @@ def test_label_only_group(min_available: str, node_cpu: str, bound: int) -> None
                 "Unschedulable",
                 "ScheduleTimeout",
                 "still short of minMember after 30s: "
-                "gang default/g: room for 1 of 2; 0/1 nodes fit: 1 Insufficient cpu",
+                "gang default/g: room for 1 of 2; 0/1 nodes are available: 1 Insufficient cpu.",
             ),
         ),
     ],

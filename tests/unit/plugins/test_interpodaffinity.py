@@ -65,14 +65,17 @@ def test_two_pods_with_anti_affinity_on_hostname_take_two_nodes() -> None:
 def test_the_second_pod_waits_when_one_node_is_left() -> None:
     decisions = decide([*hosts(1), web("a", anti(term())), web("b", anti(term()))])
     assert list(placements(decisions)) == ["default/a"]
-    assert decisions.pending["default/b"] == f"0/1 nodes fit: 1 {ANTI_AFFINITY_MISMATCH}"
+    assert decisions.pending["default/b"] == f"0/1 nodes are available: 1 {ANTI_AFFINITY_MISMATCH}."
 
 
 def test_an_existing_pods_anti_affinity_keeps_the_incoming_pod_away() -> None:
     guard = web("guard", anti(term()), node_name="h0", scheduler="default-scheduler")
     assert placements(decide([*hosts(2), guard, web("plain")])) == {"default/plain": "h1"}
     decisions = decide([*hosts(1), guard, web("plain")])
-    assert decisions.pending["default/plain"] == f"0/1 nodes fit: 1 {EXISTING_ANTI_AFFINITY}"
+    assert (
+        decisions.pending["default/plain"]
+        == f"0/1 nodes are available: 1 {EXISTING_ANTI_AFFINITY}."
+    )
 
 
 @pytest.mark.parametrize(("nodes", "bound"), [(8, 8), (7, 0)])
@@ -87,7 +90,8 @@ def test_a_gang_with_anti_affinity_on_hostname_takes_one_node_each_or_nothing(
     assert len(set(chosen.values())) == bound
     if not bound:
         assert decisions.pending["default/ring-0"] == (
-            f"gang default/ring: room for 7 of 8; 0/7 nodes fit: 7 {ANTI_AFFINITY_MISMATCH}"
+            "gang default/ring: room for 7 of 8; "
+            f"0/7 nodes are available: 7 {ANTI_AFFINITY_MISMATCH}."
         )
 
 
@@ -109,7 +113,7 @@ def test_affinity_follows_the_pods_it_selects_into_their_zone() -> None:
 
 def test_affinity_without_any_selected_pod_waits() -> None:
     decisions = decide([*hosts(2), web("client", near(term(labels={"app": "db"})))])
-    assert decisions.pending["default/client"] == f"0/2 nodes fit: 2 {AFFINITY_MISMATCH}"
+    assert decisions.pending["default/client"] == f"0/2 nodes are available: 2 {AFFINITY_MISMATCH}."
 
 
 def test_a_gang_with_affinity_to_itself_lands_in_one_zone() -> None:
@@ -132,7 +136,7 @@ def test_affinity_needs_the_topology_key_on_the_node() -> None:
     database = pod("db", labels={"app": "db"}, node_name="h0", scheduler="other")
     spec = near(term("rack", labels={"app": "db"}))
     decisions = decide([*hosts(2), database, web("client", spec)])
-    assert decisions.pending["default/client"] == f"0/2 nodes fit: 2 {AFFINITY_MISMATCH}"
+    assert decisions.pending["default/client"] == f"0/2 nodes are available: 2 {AFFINITY_MISMATCH}."
 
 
 def namespace(name: str, **labels: str) -> Obj:

@@ -188,7 +188,7 @@ def test_single_node(cluster: list[Obj], spec: dict[str, Any], reason: str | Non
         assert placements(decisions) == {"default/p": "n1"}
     else:
         assert placements(decisions) == {}
-        assert decisions.pending == {"default/p": f"0/1 nodes fit: 1 {reason}"}
+        assert decisions.pending == {"default/p": f"0/1 nodes are available: 1 {reason}."}
 
 
 @pytest.mark.parametrize(
@@ -201,7 +201,7 @@ def test_single_node(cluster: list[Obj], spec: dict[str, Any], reason: str | Non
 )
 def test_resources_the_node_lacks(requests: dict[str, str | int], reason: str) -> None:
     decisions = decide([node("n1"), pod("p", requests=requests)])
-    assert decisions.pending == {"default/p": f"0/1 nodes fit: 1 {reason}"}
+    assert decisions.pending == {"default/p": f"0/1 nodes are available: 1 {reason}."}
 
 
 def test_reasons_are_counted_over_nodes() -> None:
@@ -215,9 +215,9 @@ def test_reasons_are_counted_over_nodes() -> None:
         ]
     )
     assert decisions.pending == {
-        "default/p": "0/4 nodes fit: 2 Insufficient cpu, "
+        "default/p": "0/4 nodes are available: "
         "1 node(s) didn't match Pod's node affinity/selector, "
-        "1 node(s) had untolerated taint {dedicated: gpu}"
+        "1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu."
     }
 
 
@@ -231,7 +231,7 @@ def test_fit_counts_pods_placed_earlier_in_the_session() -> None:
     )
     bound = placements(decisions)
     assert sorted(bound.values()) == ["a", "a", "b", "b"]
-    assert decisions.pending == {"default/p4": "0/2 nodes fit: 2 Insufficient cpu"}
+    assert decisions.pending == {"default/p4": "0/2 nodes are available: 2 Insufficient cpu."}
 
 
 def test_two_pods_with_one_host_port_spread() -> None:
@@ -239,4 +239,4 @@ def test_two_pods_with_one_host_port_spread() -> None:
         [node("a"), node("b"), *(pod(f"p{i}", spec=with_port(9000)) for i in range(3))]
     )
     assert placements(decisions) == {"default/p0": "a", "default/p1": "b"}
-    assert decisions.pending == {"default/p2": f"0/2 nodes fit: 2 {PORTS}"}
+    assert decisions.pending == {"default/p2": f"0/2 nodes are available: 2 {PORTS}."}

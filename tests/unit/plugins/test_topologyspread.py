@@ -64,7 +64,7 @@ def test_a_larger_max_skew_allows_more() -> None:
 def test_nodes_without_the_key_fail_with_missing_required_label() -> None:
     bare = node("bare", labels={HOST: "bare"})
     decisions = decide([bare, web("p", spread())], FILTER_ONLY)
-    assert decisions.pending["default/p"] == f"0/1 nodes fit: 1 {MISSING_LABEL}"
+    assert decisions.pending["default/p"] == f"0/1 nodes are available: 1 {MISSING_LABEL}."
 
 
 def test_the_reason_names_the_constraints() -> None:
@@ -76,7 +76,7 @@ def test_the_reason_names_the_constraints() -> None:
     ]
     decisions = decide([*full, web("p", spread())], FILTER_ONLY)
     assert decisions.pending["default/p"] == (
-        f"0/2 nodes fit: 1 Insufficient cpu, 1 {CONSTRAINTS_MISMATCH}"
+        f"0/2 nodes are available: 1 Insufficient cpu, 1 {CONSTRAINTS_MISMATCH}."
     )
 
 
@@ -102,7 +102,7 @@ def test_min_domains_counts_missing_domains_as_empty() -> None:
     pods = [web(f"p{i}", spread(minDomains=3), created=i) for i in range(3)]
     decisions = decide([*zones(2), *pods], FILTER_ONLY)
     assert sorted(placements(decisions).values()) == ["h0-0", "h1-0"]
-    assert decisions.pending["default/p2"] == f"0/2 nodes fit: 2 {CONSTRAINTS_MISMATCH}"
+    assert decisions.pending["default/p2"] == f"0/2 nodes are available: 2 {CONSTRAINTS_MISMATCH}."
     without = [web(f"p{i}", spread(), created=i) for i in range(3)]
     assert len(placements(decide([*zones(2), *without], FILTER_ONLY))) == 3
 

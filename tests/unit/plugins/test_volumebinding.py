@@ -100,7 +100,7 @@ def test_two_pods_never_get_one_volume() -> None:
     ]
     decisions = decide(objects)
     assert placements(decisions) == {"default/first": "n1"}
-    assert decisions.pending["default/second"] == f"0/2 nodes fit: 2 {BIND_CONFLICT}"
+    assert decisions.pending["default/second"] == f"0/2 nodes are available: 2 {BIND_CONFLICT}."
 
 
 def test_claims_of_one_pod_are_matched_together_on_a_node() -> None:
@@ -161,5 +161,7 @@ def test_an_unreadable_claim_is_named_with_its_error() -> None:
         cache.apply(bad)
     snapshot = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
     reason = run_session(snapshot, default_config()).pending["default/p"]
-    assert reason.startswith("persistentvolumeclaim default/data is invalid: ")
+    assert reason.startswith(
+        "0/1 nodes are available: persistentvolumeclaim default/data is invalid: "
+    )
     assert "spec.resources.requests.storage" in reason
