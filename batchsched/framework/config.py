@@ -34,6 +34,7 @@ tiers:
   - {name: nodeaffinity}
   - {name: interpodaffinity}
   - {name: podtopologyspread}
+  - {name: tainttoleration}
 """
 
 TOP_KEYS = {"schedulerName", "schedulePeriod", "starvationThreshold", "actions", "tiers"}

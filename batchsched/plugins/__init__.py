@@ -13,6 +13,7 @@ from batchsched.plugins.predicates import Predicates
 from batchsched.plugins.priority import Priority
 from batchsched.plugins.proportion import Proportion
 from batchsched.plugins.spreadscore import PodTopologySpreadScore
+from batchsched.plugins.taintscore import TaintTolerationScore
 
 PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
     "binpack": Binpack,
@@ -24,4 +25,5 @@ PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
     "predicates": Predicates,
     "priority": Priority,
     "proportion": Proportion,
+    "tainttoleration": TaintTolerationScore,
 }

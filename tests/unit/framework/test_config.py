@@ -30,6 +30,7 @@ def test_default_config() -> None:
             "nodeaffinity",
             "interpodaffinity",
             "podtopologyspread",
+            "tainttoleration",
         ],
     ]
 
