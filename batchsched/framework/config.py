@@ -37,6 +37,8 @@ tiers:
   - {name: tainttoleration}
 """
 
+# What every configuration lists: the plugin that holds pods to what they state.
+REQUIRED_PLUGIN = "predicates"
 TOP_KEYS = {"schedulerName", "schedulePeriod", "starvationThreshold", "actions", "tiers"}
 
 
@@ -141,6 +143,12 @@ def _tiers(raw: object, *, source: str) -> tuple[tuple[Plugin, ...], ...]:
         for p, entry in enumerate(entries):
             plugins.append(_plugin(entry, where=f"{where}.plugins[{p}]", seen=seen))
         tiers.append(tuple(plugins))
+    if REQUIRED_PLUGIN not in seen:
+        raise InvalidObject(
+            f"{source}.tiers: the {REQUIRED_PLUGIN} plugin is required: without it no pod's "
+            "resources, node selector, affinity, tolerations, topology spread or volumes "
+            "would be checked"
+        )
     return tuple(tiers)
 
 

@@ -159,6 +159,11 @@ def test_settings(text: str, starvation: float | None, actions: tuple[str, ...])
         ),
         ("tiers: []", "config.tiers: expected a non-empty list of tiers"),
         (
+            "tiers:\n- plugins: [{name: gang}, {name: binpack}]",
+            "config.tiers: the predicates plugin is required: without it no pod's resources, "
+            "node selector, affinity, tolerations, topology spread or volumes would be checked",
+        ),
+        (
             "tiers:\n- [{name: gang}]",
             "config.tiers[0]: a tier is a map with the single key 'plugins'",
         ),

@@ -11,7 +11,9 @@ GPU = "nvidia.com/gpu"
 
 
 def binpack_config(arguments: str) -> str:
-    return f"tiers:\n- plugins:\n  - name: binpack\n    arguments: {arguments}\n"
+    return (
+        f"tiers:\n- plugins:\n  - name: predicates\n  - name: binpack\n    arguments: {arguments}\n"
+    )
 
 
 # The worked example's arguments, and the same written with the seed's legacy keys.

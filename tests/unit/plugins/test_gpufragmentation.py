@@ -158,5 +158,8 @@ def test_plugin_learns_each_pending_pod_once_across_sessions() -> None:
 
 
 def test_weight_is_checked_at_load() -> None:
-    config = load_config("tiers:\n- plugins: [{name: gpufragmentation, arguments: {weight: 3}}]\n")
-    assert config.tiers[0][0].name == "gpufragmentation"
+    config = load_config(
+        "tiers:\n- plugins: [{name: predicates}]\n"
+        "- plugins: [{name: gpufragmentation, arguments: {weight: 3}}]\n"
+    )
+    assert config.tiers[1][0].name == "gpufragmentation"
