@@ -16,6 +16,7 @@ from collections import defaultdict
 import numpy as np
 
 from batchsched.actions.gang_placement import eligible, place_job
+from batchsched.api.objects import Constraints
 from batchsched.cache.snapshot import JobInfo
 from batchsched.framework.session import Session
 
@@ -65,31 +66,37 @@ def _starving(session: Session, job: JobInfo) -> bool:
 
 def _fits_empty_cluster(session: Session, job: JobInfo) -> bool:
     """Whether first-fit decreasing packs the members it still needs onto the empty
-    cluster. A packing found proves the gang fits once the cluster drains; when none is
-    found (fragmentation, or pods larger than any node) the queue is not held for it,
-    since it might never fit and would block the queue for ever."""
+    cluster, each on nodes its selectors, affinity and tolerations allow. A packing found
+    proves the gang fits once the cluster drains; when none is found (fragmentation, pods
+    larger than any node), or when members state what an empty cluster cannot vouch for
+    (pod affinity, spread, claims), the queue is not held for it: it might never fit,
+    and would block the queue for ever."""
+    pending = job.pending
+    if any(f.concerns(t) for f in session.fresh_filters for t in pending):
+        return False
     free = session.snapshot.allocatable.copy()
     needed = job.min_member - job.bound
-    requests = [t.vec for t in job.pending]
-    if len(requests) < needed:
+    if len(pending) < needed:
         return False
     # Cheap refusal first: the smallest requests summed must fit the cluster's total.
-    if (np.sort(np.array(requests), axis=0)[:needed].sum(axis=0) > free.sum(axis=0)).any():
+    requests = np.array([t.vec for t in pending])
+    if (np.sort(requests, axis=0)[:needed].sum(axis=0) > free.sum(axis=0)).any():
         return False
     largest = np.maximum(free.max(axis=0), 1)
-    # Per request: the node it last went to. Nodes only fill up, so the ones before it
-    # have no room for it, and a gang of identical pods is packed in one pass.
-    cursor: dict[bytes, int] = {}
-    for vec in sorted(requests, key=lambda v: -float((v / largest).sum())):
-        key = vec.tobytes()
-        row = cursor.get(key, 0)
-        if row < len(free) and not (free[row] >= vec).all():
-            later = np.flatnonzero((free[row + 1 :] >= vec).all(axis=1))
-            row = row + 1 + int(later[0]) if later.size else len(free)
-        cursor[key] = row
-        if row == len(free):
+    # Per request and constraints: the node it last went to. Nodes only fill up, so the
+    # ones before it have no room for it, and a gang of identical pods is packed in one pass.
+    cursor: dict[tuple[bytes, Constraints], int] = {}
+    for task in sorted(pending, key=lambda t: -float((t.vec / largest).sum())):
+        constraints = task.task.constraints
+        key = (task.vec.tobytes(), constraints)
+        start = cursor.get(key, 0)
+        fits = (free[start:] >= task.vec).all(axis=1) & session.allowed(constraints)[start:]
+        hits = np.flatnonzero(fits)
+        if not hits.size:
+            cursor[key] = len(free)
             continue
-        free[row] -= vec
+        row = cursor[key] = start + int(hits[0])
+        free[row] -= task.vec
         needed -= 1
         if needed <= 0:
             return True

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from batchsched.api.objects import Task
+from batchsched.api.objects import Constraints, Task
 from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
 from batchsched.framework.decisions import Binding, ClaimBinding, Decisions
 from batchsched.framework.gpucards import GpuCards
@@ -142,6 +142,9 @@ class Session:
         # Why no node will do for a task in this session, whatever is placed in it (a
         # claim that does not exist): a gang with such members is not tried.
         self.blockers: list[BlockerCheck] = []
+        # Where pods with these constraints may run at all (set by predicates); the
+        # starvation check packs gangs within it.
+        self.allowed: Callable[[Constraints], BoolArray] = self._everywhere
         # Task key -> its claims to bind with it, decided where it was placed.
         self.claim_bindings: dict[str, tuple[ClaimBinding, ...]] = {}
         self.enqueue_checks: list[JobCheck] = []
@@ -158,6 +161,9 @@ class Session:
                 plugin.open(self)
                 self.timings.plugins[plugin.name] = time.perf_counter() - started
         self.filters.append(self.gpu)
+
+    def _everywhere(self, _: Constraints) -> BoolArray:
+        return np.ones(self.node_count, dtype=np.bool_)
 
     # Ordering: keys from plugins in tier order, then creation and name so that equal
     # input always gives equal output.

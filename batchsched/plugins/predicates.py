@@ -52,6 +52,7 @@ class Predicates:
         plain = [not _blocking_taints(n) and n.ready and not n.unschedulable for n in self.nodes]
         self._plain: BoolArray = np.array(plain, dtype=np.bool_)
         session.filters.append(self)
+        session.allowed = self._static_mask
         # In kube-scheduler's order of filters, which is the order of pending reasons.
         if VolumeBinding.needed(session):
             VolumeBinding(session)

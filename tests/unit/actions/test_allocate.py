@@ -92,6 +92,42 @@ def test_a_gang_that_fits_each_node_but_not_the_cluster_never_holds_its_queue() 
     assert placements(decisions)["default/small"] in ("n1", "n2")
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param({"nodeSelector": {"pool": "training"}}, id="selector-no-node-matches"),
+        pytest.param(
+            {
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "labelSelector": {"matchLabels": {"app": "big"}},
+                                "topologyKey": "kubernetes.io/hostname",
+                            }
+                        ]
+                    }
+                }
+            },
+            id="anti-affinity-one-node",
+        ),
+    ],
+)
+def test_a_gang_whose_constraints_the_empty_cluster_cannot_vouch_for_never_holds_its_queue(
+    spec: dict[str, object],
+) -> None:
+    """Two 1-CPU members fit n1's 4 CPUs by resources alone, but one selects nodes
+    that do not exist, or both keep away from each other on the only node."""
+    gang = old_gang(2, "1")
+    for member in gang[1:]:
+        member["spec"].update(spec)
+        member["metadata"]["labels"] = {"app": "big"}
+    n1 = node("n1", cpu="4", labels={"kubernetes.io/hostname": "n1"})
+    objects = [n1, *gang, pod("small", requests=ONE_CPU, created=10)]
+    decisions = decide(objects, "starvationThreshold: 60s", now=at(120))
+    assert placements(decisions) == {"default/small": "n1"}
+
+
 def test_a_gang_with_a_member_that_can_never_be_placed_never_holds_its_queue() -> None:
     gang = old_gang(2, "1")
     gang[2]["spec"]["resourceClaims"] = [{"name": "gpu"}]
