@@ -1,8 +1,9 @@
 """Pods as Tasks, with the defaulting the API server would have applied before we see them."""
 
 import marshal
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, check_gpu_request, parse_gpu_index
@@ -39,6 +40,9 @@ TENCENT_GROUP_LABEL = "group.batch.scheduler.tencent.com"
 LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 
+
+Key = TypeVar("Key", bound=Hashable)
+Parsed = TypeVar("Parsed")
 
 # What kube-scheduler's scores count for a container that requests no CPU or memory
 # (100m, 200 MiB), so that pods without requests do not all look free.
@@ -92,36 +96,33 @@ class ShapeMemo:
 
     def shape(self, spec: Mapping[str, object], *, where: str) -> PodShape:
         text = _text([spec.get(field) for field in SHAPE_FIELDS])
-        found = self._shapes.get(text)
-        if found is None:
-            # Not remembered when it raises: each bad pod gets an error naming itself.
-            found = pod_shape(spec, where=where)
-            if len(self._shapes) >= self.limit:
-                self._shapes.clear()
-            self._shapes[text] = found
-        return found
+        return self._remember(self._shapes, text, lambda: pod_shape(spec, where=where))
 
     def affinity(
         self, affinity: Mapping[str, object], *, namespace: str, labels: dict[str, str], where: str
     ) -> PodAffinity | None:
         text = _text([affinity.get("podAffinity"), affinity.get("podAntiAffinity")])
-        key = (text, namespace, *labels.items())
-        if key in self._affinities:
-            return self._affinities[key]
-        found = pod_affinity(affinity, namespace=namespace, labels=labels, where=where)
-        if len(self._affinities) >= self.limit:
-            self._affinities.clear()
-        self._affinities[key] = found
-        return found
+        return self._remember(
+            self._affinities,
+            (text, namespace, *labels.items()),
+            lambda: pod_affinity(affinity, namespace=namespace, labels=labels, where=where),
+        )
 
     def spread(self, raw: object, *, labels: dict[str, str], where: str) -> Spread:
         key = (_text([raw]), *((k, labels.get(k)) for k in label_keys(raw)))
-        found = self._spreads.get(key)
-        if found is None:
-            found = spread_constraints(raw, labels=labels, where=where)
-            if len(self._spreads) >= self.limit:
-                self._spreads.clear()
-            self._spreads[key] = found
+        return self._remember(
+            self._spreads, key, lambda: spread_constraints(raw, labels=labels, where=where)
+        )
+
+    def _remember(self, store: dict[Key, Parsed], key: Key, parse: Callable[[], Parsed]) -> Parsed:
+        """What `parse` gives for `key`, parsed once. Not remembered when it raises: each
+        bad pod gets an error naming itself."""
+        if key in store:
+            return store[key]
+        found = parse()
+        if len(store) >= self.limit:
+            store.clear()
+        store[key] = found
         return found
 
 
