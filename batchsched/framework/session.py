@@ -287,11 +287,13 @@ class Session:
             return NO_NODES
         reasons: Counter[str] = Counter()
         left = self.all_nodes
-        for node_filter in (*self.filters, *self.fresh_filters):
-            if not len(left):
-                break
+        chain: list[NodeFilter] = [*self.filters, *self.fresh_filters]
+        for index, node_filter in enumerate(chain):
             reasons.update(node_filter.explain(task, left))
-            left = left[node_filter.filter(task, left)]
+            if index + 1 < len(chain):
+                left = left[node_filter.filter(task, left)]
+                if not len(left):
+                    break
         return self.unavailable(", ".join(sorted(f"{n} {why}" for why, n in reasons.items())))
 
     def unavailable(self, why: str) -> str:
