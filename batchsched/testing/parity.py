@@ -69,6 +69,10 @@ BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 CLAIM_FINALIZER = "kubernetes.io/pvc-protection"
 # Any time will do: only its presence says the claim is being deleted.
 DELETED_AT = "2026-01-01T00:00:00Z"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+# Written by kube-scheduler on a claim it has chosen a node to provision for.
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,29 @@ class Scenario:
     def incoming_key(self) -> str:
         meta = self.incoming["metadata"]
         return f"{meta['namespace']}/{meta['name']}"
+
+    def waiting_claims(self) -> list[str]:
+        """The incoming pod's claims that wait for it (unbound, of a WaitForFirstConsumer
+        class): kube-scheduler writes its choice on them and on volumes, then waits in
+        PreBind for a PersistentVolume controller, so the pod never gets a node."""
+        waiting = {
+            obj["metadata"]["name"]
+            for obj in self.storage
+            if obj["kind"] == "StorageClass" and obj["volumeBindingMode"] == WAIT_FOR_FIRST_CONSUMER
+        }
+        claims = {
+            obj["metadata"]["name"]
+            for obj in self.storage
+            if obj["kind"] == "PersistentVolumeClaim"
+            and obj["metadata"]["namespace"] == self.incoming["metadata"]["namespace"]
+            and not obj["spec"].get("volumeName")
+            and obj["spec"].get("storageClassName") in waiting
+        }
+        mounted = [
+            v["persistentVolumeClaim"]["claimName"]
+            for v in self.incoming["spec"].get("volumes", [])
+        ]
+        return [name for name in mounted if name in claims]
 
     def objects(self) -> list[JSON]:
         """The cluster as batchsched reads it, the incoming pod addressed to it."""
@@ -369,12 +396,12 @@ def _spread(rng: random.Random) -> list[JSON]:
     return constraints
 
 
-# Storage. Only what kube-scheduler can decide on without a PersistentVolume controller
-# or provisioner, neither of which runs: claims bound (spec.volumeName and the
-# bind-completed annotation) to volumes that exist or not, claims that are missing, lost,
-# being deleted, or unbound with no class, a missing one or an Immediate one. An unbound
-# claim of a WaitForFirstConsumer class is left out: kube-scheduler would pick a node and
-# then wait in PreBind for a binding that never comes.
+# Storage, as kube-scheduler sees it without a PersistentVolume controller or a
+# provisioner, neither of which runs: claims bound (spec.volumeName and the
+# bind-completed annotation) to volumes that exist or not; claims that are missing, lost,
+# being deleted, or unbound with no class, a missing one or an Immediate one; unbound
+# claims of a WaitForFirstConsumer class, with available volumes (some pre-bound to
+# them) that may fit them, and a class that may provision.
 
 
 def _storage(
@@ -388,8 +415,8 @@ def _storage(
     """Classes, claims (with their volumes) and CSINodes; adds volumes to the pods."""
     immediate, delayed = f"{prefix}-now", f"{prefix}-wait"
     classes = [
-        _storage_class(immediate, rng.choice((*CSI_DRIVERS, "kubernetes.io/no-provisioner"))),
-        _storage_class(delayed, rng.choice(CSI_DRIVERS), wait=True),
+        _storage_class(rng, immediate, wait=False),
+        _storage_class(rng, delayed, wait=True),
     ]
     volumes: list[JSON] = []
     claims: list[JSON] = []
@@ -404,6 +431,14 @@ def _storage(
         by_namespace[namespace].append(claim["metadata"]["name"])
         if volume is not None:
             volumes.append(volume)
+    waiting = [
+        c
+        for c in claims
+        if c["spec"].get("storageClassName") == delayed and "volumeName" not in c["spec"]
+    ]
+    for j in range(rng.randint(0, 3)):
+        name = f"{prefix}-free{j}"
+        volumes.append(_available(rng, name, (immediate, delayed), waiting, node_names))
     for pod in existing:
         if rng.random() < 0.5:
             _mount(rng, pod, by_namespace, most=2, missing=None)
@@ -412,14 +447,20 @@ def _storage(
     return (*classes, *volumes, *claims, *csi_nodes)
 
 
-def _storage_class(name: str, provisioner: str, *, wait: bool = False) -> JSON:
-    return {
+def _storage_class(rng: random.Random, name: str, *, wait: bool) -> JSON:
+    """A class of a CSI driver, or of none (its volumes are only those made by hand); one
+    that waits for the first consumer may provision only in some zones."""
+    found: JSON = {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": name},
-        "provisioner": provisioner,
-        "volumeBindingMode": "WaitForFirstConsumer" if wait else "Immediate",
+        "provisioner": rng.choice((*CSI_DRIVERS, NO_PROVISIONER)),
+        "volumeBindingMode": WAIT_FOR_FIRST_CONSUMER if wait else "Immediate",
     }
+    if wait and rng.random() < 0.3:
+        zones = rng.sample(NODE_LABELS[ZONE], rng.randint(1, 2))
+        found["allowedTopologies"] = [{"matchLabelExpressions": [{"key": ZONE, "values": zones}]}]
+    return found
 
 
 def _claim(
@@ -432,8 +473,9 @@ def _claim(
     """A claim, and the volume it is bound to when that exists.
 
     Most claims are bound; some are bound to a volume that is gone (sometimes marked
-    Lost), are being deleted, are pre-bound (volumeName without the annotation), or are
-    unbound with no class, a class that does not exist, or an Immediate one.
+    Lost), are being deleted, are pre-bound (volumeName without the annotation), are
+    unbound with no class, a class that does not exist, or an Immediate one, or wait for
+    their first consumer.
     """
     modes = [rng.choice(ACCESS_MODES)]
     size = rng.choice(("1Gi", "2Gi", "5Gi"))
@@ -442,6 +484,9 @@ def _claim(
     claim: JSON = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta}
     claim["spec"] = spec
     kind = rng.random()
+    if kind > 0.8:
+        spec["storageClassName"] = classes[1]
+        return claim, None
     if kind < 0.04:
         unbound = rng.choice((None, classes[0], f"{name}-no-class"))
         if unbound is not None:
@@ -465,22 +510,46 @@ def _claim(
     return claim, volume
 
 
+def _available(
+    rng: random.Random,
+    name: str,
+    classes: tuple[str, str],
+    waiting: list[JSON],
+    node_names: list[str],
+) -> JSON:
+    """An available volume, mostly of the class that waits for the first consumer, now
+    and then pre-bound (claimRef without uid) to a claim that waits, which is then
+    taken off `waiting`: of two volumes pre-bound to one claim, kube-scheduler takes
+    whichever its cache lists first."""
+    claim = (
+        waiting.pop(rng.randrange(len(waiting)))["metadata"]
+        if waiting and rng.random() < 0.2
+        else None
+    )
+    storage_class = rng.choice((classes[1], classes[1], classes[1], classes[0], None))
+    modes = [rng.choice(ACCESS_MODES)]
+    volume = _volume(rng, name, claim, modes, storage_class, node_names)
+    volume["status"] = {"phase": "Available"}
+    return volume
+
+
 def _volume(
     rng: random.Random,
     name: str,
-    claim: JSON,
+    claim: JSON | None,
     modes: list[str],
     storage_class: str | None,
     node_names: list[str],
 ) -> JSON:
-    """A volume made for `claim`: CSI or host path, sometimes with node affinity and zone
-    or region labels."""
+    """A volume, made for `claim` if given: CSI or host path, sometimes with node affinity
+    and zone or region labels."""
     spec: JSON = {
         "capacity": {"storage": rng.choice(("1Gi", "5Gi", "10Gi"))},
         "accessModes": modes,
-        "claimRef": {"namespace": claim["namespace"], "name": claim["name"]},
         "persistentVolumeReclaimPolicy": "Retain",
     }
+    if claim is not None:
+        spec["claimRef"] = {"namespace": claim["namespace"], "name": claim["name"]}
     if storage_class is not None:
         spec["storageClassName"] = storage_class
     if rng.random() < 0.6:
@@ -581,12 +650,28 @@ def probe_scenario() -> Scenario:
 # The two answers and their comparison.
 
 
+# The volume each claim that waits for the pod gets where the pod goes, by claim name:
+# an existing volume's name, or "" for one to be provisioned.
+Volumes = tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True)
 class Ours:
     """batchsched's answer: the node it chose, or why the pod waits."""
 
     node: str | None
     reason: str | None
+    volumes: Volumes = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """kube-scheduler's answer to one pod: the node it placed the pod on (None:
+    Unschedulable), its message, and the volumes of the claims that wait for the pod."""
+
+    node: str | None
+    message: str = ""
+    volumes: Volumes = ()
 
 
 @dataclass(frozen=True)
@@ -599,11 +684,12 @@ class Theirs:
     # Where it placed the pod (None when it found no node).
     node: str | None
     message: str
+    # On batchsched's node, when it accepts it.
+    volumes: Volumes = ()
 
 
-# Creates the incoming pod (pinned to a node, or free), waits for kube-scheduler and
-# returns the node it bound the pod to (None: Unschedulable) and its message.
-Ask = Callable[[str | None], tuple[str | None, str]]
+# Creates the incoming pod (pinned to a node, or free) and waits for kube-scheduler's answer.
+Ask = Callable[[str | None], Answer]
 
 
 def batchsched_verdict(scenario: Scenario) -> Ours:
@@ -616,7 +702,17 @@ def batchsched_verdict(scenario: Scenario) -> Ours:
         _, message = sim.cache.rejected_pods[key]
         return Ours(None, message)
     if task.node_name:
-        return Ours(task.node_name, None)
+        # The simulator settles the claims of a pod it binds: each names the volume it
+        # was given, or one it made for the claim (not one of the scenario's).
+        given = {
+            obj["metadata"]["name"] for obj in scenario.storage if obj["kind"] == "PersistentVolume"
+        }
+        namespace = scenario.incoming["metadata"]["namespace"]
+        volumes = []
+        for name in scenario.waiting_claims():
+            volume = sim.cache.claims[f"{namespace}/{name}"].volume_name
+            volumes.append((name, volume if volume in given else ""))
+        return Ours(task.node_name, None, tuple(volumes))
     return Ours(None, sim.decisions.pending.get(key, "not scheduled"))
 
 
@@ -625,15 +721,16 @@ def kube_verdict(ours: Ours, ask: Ask) -> Theirs:
     both questions at once. Otherwise ask again with the pod free."""
     message = ""
     if ours.node is not None:
-        node, message = ask(ours.node)
-        if node is not None:
-            return Theirs(True, True, node, "")
-    node, free_message = ask(None)
+        pinned = ask(ours.node)
+        if pinned.node is not None:
+            return Theirs(True, True, pinned.node, "", pinned.volumes)
+        message = pinned.message
+    free = ask(None)
     return Theirs(
-        feasible=node is not None,
+        feasible=free.node is not None,
         accepts_ours=None if ours.node is None else False,
-        node=node,
-        message=message or free_message,
+        node=free.node,
+        message=message or free.message,
     )
 
 
@@ -651,7 +748,16 @@ def disagreement(ours: Ours, theirs: Theirs) -> str | None:
             f"batchsched placed the pod on {ours.node}, which kube-scheduler refuses "
             f"({theirs.message}); it placed it on {theirs.node}"
         )
+    if theirs.accepts_ours and ours.volumes != theirs.volumes:
+        return (
+            f"on {ours.node}, batchsched gives the claims {_volumes(ours.volumes)}, "
+            f"kube-scheduler {_volumes(theirs.volumes)}"
+        )
     return None
+
+
+def _volumes(volumes: Volumes) -> str:
+    return ", ".join(f"{claim}: {volume or 'to provision'}" for claim, volume in volumes)
 
 
 def case_yaml(scenario: Scenario, *, seed: int, finding: str) -> str:

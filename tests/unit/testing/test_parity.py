@@ -15,9 +15,11 @@ from batchsched.testing.parity import (
     PREFERRED,
     READ_WRITE_ONCE_POD,
     REQUIRED,
+    Answer,
     Ours,
     Scenario,
     Theirs,
+    Volumes,
     batchsched_verdict,
     case_yaml,
     disagreement,
@@ -99,14 +101,17 @@ def test_a_pinned_pod_asks_for_the_resource_only_its_node_has() -> None:
 class Asked:
     """kube-scheduler's answers by pin (None: the free pod), recording the questions."""
 
-    def __init__(self, answers: dict[str | None, str | None]) -> None:
+    def __init__(self, answers: dict[str | None, str | None], volumes: Volumes = ()) -> None:
         self.answers = answers
+        self.volumes = volumes
         self.pins: list[str | None] = []
 
-    def __call__(self, pin: str | None) -> tuple[str | None, str]:
+    def __call__(self, pin: str | None) -> Answer:
         self.pins.append(pin)
         node = self.answers[pin]
-        return node, "" if node else f"refused ({pin})"
+        if node is None:
+            return Answer(None, f"refused ({pin})")
+        return Answer(node, volumes=self.volumes)
 
 
 def test_a_pod_bound_to_our_node_settles_both_questions() -> None:
@@ -141,6 +146,33 @@ def test_feasibility_disagreements_either_way() -> None:
     )
 
 
+def test_the_volumes_of_waiting_claims_are_compared_where_both_place_the_pod() -> None:
+    ours = Ours("n1", None, (("c0", "pv-small"), ("c1", "")))
+    same = kube_verdict(ours, Asked({"n1": "n1"}, ours.volumes))
+    assert same.volumes == ours.volumes and disagreement(ours, same) is None
+    other = kube_verdict(ours, Asked({"n1": "n1"}, (("c0", "pv-large"), ("c1", ""))))
+    assert disagreement(ours, other) == (
+        "on n1, batchsched gives the claims c0: pv-small, c1: to provision, "
+        "kube-scheduler c0: pv-large, c1: to provision"
+    )
+
+
+def test_batchsched_names_the_volumes_its_simulator_gives_waiting_claims() -> None:
+    """An existing volume by name, one the simulator made for a claim as to be provisioned."""
+    seen: set[bool] = set()
+    for scenario in storage_scenarios():
+        ours = batchsched_verdict(scenario)
+        if ours.node is None:
+            assert ours.volumes == ()
+            continue
+        assert [claim for claim, _ in ours.volumes] == scenario.waiting_claims()
+        names = {v["metadata"]["name"] for v in by_kind(scenario, "PersistentVolume")}
+        for _, volume in ours.volumes:
+            assert volume == "" or volume in names
+            seen.add(volume == "")
+    assert seen == {True, False}
+
+
 def test_both_refusing_is_agreement() -> None:
     pending = Ours(None, "no node fits")
     assert disagreement(pending, kube_verdict(pending, Asked({None: None}))) is None
@@ -163,17 +195,50 @@ def test_a_share_of_scenarios_carry_storage_and_both_answers_occur() -> None:
     assert 0.15 < sum(placed) / len(placed) < 0.75
 
 
-def test_no_claim_waits_for_its_first_consumer() -> None:
-    """kube-scheduler would hold such a pod in PreBind for a PV controller that never runs."""
+def test_waiting_claims_are_the_incoming_pods_unbound_claims_of_a_waiting_class() -> None:
+    seen = 0
     for scenario in storage_scenarios():
-        waiting = {
+        waiting_classes = {
             c["metadata"]["name"]
             for c in by_kind(scenario, "StorageClass")
             if c["volumeBindingMode"] == "WaitForFirstConsumer"
         }
-        for claim in by_kind(scenario, "PersistentVolumeClaim"):
-            spec = claim["spec"]
-            assert spec.get("volumeName") or spec.get("storageClassName") not in waiting
+        claims = {c["metadata"]["name"]: c for c in by_kind(scenario, "PersistentVolumeClaim")}
+        mounted = {
+            v["persistentVolumeClaim"]["claimName"]
+            for v in scenario.incoming["spec"].get("volumes", [])
+        }
+        expected = {
+            name
+            for name in mounted & set(claims)
+            if "volumeName" not in claims[name]["spec"]
+            and claims[name]["spec"].get("storageClassName") in waiting_classes
+        }
+        assert set(scenario.waiting_claims()) == expected
+        seen += bool(expected)
+    assert seen > 0.1 * len(storage_scenarios())
+
+
+def test_available_volumes_are_unbound_or_pre_bound_to_a_waiting_claim() -> None:
+    pre_bound = 0
+    for scenario in storage_scenarios():
+        refs: list[tuple[str, str]] = []
+        claims = {
+            (c["metadata"]["namespace"], c["metadata"]["name"]): c
+            for c in by_kind(scenario, "PersistentVolumeClaim")
+        }
+        for volume in by_kind(scenario, "PersistentVolume"):
+            if volume.get("status", {}).get("phase") != "Available":
+                continue
+            ref = volume["spec"].get("claimRef")
+            if ref is not None:
+                pre_bound += 1
+                refs.append((ref["namespace"], ref["name"]))
+                assert "uid" not in ref
+                assert "volumeName" not in claims[(ref["namespace"], ref["name"])]["spec"]
+        # kube-scheduler's pick between two volumes pre-bound to one claim is its cache's order.
+        assert len(refs) == len(set(refs))
+    assert pre_bound > 0
 
 
 def test_storage_objects_are_ones_the_api_server_accepts() -> None:
