@@ -66,7 +66,7 @@ class _Claims:
     delayed: tuple[Claim, ...]
     # Keys of its ReadWriteOncePod claims named in the spec (not ephemeral ones).
     exclusive: tuple[str, ...]
-    # CSI volumes it would attach: unique id -> driver.
+    # CSI volumes it would attach, as (unique id, driver).
     attaches: tuple[tuple[str, str], ...]
 
 
@@ -94,7 +94,7 @@ class VolumeBinding(CheckedFilter):
         self.decided: dict[str, tuple[int, str]] = {}
         self.relying: Counter[str] = Counter()
         # Per node row: attached CSI volume id -> pods using it; per driver, how many
-        # distinct volumes each node has attached.
+        # distinct volumes each node has attached; per volume id, the rows holding it.
         self.limits = self._attach_limits()
         self.attached: dict[int, Counter[str]] = defaultdict(Counter)
         self.attached_count: dict[str, IntArray] = {
