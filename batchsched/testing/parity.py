@@ -436,7 +436,7 @@ def _storage(
         for c in claims
         if c["spec"].get("storageClassName") == delayed and "volumeName" not in c["spec"]
     ]
-    for j in range(rng.randint(0, 3)):
+    for j in range(rng.randint(1, 4)):
         name = f"{prefix}-free{j}"
         volumes.append(_available(rng, name, (immediate, delayed), waiting, node_names))
     for pod in existing:
@@ -484,7 +484,7 @@ def _claim(
     claim: JSON = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta}
     claim["spec"] = spec
     kind = rng.random()
-    if kind > 0.8:
+    if kind > 0.75:
         spec["storageClassName"] = classes[1]
         return claim, None
     if kind < 0.04:
