@@ -171,7 +171,9 @@ class VolumeBinding(CheckedFilter):
                 held = self.holders.get(volume_id)
                 if held:
                     new[list(held)] -= 1
-            over |= (limit >= 0) & (self.attached_count[driver] + new > limit)
+            # A node already past its limit still takes a pod that attaches nothing new
+            # there: kube-scheduler checks only the drivers the pod adds volumes of.
+            over |= (limit >= 0) & (new > 0) & (self.attached_count[driver] + new > limit)
         return over
 
     def _bindable(self, delayed: tuple[Claim, ...], *, sized: bool) -> BoolArray:

@@ -8,7 +8,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.cache.snapshot import take_snapshot
 from batchsched.framework.config import default_config, run_session
 from batchsched.framework.decisions import ClaimBinding
-from batchsched.plugins.volumebinding import BIND_CONFLICT
+from batchsched.plugins.volumebinding import BIND_CONFLICT, MAX_VOLUME_COUNT
 
 from ..builders import SCHEDULER, Obj, cache_of, decide, node, placements, pod, pod_group
 
@@ -165,3 +165,47 @@ def test_an_unreadable_claim_is_named_with_its_error() -> None:
         "0/1 nodes are available: persistentvolumeclaim default/data is invalid: "
     )
     assert "spec.resources.requests.storage" in reason
+
+
+def csi_bound(name: str, driver: str) -> list[Obj]:
+    """A claim bound to a CSI volume of `driver` (handle: the volume's name)."""
+    bound = claim(name, "")
+    bound["metadata"]["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+    bound["spec"]["volumeName"] = f"{name}-pv"
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{name}-pv"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "claimRef": {"namespace": "default", "name": name},
+            "csi": {"driver": driver, "volumeHandle": f"{name}-pv"},
+        },
+    }
+    return [volume, bound]
+
+
+def test_a_node_past_its_attach_limit_takes_a_pod_that_attaches_nothing_new() -> None:
+    """kube-scheduler's NodeVolumeLimits checks only the drivers the pod adds volumes of:
+    a volume already attached there adds none, however many the node has."""
+    driver = "disk.example.com"
+    limit = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": "n0"},
+        "spec": {"drivers": [{"name": driver, "nodeID": "n0", "allocatable": {"count": 1}}]},
+    }
+    objects = [
+        *hosts(1),
+        limit,
+        *csi_bound("a", driver),
+        *csi_bound("b", driver),
+        mounting("holder", "a", "b", node_name="n0", scheduler="default-scheduler"),
+        mounting("reader", "a"),
+        mounting("writer", "a", "b", "c"),
+        *csi_bound("c", driver),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/reader": "n0"}
+    assert MAX_VOLUME_COUNT in decisions.pending["default/writer"]
