@@ -15,7 +15,7 @@ from batchsched.api.gpu import CARD_MILLI, GPU_MILLI, GpuDemand, gpu_demand, nod
 from batchsched.api.objects import Task
 from batchsched.api.resources import GPU
 from batchsched.cache.snapshot import IntArray, Snapshot, TaskInfo
-from batchsched.framework.plugin import BoolArray
+from batchsched.framework.plugin import BoolArray, Explained
 
 # (task, node row) -> the cards to take on that node for the task; they must fit.
 CardChooser = Callable[[TaskInfo, int], tuple[int, ...]]
@@ -57,20 +57,19 @@ class GpuCards:
             return np.asarray(self.largest[nodes] >= demand.milli, dtype=np.bool_)
         return np.asarray(self.whole[nodes] >= demand.cards, dtype=np.bool_)
 
-    def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
+    def explain(self, task: TaskInfo, nodes: IntArray) -> Explained:
+        """Asked after predicates, so it sees only nodes with room at node level: what
+        is short here is how the free milli is spread over the cards."""
         demand = task.gpu
-        # Nodes short at node level are left to the predicates plugin's message.
-        columns = self.columns
-        free = self.allocatable[np.ix_(nodes, columns)] - self.requested[np.ix_(nodes, columns)]
-        node_level = (free >= task.vec[columns]).all(axis=1)
-        short = int((~self.fits(demand, nodes) & node_level).sum())
+        fits = self.fits(demand, nodes)
+        short = int((~fits).sum())
         if not short:
-            return Counter()
+            return Counter(), nodes
         if demand.shared:
             reason = f"node(s) didn't have a GPU card with {demand.milli} milli free"
         else:
             reason = f"node(s) didn't have {demand.cards} whole free GPU card(s)"
-        return Counter({reason: short})
+        return Counter({reason: short}), nodes[fits]
 
     def take(self, task: TaskInfo, node: int) -> None:
         if task.gpu.cards == 0:

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from batchsched.framework.session import Session
 
 BoolArray = npt.NDArray[np.bool_]
+# Why nodes fail a filter, counted per reason, and the nodes that pass it.
+Explained = tuple[Counter[str], IntArray]
 
 MAX_NODE_SCORE = 100
 
@@ -34,8 +36,9 @@ class NodeFilter(Protocol):
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         """True where the task may be placed on the node."""
 
-    def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
-        """For the given nodes, how many fail for each reason (a node may count twice)."""
+    def explain(self, task: TaskInfo, nodes: IntArray) -> Explained:
+        """For the given nodes, how many fail for each reason (a node may count twice),
+        and those that pass (so the next filter explains only them)."""
 
 
 class NodeScorer(Protocol):
@@ -67,7 +70,7 @@ class CheckedFilter:
         allowed = self.mask(task)
         return np.ones(len(nodes), dtype=np.bool_) if allowed is None else allowed[nodes]
 
-    def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
+    def explain(self, task: TaskInfo, nodes: IntArray) -> Explained:
         reasons: Counter[str] = Counter()
         left: BoolArray = np.ones(len(nodes), dtype=np.bool_)
         for reason, failing in self.failures(task):
@@ -75,4 +78,4 @@ class CheckedFilter:
             if failed.any():
                 reasons[reason] += int(failed.sum())
                 left &= ~failed
-        return reasons
+        return reasons, nodes[left]

@@ -16,7 +16,7 @@ from batchsched.api.objects import Constraints, Task
 from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
 from batchsched.framework.decisions import Binding, ClaimBinding, Decisions
 from batchsched.framework.gpucards import GpuCards
-from batchsched.framework.plugin import BoolArray, NodeFilter, NodeScorer, Plugin
+from batchsched.framework.plugin import BoolArray, Explained, NodeFilter, NodeScorer, Plugin
 
 JobCheck = Callable[[JobInfo], str | None]
 BlockerCheck = Callable[[TaskInfo], str | None]
@@ -38,8 +38,8 @@ class FreshFilter(Protocol):
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         """The same for some nodes."""
 
-    def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
-        """For the given nodes, how many fail for each reason."""
+    def explain(self, task: TaskInfo, nodes: IntArray) -> Explained:
+        """For the given nodes, how many fail for each reason, and those that pass."""
 
 
 class NormalizedScorer(Protocol):
@@ -108,6 +108,8 @@ class Session:
         # Set by the enqueue action; without it every valid job may be allocated.
         self.enqueue_ran = False
         self.requested = snapshot.used.copy()
+        # allocatable - requested, kept with it: what fit checks read.
+        self.free = snapshot.allocatable - self.requested
         self.port_users = {port: set(rows) for port, rows in snapshot.port_users.items()}
         self.decisions = Decisions()
         self.node_count = len(snapshot.nodes)
@@ -287,13 +289,11 @@ class Session:
             return NO_NODES
         reasons: Counter[str] = Counter()
         left = self.all_nodes
-        chain: list[NodeFilter] = [*self.filters, *self.fresh_filters]
-        for index, node_filter in enumerate(chain):
-            reasons.update(node_filter.explain(task, left))
-            if index + 1 < len(chain):
-                left = left[node_filter.filter(task, left)]
-                if not len(left):
-                    break
+        for node_filter in (*self.filters, *self.fresh_filters):
+            counted, left = node_filter.explain(task, left)
+            reasons.update(counted)
+            if not len(left):
+                break
         return self.unavailable(", ".join(sorted(f"{n} {why}" for why, n in reasons.items())))
 
     def unavailable(self, why: str) -> str:
@@ -303,6 +303,7 @@ class Session:
     def allocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         self.gpu.take(task, node)
         self.requested[node] += task.vec
+        self.free[node] -= task.vec
         for port in task.task.host_ports:
             self.port_users.setdefault(port, set()).add(node)
         self.touched.append(node)
@@ -312,6 +313,7 @@ class Session:
     def deallocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         self.gpu.release(task, node)
         self.requested[node] -= task.vec
+        self.free[node] += task.vec
         for port in task.task.host_ports:
             self.port_users[port].discard(node)
         self.touched.append(node)

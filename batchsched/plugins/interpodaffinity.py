@@ -25,7 +25,7 @@ import numpy as np
 from batchsched.api.objects import Task
 from batchsched.api.podaffinity import AffinityTerm
 from batchsched.cache.snapshot import IntArray, TaskInfo
-from batchsched.framework.plugin import BoolArray
+from batchsched.framework.plugin import BoolArray, Explained
 from batchsched.framework.session import Session
 from batchsched.plugins.podcounts import (
     Counts,
@@ -87,7 +87,7 @@ class InterPodAffinity(PodCounts):
                 ok &= self._attracted(task.task, affinity.affinity, nodes)
         return ok
 
-    def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
+    def explain(self, task: TaskInfo, nodes: IntArray) -> Explained:
         """One reason per node, the first kube-scheduler's filter would give."""
         reasons: Counter[str] = Counter()
         left: BoolArray = np.ones(len(nodes), dtype=np.bool_)
@@ -105,7 +105,7 @@ class InterPodAffinity(PodCounts):
             if count:
                 reasons[reason] += count
             left &= ~failing
-        return reasons
+        return reasons, nodes[left]
 
     # The three checks, each over an array of node rows.
 

@@ -20,7 +20,7 @@ from batchsched.api.objects import Constraints, Node, Taint, Toleration
 from batchsched.api.resources import PODS
 from batchsched.api.selectors import term_matches
 from batchsched.cache.snapshot import IntArray, TaskInfo
-from batchsched.framework.plugin import BoolArray
+from batchsched.framework.plugin import BoolArray, Explained
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
 from batchsched.plugins.interpodaffinity import InterPodAffinity
@@ -45,7 +45,6 @@ class Predicates:
     def open(self, session: Session) -> None:
         self.session = session
         self.nodes = session.snapshot.nodes
-        self.allocatable = session.snapshot.allocatable
         self.resources = session.snapshot.resources
         self._static: dict[Constraints, BoolArray] = {}
         self._needs: dict[tuple[object, ...], IntArray] = {}
@@ -63,15 +62,14 @@ class Predicates:
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         ok = self._static_mask(task.task.constraints)[nodes]
-        free = self.allocatable[nodes] - self.session.requested[nodes]
-        ok &= (free >= self._need(task)).all(axis=1)
+        ok &= (self.session.free[nodes] >= self._need(task)).all(axis=1)
         for port in task.task.host_ports:
             users = self.session.port_users.get(port)
             if users:
                 ok &= ~np.isin(nodes, np.fromiter(users, dtype=np.int64))
         return ok
 
-    def explain(self, task: TaskInfo, nodes: IntArray) -> Counter[str]:
+    def explain(self, task: TaskInfo, nodes: IntArray) -> Explained:
         reasons: Counter[str] = Counter()
         constraints = task.task.constraints
         static = self._static_mask(constraints)
@@ -86,14 +84,14 @@ class Predicates:
         if taken.any():
             reasons[PORTS_TAKEN] += int(taken.sum())
         passing = passing[~taken]
-        free = self.allocatable[passing] - self.session.requested[passing]
+        free = self.session.free[passing]
         short = free < task.vec
         for column in np.flatnonzero(task.vec):
             count = int(short[:, column].sum())
             if count:
                 name = self.resources[column]
                 reasons["Too many pods" if name == PODS else f"Insufficient {name}"] += count
-        return reasons
+        return reasons, passing[(free >= self._need(task)).all(axis=1)]
 
     def _need(self, task: TaskInfo) -> IntArray:
         """The request with unrequested resources set so low they never rule a node out,
