@@ -53,6 +53,15 @@ def simulate(
     return Run(code=code, stdout=captured.out, stderr=captured.err)
 
 
+def simulate_text(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str) -> Run:
+    """Simulate one input file holding `text`, which must be read without error."""
+    path = tmp_path / "input.yaml"
+    path.write_text(text)
+    run = simulate(capsys, path)
+    assert run.code == 0, run.stderr
+    return run
+
+
 def web_pod(name: str, spec: str) -> str:
     """A YAML document: a pod of ours labelled app=web, with `spec` lines appended to
     its spec (indented by two spaces)."""

@@ -7,7 +7,7 @@ import pytest
 
 from batchsched.api.unsupported import GATED_MESSAGE
 
-from .harness import Run, simulate
+from .harness import Run, simulate_text
 
 NODES = "".join(
     f"""---
@@ -43,11 +43,7 @@ spec: {{minMember: {min_member}}}
 
 
 def simulate_nodes_and(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str) -> Run:
-    path = tmp_path / "input.yaml"
-    path.write_text(NODES + text)
-    run = simulate(capsys, path)
-    assert run.code == 0
-    return run
+    return simulate_text(capsys, tmp_path, NODES + text)
 
 
 def test_a_gang_waits_for_its_gated_member(

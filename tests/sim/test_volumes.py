@@ -16,7 +16,7 @@ from batchsched.plugins.volumebinding import (
     ZONE_CONFLICT,
 )
 
-from .harness import Run, simulate
+from .harness import Run, simulate_text
 
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -123,11 +123,7 @@ spec: {{minMember: {min_member}}}
 
 
 def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *documents: str) -> Run:
-    path = tmp_path / "input.yaml"
-    path.write_text("".join(documents))
-    result = simulate(capsys, path)
-    assert result.code == 0, result.stderr
-    return result
+    return simulate_text(capsys, tmp_path, "".join(documents))
 
 
 def test_claims_that_cannot_be_used_yet_keep_the_pod_waiting_by_name(
