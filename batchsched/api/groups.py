@@ -17,6 +17,7 @@ from batchsched.api.meta import (
     whole_number,
 )
 from batchsched.api.objects import PodGroup
+from batchsched.api.queues import DEFAULT_QUEUE
 from batchsched.api.resources import parse_resource_list
 
 GROUP = "scheduling.batchsched.io"
@@ -74,7 +75,9 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
     group.min_resources = parse_resource_list(
         spec.get("minResources"), where=f"{where}.spec.minResources"
     )
-    group.queue = text(spec.get("queue"), where=f"{where}.spec.queue", default="default")
+    queue = text(spec.get("queue"), where=f"{where}.spec.queue", default="")
+    # Unset, the namespace's queue applies, else the default one (see cache/snapshot.py).
+    group.queue, group.queue_explicit = queue or DEFAULT_QUEUE, bool(queue)
     group.priority_class_name = text(
         spec.get("priorityClassName"), where=f"{where}.spec.priorityClassName", default=""
     )

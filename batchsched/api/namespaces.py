@@ -1,13 +1,24 @@
-"""Namespaces, for the namespace selectors of pod affinity terms."""
+"""Namespaces, for the namespace selectors of pod affinity terms and the queue their
+jobs default to."""
 
-from batchsched.api.meta import Obj, labels_of, name_of
+from batchsched.api.meta import Obj, describe, labels_of, mapping, name_of
 from batchsched.api.objects import Namespace
 from batchsched.api.podaffinity import NAMESPACE_NAME_LABEL
+from batchsched.api.pods import OUR_QUEUE_KEY, named_queue
 
 
 def namespace_from_object(obj: Obj) -> Namespace:
+    """A Namespace; its queue annotation wins over its queue label (annotations are where
+    Volcano and Kueue users put such settings, labels what namespace templates set)."""
     name = name_of(obj, kind="Namespace")
-    return Namespace(name=name, labels={**labels_of(obj), NAMESPACE_NAME_LABEL: name})
+    where = describe(obj, kind="Namespace")
+    meta = mapping(obj.get("metadata"), where=f"{where}.metadata")
+    return Namespace(
+        name=name,
+        labels={**labels_of(obj), NAMESPACE_NAME_LABEL: name},
+        queue=named_queue(meta, "annotations", OUR_QUEUE_KEY, owner=where)
+        or named_queue(meta, "labels", OUR_QUEUE_KEY, owner=where),
+    )
 
 
 def implied_labels(name: str) -> dict[str, str]:

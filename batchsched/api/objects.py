@@ -76,6 +76,16 @@ class Constraints:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueName:
+    """A queue as an annotation or label names it, and where: a job sent to a queue that
+    does not exist says which object to fix."""
+
+    name: str
+    # "Pod ns/name's annotation <key>", "Namespace ns's label <key>".
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
 class GroupRef:
     """The group a pod names, and how it named it.
 
@@ -118,6 +128,8 @@ class Task:
     # spec.preemptionPolicy; "" when unset (then its PriorityClass's applies).
     preemption_policy: str = ""
     group: GroupRef | None = None
+    # The queue its annotations name, for a lone pod or a group that exists only in labels.
+    queue: QueueName | None = None
     constraints: Constraints = Constraints()
     host_ports: frozenset[tuple[str, int]] = frozenset()
     deleting: bool = False
@@ -167,6 +179,8 @@ class PodGroup:
     min_member: int
     creation: float
     queue: str = "default"
+    # Whether spec.queue set `queue`: when not, the namespace's queue applies.
+    queue_explicit: bool = False
     min_resources: ResourceList = field(default_factory=dict)
     priority_class_name: str = ""
     schedule_timeout_seconds: float | None = None
@@ -190,10 +204,12 @@ class Queue:
 
 @dataclass(slots=True)
 class Namespace:
-    """What pod affinity's namespaceSelector reads: the labels of a namespace."""
+    """What pod affinity's namespaceSelector reads (its labels), and the queue of the
+    jobs in it that name none themselves."""
 
     name: str
     labels: dict[str, str] = field(default_factory=dict)
+    queue: QueueName | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from batchsched.api.objects import (
     Constraints,
     GroupRef,
     PreferredTerm,
+    QueueName,
     Task,
     Toleration,
 )
@@ -39,6 +40,10 @@ COSCHEDULING_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 TENCENT_GROUP_LABEL = "group.batch.scheduler.tencent.com"
 LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
+# The queue of a lone pod or a label-only group: ours first, then Volcano's. Our key is
+# also what a Namespace names its default queue by.
+OUR_QUEUE_KEY = "scheduling.batchsched.io/queue-name"
+VOLCANO_QUEUE_KEY = "scheduling.volcano.sh/queue-name"
 
 
 Key = TypeVar("Key", bound=Hashable)
@@ -197,6 +202,8 @@ def task_from_pod(
         if spec.get("preemptionPolicy") is None
         else preemption_policy(spec["preemptionPolicy"], where=f"{where}.spec"),
         group=group_from_metadata(labels, notes, namespace=namespace, where=where),
+        queue=named_queue(meta, "annotations", OUR_QUEUE_KEY, owner=where)
+        or named_queue(meta, "annotations", VOLCANO_QUEUE_KEY, owner=where),
         constraints=shape.constraints,
         host_ports=shape.host_ports,
         deleting=meta.get("deletionTimestamp") is not None,
@@ -274,6 +281,21 @@ def group_from_metadata(
             f"{where}: label {LIGHTWEIGHT_MIN_LABEL}={raw_min!r} must be a whole number >= 1"
         )
     return GroupRef(namespace=namespace, name=name, min_available=int(raw_min))
+
+
+def named_queue(
+    meta: Mapping[str, object], field: str, key: str, *, owner: str
+) -> QueueName | None:
+    """The queue named by `key` among the object's `field` (annotations or labels), None
+    when the key is absent. A value that names no queue is refused rather than read as
+    the default queue: a slip must not move work into another queue's share."""
+    values = mapping(meta.get(field), where=f"{owner}.metadata.{field}")
+    if key not in values:
+        return None
+    value, kind = values[key], field.removesuffix("s")
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidObject(f"{owner}: {kind} {key}={value!r} must name a queue")
+    return QueueName(name=value, source=f"{owner}'s {kind} {key}")
 
 
 def effective_request(

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from batchsched.api.gpu import GPU_MILLI, NO_GPU, GpuDemand, gpu_demand
-from batchsched.api.objects import Node, PodGroup, Queue, Task
+from batchsched.api.objects import Node, PodGroup, Queue, QueueName, Task
 from batchsched.api.placement import Placement
 from batchsched.api.queues import DEFAULT_QUEUE
 from batchsched.api.resources import BASE_RESOURCES, GPU, PODS, ResourceList
@@ -136,7 +136,10 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
     placed: list[tuple[int, Task]] = []
     score_extra: IntArray | None = None
     vectors: dict[tuple[object, ...], IntArray] = {}
-    builder = _JobBuilder(cache, scheduler_name=scheduler_name, width=len(resources), now=now)
+    queues = _queues(cache)
+    builder = _JobBuilder(
+        cache, scheduler_name=scheduler_name, width=len(resources), now=now, queues=queues
+    )
     for task in cache.tasks.values():
         vec = vectors.get(task.shape_key)
         if vec is None:
@@ -166,7 +169,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
         used=used,
         port_users=dict(port_users),
         jobs=builder.finish(index),
-        queues=_queues(cache),
+        queues=queues,
         scheduler_name=scheduler_name,
         rejected_queues=dict(cache.rejected_queues),
         gpu_holders=gpu_holders,
@@ -206,16 +209,27 @@ def _queues(cache: ClusterCache) -> dict[str, Queue]:
 
 
 class _JobBuilder:
-    """Groups tasks into jobs, resolving priorities and group references on the way."""
+    """Groups tasks into jobs, resolving priorities, queues and group references on the way."""
 
-    def __init__(self, cache: ClusterCache, *, scheduler_name: str, width: int, now: float) -> None:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        *,
+        scheduler_name: str,
+        width: int,
+        now: float,
+        queues: Mapping[str, Queue],
+    ) -> None:
         self.cache = cache
+        self.queues = queues
         self.width = width
         self.now = now
         self.scheduler_name = scheduler_name
         self.jobs: dict[str, JobInfo] = {}
         # Job key -> the placements recorded on its members.
         self.placements: dict[str, list[Placement]] = defaultdict(list)
+        # Job key -> the queue its first member to name one names (jobs without a PodGroup).
+        self.pod_queues: dict[str, QueueName] = {}
         default = [pc.value for pc in cache.priority_classes.values() if pc.global_default]
         self.default_priority = max(default, default=0)
         for group in cache.pod_groups.values():
@@ -227,6 +241,8 @@ class _JobBuilder:
         if job is None:
             return
         job.total += 1
+        if task.queue is not None and job.group is None:
+            self._pod_names_queue(job, task.queue)
         if task.placement is not None:
             self.placements[job.key].append(task.placement)
         if task.phase == "Succeeded":
@@ -256,9 +272,44 @@ class _JobBuilder:
         for job in self.jobs.values():
             if job.label_only or job.group is None:
                 job.priority = max((t.priority for t in job.pending), default=job.priority)
+            named = self._named_queue(job)
+            if named is not None:
+                job.queue = named.name
+                job.error = job.error or self._missing_queue(named)
         for key, placements in self.placements.items():
             _reserve(self.jobs[key], sorted(placements, key=lambda p: p.at), node_rows)
         return self.jobs
+
+    def _pod_names_queue(self, job: JobInfo, named: QueueName) -> None:
+        """Members of one group that name different queues leave it waiting: picking
+        either would put the other's work under a share it was not meant for."""
+        first = self.pod_queues.setdefault(job.key, named)
+        if first.name != named.name:
+            job.error = job.error or (
+                f"gang {job.key}: its pods name different queues, {first.name!r} "
+                f"(named by {first.source}) and {named.name!r} (named by {named.source})"
+            )
+
+    def _named_queue(self, job: JobInfo) -> QueueName | None:
+        """Where the job's queue is named, unless by its PodGroup's spec.queue, which
+        always wins; then its pods' annotation (jobs without a PodGroup), then its
+        namespace's. None leaves the job where it is: its PodGroup's queue or the default."""
+        if job.group is not None and job.group.queue_explicit:
+            return None
+        if job.group is None and job.key in self.pod_queues:
+            return self.pod_queues[job.key]
+        namespace = self.cache.namespaces.get(job.namespace)
+        return None if namespace is None else namespace.queue
+
+    def _missing_queue(self, named: QueueName) -> str | None:
+        """The proportion plugin's words for a queue that is not there, plus where it was
+        named: unlike a PodGroup's spec.queue, an annotation or a namespace's setting is
+        not in plain sight of whoever reads why the pod waits."""
+        if named.name in self.queues:
+            return None
+        why = self.cache.rejected_queues.get(named.name)
+        state = "does not exist" if why is None else f"is invalid: {why}"
+        return f"queue {named.name!r} {state} (named by {named.source})"
 
     def _job_of(self, task: Task, *, ours: bool) -> JobInfo | None:
         ref = task.group

@@ -12,7 +12,12 @@ from typing import Any
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.placement import PLACEMENT_ANNOTATION
-from batchsched.api.pods import KUBE_BATCH_GROUP_KEY, OUR_GROUP_KEY
+from batchsched.api.pods import (
+    KUBE_BATCH_GROUP_KEY,
+    OUR_GROUP_KEY,
+    OUR_QUEUE_KEY,
+    VOLCANO_QUEUE_KEY,
+)
 from batchsched.api.unsupported import NODE_BOUND_VOLUMES, UNSUPPORTED_SPEC_FIELDS
 from batchsched.api.volumes import (
     BETA_CLASS_ANNOTATION,
@@ -22,7 +27,14 @@ from batchsched.api.volumes import (
 
 JSON = dict[str, Any]
 
-POD_ANNOTATIONS = (OUR_GROUP_KEY, KUBE_BATCH_GROUP_KEY, GPU_INDEX_ANNOTATION, PLACEMENT_ANNOTATION)
+POD_ANNOTATIONS = (
+    OUR_GROUP_KEY,
+    KUBE_BATCH_GROUP_KEY,
+    OUR_QUEUE_KEY,
+    VOLCANO_QUEUE_KEY,
+    GPU_INDEX_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+)
 # Every field that constrains placement, including those the core refuses: a pod that
 # asks for something unsupported must still say so after trimming.
 POD_SPEC = (
@@ -169,7 +181,11 @@ def trim_namespace(namespace: Mapping[str, Any]) -> JSON:
     meta = namespace.get("metadata") or {}
     return {
         "kind": "Namespace",
-        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "metadata": {
+            "name": meta.get("name"),
+            "labels": meta.get("labels") or {},
+            "annotations": _annotations(meta, (OUR_QUEUE_KEY,)),
+        },
     }
 
 
