@@ -2,22 +2,43 @@
 
 Readiness counts members already bound plus those placed in the current statement; the
 allocate action commits a statement only when this says ready.
+
+A PodGroup's schedule timeout (scheduleTimeoutSeconds, maxScheduleTime) runs from the
+PodGroup's creation, or from its oldest pending member's if that is later: pods deleted
+and recreated, or a lost member replaced, start it afresh. Once it passes without the
+group reaching minMember, the `scheduleTimeoutAction` argument says what follows: `Wait`
+(the default) keeps trying and says the timeout passed; `Fail` marks the group Failed and
+stops trying its pending pods, leaving bound members alone, until the timeout starts
+afresh or the PodGroup is recreated.
 """
 
 from collections.abc import Mapping
 from typing import Any
 
+from batchsched.api.errors import InvalidObject
+from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.cache.snapshot import JobInfo
 from batchsched.framework.decisions import Condition, JobStatus
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
+
+TIMEOUT_ACTION = "scheduleTimeoutAction"
+TIMEOUT_ACTIONS = ("Wait", "Fail")
+TIMEOUT_REASON = "ScheduleTimeout"
 
 
 class Gang:
     name = "gang"
 
     def __init__(self, arguments: Mapping[str, Any]) -> None:
-        check_keys(self.name, arguments, set())
+        check_keys(self.name, arguments, {TIMEOUT_ACTION})
+        action = arguments.get(TIMEOUT_ACTION, "Wait")
+        if action not in TIMEOUT_ACTIONS:
+            raise InvalidObject(
+                f"plugin {self.name}: {TIMEOUT_ACTION} must be one of "
+                f"{', '.join(TIMEOUT_ACTIONS)}, got {action!r}"
+            )
+        self.fail_on_timeout = action == "Fail"
 
     def open(self, session: Session) -> None:
         self.session = session
@@ -28,12 +49,27 @@ class Gang:
     def _invalid(self, job: JobInfo) -> str | None:
         if job.error:
             return job.error
+        if self.fail_on_timeout and (timeout := self._overdue(job)) is not None:
+            return _failed(job, timeout)
         if job.is_gang and job.total - job.failed < job.min_member:
             return (
                 f"gang {job.key}: {job.total - job.failed} pods exist, "
                 f"minMember is {job.min_member}"
             )
         return None
+
+    def _overdue(self, job: JobInfo) -> float | None:
+        """The group's schedule timeout if it passed before the group reached minMember.
+        A malformed group keeps its own reason, and a gang cut off mid-bind is finished
+        first: failing it would leave part of it bound for nothing."""
+        timeout = job.group.schedule_timeout_seconds if job.group else None
+        if timeout is None or job.error or job.resumes:
+            return None
+        if job.bound + job.succeeded >= job.min_member:
+            return None
+        oldest = min((t.task.creation for t in job.pending), default=job.creation)
+        waited = self.session.snapshot.now - max(job.creation, oldest)
+        return timeout if waited > timeout else None
 
     def _write_statuses(self) -> None:
         for job in self.session.snapshot.jobs.values():
@@ -44,16 +80,21 @@ class Gang:
         session = self.session
         scheduled = job.bound + session.placed[job.key]
         active = scheduled + job.succeeded
+        overdue = None
         if job.failed and job.total - job.failed < job.min_member:
             phase = "Failed"
         elif job.succeeded >= job.min_member and scheduled == 0 and not job.pending:
             phase = "Completed"
         elif active >= job.min_member:
             phase = "Running"
-        elif job.key in session.enqueued or job.phase in ("Inqueue", "Running"):
-            phase = "Inqueue"
         else:
-            phase = "Pending"
+            overdue = self._overdue(job)
+            if overdue is not None and self.fail_on_timeout:
+                phase = "Failed"
+            elif job.key in session.enqueued or job.phase in ("Inqueue", "Running"):
+                phase = "Inqueue"
+            else:
+                phase = "Pending"
         status = JobStatus(
             key=job.key,
             namespace=job.namespace,
@@ -69,16 +110,37 @@ class Gang:
             status.condition = Condition(
                 "Scheduled", "Scheduled", f"{scheduled}/{job.min_member} members scheduled"
             )
+        elif overdue is not None:
+            status.condition = self._timed_out(job, overdue)
         elif phase in ("Pending", "Inqueue"):
-            status.condition = self._unschedulable(job)
+            reason = "Invalid" if job.error else "NotEnoughResources"
+            message = session.job_messages.get(job.key, "waiting to be scheduled")
+            status.condition = Condition("Unschedulable", reason, message)
         return status
 
-    def _unschedulable(self, job: JobInfo) -> Condition:
+    def _timed_out(self, job: JobInfo, timeout: float) -> Condition:
+        """The group's condition once its timeout passed; its pending members (but gated
+        ones, whose message marks them gated) are told the same."""
+        pending = self.session.decisions.pending
+        for task in job.pending:
+            message = pending.get(task.key)
+            if message is not None and message != GATED_MESSAGE:
+                pending[task.key] = self._after_timeout(job, timeout, message)
         message = self.session.job_messages.get(job.key, "waiting to be scheduled")
-        reason = "Invalid" if job.error else "NotEnoughResources"
-        timeout = job.group.schedule_timeout_seconds if job.group else None
-        waited = self.session.snapshot.now - job.creation
-        if timeout is not None and waited > timeout:
-            reason = "ScheduleTimeout"
-            message = f"still short of minMember after {timeout:g}s: {message}"
-        return Condition("Unschedulable", reason, message)
+        return Condition(
+            "Unschedulable", TIMEOUT_REASON, self._after_timeout(job, timeout, message)
+        )
+
+    def _after_timeout(self, job: JobInfo, timeout: float, message: str) -> str:
+        if self.fail_on_timeout:
+            return _failed(job, timeout)
+        return f"still short of minMember after {timeout:g}s: {message}"
+
+
+def _failed(job: JobInfo, timeout: float) -> str:
+    """Stable from one session to the next (no running clock), so it is written once."""
+    return (
+        f"gang {job.key}: did not reach minMember {job.min_member} within its schedule "
+        f"timeout (waited over {timeout:g}s, {job.bound} bound); its pending pods are "
+        "no longer tried"
+    )

@@ -6,6 +6,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.framework.config import default_config, load_config
 from batchsched.plugins import PLUGINS
 from batchsched.plugins.binpack import Binpack
+from batchsched.plugins.gang import Gang
 
 ALLOWED_PLUGINS = ", ".join(sorted(PLUGINS))
 TOP_KEYS = "actions, schedulePeriod, schedulerName, starvationThreshold, tiers"
@@ -55,6 +56,19 @@ tiers:
     plugin = config.tiers[1][2]
     assert isinstance(plugin, Binpack)
     assert plugin.weights == {"cpu": 1, "memory": 1, "nvidia.com/gpu": 5}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fails"), [("{}", False), ("{scheduleTimeoutAction: Fail}", True)]
+)
+def test_gang_schedule_timeout_action(arguments: str, fails: bool) -> None:
+    """Wait unless the configuration says Fail."""
+    config = load_config(
+        f"tiers:\n- plugins: [{{name: gang, arguments: {arguments}}}, {{name: predicates}}]"
+    )
+    plugin = config.tiers[0][0]
+    assert isinstance(plugin, Gang)
+    assert plugin.fail_on_timeout is fails
 
 
 @pytest.mark.parametrize(
@@ -147,7 +161,13 @@ def test_settings(text: str, starvation: float | None, actions: tuple[str, ...])
         (binpack("[1]"), "config.tiers[0].plugins[0].arguments: expected a map"),
         (
             "tiers:\n- plugins: [{name: gang, arguments: {strict: true}}]",
-            "config.tiers[0].plugins[0]: plugin gang: unknown argument 'strict' (allowed: none)",
+            "config.tiers[0].plugins[0]: plugin gang: unknown argument 'strict' "
+            "(allowed: scheduleTimeoutAction)",
+        ),
+        (
+            "tiers:\n- plugins: [{name: gang, arguments: {scheduleTimeoutAction: fail}}]",
+            "config.tiers[0].plugins[0]: plugin gang: scheduleTimeoutAction must be one of "
+            "Wait, Fail, got 'fail'",
         ),
         (
             "tiers:\n- plugins: [{name: gang, args: {}}]",

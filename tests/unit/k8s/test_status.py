@@ -145,6 +145,25 @@ async def test_group_status_keeps_the_transition_time_while_the_condition_holds(
     assert [e["note"] for e in group_events] == [WAITING.message, moved.message]
 
 
+async def test_a_group_failed_by_its_schedule_timeout_is_written_once() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    timed_out = Condition("Unschedulable", "ScheduleTimeout", "gang ns/g: did not reach minMember")
+    for _ in range(2):
+        status.groups({"ns/g": group_status("Failed", 1, timed_out)}, GROUPS)
+        await settle(status, api)
+    [patch] = api.sent("PATCH", f"/apis/{OUR_API}/namespaces/ns/podgroups/g/status")
+    assert patch["status"]["phase"] == "Failed"
+    [condition] = patch["status"]["conditions"]
+    assert (condition["type"], condition["reason"]) == ("Unschedulable", "ScheduleTimeout")
+    [event] = api.sent("POST", "/events")
+    assert (event["type"], event["reason"], event["note"]) == (
+        "Warning",
+        "FailedScheduling",
+        timed_out.message,
+    )
+
+
 async def test_foreign_pod_groups_are_left_to_their_own_scheduler() -> None:
     api = RecordingApi()
     status = writer(api)

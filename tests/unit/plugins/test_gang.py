@@ -2,6 +2,7 @@
 
 import pytest
 
+from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.decisions import Condition
 
 from ..builders import Obj, at, decide, gang, node, placements, pod, pod_group
@@ -104,36 +105,123 @@ def test_label_only_group(min_available: str, node_cpu: str, bound: int) -> None
         )
 
 
+ROOM_FOR_ONE = "gang default/g: room for 1 of 2; 0/1 nodes are available: 1 Insufficient cpu."
+FAIL = """
+tiers:
+- plugins: [{name: gang, arguments: {scheduleTimeoutAction: Fail}}, {name: predicates}]
+"""
+
+
+def timed_gang(
+    *, cpu: str = "1", group_status: Obj | None = None, pods_created: float = 0, bound: bool = False
+) -> list[Obj]:
+    """A gang of two, created at 0 with a 30s schedule timeout, on one node."""
+    group = pod_group("g", 2, created=0, scheduleTimeoutSeconds=30)
+    if group_status is not None:
+        group["status"] = group_status
+    members = [
+        pod(
+            f"g-{i}",
+            requests=ONE_CPU,
+            group="g",
+            created=pods_created,
+            node_name="n1" if bound else None,
+            phase="Running" if bound else None,
+        )
+        for i in range(2)
+    ]
+    return [node("n1", cpu=cpu), group, *members]
+
+
 @pytest.mark.parametrize(
-    ("waited", "condition"),
+    ("waited", "reason", "message"),
     [
-        (
-            10,
-            Condition(
-                "Unschedulable",
-                "NotEnoughResources",
-                "gang default/g: room for 1 of 2; 0/1 nodes are available: 1 Insufficient cpu.",
-            ),
-        ),
-        (
-            60,
-            Condition(
-                "Unschedulable",
-                "ScheduleTimeout",
-                "still short of minMember after 30s: "
-                "gang default/g: room for 1 of 2; 0/1 nodes are available: 1 Insufficient cpu.",
-            ),
-        ),
+        (10, "NotEnoughResources", ROOM_FOR_ONE),
+        (60, "ScheduleTimeout", f"still short of minMember after 30s: {ROOM_FOR_ONE}"),
     ],
 )
-def test_schedule_timeout(waited: float, condition: Condition) -> None:
+def test_schedule_timeout_waits_by_default(waited: float, reason: str, message: str) -> None:
+    decisions = decide(timed_gang(), "starvationThreshold: 0", now=at(waited))
+    status = decisions.jobs["default/g"]
+    assert (status.phase, status.condition) == (
+        "Inqueue",
+        Condition("Unschedulable", reason, message),
+    )
+    assert decisions.pending == {"default/g-0": message, "default/g-1": message}
+
+
+def test_waiting_past_the_timeout_still_places_the_gang_when_it_fits() -> None:
+    decisions = decide(timed_gang(cpu="2"), now=at(60))
+    assert sorted(placements(decisions)) == ["default/g-0", "default/g-1"]
+    assert decisions.jobs["default/g"].phase == "Running"
+
+
+FAILED = (
+    "gang default/g: did not reach minMember 2 within its schedule timeout "
+    "(waited over 30s, 0 bound); its pending pods are no longer tried"
+)
+
+
+@pytest.mark.parametrize("cpu", ["1", "2"])
+def test_fail_marks_the_group_failed_and_stops_trying_it(cpu: str) -> None:
+    """Room that appears after the timeout does not revive the gang."""
+    decisions = decide(timed_gang(cpu=cpu), FAIL, now=at(60))
+    assert placements(decisions) == {}
+    status = decisions.jobs["default/g"]
+    assert status.phase == "Failed"
+    assert status.condition == Condition("Unschedulable", "ScheduleTimeout", FAILED)
+    assert decisions.pending == {"default/g-0": FAILED, "default/g-1": FAILED}
+
+
+def test_fail_waits_out_the_timeout() -> None:
+    decisions = decide(timed_gang(), FAIL, now=at(10))
+    status = decisions.jobs["default/g"]
+    assert status.phase == "Inqueue"
+    assert status.condition == Condition("Unschedulable", "NotEnoughResources", ROOM_FOR_ONE)
+
+
+def test_fail_leaves_bound_members_alone() -> None:
+    """A replacement member that waits past the timeout fails the group; the members
+    that run are not touched."""
     objects: list[Obj] = [
-        node("n1", cpu="1"),
-        pod_group("g", 2, created=0, scheduleTimeoutSeconds=30),
-        *(pod(f"g-{i}", requests=ONE_CPU, group="g", created=0) for i in range(2)),
+        node("n1", cpu="2"),
+        pod_group("g", 3, created=0, scheduleTimeoutSeconds=30),
+        *(
+            pod(f"g-{i}", requests=ONE_CPU, group="g", node_name="n1", phase="Running", created=0)
+            for i in range(2)
+        ),
+        pod("g-2", requests=ONE_CPU, group="g", created=0),
     ]
-    decisions = decide(objects, "starvationThreshold: 0", now=at(waited))
-    assert decisions.jobs["default/g"].condition == condition
+    decisions = decide(objects, FAIL, now=at(60))
+    assert placements(decisions) == {}
+    status = decisions.jobs["default/g"]
+    assert (status.phase, status.scheduled, status.running) == ("Failed", 2, 2)
+    message = (
+        "gang default/g: did not reach minMember 3 within its schedule timeout "
+        "(waited over 30s, 2 bound); its pending pods are no longer tried"
+    )
+    assert decisions.pending == {"default/g-2": message}
+
+
+def test_a_running_group_is_not_failed() -> None:
+    decisions = decide(timed_gang(cpu="2", bound=True), FAIL, now=at(60))
+    assert decisions.jobs["default/g"].phase == "Running"
+
+
+def test_recreated_pods_start_the_timeout_afresh() -> None:
+    """A Failed group whose pending pods are replaced is tried again, with a new timeout."""
+    objects = timed_gang(cpu="2", group_status={"phase": "Failed"}, pods_created=100)
+    decisions = decide(objects, FAIL, now=at(110))
+    assert sorted(placements(decisions)) == ["default/g-0", "default/g-1"]
+    assert decisions.jobs["default/g"].phase == "Running"
+
+
+def test_gated_members_keep_their_reason_past_the_timeout() -> None:
+    objects = timed_gang()
+    objects[-1]["spec"]["schedulingGates"] = [{"name": "wait"}]
+    decisions = decide(objects, now=at(60))
+    assert decisions.pending["default/g-1"] == GATED_MESSAGE
+    assert decisions.pending["default/g-0"].startswith("still short of minMember after 30s: ")
 
 
 @pytest.mark.parametrize(
