@@ -53,6 +53,7 @@ def test_every_api_version_is_read(
         "research",
         "high",
     )
+    assert group.queue_explicit
     assert group.min_resources == {"cpu": 3000, "nvidia.com/gpu": 2}
     assert group.schedule_timeout_seconds == timeout
     assert (group.api_version, group.phase) == (api_version, "Inqueue")
@@ -66,6 +67,8 @@ def test_defaults() -> None:
         4.0,
         {},
     )
+    # Unset rather than named: the namespace's queue may still apply.
+    assert not group.queue_explicit
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.api.objects import GroupRef, Requirement, Toleration
+from batchsched.api.objects import GroupRef, QueueName, Requirement, Toleration
 from batchsched.api.pods import ShapeMemo, effective_request, group_of, task_from_pod
 from batchsched.api.queues import priority_class_from_object
 
@@ -387,3 +387,31 @@ def test_preemption_policy_is_read_and_checked() -> None:
     assert priority_class_from_object(priority_class("high", 10)).preemption_policy == (
         "PreemptLowerPriority"
     )
+
+
+OUR_QUEUE = "scheduling.batchsched.io/queue-name"
+VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "queue"),
+    [
+        ({OUR_QUEUE: "a", VOLCANO_QUEUE: "b"}, QueueName("a", f"{WHERE}'s annotation {OUR_QUEUE}")),
+        ({VOLCANO_QUEUE: "b"}, QueueName("b", f"{WHERE}'s annotation {VOLCANO_QUEUE}")),
+        ({}, None),
+    ],
+    ids=["ours-wins", "volcano", "none"],
+)
+def test_a_pod_names_its_queue_by_annotation(
+    annotations: dict[str, str], queue: QueueName | None
+) -> None:
+    assert task_from_pod(pod("p", annotations=annotations)).queue == queue
+
+
+@pytest.mark.parametrize("value", ["", "  ", 3, None])
+def test_a_queue_annotation_naming_no_queue_refuses_the_pod(value: object) -> None:
+    obj = pod("p")
+    obj["metadata"]["annotations"] = {VOLCANO_QUEUE: value}
+    message = f"{WHERE}: annotation {VOLCANO_QUEUE}={value!r} must name a queue"
+    with pytest.raises(InvalidObject, match=re.escape(message)):
+        task_from_pod(obj)

@@ -55,6 +55,8 @@ FULL_POD: Obj = {
         "annotations": {
             "scheduling.k8s.io/group-name": "job",
             "scheduling.batchsched.io/gpu-index": "1",
+            "scheduling.batchsched.io/queue-name": "research",
+            "scheduling.volcano.sh/queue-name": "volcano-research",
             "kubectl.kubernetes.io/last-applied-configuration": "{...}",
         },
         "managedFields": [{"manager": "kubectl"}],
@@ -283,13 +285,25 @@ def test_a_trimmed_namespace_parses_like_the_whole_namespace() -> None:
         "metadata": {
             "name": "team",
             "uid": "9",
-            "labels": {"kubernetes.io/metadata.name": "team", "tier": "gold"},
+            "labels": {
+                "kubernetes.io/metadata.name": "team",
+                "tier": "gold",
+                "scheduling.batchsched.io/queue-name": "from-label",
+            },
+            "annotations": {
+                "scheduling.batchsched.io/queue-name": "team-a",
+                "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+            },
             "managedFields": [{"manager": "kubectl"}],
         },
         "spec": {"finalizers": ["kubernetes"]},
         "status": {"phase": "Active"},
     }
-    assert namespace_from_object(trim_namespace(full)) == namespace_from_object(full)
+    trimmed = trim_namespace(full)
+    assert namespace_from_object(trimmed) == namespace_from_object(full)
+    assert (
+        "kubectl.kubernetes.io/last-applied-configuration" not in trimmed["metadata"]["annotations"]
+    )
 
 
 FULL_CLAIM: Obj = {
