@@ -8,8 +8,8 @@ from batchsched.api.pods import OUR_QUEUE_KEY, named_queue
 
 
 def namespace_from_object(obj: Obj) -> Namespace:
-    """A Namespace; its queue annotation wins over its queue label (annotations are where
-    Volcano and Kueue users put such settings, labels what namespace templates set)."""
+    """A Namespace; its queue annotation wins over its queue label, as a pod's group
+    annotation wins over its group label."""
     name = name_of(obj, kind="Namespace")
     where = describe(obj, kind="Namespace")
     meta = mapping(obj.get("metadata"), where=f"{where}.metadata")
