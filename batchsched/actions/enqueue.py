@@ -23,6 +23,12 @@ def enqueue(session: Session) -> None:
         if not job.pending:
             continue
         if job.phase in ("Inqueue", "Running") or job.bound:
+            # Admitted earlier: its minResources stay reserved, unless it may not be
+            # placed any more (a gang failed at its schedule timeout).
+            problem = session.invalid(job)
+            if problem:
+                session.job_messages[job.key] = problem
+                continue
             session.enqueued.add(job.key)
             idle -= np.maximum(_vector(session, job) - job.allocated, 0)
         else:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ..builders import Obj, Quantities, decide, gang, node, placements, pod, pod_group, queue
+from ..builders import Obj, Quantities, at, decide, gang, node, placements, pod, pod_group, queue
 
 ONE_CPU = {"cpu": "1"}
 
@@ -103,3 +103,23 @@ def test_an_overcommitted_node_takes_nothing_from_the_room_on_others() -> None:
         *gang("g", 3, requests=ONE_CPU, minResources={"cpu": "3"}),
     ]
     assert set(placements(decide(objects)).values()) == {"n2"}
+
+
+def test_a_gang_failed_at_its_schedule_timeout_reserves_nothing() -> None:
+    """The failed gang's one bound member uses 1 of 4 CPUs; the 3 CPUs it would still
+    have reserved for its minResources go to the next group, which needs 3."""
+    fail = (
+        "tiers:\n- plugins: [{name: gang, arguments: {scheduleTimeoutAction: Fail}}, "
+        "{name: predicates}]\n"
+    )
+    failed = pod_group("stuck", 2, created=0, scheduleTimeoutSeconds=30, minResources={"cpu": "4"})
+    objects = [
+        node("n1", cpu="4"),
+        failed,
+        pod("stuck-0", requests=ONE_CPU, group="stuck", node_name="n1", phase="Running", created=0),
+        pod("stuck-1", requests={"cpu": "8"}, group="stuck", created=0),
+        *gang("next", 3, requests=ONE_CPU, minResources={"cpu": "3"}),
+    ]
+    decisions = decide(objects, fail, now=at(120))
+    assert decisions.jobs["default/stuck"].phase == "Failed"
+    assert set(placements(decisions)) == {f"default/next-{i}" for i in range(3)}
