@@ -15,6 +15,8 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             "node": t.node_name,
             "group": t.group.key if t.group else None,
             "reason": None if t.node_name else sim.decisions.pending.get(t.key, "not scheduled"),
+            "bound_at": sim.bound_at.get(t.key),
+            "finished_at": sim.finished_at.get(t.key),
         }
         for t in ours
     ]
@@ -23,7 +25,15 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             continue
         namespace, name = key.split("/", 1)
         pods.append(
-            {"namespace": namespace, "name": name, "node": None, "group": None, "reason": message}
+            {
+                "namespace": namespace,
+                "name": name,
+                "node": None,
+                "group": None,
+                "reason": message,
+                "bound_at": None,
+                "finished_at": None,
+            }
         )
     pods.sort(key=lambda p: (p["namespace"], p["name"]))
     snapshot = sim.snapshot
@@ -60,6 +70,7 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             "bound": sum(1 for p in pods if p["node"]),
             "sessions": sim.sessions,
             "elapsed_seconds": round(sim.elapsed_seconds, 6),
+            "simulated_seconds": sim.end_seconds,
         },
         "errors": sim.errors,
     }
@@ -74,7 +85,7 @@ def to_table(sim: Simulation) -> str:
                 f"{pod['namespace']}/{pod['name']}",
                 pod["node"] or "<pending>",
                 pod["group"] or "-",
-                pod["reason"] or "",
+                _state(pod),
             )
         )
     if report["podgroups"]:
@@ -98,9 +109,17 @@ def to_table(sim: Simulation) -> str:
     summary = report["summary"]
     footer = (
         f"{summary['bound']}/{summary['pods']} pods bound in {summary['sessions']} sessions "
+        f"over {summary['simulated_seconds']:g}s simulated "
         f"({summary['elapsed_seconds'] * 1000:.1f} ms scheduling)"
     )
     return "\n\n".join([*(_columns(rows) for rows in sections), footer])
+
+
+def _state(pod: dict[str, Any]) -> str:
+    """Why a pod waits, or when it succeeded: a finished pod keeps the node it ran on."""
+    if pod["finished_at"] is not None:
+        return f"Succeeded at {pod['finished_at']:g}s"
+    return str(pod["reason"] or "")
 
 
 def _amount(name: str, value: float) -> str:

@@ -1,19 +1,28 @@
-"""Running sessions on an in-memory cluster until nothing more can be placed.
+"""Running sessions on an in-memory cluster as simulated time passes.
 
 Bound pods are marked Running at once, standing in for the kubelet, and PodGroup phases
 are written back, just as the operator's status writer would do. The claims a binding
 settles are bound at once, standing in for the PersistentVolume controller and the
 provisioner: to the volume chosen for them, or to a new one made for the chosen node
 (reachable from the nodes sharing its values of the class's allowedTopologies keys).
+
+Time starts at the input's earliest creationTimestamp; Pods and PodGroups created later
+arrive then. A pod the simulator binds with a DURATION_ANNOTATION (its own, or else its
+PodGroup's) succeeds that long after, freeing its node. Sessions run every
+schedulePeriod; when one binds nothing, time jumps to the next arrival or finish, and
+the run ends when none is left.
 """
 
 import dataclasses
+import heapq
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from batchsched.api.errors import InvalidObject
+from batchsched.api.groups import parse_duration
+from batchsched.api.meta import annotations_of, creation_of, describe, name_of, namespace_of
 from batchsched.api.objects import Requirement
 from batchsched.api.volumes import ClaimRef, NodeTerms, Volume
 from batchsched.cache.cluster import ClusterCache
@@ -23,6 +32,11 @@ from batchsched.framework.decisions import ClaimBinding, Decisions
 
 # A guard against a plugin that keeps binding forever; real inputs settle far sooner.
 MAX_SESSIONS = 10_000
+DURATION_ANNOTATION = "simulation.batchsched.io/duration"
+# The kinds that arrive at their creationTimestamp; everything else is there from the start.
+ARRIVING_KINDS = ("Pod", "PodGroup")
+
+Obj = dict[str, Any]
 
 
 @dataclass
@@ -33,39 +47,52 @@ class Simulation:
     sessions: int
     elapsed_seconds: float
     errors: list[str] = field(default_factory=list)
+    # "ns/name" -> simulated seconds since the start at which the simulator bound the pod,
+    # and at which it succeeded.
+    bound_at: dict[str, float] = field(default_factory=dict)
+    finished_at: dict[str, float] = field(default_factory=dict)
+    # Simulated seconds from the start to the last session.
+    end_seconds: float = 0.0
 
 
 def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simulation:
-    cache = ClusterCache()
-    errors: list[str] = []
-    for obj in objects:
-        try:
-            cache.apply(obj)
-        except InvalidObject as error:
-            errors.append(str(error))
-    # A malformed PodGroup is kept so that its pods can wait with its error; say it here too.
-    errors += [group.error for group in cache.pod_groups.values() if group.error]
-    now = max((t.creation for t in cache.tasks.values()), default=0.0)
+    start, present, later = _arrivals(list(objects))
+    events = _Events(ClusterCache(), later)
+    for obj in present:
+        events.apply(obj)
+    now = max((t.creation for t in events.cache.tasks.values()), default=0.0)
+    if start is not None:
+        now = max(now, start)
+    events.origin = now
     elapsed = 0.0
     sessions = 0
     while True:
+        events.advance(now)
         started = time.perf_counter()
-        snapshot = take_snapshot(cache, now=now, scheduler_name=config.scheduler_name)
+        snapshot = take_snapshot(events.cache, now=now, scheduler_name=config.scheduler_name)
         decisions = run_session(snapshot, config)
         elapsed += time.perf_counter() - started
         sessions += 1
         for binding in decisions.bindings:
             for claim in binding.claims:
-                _settle(cache, claim)
-            cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
-            cache.tasks[binding.key].phase = "Running"
+                _settle(events.cache, claim)
+            events.bind(binding.key, binding.node, binding.gpu_index, now=now)
         for status in decisions.jobs.values():
-            group = cache.pod_groups.get(status.key)
+            group = events.cache.pod_groups.get(status.key)
             if group is not None:
                 group.phase = status.phase
-        if not decisions.bindings or sessions >= MAX_SESSIONS:
+        if sessions >= MAX_SESSIONS:
             break
-        now += config.schedule_period
+        if decisions.bindings:
+            now += config.schedule_period
+            continue
+        upcoming = events.upcoming()
+        if upcoming is None:
+            break
+        now = upcoming
+    cache = events.cache
+    # A malformed PodGroup is kept so that its pods can wait with its error; say it here too.
+    errors = events.errors + [group.error for group in cache.pod_groups.values() if group.error]
     final = take_snapshot(cache, now=now, scheduler_name=config.scheduler_name)
     return Simulation(
         cache=cache,
@@ -74,7 +101,125 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
         sessions=sessions,
         elapsed_seconds=elapsed,
         errors=errors,
+        bound_at=events.bound_at,
+        finished_at=events.finished_at,
+        end_seconds=now - events.origin,
     )
+
+
+def _arrivals(objects: list[Obj]) -> tuple[float | None, list[Obj], list[tuple[float, int, Obj]]]:
+    """The start of simulated time (None when nothing states its creation), the objects
+    present then in input order, and a heap of the later ones by arrival.
+
+    Time starts at the earliest creation, or later if the input already has a pod on a
+    node created later: the cluster held that pod, so it was at least that late.
+    """
+    stamped = [(_creation(obj), index, obj) for index, obj in enumerate(objects)]
+    times = [created for created, _, _ in stamped if created is not None]
+    if not times:
+        return None, objects, []
+    running = [created for created, _, obj in stamped if created is not None and _on_node(obj)]
+    start = max([min(times), *running])
+    present = [obj for created, _, obj in stamped if created is None or created <= start]
+    later = [
+        (created, i, obj) for created, i, obj in stamped if created is not None and created > start
+    ]
+    heapq.heapify(later)
+    return start, present, later
+
+
+def _creation(obj: Obj) -> float | None:
+    """An arriving object's stated creation; one without (or with a malformed one, which
+    applying it reports) is there from the start."""
+    meta = obj.get("metadata")
+    if obj.get("kind") not in ARRIVING_KINDS or not isinstance(meta, dict):
+        return None
+    if meta.get("creationTimestamp") is None:
+        return None
+    try:
+        return creation_of(obj, default=0.0)
+    except InvalidObject:
+        return None
+
+
+def _on_node(obj: Obj) -> bool:
+    spec = obj.get("spec")
+    return obj.get("kind") == "Pod" and isinstance(spec, dict) and bool(spec.get("nodeName"))
+
+
+class _Events:
+    """The cluster as simulated time passes: objects arriving, and pods bound, run and
+    finished by the simulator."""
+
+    def __init__(self, cache: ClusterCache, arrivals: list[tuple[float, int, Obj]]) -> None:
+        self.cache = cache
+        self.arrivals = arrivals
+        self.errors: list[str] = []
+        # Simulated time at which sessions start; reports count seconds from it.
+        self.origin = 0.0
+        # (time, "ns/name") of every bound pod that will finish.
+        self.finishes: list[tuple[float, str]] = []
+        self.bound_at: dict[str, float] = {}
+        self.finished_at: dict[str, float] = {}
+        # (kind, "ns/name") of a Pod or PodGroup -> seconds its pods run.
+        self.durations: dict[tuple[str, str], float] = {}
+
+    def apply(self, obj: Obj) -> None:
+        try:
+            self.cache.apply(obj)
+        except InvalidObject as error:
+            self.errors.append(str(error))
+            return
+        kind = str(obj.get("kind"))
+        if kind not in ARRIVING_KINDS:
+            return
+        key = f"{namespace_of(obj)}/{name_of(obj)}"
+        try:
+            raw = annotations_of(obj).get(DURATION_ANNOTATION)
+            if raw is not None:
+                where = f"{describe(obj)}: annotation {DURATION_ANNOTATION}"
+                self.durations[kind, key] = parse_duration(raw, where=where)
+        except InvalidObject as error:
+            self._reject(kind, key, str(error))
+
+    def _reject(self, kind: str, key: str, message: str) -> None:
+        """A bad duration makes the object invalid, as any bad field would: a pod is left
+        out and reported; a PodGroup is kept so that its pods wait with the message."""
+        if kind == "PodGroup":
+            group = self.cache.pod_groups[key]
+            group.error = group.error or message
+            return
+        task = self.cache.tasks.pop(key)
+        self.cache.rejected_pods[key] = (task.scheduler_name, message)
+        self.errors.append(message)
+
+    def advance(self, now: float) -> None:
+        """Finish the pods and apply the objects due by `now`."""
+        while self.finishes and self.finishes[0][0] <= now:
+            when, key = heapq.heappop(self.finishes)
+            task = self.cache.tasks.get(key)
+            # A pod given again in the input, and rejected then, has no run to end.
+            if task is not None:
+                task.phase = "Succeeded"
+                self.finished_at[key] = when - self.origin
+        while self.arrivals and self.arrivals[0][0] <= now:
+            self.apply(heapq.heappop(self.arrivals)[2])
+
+    def bind(self, key: str, node: str, gpu_index: tuple[int, ...], *, now: float) -> None:
+        self.cache.assume(key, node, gpu_index=gpu_index)
+        task = self.cache.tasks[key]
+        task.phase = "Running"
+        self.bound_at[key] = now - self.origin
+        duration = self.durations.get(("Pod", key))
+        if duration is None and task.group is not None:
+            duration = self.durations.get(("PodGroup", task.group.key))
+        if duration is not None:
+            heapq.heappush(self.finishes, (now + duration, key))
+
+    def upcoming(self) -> float | None:
+        """When the next pod finishes or object arrives."""
+        times = [heap[0][0] for heap in (self.finishes, self.arrivals) if heap]
+        return min(times, default=None)
 
 
 def _settle(cache: ClusterCache, binding: ClaimBinding) -> None:
