@@ -15,8 +15,7 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             "node": t.node_name,
             "group": t.group.key if t.group else None,
             "reason": None if t.node_name else sim.decisions.pending.get(t.key, "not scheduled"),
-            "bound_at": sim.bound_at.get(t.key),
-            "finished_at": sim.finished_at.get(t.key),
+            **_times(sim, t.key),
         }
         for t in ours
     ]
@@ -25,15 +24,7 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             continue
         namespace, name = key.split("/", 1)
         pods.append(
-            {
-                "namespace": namespace,
-                "name": name,
-                "node": None,
-                "group": None,
-                "reason": message,
-                "bound_at": None,
-                "finished_at": None,
-            }
+            {"namespace": namespace, "name": name, "node": None, "group": None, "reason": message}
         )
     pods.sort(key=lambda p: (p["namespace"], p["name"]))
     snapshot = sim.snapshot
@@ -115,9 +106,17 @@ def to_table(sim: Simulation) -> str:
     return "\n\n".join([*(_columns(rows) for rows in sections), footer])
 
 
+def _times(sim: Simulation, key: str) -> dict[str, float]:
+    """When the simulator bound the pod and when it finished, in simulated seconds since
+    the start: only those that happened, so pods that waited or came bound keep the
+    fields they always had."""
+    times = {"bound_at": sim.bound_at.get(key), "finished_at": sim.finished_at.get(key)}
+    return {name: value for name, value in times.items() if value is not None}
+
+
 def _state(pod: dict[str, Any]) -> str:
     """Why a pod waits, or when it succeeded: a finished pod keeps the node it ran on."""
-    if pod["finished_at"] is not None:
+    if "finished_at" in pod:
         return f"Succeeded at {pod['finished_at']:g}s"
     return str(pod["reason"] or "")
 
