@@ -1,0 +1,150 @@
+"""Simulated time: pods that finish and free their node, and pods that arrive later."""
+
+from pathlib import Path
+
+import pytest
+
+from batchsched.cli import main
+
+from .harness import simulate, simulate_text
+
+EPOCH = "2025-01-01T00:{minute:02d}:{second:02d}Z"
+
+
+def stamp(seconds: int) -> str:
+    return EPOCH.format(minute=seconds // 60, second=seconds % 60)
+
+
+def node(cpu: int) -> str:
+    return f"""---
+apiVersion: v1
+kind: Node
+metadata: {{name: n1}}
+status: {{allocatable: {{cpu: "{cpu}", memory: 8Gi}}}}
+"""
+
+
+def pod(
+    name: str, *, created: int = 0, duration: str | None = None, group: str | None = None
+) -> str:
+    notes = {}
+    if duration is not None:
+        notes["simulation.batchsched.io/duration"] = duration
+    if group is not None:
+        notes["scheduling.batchsched.io/group-name"] = group
+    annotations = ", ".join(f"{key}: {value!r}" for key, value in notes.items())
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  creationTimestamp: "{stamp(created)}"
+  annotations: {{{annotations}}}
+spec:
+  schedulerName: batch-scheduler
+  containers: [{{name: c, resources: {{requests: {{cpu: "1"}}}}}}]
+"""
+
+
+def gang(name: str, size: int, *, created: int = 0, duration: str | None = None) -> str:
+    notes = f"{{simulation.batchsched.io/duration: {duration!r}}}" if duration else "{}"
+    return f"""---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: PodGroup
+metadata: {{name: {name}, creationTimestamp: "{stamp(created)}", annotations: {notes}}}
+spec: {{minMember: {size}}}
+""" + "".join(pod(f"{name}-{i}", created=created, group=name) for i in range(size))
+
+
+def test_a_finished_pod_frees_its_node_for_a_waiting_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run = simulate_text(
+        capsys, tmp_path, node(1) + pod("first", duration="60s") + pod("second", created=1)
+    )
+    first, second = run.pods["default/first"], run.pods["default/second"]
+    assert (first["node"], first["bound_at"], first["finished_at"]) == ("n1", 0, 60)
+    assert (second["node"], second["bound_at"]) == ("n1", 60)
+    assert "finished_at" not in second
+    # The last session, one schedulePeriod after the last bind, finds nothing to do.
+    assert run.report["summary"]["simulated_seconds"] == 61
+
+
+def test_a_pod_without_duration_runs_for_ever(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run = simulate_text(capsys, tmp_path, node(1) + pod("first") + pod("second", created=1))
+    assert run.bound() == {"default/first": "n1"}
+    assert run.pods["default/second"]["reason"]
+
+
+def test_a_podgroups_duration_ends_every_member(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run = simulate_text(capsys, tmp_path, node(2) + gang("g", 2, duration="2m") + pod("late"))
+    assert [run.pods[f"default/g-{i}"]["finished_at"] for i in range(2)] == [120, 120]
+    assert run.pods["default/late"]["bound_at"] == 120
+
+
+def test_a_gang_arriving_later_binds_when_it_arrives(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run = simulate_text(capsys, tmp_path, node(4) + pod("early") + gang("g", 3, created=300))
+    assert run.pods["default/early"]["bound_at"] == 0
+    assert [run.pods[f"default/g-{i}"]["bound_at"] for i in range(3)] == [300, 300, 300]
+    assert run.podgroups["default/g"]["phase"] == "Running"
+
+
+def test_a_bad_duration_is_reported_and_the_rest_simulated(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "input.yaml"
+    path.write_text(node(2) + pod("bad", duration="soon") + pod("good", duration="10m"))
+    run = simulate(capsys, path)
+    message = (
+        "Pod default/bad: annotation simulation.batchsched.io/duration: "
+        "'soon' is not a duration like 30s, 5m or 1h30m"
+    )
+    assert run.code == 0
+    assert f"error: {message}" in run.stderr.splitlines()
+    assert run.pods["default/bad"]["reason"] == message
+    assert run.pods["default/good"]["finished_at"] == 600
+
+
+def test_the_table_shows_finished_pods(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "input.yaml"
+    path.write_text(node(1) + pod("first", duration="90s"))
+    assert main(["simulate", "-f", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "Succeeded at 90s" in table
+    assert "over 90s simulated" in table
+
+
+STREAM = 20
+# The gang is created while the stream's first job runs, so the node is never empty.
+GANG_CREATED = 30
+
+
+@pytest.mark.parametrize(("threshold", "held"), [("2m", True), ("0", False)])
+def test_a_starving_gang_binds_behind_a_stream_of_short_jobs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, threshold: str, held: bool
+) -> None:
+    """One-pod jobs of a minute each arrive every 30s, so two always run and the gang
+    never finds its four CPUs free. Past the starvation threshold its queue holds the
+    CPUs the jobs free, and the gang binds once the last running job is done; without a
+    threshold it waits for the whole stream."""
+    (tmp_path / "input.yaml").write_text(
+        node(4)
+        + "".join(pod(f"job-{i:02d}", created=30 * i, duration="60s") for i in range(STREAM))
+        + gang("g", 4, created=GANG_CREATED)
+    )
+    (tmp_path / "config.yaml").write_text(f"starvationThreshold: {threshold}\n")
+    run = simulate(capsys, tmp_path / "input.yaml", config=str(tmp_path / "config.yaml"))
+    assert run.code == 0, run.stderr
+    waited = run.pods["default/g-0"]["bound_at"] - GANG_CREATED
+    if held:
+        assert 120 < waited <= 120 + 60 + 1
+    else:
+        last = run.pods[f"default/job-{STREAM - 1:02d}"]
+        assert waited + GANG_CREATED == last["finished_at"]
+    assert run.podgroups["default/g"]["phase"] == "Running"
