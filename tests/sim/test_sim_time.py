@@ -148,3 +148,15 @@ def test_a_starving_gang_binds_behind_a_stream_of_short_jobs(
         last = run.pods[f"default/job-{STREAM - 1:02d}"]
         assert waited + GANG_CREATED == last["finished_at"]
     assert run.podgroups["default/g"]["phase"] == "Running"
+
+
+def test_a_podgroups_bad_duration_keeps_its_pods_waiting(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "input.yaml"
+    path.write_text(node(4) + gang("g", 2, duration="-5s") + pod("alone"))
+    run = simulate(capsys, path)
+    message = "PodGroup default/g: annotation simulation.batchsched.io/duration: '-5s' is not"
+    assert any(line.startswith(f"error: {message}") for line in run.stderr.splitlines())
+    assert run.pods["default/g-0"]["reason"].startswith(message)
+    assert run.bound() == {"default/alone": "n1"}
