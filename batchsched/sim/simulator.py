@@ -60,6 +60,8 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
     events = _Events(ClusterCache(), later)
     for obj in present:
         events.apply(obj)
+    # No pod present may look created in the future, nor may the clock run before the
+    # start (pods without a creationTimestamp are numbered by their order in the input).
     now = max((t.creation for t in events.cache.tasks.values()), default=0.0)
     if start is not None:
         now = max(now, start)
