@@ -1,10 +1,10 @@
 """proportion: share the cluster between queues by weight, within each queue's capability.
 
-Each session computes every queue's deserved share by water-filling: capacity is handed
-out in proportion to weight, no queue gets more than it asks for (allocated + pending)
-or than its capability, and what one queue cannot use goes to the others. The queue
-furthest below its share is served first; a queue at or above its share waits while
-others have work.
+Each session computes every queue's deserved share by water-filling: the capacity of the
+nodes its jobs can reach is handed out in proportion to weight, no queue gets more than
+it asks for (allocated + pending) or than its capability, and what one queue cannot use
+goes to the others. The queue furthest below its share is served first; a queue at or
+above its share waits while others have work.
 """
 
 from collections.abc import Mapping
@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from batchsched.api.resources import PODS, format_amount
 from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
+from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
 
@@ -56,17 +57,11 @@ class Proportion:
                 demand[job.queue] += job.allocated
                 for task in job.pending:
                     demand[job.queue] += task.vec
-        self.deserved = self._water_fill(snapshot.allocatable.sum(axis=0), demand)
+        self.demand = demand
+        self._deserved: dict[str, FloatArray] | None = None
         # Holding a queue back at its share only helps when another queue is waiting.
         waiting = [q for q in demand if (demand[q] > self.allocated[q])[self.shared].any()]
         self.contended = len(waiting) > 1
-        session.decisions.deserved = {
-            name: {
-                snapshot.resources[column]: int(share[column])
-                for column in np.flatnonzero(share >= 1)
-            }
-            for name, share in self.deserved.items()
-        }
         session.valid_checks.append(self._invalid)
         session.enqueue_checks.append(self._enqueue_blocked)
         session.allocate_checks.append(self._over_capability)
@@ -74,6 +69,42 @@ class Proportion:
         session.overused_checks.append(self._overused)
         session.on_allocate.append(self._allocated)
         session.on_deallocate.append(self._deallocated)
+        session.closers.append(self._report)
+
+    @property
+    def deserved(self) -> dict[str, FloatArray]:
+        """Worked out when first asked in a session, once every plugin is open: which
+        nodes a pod may use is the predicates plugin's to say, wherever the configuration
+        lists it."""
+        if self._deserved is None:
+            self._deserved = self._water_fill(self._reachable(), self.demand)
+        return self._deserved
+
+    def _report(self) -> None:
+        resources = self.session.snapshot.resources
+        self.session.decisions.deserved = {
+            name: {resources[column]: int(share[column]) for column in np.flatnonzero(share >= 1)}
+            for name, share in self.deserved.items()
+        }
+
+    def _reachable(self) -> IntArray:
+        """The capacity queues compete for: that of the nodes some pending pod may use
+        (its selectors, affinity and tolerations, as predicates reads them) or some pod
+        of ours runs on. Shares of nodes no job can use would be shares of nothing: two
+        queues weighted 1:3 on an 8-CPU pool of a larger cluster deserve 2 and 6 CPUs."""
+        snapshot = self.session.snapshot
+        reach: BoolArray = np.zeros(len(snapshot.nodes), dtype=np.bool_)
+        seen = set()
+        for job in snapshot.jobs.values():
+            for task in job.pending:
+                constraints = task.task.constraints
+                if constraints not in seen:
+                    seen.add(constraints)
+                    reach |= self.session.allowed(constraints)
+        for row, pod in snapshot.placed:
+            reach[row] |= pod.scheduler_name == snapshot.scheduler_name
+        total: IntArray = snapshot.allocatable[reach].sum(axis=0)
+        return total
 
     def _water_fill(self, total: IntArray, demand: dict[str, IntArray]) -> dict[str, FloatArray]:
         limit = {q: np.minimum(demand[q].astype(np.float64), self.capability[q]) for q in demand}

@@ -103,6 +103,32 @@ def test_weights_share_the_cluster() -> None:
     assert decisions.pending["default/a1-0"] == "queue a is at its fair share"
 
 
+def test_weights_share_the_nodes_the_queues_compete_for() -> None:
+    """Queues weighted 1:3 whose pods may only use an 8-CPU pool of a 72-CPU cluster
+    split the pool 2:6: shares of the 64 CPUs no pod may use would be shares of nothing."""
+    pool = {"pool": "train"}
+    jobs = [
+        pod(f"{q}-{i}", requests={"cpu": "1"}, group=f"{q}-{i}", spec={"nodeSelector": pool})
+        for q in ("a", "b")
+        for i in range(8)
+    ]
+    groups = [pod_group(f"{q}-{i}", 1, queue=q) for q in ("a", "b") for i in range(8)]
+    decisions = decide(
+        [
+            node("pool-0", cpu="4", labels=pool),
+            node("pool-1", cpu="4", labels=pool),
+            node("serve", cpu="64"),
+            queue("a", weight=1),
+            queue("b", weight=3),
+            *groups,
+            *jobs,
+        ]
+    )
+    by_queue = Counter(key.split("/")[1][0] for key in placements(decisions))
+    assert by_queue == {"a": 2, "b": 6}
+    assert (decisions.deserved["a"]["cpu"], decisions.deserved["b"]["cpu"]) == (2000, 6000)
+
+
 def test_lowest_share_is_served_first() -> None:
     """Queue a already holds its share, so b's newer job gets the last free CPU."""
     decisions = decide(
