@@ -62,6 +62,16 @@ def simulate_text(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str)
     return run
 
 
+def group(name: str, min_member: int) -> str:
+    """A YAML document: our PodGroup `name` in the default namespace."""
+    return f"""---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: PodGroup
+metadata: {{name: {name}}}
+spec: {{minMember: {min_member}}}
+"""
+
+
 def web_pod(name: str, spec: str) -> str:
     """A YAML document: a pod of ours labelled app=web, with `spec` lines appended to
     its spec (indented by two spaces)."""

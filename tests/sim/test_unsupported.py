@@ -7,7 +7,7 @@ import pytest
 
 from batchsched.api.unsupported import GATED_MESSAGE
 
-from .harness import Run, simulate_text
+from .harness import Run, group, simulate_text
 
 NODES = "".join(
     f"""---
@@ -30,15 +30,6 @@ spec:
   schedulerName: batch-scheduler
   {gates}
   containers: [{{name: c, resources: {{requests: {{cpu: "1"}}}}}}]
-"""
-
-
-def group(name: str, min_member: int) -> str:
-    return f"""---
-apiVersion: scheduling.batchsched.io/v1alpha1
-kind: PodGroup
-metadata: {{name: {name}}}
-spec: {{minMember: {min_member}}}
 """
 
 

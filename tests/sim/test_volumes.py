@@ -16,7 +16,7 @@ from batchsched.plugins.volumebinding import (
     ZONE_CONFLICT,
 )
 
-from .harness import Run, simulate_text
+from .harness import Run, group, simulate_text
 
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -111,15 +111,6 @@ metadata: {{name: {name}}}
 provisioner: {provisioner}
 volumeBindingMode: {mode}
 {topologies}"""
-
-
-def group(name: str, min_member: int) -> str:
-    return f"""---
-apiVersion: scheduling.batchsched.io/v1alpha1
-kind: PodGroup
-metadata: {{name: {name}}}
-spec: {{minMember: {min_member}}}
-"""
 
 
 def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *documents: str) -> Run:
