@@ -24,6 +24,7 @@ a claim open nothing.
 """
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -230,19 +231,22 @@ class VolumeBinding(CheckedFilter):
         allowedTopologies take the node and, `sized`, a CSIStorageCapacity of the class
         whose topology selects the node has room for it (for drivers that ask for that)."""
         sized = sized and self._sized(claim)
-        key = ("provision", claim.storage_class, claim.request if sized else None)
-        mask = self._masks.get(key)
-        if mask is None:
+
+        def provisionable() -> BoolArray:
             found = self.storage.classes.get(claim.storage_class)
             if found is None or found.provisioner in ("", NO_PROVISIONER):
-                mask = np.zeros(self.size, dtype=np.bool_)
-            elif not found.allowed_topologies:
-                mask = self._everywhere()
-            else:
-                mask = self._affinity(found.allowed_topologies)
-            if sized:
-                mask = mask & self._room(claim)
-            self._masks[key] = mask
+                return np.zeros(self.size, dtype=np.bool_)
+            mask = self._affinity(found.allowed_topologies or None)
+            return mask & self._room(claim) if sized else mask
+
+        key = ("provision", claim.storage_class, claim.request if sized else None)
+        return self._mask(key, provisionable)
+
+    def _mask(self, key: object, make: Callable[[], BoolArray]) -> BoolArray:
+        """A node mask kept for the session: what it depends on does not change in one."""
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = self._masks[key] = make()
         return mask
 
     def _sized(self, claim: Claim) -> bool:
@@ -323,11 +327,9 @@ class VolumeBinding(CheckedFilter):
     def _affinity(self, terms: NodeTerms | None) -> BoolArray:
         if terms is None:
             return self._everywhere()
-        mask = self._masks.get(terms)
-        if mask is None:
-            mask = np.array([node_matches(n, terms) for n in self.nodes], dtype=np.bool_)
-            self._masks[terms] = mask
-        return mask
+        return self._mask(
+            terms, lambda: np.array([node_matches(n, terms) for n in self.nodes], dtype=np.bool_)
+        )
 
     def _zone(self, volume: Volume) -> BoolArray:
         """kube-scheduler's VolumeZone: a node without any zone or region label passes;
@@ -340,11 +342,9 @@ class VolumeBinding(CheckedFilter):
         )
         if not wanted:
             return self._everywhere()
-        mask = self._masks.get(wanted)
-        if mask is None:
-            mask = np.array([_in_zone(n, wanted) for n in self.nodes], dtype=np.bool_)
-            self._masks[wanted] = mask
-        return mask
+        return self._mask(
+            wanted, lambda: np.array([_in_zone(n, wanted) for n in self.nodes], dtype=np.bool_)
+        )
 
     # What a pod's claims are, as of the snapshot.
 
