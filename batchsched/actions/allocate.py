@@ -2,7 +2,8 @@
 
 Jobs whose placement was recorded but not finished (a leader lost mid-bind) go first,
 before any ordering: their room was promised to them, and a gang left partly bound
-would hold its members' resources for nothing.
+would hold its members' resources for nothing. Jobs nominated to the room a preemption
+freed come next, for the same reason (nominations.py).
 
 A job that does not fit is undone and the next one is tried, so a large gang never
 blocks smaller jobs behind it. To keep it from starving, once it has waited longer
@@ -16,6 +17,7 @@ from collections import defaultdict
 import numpy as np
 
 from batchsched.actions.gang_placement import eligible, place_job
+from batchsched.actions.nominations import hold_or_clear, terminating_rows
 from batchsched.api.objects import Constraints
 from batchsched.cache.snapshot import JobInfo
 from batchsched.framework.session import Session
@@ -24,11 +26,23 @@ from batchsched.framework.session import Session
 def allocate(session: Session) -> None:
     by_queue: dict[str, list[JobInfo]] = defaultdict(list)
     resumed: list[JobInfo] = []
+    nominated: list[JobInfo] = []
     for job in session.snapshot.jobs.values():
         if any(not t.best_effort for t in job.pending) and eligible(session, job):
-            (resumed if job.resumes else by_queue[job.queue]).append(job)
+            if job.resumes:
+                resumed.append(job)
+            elif job.nominated:
+                nominated.append(job)
+            else:
+                by_queue[job.queue].append(job)
     for job in session.job_order(resumed):
         place_job(session, job, job.pending)
+    terminating = terminating_rows(session) if nominated else set()
+    for job in session.job_order(nominated):
+        if not place_job(session, job, job.pending) and not hold_or_clear(
+            session, job, terminating
+        ):
+            by_queue[job.queue].append(job)
     queues = {name: session.job_order(jobs) for name, jobs in by_queue.items()}
     cursor = dict.fromkeys(queues, 0)
     while queues:

@@ -47,6 +47,7 @@ def enqueue(session: Session) -> None:
                 f"{format_amount(name, int(minimum[short[0]]))}, the cluster has "
                 f"{format_amount(name, max(int(idle[short[0]]), 0))} idle"
             )
+            session.short_of_room.add(job.key)
             continue
         idle -= minimum
         session.enqueued.add(job.key)

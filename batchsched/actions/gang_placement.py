@@ -20,7 +20,8 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     """Try the job's pending tasks; commit only if the gang reaches minMember.
 
     A task whose gang's recorded placement holds a node for it goes there if it still
-    fits, so a gang cut off mid-bind ends as it was meant to. A shape that failed once
+    fits, so a gang cut off mid-bind ends as it was meant to; so does a task nominated
+    to the node its preemption freed. A shape that failed once
     is not tried again for this job: within one attempt nodes only fill up, so it would
     fail again.
     """
@@ -29,9 +30,9 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     failed: dict[object, str] = {}
     task_failures: dict[str, str] = {}
     ordered = session.task_order(tasks)
-    if job.resumes:
+    if job.resumes or job.nominated:
         # Members with a node held go first, so the others cannot take their room.
-        ordered = sorted(ordered, key=lambda t: t.reserved is None)
+        ordered = sorted(ordered, key=lambda t: preferred_node(t) is None)
     for index, task in enumerate(ordered):
         # Filters asked afresh (pod affinity, spread) also read a pod's namespace and
         # labels, which its shape leaves out: members alike in shape may differ there.
@@ -41,7 +42,7 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
         if reason is None:
             reason = session.not_allocatable(job, task)
         if reason is None:
-            node = task.reserved
+            node = preferred_node(task)
             if node is None or not session.fits(task, node):
                 node = session.best_node(task)
             if node is not None:
@@ -63,6 +64,12 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
         first = f"gang {job.key}: room for {job.bound + placed} of {job.min_member}; {first}"
     session.job_messages[job.key] = first
     return False
+
+
+def preferred_node(task: TaskInfo) -> int | None:
+    """The node held for the task: by its gang's recorded placement, or else by the
+    preemption that nominated it."""
+    return task.reserved if task.reserved is not None else task.nominated
 
 
 def _failure_key(task: TaskInfo) -> object:

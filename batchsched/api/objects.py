@@ -133,6 +133,9 @@ class Task:
     constraints: Constraints = Constraints()
     host_ports: frozenset[tuple[str, int]] = frozenset()
     deleting: bool = False
+    # status.nominatedNodeName: where a preemption made room for it, held while the
+    # pods it preempted terminate.
+    nominated_node: str | None = None
     # The GPU cards a bound pod holds (annotation scheduling.batchsched.io/gpu-index).
     gpu_index: tuple[int, ...] = ()
     # On a gang's first bound member: where the session that bound it put the others.
@@ -195,11 +198,19 @@ class PodGroup:
 
 @dataclass(slots=True)
 class Queue:
+    """A Queue as the proportion plugin shares the cluster by (see its docstring)."""
+
     name: str
     weight: int = 1
     capability: ResourceList = field(default_factory=dict)
     reclaimable: bool = True
     open: bool = True
+    # spec.guarantee.resource: the floor of its deserved share and of what reclaim leaves it.
+    guarantee: ResourceList = field(default_factory=dict)
+    # spec.deserved (Volcano's capacity plugin): a fixed share for the resources it lists.
+    deserved: ResourceList = field(default_factory=dict)
+    # spec.parent; None for a queue at the top (no parent, or Volcano's `root`).
+    parent: str | None = None
 
 
 @dataclass(slots=True)

@@ -207,6 +207,7 @@ def task_from_pod(
         constraints=shape.constraints,
         host_ports=shape.host_ports,
         deleting=meta.get("deletionTimestamp") is not None,
+        nominated_node=status.get("nominatedNodeName") or None,
         gpu_index=parse_gpu_index(gpu_index, where=where) if gpu_index else (),
         placement=parse_placement(placement) if placement else None,
         labels=labels,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from batchsched.api.budgets import DisruptionBudget, budget_from_object
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import POD_GROUP_APIS, pod_group_from_object
 from batchsched.api.meta import Obj, describe, name_of, namespace_of
@@ -40,8 +41,23 @@ STORAGE_KINDS = (
     "CSIDriver",
     "CSIStorageCapacity",
 )
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Namespace", *STORAGE_KINDS)
-NAMESPACED_KINDS = ("Pod", "PodGroup", "PersistentVolumeClaim", "CSIStorageCapacity")
+KINDS = (
+    "Node",
+    "Pod",
+    "PodGroup",
+    "Queue",
+    "PriorityClass",
+    "Namespace",
+    "PodDisruptionBudget",
+    *STORAGE_KINDS,
+)
+NAMESPACED_KINDS = (
+    "Pod",
+    "PodGroup",
+    "PodDisruptionBudget",
+    "PersistentVolumeClaim",
+    "CSIStorageCapacity",
+)
 # Which of a name's PodGroups pods see: the one whose API comes first (ours).
 _API_RANK = {api: rank for rank, api in enumerate(POD_GROUP_APIS)}
 
@@ -77,6 +93,8 @@ class ClusterCache:
         self.csi_nodes: dict[str, CsiNode] = {}
         self.csi_drivers: dict[str, CsiDriver] = {}
         self.storage_capacities: dict[str, StorageCapacity] = {}
+        # By "ns/name": which pods preemption should spare (api/budgets.py).
+        self.budgets: dict[str, DisruptionBudget] = {}
         # "ns/name" of a pod that could not be parsed -> (its schedulerName, why); the
         # reason is shown as the pod's pending reason.
         self.rejected_pods: dict[str, tuple[str, str]] = {}
@@ -120,6 +138,7 @@ class ClusterCache:
             "Queue": (self.queues, lambda: queue_from_object(obj)),
             "PriorityClass": (self.priority_classes, lambda: priority_class_from_object(obj)),
             "Namespace": (self.namespaces, lambda: namespace_from_object(obj)),
+            "PodDisruptionBudget": (self.budgets, lambda: budget_from_object(obj)),
             "PersistentVolumeClaim": (self.claims, lambda: claim_from_object(obj)),
             "PersistentVolume": (self.volumes, lambda: volume_from_object(obj)),
             "StorageClass": (self.storage_classes, lambda: storage_class_from_object(obj)),

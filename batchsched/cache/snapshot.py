@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from batchsched.api.budgets import DisruptionBudget
 from batchsched.api.gpu import GPU_MILLI, NO_GPU, GpuDemand, gpu_demand
-from batchsched.api.objects import Node, PodGroup, Queue, QueueName, Task
+from batchsched.api.objects import Node, PodGroup, PriorityClass, Queue, QueueName, Task
 from batchsched.api.placement import Placement
-from batchsched.api.queues import DEFAULT_QUEUE
+from batchsched.api.queues import DEFAULT_QUEUE, check_hierarchy
 from batchsched.api.resources import BASE_RESOURCES, GPU, PODS, ResourceList
 from batchsched.api.volumes import Storage
 from batchsched.cache.cluster import ClusterCache
@@ -35,6 +36,10 @@ class TaskInfo:
     gpu: GpuDemand = NO_GPU
     # The node row its gang's recorded placement holds for it (see api/placement.py).
     reserved: int | None = None
+    # The node row of its status.nominatedNodeName: where a preemption made room for it.
+    nominated: int | None = None
+    # Whether it may evict others (preemptionPolicy, its own or its PriorityClass's).
+    preempts: bool = True
 
     @property
     def key(self) -> str:
@@ -76,6 +81,8 @@ class JobInfo:
     # Some pending member is named in a recorded placement: the gang was cut off
     # mid-bind and is finished first, even where its recorded nodes are gone.
     resumes: bool = False
+    # Some pending member has a nominated node (status.nominatedNodeName).
+    nominated: bool = False
 
     @property
     def is_gang(self) -> bool:
@@ -108,6 +115,9 @@ class Snapshot:
     score_extra: IntArray | None = None
     # Claims, volumes, storage classes and CSI nodes, for pods that mount claims.
     storage: Storage = field(default_factory=Storage)
+    # What preemption reads of the pods it may evict: their priorities and budgets.
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    budgets: list[DisruptionBudget] = field(default_factory=list)
 
     @property
     def column(self) -> dict[str, int]:
@@ -136,7 +146,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
     placed: list[tuple[int, Task]] = []
     score_extra: IntArray | None = None
     vectors: dict[tuple[object, ...], IntArray] = {}
-    queues = _queues(cache)
+    queues, rejected_queues = _queues(cache)
     builder = _JobBuilder(
         cache, scheduler_name=scheduler_name, width=len(resources), now=now, queues=queues
     )
@@ -171,7 +181,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
         jobs=builder.finish(index),
         queues=queues,
         scheduler_name=scheduler_name,
-        rejected_queues=dict(cache.rejected_queues),
+        rejected_queues=rejected_queues,
         gpu_holders=gpu_holders,
         placed=placed,
         score_extra=score_extra,
@@ -185,6 +195,8 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
             capacities=dict(cache.storage_capacities),
             rejected=dict(cache.rejected_storage),
         ),
+        priority_classes=dict(cache.priority_classes),
+        budgets=list(cache.budgets.values()),
     )
 
 
@@ -200,12 +212,16 @@ def _reserve(job: JobInfo, placements: list[Placement], node_rows: Mapping[str, 
                 break
 
 
-def _queues(cache: ClusterCache) -> dict[str, Queue]:
+def _queues(cache: ClusterCache) -> tuple[dict[str, Queue], dict[str, str]]:
+    """The queues jobs may use, and why each other Queue may not: as parsed, or for its
+    place in the tree of parents, which only all the queues together can tell."""
     queues = dict(cache.queues)
     # The default queue is implied only while no Queue of that name exists.
     if DEFAULT_QUEUE not in cache.rejected_queues:
         queues.setdefault(DEFAULT_QUEUE, Queue(name=DEFAULT_QUEUE))
-    return queues
+    rejected = dict(cache.rejected_queues)
+    rejected.update(check_hierarchy(queues, rejected=rejected))
+    return {name: q for name, q in queues.items() if name not in rejected}, rejected
 
 
 class _JobBuilder:
@@ -265,6 +281,7 @@ class _JobBuilder:
                     priority=priority,
                     error=error,
                     gpu=gpu_demand(task.request),
+                    preempts=self._policy(task) != "Never",
                 )
             )
 
@@ -278,6 +295,11 @@ class _JobBuilder:
                 job.error = job.error or self._missing_queue(named)
         for key, placements in self.placements.items():
             _reserve(self.jobs[key], sorted(placements, key=lambda p: p.at), node_rows)
+        for job in self.jobs.values():
+            for info in job.pending:
+                if info.task.nominated_node is not None:
+                    info.nominated = node_rows.get(info.task.nominated_node)
+                    job.nominated = True
         return self.jobs
 
     def _pod_names_queue(self, job: JobInfo, named: QueueName) -> None:
@@ -368,6 +390,14 @@ class _JobBuilder:
             phase=group.phase,
             allocated=np.zeros(self.width, dtype=np.int64),
         )
+
+    def _policy(self, task: Task) -> str:
+        """spec.preemptionPolicy, which admission copies from the pod's PriorityClass;
+        read from the class when a pod was written without it (the simulator's)."""
+        if task.preemption_policy:
+            return task.preemption_policy
+        found = self.cache.priority_classes.get(task.priority_class_name)
+        return found.preemption_policy if found is not None else ""
 
     def _priority(self, explicit: int | None, class_name: str) -> tuple[int, str | None]:
         if explicit is not None:

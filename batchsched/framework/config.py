@@ -14,6 +14,7 @@ import yaml
 from batchsched.actions import ACTIONS
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import parse_duration
+from batchsched.api.meta import flag
 from batchsched.cache.snapshot import Snapshot
 from batchsched.framework.decisions import Decisions
 from batchsched.framework.plugin import Plugin
@@ -24,7 +25,8 @@ DEFAULT_YAML = """
 schedulerName: batch-scheduler
 schedulePeriod: 1s
 starvationThreshold: 5m
-actions: "enqueue, allocate, backfill"
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+preemptOtherSchedulers: false
 tiers:
 - plugins: [{name: priority}, {name: gang}]
 - plugins:
@@ -39,7 +41,17 @@ tiers:
 
 # What every configuration lists: the plugin that holds pods to what they state.
 REQUIRED_PLUGIN = "predicates"
-TOP_KEYS = {"schedulerName", "schedulePeriod", "starvationThreshold", "actions", "tiers"}
+TOP_KEYS = {
+    "schedulerName",
+    "schedulePeriod",
+    "starvationThreshold",
+    "actions",
+    "tiers",
+    "preemptOtherSchedulers",
+}
+# The plugin that says which pods each evicting action may take: without it the action
+# could take none, and would look configured while doing nothing.
+VICTIM_PLUGINS = {"preempt": "priority", "reclaim": "proportion"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +62,8 @@ class SchedulerConfig:
     starvation_seconds: float | None
     actions: tuple[str, ...]
     tiers: tuple[tuple[Plugin, ...], ...] = field(default=())
+    # Whether preempt and reclaim may evict pods other schedulers placed.
+    preempt_other_schedulers: bool = False
 
 
 def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
@@ -72,6 +86,19 @@ def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
     if not isinstance(name, str) or not name:
         raise InvalidObject(f"{source}: schedulerName must be a non-empty string")
     starvation = merged["starvationThreshold"]
+    actions = _actions(merged["actions"], source=source)
+    tiers = _tiers(merged["tiers"], source=source)
+    listed = {plugin.name for tier in tiers for plugin in tier}
+    for action, plugin in VICTIM_PLUGINS.items():
+        if action in actions and plugin not in listed:
+            if "actions" not in raw:
+                # Not asked for: the default actions leave it out, with its plugin.
+                actions = tuple(a for a in actions if a != action)
+                continue
+            raise InvalidObject(
+                f"{source}.actions: the {action} action needs the {plugin} plugin, which "
+                f"says which pods it may evict; list it in tiers or drop {action}"
+            )
     return SchedulerConfig(
         scheduler_name=name,
         schedule_period=parse_duration(merged["schedulePeriod"], where=f"{source}.schedulePeriod"),
@@ -80,8 +107,11 @@ def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
             if starvation in (0, "0", "0s", None)
             else parse_duration(starvation, where=f"{source}.starvationThreshold")
         ),
-        actions=_actions(merged["actions"], source=source),
-        tiers=_tiers(merged["tiers"], source=source),
+        actions=actions,
+        tiers=tiers,
+        preempt_other_schedulers=flag(
+            merged["preemptOtherSchedulers"], where=f"{source}.preemptOtherSchedulers"
+        ),
     )
 
 
@@ -104,6 +134,7 @@ def run_session(
         starvation_seconds=config.starvation_seconds,
         timings=timings,
         on_commit=on_commit,
+        evict_other_schedulers=config.preempt_other_schedulers,
     )
     for action in config.actions:
         started = time.perf_counter()

@@ -55,6 +55,46 @@ class Binding(_PickledAsFields):
 
 
 @dataclass(frozen=True, slots=True)
+class Eviction(_PickledAsFields):
+    """A running pod to evict so that a higher-priority job (preempt) or a queue below
+    its share (reclaim) gets room. `budget` names the PodDisruptionBudget the eviction
+    exceeds, when no victim that spares every budget would do: the Eviction API refuses
+    such an eviction, so the shell deletes the pod (with its grace period) instead, as
+    kube-scheduler does, and says so."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    # "preempt" or "reclaim".
+    action: str
+    # The job the room is made for, and a sentence naming it and why, for events.
+    preemptor: str
+    message: str
+    budget: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Nomination(_PickledAsFields):
+    """A pending pod's status.nominatedNodeName: the node whose room its preemption freed,
+    held for it while the victims terminate; an empty `node` clears a stale one."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    job: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class Condition(_PickledAsFields):
     """A PodGroup condition: type Scheduled or Unschedulable, with a reason a user can act on."""
 
@@ -86,3 +126,6 @@ class Decisions:
     jobs: dict[str, JobStatus] = field(default_factory=dict)
     # Queue -> its fair share in this session, in the core's units (set by proportion).
     deserved: dict[str, ResourceList] = field(default_factory=dict)
+    # Pods to evict, and pending pods' nominated nodes to write (preempt and reclaim).
+    evictions: list[Eviction] = field(default_factory=list)
+    nominations: list[Nomination] = field(default_factory=list)

@@ -17,6 +17,7 @@ from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
 from batchsched.framework.decisions import Binding, ClaimBinding, Decisions
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import BoolArray, Explained, NodeFilter, NodeScorer, Plugin
+from batchsched.framework.victims import Victims, build_victims
 
 JobCheck = Callable[[JobInfo], str | None]
 BlockerCheck = Callable[[TaskInfo], str | None]
@@ -24,6 +25,9 @@ BlockerCheck = Callable[[TaskInfo], str | None]
 NO_NODES = "no nodes available to schedule pods"
 TaskCheck = Callable[[JobInfo, TaskInfo], str | None]
 Handler = Callable[[JobInfo, TaskInfo, int], None]
+# Which running pods (over Victims) a job may evict: one list per action, preempt and
+# reclaim; a victim must pass every check of its action's list.
+VictimCheck = Callable[[JobInfo, Victims], BoolArray]
 # Told each job's bindings the moment they are final, before the session ends.
 CommitHandler = Callable[[Sequence[Binding]], None]
 
@@ -100,8 +104,10 @@ class Session:
         starvation_seconds: float | None = None,
         timings: Timings | None = None,
         on_commit: CommitHandler | None = None,
+        evict_other_schedulers: bool = False,
     ) -> None:
         self.snapshot = snapshot
+        self.evict_other_schedulers = evict_other_schedulers
         self.on_commit = on_commit
         self.timings = Timings() if timings is None else timings
         self.starvation_seconds = starvation_seconds
@@ -120,6 +126,8 @@ class Session:
         self.job_messages: dict[str, str] = {}
         self.task_messages: dict[str, str] = {}
         self.enqueued: set[str] = set()
+        # Jobs enqueue held back only because the cluster lacks idle room for them.
+        self.short_of_room: set[str] = set()
         # Job key -> members bound by this session's committed statements.
         self.placed: Counter[str] = Counter()
         self.job_keys: list[Callable[[JobInfo], object]] = []
@@ -156,6 +164,12 @@ class Session:
         self.on_allocate: list[Handler] = []
         self.on_deallocate: list[Handler] = []
         self.closers: list[Callable[[], None]] = []
+        self.preemptable: list[VictimCheck] = []
+        self.reclaimable: list[VictimCheck] = []
+        # Jobs holding the room a preemption freed while its victims terminate: neither
+        # placed elsewhere nor preempting again in this session.
+        self.held: set[str] = set()
+        self._victims: Victims | None = None
         self._shapes: dict[tuple[object, ...], _ShapeCache] = {}
         for tier in tiers:
             for plugin in tier:
@@ -319,6 +333,33 @@ class Session:
         self.touched.append(node)
         for handler in self.on_deallocate:
             handler(job, task, node)
+
+    @property
+    def victims(self) -> Victims:
+        """The running pods preempt and reclaim may evict, built when first asked."""
+        if self._victims is None:
+            self._victims = build_victims(
+                self.snapshot, other_schedulers=self.evict_other_schedulers
+            )
+        return self._victims
+
+    def evict(self, index: int) -> None:
+        """Take victim `index` off its node for the rest of the session (or until
+        restored): its resources, cards and ports are free, and plugins forget it."""
+        victims = self.victims
+        info = victims.info(index)
+        cards = info.task.gpu_index
+        if cards and len(set(cards)) == info.gpu.cards:
+            # Cards it was bound with are known; others were counted best fit, and stay
+            # counted rather than free a card that might be another pod's.
+            self.gpu.placed.setdefault(info.key, cards)
+        victims.mark(index, taken=True)
+        self.deallocate(victims.job_of(index), info, int(victims.rows[index]))
+
+    def restore(self, index: int) -> None:
+        victims = self.victims
+        victims.mark(index, taken=False)
+        self.allocate(victims.job_of(index), victims.info(index), int(victims.rows[index]))
 
     def close(self) -> Decisions:
         """Run the plugins' closers and say, for every pod still waiting, why."""

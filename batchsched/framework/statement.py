@@ -5,7 +5,7 @@ trace, so it never holds resources another group is waiting for.
 """
 
 from batchsched.cache.snapshot import JobInfo, TaskInfo
-from batchsched.framework.decisions import Binding
+from batchsched.framework.decisions import Binding, Nomination
 from batchsched.framework.session import Session
 
 
@@ -22,6 +22,24 @@ class Statement:
     def discard(self) -> None:
         for task, node in reversed(self.placed):
             self.session.deallocate(self.job, task, node)
+        self.placed.clear()
+
+    def nominate(self) -> None:
+        """Keep the placements for the rest of the session but bind nothing: the nodes
+        still hold the pods being evicted for them. Each pod is nominated to its node
+        instead, and later sessions hold that room for it until it fits."""
+        session = self.session
+        nodes = session.snapshot.nodes
+        session.decisions.nominations.extend(
+            Nomination(
+                namespace=task.task.namespace,
+                name=task.task.name,
+                uid=task.task.uid,
+                node=nodes[node].name,
+                job=self.job.key,
+            )
+            for task, node in self.placed
+        )
         self.placed.clear()
 
     def commit(self) -> None:

@@ -155,7 +155,7 @@ def test_missing_podgroup(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
             "tiers[0].plugins[1].name: unknown plugin 'fairshare' "
             f"(allowed: {', '.join(sorted(PLUGINS))})",
         ),
-        ("actions: allocate, preempt\n", "actions: unknown action 'preempt'"),
+        ("actions: allocate, evict\n", "actions: unknown action 'evict'"),
         ("schedulePeriod: 1s\nperiod: 2s\n", "unknown key 'period'"),
     ],
 )

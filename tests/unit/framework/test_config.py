@@ -9,7 +9,10 @@ from batchsched.plugins.binpack import Binpack
 from batchsched.plugins.gang import Gang
 
 ALLOWED_PLUGINS = ", ".join(sorted(PLUGINS))
-TOP_KEYS = "actions, schedulePeriod, schedulerName, starvationThreshold, tiers"
+TOP_KEYS = (
+    "actions, preemptOtherSchedulers, schedulePeriod, schedulerName, starvationThreshold, tiers"
+)
+EVERY_ACTION = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 BINPACK_ARGUMENTS = "alwaysScored, functionshape, resources, resourcetoweightmap, shape, weight"
 
 
@@ -21,7 +24,8 @@ def test_default_config() -> None:
     config = default_config()
     assert config.scheduler_name == "batch-scheduler"
     assert (config.schedule_period, config.starvation_seconds) == (1.0, 300.0)
-    assert config.actions == ("enqueue", "allocate", "backfill")
+    assert config.actions == EVERY_ACTION
+    assert not config.preempt_other_schedulers
     assert [[p.name for p in tier] for tier in config.tiers] == [
         ["priority", "gang"],
         [
@@ -74,11 +78,14 @@ def test_gang_schedule_timeout_action(arguments: str, fails: bool) -> None:
 @pytest.mark.parametrize(
     ("text", "starvation", "actions"),
     [
-        ("starvationThreshold: 0", None, ("enqueue", "allocate", "backfill")),
-        ("starvationThreshold: 90s", 90.0, ("enqueue", "allocate", "backfill")),
+        ("starvationThreshold: 0", None, EVERY_ACTION),
+        ("starvationThreshold: 90s", 90.0, EVERY_ACTION),
         ("actions: [allocate]", 300.0, ("allocate",)),
         ("actions: ' allocate ,backfill,'", 300.0, ("allocate", "backfill")),
-        ("", 300.0, ("enqueue", "allocate", "backfill")),
+        ("", 300.0, EVERY_ACTION),
+        # Tiers without the plugins that pick victims: the default actions leave out
+        # the actions that would evict nothing.
+        ("tiers: [{plugins: [{name: predicates}]}]", 300.0, ("enqueue", "allocate", "backfill")),
     ],
 )
 def test_settings(text: str, starvation: float | None, actions: tuple[str, ...]) -> None:
@@ -95,8 +102,18 @@ def test_settings(text: str, starvation: float | None, actions: tuple[str, ...])
             f"config.tiers[0].plugins[0].name: unknown plugin 'gangs' (allowed: {ALLOWED_PLUGINS})",
         ),
         (
-            "actions: enqueue, preempt",
-            "config.actions: unknown action 'preempt' (allowed: enqueue, allocate, backfill)",
+            "actions: enqueue, evict",
+            "config.actions: unknown action 'evict' "
+            "(allowed: enqueue, allocate, preempt, reclaim, backfill)",
+        ),
+        (
+            "actions: allocate, preempt\ntiers: [{plugins: [{name: predicates}]}]",
+            "config.actions: the preempt action needs the priority plugin, which says which "
+            "pods it may evict; list it in tiers or drop preempt",
+        ),
+        (
+            "preemptOtherSchedulers: maybe",
+            "config.preemptOtherSchedulers: 'maybe' is not true or false",
         ),
         ("actions: ''", "config.actions: at least one action is needed"),
         ("actions: 3", "config.actions: expected a comma-separated string or a list"),

@@ -1,0 +1,259 @@
+"""Placing one job by evicting running pods: what preempt and reclaim share.
+
+The job is placed inside a Statement as allocate places it; a member no node has room
+for gets room made on the node where that disturbs least, and the evictions are
+tentative with the statement. If the job cannot reach minMember even so, nothing is
+evicted. When it can, its pods are nominated to their nodes rather than bound: the
+victims still hold them until they terminate.
+
+Victims follow kube-scheduler's preemption where it has a rule: a node is chosen by
+the fewest PodDisruptionBudgets exceeded, then the lowest highest-priority victim, the
+lowest sum of priorities, the fewest victims, the most recently created victims; on a
+node, victims go lowest priority first and any the pod turns out not to need are
+spared. Gangs add one rule: a running gang loses only members above its minMember, or
+all of them, never enough to leave it running short.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
+from batchsched.framework.decisions import Eviction
+from batchsched.framework.plugin import BoolArray
+from batchsched.framework.session import Session, VictimCheck
+from batchsched.framework.statement import Statement
+from batchsched.framework.victims import Victims
+
+# Nodes whose victims are worked out exactly for one pod, after a cheap ranking: as
+# kube-scheduler's minCandidateNodesAbsolute, enough to find a good node without
+# looking at every node of a large cluster.
+CANDIDATE_NODES = 100
+# Priorities are int32; shifted so that sums of them order as kube-scheduler's do.
+_PRIORITY_OFFSET = 2**31
+# Which victims an action may take from, for a job: its own queue or the others.
+Scope = Callable[[JobInfo, Victims], BoolArray]
+
+
+@dataclass(slots=True)
+class _Choice:
+    node: int
+    groups: list[list[int]]
+    rank: tuple[int, int, int, int, float]
+
+
+class _Plan:
+    """Evictions made for one job, undone together unless committed."""
+
+    def __init__(self, session: Session, job: JobInfo, *, action: str) -> None:
+        self.session = session
+        self.victims = session.victims
+        self.job = job
+        self.action = action
+        # Victim index -> the budget its eviction exceeds ("" when none).
+        self.taken: dict[int, str] = {}
+        # Victim index -> its gang, when evicted whole.
+        self.whole: dict[int, str] = {}
+
+    def make_room(self, task: TaskInfo, allowed: BoolArray) -> int | None:
+        """Evict what gives the task a node, and return that node; None, evicting
+        nothing, when no eviction of allowed victims would do."""
+        session, victims = self.session, self.victims
+        candidates = np.flatnonzero(allowed)
+        if not candidates.size:
+            return None
+        rows = victims.rows[candidates]
+        freeable = np.zeros_like(session.free)
+        np.add.at(freeable, rows, victims.vecs[candidates])
+        wanted = task.vec > 0
+        room = (session.free[:, wanted] + freeable[:, wanted] >= task.vec[wanted]).all(axis=1)
+        room &= session.allowed(task.task.constraints) & freeable.any(axis=1)
+        nodes = np.flatnonzero(room)
+        if not nodes.size:
+            return None
+        # Cheap ranking first: nodes whose allowed victims are all of low priority.
+        highest = np.full(len(session.free), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(highest, rows, victims.priority[candidates])
+        nodes = nodes[np.argsort(highest[nodes], kind="stable")][:CANDIDATE_NODES]
+        order = np.argsort(rows, kind="stable")
+        by_row = rows[order]
+        choices = []
+        for node in nodes.tolist():
+            low, high = np.searchsorted(by_row, [node, node + 1])
+            choice = self._choose(task, node, candidates[order[low:high]])
+            if choice is not None:
+                choices.append(choice)
+        for choice in sorted(choices, key=lambda c: (c.rank, c.node)):
+            taken = self._take(choice.groups)
+            if session.fits(task, choice.node):
+                return choice.node
+            self._give_back(taken)
+        return None
+
+    def _choose(self, task: TaskInfo, node: int, here: IntArray) -> _Choice | None:
+        """The victims on `node` that make room for the task at least cost, or None."""
+        victims = self.victims
+        wanted = task.vec > 0
+        need = task.vec[wanted]
+        free = self.session.free[node, wanted].copy()
+        ordered = sorted(
+            here.tolist(),
+            key=lambda i: (
+                bool(victims.exceeded(i)),
+                int(victims.priority[i]),
+                len(self._group(i, set())),
+                -float(victims.creation[i]),
+            ),
+        )
+        groups: list[list[int]] = []
+        chosen: set[int] = set()
+        for index in ordered:
+            if index in chosen:
+                continue
+            group = self._group(index, chosen)
+            groups.append(group)
+            chosen.update(group)
+            free += self._on_node(group, node)[:, wanted].sum(axis=0)
+            if (free >= need).all():
+                break
+        else:
+            return None
+        # Spare what turned out not to be needed, most costly first.
+        for group in reversed(groups[:-1]):
+            kept = free - self._on_node(group, node)[:, wanted].sum(axis=0)
+            if (kept >= need).all():
+                groups.remove(group)
+                free = kept
+        taken = [i for group in groups for i in group]
+        return _Choice(
+            node=node,
+            groups=groups,
+            rank=(
+                self._exceeding(taken),
+                max(int(victims.priority[i]) for i in taken),
+                sum(int(victims.priority[i]) + _PRIORITY_OFFSET for i in taken),
+                len(taken),
+                -max(float(victims.creation[i]) for i in taken),
+            ),
+        )
+
+    def _group(self, index: int, chosen: set[int]) -> list[int]:
+        """What evicting `index` takes: itself, or its whole gang when fewer than
+        minMember would be left running."""
+        victims = self.victims
+        job = victims.jobs[index]
+        if job is None or not job.is_gang:
+            return [index]
+        left = [m for m in victims.members[job.key] if not victims.taken[m] and m not in chosen]
+        return [index] if len(left) - 1 >= job.min_member else left
+
+    def _on_node(self, group: list[int], node: int) -> IntArray:
+        victims = self.victims
+        rows = np.array([i for i in group if victims.rows[i] == node], dtype=np.int64)
+        return victims.vecs[rows]
+
+    def _exceeding(self, taken: list[int]) -> int:
+        """How many of `taken` exceed a budget, counting each against the ones before."""
+        victims = self.victims
+        left = victims.budget_left.copy()
+        count = 0
+        for index in taken:
+            budgets = victims.protected_by[index]
+            count += any(left[b] <= 0 for b in budgets)
+            for budget in budgets:
+                left[budget] -= 1
+        return count
+
+    def _take(self, groups: list[list[int]]) -> list[int]:
+        taken = []
+        for group in groups:
+            whole = len(group) > 1
+            for index in group:
+                self.taken[index] = self.victims.exceeded(index)
+                job = self.victims.jobs[index]
+                if whole and job is not None:
+                    self.whole[index] = job.key
+                self.session.evict(index)
+                taken.append(index)
+        return taken
+
+    def _give_back(self, taken: list[int]) -> None:
+        for index in reversed(taken):
+            self.session.restore(index)
+            del self.taken[index]
+            self.whole.pop(index, None)
+
+    def discard(self) -> None:
+        self._give_back(list(self.taken))
+
+    def commit(self, placed: list[tuple[TaskInfo, int]]) -> None:
+        session, victims, job = self.session, self.victims, self.job
+        nodes = session.snapshot.nodes
+        kind = "gang" if job.is_gang else "pod"
+        preemptor = job.key if job.is_gang else job.key.removeprefix("pod:")
+        landing = sorted({nodes[node].name for _, node in placed})
+        if self.action == "preempt":
+            why = f"preempted by {kind} {preemptor} (priority {job.priority}, queue {job.queue})"
+        else:
+            why = f"reclaimed for queue {job.queue}, below its fair share, by {kind} {preemptor}"
+        for index, budget in self.taken.items():
+            task = victims.tasks[index]
+            message = f"{why}, to make room on node(s) {', '.join(landing)}"
+            gang = self.whole.get(index)
+            if gang is not None:
+                message += f"; gang {gang} is evicted whole, as it would run short of minMember"
+            if budget:
+                message += f"; exceeds PodDisruptionBudget {budget}, no other victim would do"
+            session.decisions.evictions.append(
+                Eviction(
+                    namespace=task.namespace,
+                    name=task.name,
+                    uid=task.uid,
+                    node=nodes[int(victims.rows[index])].name,
+                    action=self.action,
+                    preemptor=job.key,
+                    message=message,
+                    budget=budget,
+                )
+            )
+        session.job_messages[job.key] = (
+            f"{self.action}: evicting {len(self.taken)} pod(s) to make room on node(s) "
+            f"{', '.join(landing)}; waiting for them to terminate"
+        )
+
+
+def place_by_evicting(
+    session: Session, job: JobInfo, *, action: str, checks: list[VictimCheck], scope: Scope
+) -> bool:
+    """Place the job whole, evicting what `scope` and every one of `checks` allow.
+
+    True when it was placed (its pods nominated); nothing changes otherwise.
+    """
+    statement = Statement(session, job)
+    plan = _Plan(session, job, action=action)
+    victims = session.victims
+    needed = job.min_member - job.bound
+    ordered = session.task_order(job.pending)
+    for index, task in enumerate(ordered):
+        node = None
+        if task.error is None and session.not_allocatable(job, task) is None:
+            node = session.best_node(task)
+            if node is None and task.preempts:
+                allowed = victims.evictable & ~victims.taken & scope(job, victims)
+                for check in checks:
+                    allowed &= check(job, victims)
+                node = plan.make_room(task, allowed)
+        if node is not None:
+            statement.allocate(task, node)
+        elif len(statement.placed) + len(ordered) - index - 1 < needed:
+            break
+    placed = len(statement.placed)
+    if placed and plan.taken and session.ready(job, placed):
+        plan.commit(statement.placed)
+        statement.nominate()
+        session.held.add(job.key)
+        return True
+    statement.discard()
+    plan.discard()
+    return False

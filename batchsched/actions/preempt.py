@@ -1,0 +1,25 @@
+"""preempt: within a queue, a job that allocate could not place evicts lower-priority work.
+
+Which pods are lower priority is the priority plugin's to say; where they go and which
+are spared is evicting_placement's. Only jobs short of minMember preempt (a running
+gang's extra members do not), and pods whose preemptionPolicy is Never never do.
+"""
+
+from batchsched.actions.evicting_placement import place_by_evicting
+from batchsched.actions.room import wants_room
+from batchsched.cache.snapshot import JobInfo
+from batchsched.framework.plugin import BoolArray
+from batchsched.framework.session import Session
+from batchsched.framework.victims import Victims, queue_mask
+
+
+def preempt(session: Session) -> None:
+    jobs = [job for job in session.snapshot.jobs.values() if wants_room(session, job)]
+    for job in session.job_order(jobs):
+        place_by_evicting(
+            session, job, action="preempt", checks=session.preemptable, scope=_same_queue
+        )
+
+
+def _same_queue(job: JobInfo, victims: Victims) -> BoolArray:
+    return queue_mask(victims, job.queue)

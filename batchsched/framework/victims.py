@@ -1,0 +1,196 @@
+"""Victims: every running pod preemption could evict, as arrays the actions filter at once.
+
+Plugins say which victims a preemptor may take (priority: lower priority, within its
+queue; proportion: from queues above their share); the rules no configuration may
+lift are kept here: pods of the control plane and critical pods are never taken, nor,
+unless configured, pods of other schedulers.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from batchsched.api.budgets import DisruptionBudget
+from batchsched.api.gpu import gpu_demand
+from batchsched.api.objects import PriorityClass, Task
+from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
+
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+# Never preempted, whatever their priority: what keeps the cluster itself running.
+SYSTEM_NAMESPACE = "kube-system"
+CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+
+
+@dataclass(slots=True)
+class Victims:
+    """Running pods, one entry each: `tasks[i]` runs on node row `rows[i]`.
+
+    `jobs[i]` is its job when it belongs to one the session knows (ours, or a PodGroup);
+    `members[job key]` lists the entries of each such job, for evicting a gang whole.
+    """
+
+    tasks: list[Task]
+    jobs: list[JobInfo | None]
+    rows: IntArray
+    vecs: IntArray
+    priority: IntArray
+    creation: FloatArray
+    queue: list[str]
+    # Per entry, the index of its queue in `queue_names`, for masks by queue.
+    queue_ids: IntArray
+    queue_names: dict[str, int]
+    # May be evicted at all (see the module docstring).
+    evictable: BoolArray
+    # Indices into `budgets` of the PodDisruptionBudgets each entry is protected by.
+    protected_by: list[tuple[int, ...]]
+    budgets: list[DisruptionBudget]
+    members: dict[str, list[int]] = field(default_factory=dict)
+    # Entries evicted by the session so far (tentatively or for good).
+    taken: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    # Per budget, how many more pods it allows to be disrupted, less those evicted so far.
+    budget_left: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # Entries the session already turned into TaskInfos (for deallocating them).
+    infos: dict[int, TaskInfo] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def info(self, index: int) -> TaskInfo:
+        found = self.infos.get(index)
+        if found is None:
+            task = self.tasks[index]
+            found = self.infos[index] = TaskInfo(
+                task=task,
+                vec=self.vecs[index],
+                priority=int(self.priority[index]),
+                gpu=gpu_demand(task.request),
+            )
+        return found
+
+    def mark(self, index: int, *, taken: bool) -> None:
+        """Record the entry evicted (or restored), and what that leaves of its budgets."""
+        self.taken[index] = taken
+        for budget in self.protected_by[index]:
+            self.budget_left[budget] += -1 if taken else 1
+
+    def exceeded(self, index: int) -> str:
+        """The key of a budget that evicting the entry now would exceed, or ""."""
+        for budget in self.protected_by[index]:
+            if self.budget_left[budget] <= 0:
+                return self.budgets[budget].key
+        return ""
+
+    def job_of(self, index: int) -> JobInfo:
+        """Its job, or for a pod of no job the session knows (another scheduler's), a
+        stand-in in no queue, for the plugins told that it leaves its node."""
+        job = self.jobs[index]
+        if job is None:
+            task = self.tasks[index]
+            job = JobInfo(
+                key="",
+                namespace=task.namespace,
+                name=task.name,
+                min_member=1,
+                queue="",
+                priority=int(self.priority[index]),
+                creation=task.creation,
+            )
+        return job
+
+
+def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
+    """Every pod holding a node that is not already terminating."""
+    classes = snapshot.priority_classes
+    default = max((pc.value for pc in classes.values() if pc.global_default), default=0)
+    column = snapshot.column
+    budgets = list(snapshot.budgets)
+    by_namespace: dict[str, list[int]] = {}
+    for index, budget in enumerate(budgets):
+        by_namespace.setdefault(budget.namespace, []).append(index)
+    tasks: list[Task] = []
+    jobs: list[JobInfo | None] = []
+    rows: list[int] = []
+    priority: list[int] = []
+    queue: list[str] = []
+    evictable: list[bool] = []
+    protected_by: list[tuple[int, ...]] = []
+    members: dict[str, list[int]] = {}
+    vectors: dict[tuple[object, ...], IntArray] = {}
+    for row, task in snapshot.placed:
+        if task.deleting:
+            continue
+        job = snapshot.jobs.get(task.group.key if task.group else f"pod:{task.key}")
+        index = len(tasks)
+        tasks.append(task)
+        jobs.append(job)
+        rows.append(row)
+        priority.append(_priority(task, job, classes, default))
+        queue.append(job.queue if job is not None else "")
+        ours = task.scheduler_name == snapshot.scheduler_name
+        evictable.append(
+            (ours or other_schedulers)
+            and task.namespace != SYSTEM_NAMESPACE
+            and task.priority_class_name not in CRITICAL_CLASSES
+        )
+        protected_by.append(
+            tuple(
+                b
+                for b in by_namespace.get(task.namespace, ())
+                if budgets[b].selector.matches(task.labels)
+            )
+        )
+        if job is not None:
+            members.setdefault(job.key, []).append(index)
+        if task.shape_key not in vectors:
+            vec = np.zeros(len(column), dtype=np.int64)
+            for name, value in task.request.items():
+                vec[column[name]] = value
+            vectors[task.shape_key] = vec
+    vecs = (
+        np.array([vectors[t.shape_key] for t in tasks], dtype=np.int64)
+        if tasks
+        else np.zeros((0, len(column)), dtype=np.int64)
+    )
+    queue_names: dict[str, int] = {}
+    queue_ids = [queue_names.setdefault(name, len(queue_names)) for name in queue]
+    return Victims(
+        tasks=tasks,
+        jobs=jobs,
+        rows=np.array(rows, dtype=np.int64),
+        vecs=vecs,
+        priority=np.array(priority, dtype=np.int64),
+        creation=np.array([t.creation for t in tasks], dtype=np.float64),
+        queue=queue,
+        queue_ids=np.array(queue_ids, dtype=np.int64),
+        queue_names=queue_names,
+        evictable=np.array(evictable, dtype=np.bool_),
+        protected_by=protected_by,
+        budgets=budgets,
+        members=members,
+        budget_left=np.array([b.disruptions_allowed for b in budgets], dtype=np.int64),
+        taken=np.zeros(len(tasks), dtype=np.bool_),
+    )
+
+
+def _priority(
+    task: Task, job: JobInfo | None, classes: dict[str, PriorityClass], default: int
+) -> int:
+    """The priority the session ordered the pod's job by: its PodGroup's class when it
+    names one, else the pod's own (spec.priority, set on admission, or its class)."""
+    if job is not None and job.group is not None and job.group.priority_class_name:
+        return job.priority
+    if task.priority is not None:
+        return task.priority
+    found = classes.get(task.priority_class_name)
+    return found.value if found is not None else default
+
+
+def queue_mask(victims: Victims, queue: str) -> BoolArray:
+    """The entries whose job is in `queue`."""
+    found = victims.queue_names.get(queue)
+    if found is None:
+        return np.zeros(len(victims), dtype=np.bool_)
+    return np.asarray(victims.queue_ids == found, dtype=np.bool_)
