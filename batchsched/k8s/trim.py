@@ -132,8 +132,17 @@ def trim_pod(pod: Mapping[str, Any]) -> JSON:
             "annotations": _annotations(meta, POD_ANNOTATIONS),
         },
         "spec": kept,
-        "status": {"phase": (pod.get("status") or {}).get("phase")},
+        "status": _pod_status(pod.get("status") or {}),
     }
+
+
+def _pod_status(status: Mapping[str, Any]) -> JSON:
+    """The phase, and the node a preemption holds for the pod, when it has one: kept
+    only when set, so that pods without one trim as they always did."""
+    kept: JSON = {"phase": status.get("phase")}
+    if status.get("nominatedNodeName"):
+        kept["nominatedNodeName"] = status["nominatedNodeName"]
+    return kept
 
 
 def _volume(volume: Mapping[str, Any]) -> JSON:
@@ -196,6 +205,22 @@ def trim_pod_group(group: Mapping[str, Any]) -> JSON:
         "metadata": _identity(group.get("metadata") or {}),
         "spec": group.get("spec"),
         "status": {"phase": (group.get("status") or {}).get("phase")},
+    }
+
+
+def trim_budget(budget: Mapping[str, Any]) -> JSON:
+    """A PodDisruptionBudget as preemption reads it: whom it protects, and how many of
+    them may go now (the disruption controller keeps that count in its status)."""
+    meta = budget.get("metadata") or {}
+    return {
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+        },
+        "spec": {"selector": (budget.get("spec") or {}).get("selector")},
+        "status": {"disruptionsAllowed": (budget.get("status") or {}).get("disruptionsAllowed", 0)},
     }
 
 

@@ -21,6 +21,7 @@ from batchsched.cache.cluster import ClusterCache
 from batchsched.k8s.status import ObjectRef, StatusWriter, object_ref
 from batchsched.k8s.trim import (
     JSON,
+    trim_budget,
     trim_claim,
     trim_csi_driver,
     trim_csi_node,
@@ -75,6 +76,8 @@ WATCHED = (
         "storage.k8s.io/v1", "csistoragecapacities", "CSIStorageCapacity", trim_storage_capacity
     ),
     Watched(OUR_API, "queues", "Queue", trim_queue),
+    # Which running pods preemption should spare.
+    Watched("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", trim_budget),
     # Ours and the kinds of the schedulers we stand in for, once their CRDs exist.
     *(Watched(api, "podgroups", "PodGroup", trim_pod_group) for api in POD_GROUP_APIS),
 )

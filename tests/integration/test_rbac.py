@@ -110,9 +110,10 @@ def test_role_has_no_wildcards_or_secrets(cluster_role: JSON) -> None:
         for key in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
             assert not any("*" in value for value in rule.get(key, [])), rule
         assert "secrets" not in rule.get("resources", []), rule
-        assert not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & set(
-            rule["verbs"]
-        ), rule
+        assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), rule
+        # Preemption deletes the victims a PodDisruptionBudget would keep; nothing else.
+        if "delete" in rule["verbs"]:
+            assert rule["apiGroups"] == [""] and rule["resources"] == ["pods"], rule
 
 
 def _allowed(client: Kube, verb: str, group: str, resource: str, namespace: str = "") -> bool:
@@ -143,6 +144,10 @@ NEEDED = [
     *[(verb, "", "namespaces") for verb in ("list", "watch")],
     ("create", "", "pods/binding"),
     ("patch", "", "pods/status"),
+    # Preemption: victims are evicted, or deleted when a budget would refuse it.
+    ("create", "", "pods/eviction"),
+    ("delete", "", "pods"),
+    *[(verb, "policy", "poddisruptionbudgets") for verb in ("list", "watch")],
     ("create", "events.k8s.io", "events"),
     # Claims and volumes: watched, and written to bind a claim before its pod.
     *[
@@ -177,9 +182,10 @@ NOT_NEEDED = [
     ("create", "", "pods"),
     ("update", "", "pods"),
     ("patch", "", "pods"),
-    ("delete", "", "pods"),
-    ("create", "", "pods/eviction"),
+    ("deletecollection", "", "pods"),
     ("create", "", "pods/exec"),
+    *[(verb, "policy", "poddisruptionbudgets") for verb in ("get", "create", "update", "delete")],
+    ("patch", "policy", "poddisruptionbudgets/status"),
     ("create", "", "nodes"),
     ("patch", "", "nodes"),
     ("delete", "", "nodes"),
@@ -264,6 +270,7 @@ def test_scheduler_requests_succeed(
         "/apis/scheduling.volcano.sh/v1beta1/podgroups",
         "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
         "/apis/batch.scheduler.tencent.com/v1/podgroups",
+        "/apis/policy/v1/poddisruptionbudgets",
     ):
         scheduler.get(path).expect(200)
     scheduler.get(f"/api/v1/namespaces/{namespace}/pods/p0").expect(200)
@@ -304,6 +311,17 @@ def test_scheduler_requests_succeed(
         "type": "Normal",
     }
     scheduler.post(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", new_event).expect(201)
+
+    # Preemption: a victim evicted, and one deleted where a budget would refuse it.
+    for victim in ("v0", "v1"):
+        kube.create(pod(victim, {"cpu": "1"}), namespace)
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "v0", "namespace": namespace},
+    }
+    scheduler.post(f"/api/v1/namespaces/{namespace}/pods/v0/eviction", eviction).expect(201)
+    scheduler.delete(f"/api/v1/namespaces/{namespace}/pods/v1").expect(200)
 
 
 def _lease(name: str, holder: str) -> JSON:
@@ -380,7 +398,8 @@ def test_scheduler_requests_refused(scheduler: Kube, namespace: str) -> None:
         scheduler.post(f"/api/v1/namespaces/{namespace}/secrets", secret),
         scheduler.get(f"/api/v1/namespaces/{namespace}/configmaps"),
         scheduler.post(f"/api/v1/namespaces/{namespace}/pods", pod("sneaky", {"cpu": "1"})),
-        scheduler.delete(f"/api/v1/namespaces/{namespace}/pods/anything"),
+        scheduler.delete(f"/api/v1/namespaces/{namespace}/pods"),
+        scheduler.delete(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/anything"),
         scheduler.post("/api/v1/nodes", node("sneaky", {"cpu": "1"})),
         scheduler.delete("/api/v1/nodes/anything"),
         scheduler.delete(

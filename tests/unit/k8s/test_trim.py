@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from batchsched.api.budgets import budget_from_object
 from batchsched.api.groups import pod_group_from_object
 from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.nodes import node_from_object
@@ -22,6 +23,7 @@ from batchsched.api.volumes import (
     volume_from_object,
 )
 from batchsched.k8s.trim import (
+    trim_budget,
     trim_claim,
     trim_csi_driver,
     trim_csi_node,
@@ -163,6 +165,54 @@ def test_a_bound_deleting_pod_keeps_its_node_phase_and_deletion() -> None:
     bound = pod("p", requests={"cpu": "1"}, node_name="n1", phase="Running")
     bound["metadata"]["deletionTimestamp"] = stamp(9)
     assert task_from_pod(trim_pod(bound)) == task_from_pod(bound)
+
+
+def test_a_pending_pod_keeps_the_node_its_preemption_holds() -> None:
+    nominated = copy.deepcopy(FULL_POD)
+    nominated["status"]["nominatedNodeName"] = "n7"
+    trimmed = trim_pod(nominated)
+    assert trimmed["status"]["nominatedNodeName"] == "n7"
+    assert task_from_pod(trimmed) == task_from_pod(nominated)
+    assert task_from_pod(trimmed).nominated_node == "n7"
+    assert "nominatedNodeName" not in trim_pod(FULL_POD)["status"]
+
+
+FULL_BUDGET: Obj = {
+    "apiVersion": "policy/v1",
+    "kind": "PodDisruptionBudget",
+    "metadata": {
+        "name": "trainers",
+        "namespace": "team",
+        "uid": "b-1",
+        "resourceVersion": "41",
+        "generation": 2,
+        "managedFields": [{"manager": "kubectl"}],
+    },
+    "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "train"}}},
+    "status": {
+        "disruptionsAllowed": 1,
+        "currentHealthy": 4,
+        "desiredHealthy": 3,
+        "expectedPods": 4,
+        "observedGeneration": 2,
+        "conditions": [{"type": "DisruptionAllowed", "status": "True"}],
+    },
+}
+
+
+def test_a_trimmed_budget_parses_like_the_whole_budget() -> None:
+    assert budget_from_object(trim_budget(FULL_BUDGET)) == budget_from_object(FULL_BUDGET)
+    unprocessed = {**FULL_BUDGET, "status": {}}
+    assert budget_from_object(trim_budget(unprocessed)) == budget_from_object(unprocessed)
+
+
+def test_a_budget_changes_its_trimmed_form_only_with_its_selector_or_allowance() -> None:
+    healthier = copy.deepcopy(FULL_BUDGET)
+    healthier["metadata"]["resourceVersion"] = "42"
+    healthier["status"]["currentHealthy"] = 5
+    assert trim_budget(healthier) == trim_budget(FULL_BUDGET)
+    healthier["status"]["disruptionsAllowed"] = 2
+    assert trim_budget(healthier) != trim_budget(FULL_BUDGET)
 
 
 def test_status_and_bookkeeping_changes_do_not_change_the_trimmed_pod() -> None:
