@@ -119,6 +119,25 @@ API_WRITES = Counter(
     "Status patches and events written to the API server, by what and outcome.",
     ["kind", "result"],
 )
+PREEMPTION_VICTIMS = Counter(
+    "batchsched_preemption_victims_total",
+    "Pods evicted to make room (or deleted, where a PodDisruptionBudget would refuse the "
+    "eviction), counted once the API server accepted it, by the action that chose them: "
+    "`preempt` or `reclaim`.",
+    ["action"],
+)
+PREEMPTION_FAILURES = Counter(
+    "batchsched_preemption_failures_total",
+    "Victims the scheduler chose but did not evict, by why: `refused` (a "
+    "PodDisruptionBudget refused the eviction, 429), `error` (any other error, or "
+    "retries exhausted), `fenced` (the leader lease could no longer be proven).",
+    ["reason"],
+)
+NOMINATED_PODS = Gauge(
+    "batchsched_nominated_pods",
+    "Pending pods of this scheduler holding a node their preemption freed "
+    "(status.nominatedNodeName) after the last session.",
+)
 LEADER = Gauge(
     "batchsched_leader", "1 while this replica holds the leader lease (or runs without one)."
 )

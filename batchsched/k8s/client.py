@@ -58,12 +58,11 @@ class ApiError(Exception):
         self.message = str(body.get("message") or body or "no details")
         details = body.get("details")
         causes = details.get("causes") if isinstance(details, dict) else None
+        listed = [cause for cause in causes or () if isinstance(cause, dict)]
         # What the server says caused it, e.g. NamespaceTerminating on a 403.
-        self.causes = frozenset(
-            str(cause.get("reason") or cause.get("type") or "")
-            for cause in causes or ()
-            if isinstance(cause, dict)
-        )
+        self.causes = frozenset(str(c.get("reason") or c.get("type") or "") for c in listed)
+        # And in its words: which PodDisruptionBudget refused an eviction, and why.
+        self.explanations = tuple(str(c["message"]) for c in listed if c.get("message"))
         super().__init__(f"{method} {path}: HTTP {status}: {self.message}")
 
     @property

@@ -6,11 +6,13 @@ replica leads. It is one coroutine, so two sessions never overlap.
 Each session runs in a forked child process at a lower CPU priority (forked.py says
 why), which takes its snapshot of the cache as it was at the fork, so a long session
 (tens of thousands of pods) does not stall watches, binds in flight or the lease. Each
-job's bindings come back to the event loop the moment the session commits them and go
-to the binder at once, so the API server is binding the first gangs while later ones
-are still being placed. Before a job's bindings are assumed they are checked against
-the cache as it is by then: if a member was deleted, recreated or bound meanwhile, or
-its node is gone, none of the job is bound and the next session looks again.
+job's bindings come back to the event loop the moment the session commits them and go to
+the binder at once, so the API server is binding the first gangs while later ones are
+still being placed. The victims a session chose to preempt, and the nodes it holds for
+their preemptors, go to the evictor once it ends. Before a job's bindings are assumed
+they are checked against the cache as it is by then: if a member was deleted, recreated
+or bound meanwhile, or its node is gone, none of the job is bound and the next session
+looks again.
 
 A tick on which nothing the core reads has changed skips the session: an idle cluster
 costs a counter increment per period. Pods left pending are looked at again every
@@ -44,6 +46,7 @@ from batchsched.framework.config import SchedulerConfig, run_session
 from batchsched.framework.decisions import Binding, Decisions
 from batchsched.framework.session import Timings
 from batchsched.k8s.binder import Binder
+from batchsched.k8s.evictor import Evictor
 from batchsched.k8s.forked import run_forked
 from batchsched.k8s.usage import Usage, summarize
 from batchsched.k8s.watch import Watch
@@ -51,6 +54,7 @@ from batchsched.metrics import (
     ACTION_DURATION,
     CLUSTER_ALLOCATABLE,
     CLUSTER_ALLOCATED,
+    NOMINATED_PODS,
     PENDING_GROUPS,
     PENDING_PODS,
     PLUGIN_DURATION,
@@ -77,6 +81,7 @@ class SessionLoop:
         watch: Watch,
         binder: Binder,
         *,
+        evictor: Evictor,
         leading: Callable[[], bool],
         revisit_seconds: float = 10.0,
     ) -> None:
@@ -85,6 +90,7 @@ class SessionLoop:
         self.cache: ClusterCache = watch.cache
         self.status = watch.status
         self.binder = binder
+        self.evictor = evictor
         self.leading = leading
         self.revisit_seconds = revisit_seconds
         self._last: float | None = None
@@ -146,6 +152,7 @@ class SessionLoop:
         self._peak_rss = max(self._peak_rss, finished.peak_rss_bytes)
         SESSION_PEAK_RSS.set(self._peak_rss)
         self._publish(decisions, usage, timings)
+        self.evictor.submit(decisions.evictions, decisions.nominations)
         seconds = time.perf_counter() - started
         SESSION_DURATION.observe(seconds)
         SESSIONS.labels("ran").inc()
@@ -227,6 +234,7 @@ def _record(
     SCHEDULE_ATTEMPTS.labels("unschedulable").inc(len(pending))
     PENDING_PODS.set(len(pending))
     PENDING_GROUPS.set(usage.pending_groups)
+    NOMINATED_PODS.set(usage.nominated)
     for gauge in (QUEUE_ALLOCATED, QUEUE_DESERVED):
         gauge.clear()
     for name, queue in usage.queues.items():

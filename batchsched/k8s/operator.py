@@ -1,12 +1,12 @@
 """`batchsched run`: the scheduler on a real cluster.
 
 One asyncio program: an informer per watched kind feeds the cache; beside them run the
-session loop (each session in a forked child process), the binder, the status writer
-and, with leader election, the lease. If any of them fails, all stop and the error ends
-the process: a scheduler that silently stopped scheduling would be worse than one that
-restarts. The error is raised as itself, not inside the task group's ExceptionGroup, for
-the command to end with one line saying why (`exit_reason`). SIGTERM and SIGINT stop it
-cleanly, handing the lease over.
+session loop (each session in a forked child process), the binder, the evictor (the
+victims preemption chose), the status writer and, with leader election, the lease. If
+any of them fails, all stop and the error ends the process: a scheduler that silently
+stopped scheduling would be worse than one that restarts. The error is raised as itself,
+not inside the task group's ExceptionGroup, for the command to end with one line saying
+why (`exit_reason`). SIGTERM and SIGINT stop it cleanly, handing the lease over.
 
 Why not kopf, which DESIGN section 7 suggests for watching: kopf 1.45 runs every watch
 event through a per-object worker and its handler machinery, about 0.9 ms per event
@@ -36,6 +36,7 @@ from batchsched.k8s.binder import Binder
 from batchsched.k8s.client import TRANSPORT_ERRORS, Api, ApiError
 from batchsched.k8s.credentials import load_credentials, service_account_dir
 from batchsched.k8s.endpoints import BindAddress, MetricsAuth, serve
+from batchsched.k8s.evictor import Evictor
 from batchsched.k8s.informer import Informer
 from batchsched.k8s.leader import LeaderElection, LeadershipLost, unbounded
 from batchsched.k8s.loop import SessionLoop
@@ -163,7 +164,10 @@ async def run(options: Options) -> None:
         )
         watch = Watch(ClusterCache(), status)
         binder = Binder(api, watch, valid_for=valid_for, idle=binds_idle)
-        loop = SessionLoop(options.config, watch, binder, leading=lambda: valid_for() > 0)
+        evictor = Evictor(api, watch, scheduler_name=scheduler_name, valid_for=valid_for)
+        loop = SessionLoop(
+            options.config, watch, binder, evictor=evictor, leading=lambda: valid_for() > 0
+        )
         address = options.metrics_address
         if address is not None:
             auth = MetricsAuth(api) if options.metrics_auth else None
@@ -180,6 +184,7 @@ async def run(options: Options) -> None:
         jobs = [
             loop.run(),
             binder.run(),
+            evictor.run(),
             status.run(),
             *(Informer(api, watched, watch).run() for watched in WATCHED),
             *([leader.run()] if leader else []),

@@ -22,6 +22,8 @@ QUEUE_COUNTS = {"Pending": "pending", "Inqueue": "inqueue", "Running": "running"
 @dataclass(frozen=True)
 class Usage:
     pending_groups: int
+    # Pending pods holding a nominated node once the session's nominations are written.
+    nominated: int = 0
     queues: dict[str, QueueUsage] = field(default_factory=dict)
     cluster_allocatable: ResourceList = field(default_factory=dict)
     cluster_allocated: ResourceList = field(default_factory=dict)
@@ -52,10 +54,28 @@ def summarize(snapshot: Snapshot, decisions: Decisions) -> Usage:
     allocated = snapshot.used.sum(axis=0) + sum(placed.values(), np.zeros(width, dtype=np.int64))
     return Usage(
         pending_groups=sum(s.phase in WAITING_PHASES for s in decisions.jobs.values()),
+        nominated=_nominated(snapshot, decisions, decided),
         queues=queues,
         cluster_allocatable=_resources(snapshot, snapshot.allocatable.sum(axis=0)),
         cluster_allocated=_resources(snapshot, allocated),
     )
+
+
+def _nominated(snapshot: Snapshot, decisions: Decisions, decided: set[str]) -> int:
+    """Pending pods showing a nominated node, with the session's nominations applied
+    (an empty node clears one), and not bound by it."""
+    held = {
+        task.key
+        for job in snapshot.jobs.values()
+        for task in job.pending
+        if task.task.nominated_node
+    }
+    for nomination in decisions.nominations:
+        if nomination.node:
+            held.add(nomination.key)
+        else:
+            held.discard(nomination.key)
+    return len(held - decided)
 
 
 def _resources(snapshot: Snapshot, vector: IntArray) -> ResourceList:

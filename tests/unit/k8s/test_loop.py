@@ -12,6 +12,7 @@ from batchsched.framework.config import default_config
 from batchsched.framework.decisions import Binding
 from batchsched.k8s import loop as session_loop
 from batchsched.k8s.binder import Binder
+from batchsched.k8s.evictor import Evictor
 from batchsched.k8s.leader import unbounded
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.watch import PODS, WATCHED
@@ -31,7 +32,8 @@ def setup() -> tuple[SessionLoop, RecordingApi]:
         obj["metadata"]["uid"] = f"uid-{i}"
         watch.apply(PODS if obj["kind"] == "Pod" else GROUPS, obj)
     binder = Binder(api, watch, valid_for=unbounded, idle=watch.status.binds_idle)
-    return SessionLoop(default_config(), watch, binder, leading=lambda: True), api
+    evictor = Evictor(api, watch, scheduler_name="batch-scheduler", valid_for=unbounded)
+    return SessionLoop(default_config(), watch, binder, evictor=evictor, leading=lambda: True), api
 
 
 def binding(member: int, *, node: str = "n1") -> Binding:

@@ -1,6 +1,7 @@
 """What a session leaves each queue and the cluster holding."""
 
 from batchsched.framework.config import default_config, run_session
+from batchsched.framework.decisions import Binding, Nomination
 from batchsched.k8s.usage import summarize
 
 from ..builders import gang, node, pod, queue, snapshot_of
@@ -24,3 +25,27 @@ def test_queue_usage_counts_bound_and_just_decided_pods() -> None:
     assert usage.cluster_allocatable["cpu"] == 4000
     assert usage.cluster_allocated["cpu"] == 3000
     assert usage.pending_groups == 1
+
+
+def nominated(name: str, node_name: str) -> dict[str, object]:
+    waiting = pod(name, requests={"cpu": "8"})
+    waiting["status"] = {"phase": "Pending", "nominatedNodeName": node_name}
+    return waiting
+
+
+def test_nominated_pods_count_the_sessions_nominations_and_not_pods_it_bound() -> None:
+    objects = [
+        node("n1", cpu="4", memory="8Gi"),
+        nominated("held-0", "n1"),
+        nominated("held-1", "n1"),
+        nominated("cleared", "n1"),
+    ]
+    snapshot = snapshot_of(objects)
+    decisions = run_session(snapshot, default_config())
+    # Bound in the session (as if room had come free): it no longer waits on its node.
+    decisions.bindings = [Binding("default", "held-1", "", "n1", "")]
+    decisions.nominations = [
+        Nomination("default", "cleared", "", "", ""),
+        Nomination("default", "fresh", "", "n1", ""),
+    ]
+    assert summarize(snapshot, decisions).nominated == 2
