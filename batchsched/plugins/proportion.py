@@ -5,10 +5,25 @@ nodes its jobs can reach is handed out in proportion to weight, no queue gets mo
 it asks for (allocated + pending) or than its capability, and what one queue cannot use
 goes to the others. The queue furthest below its share is served first; a queue at or
 above its share waits while others have work.
+
+Volcano's other Queue fields mean what its users expect:
+- `guarantee.resource` is a floor: a queue deserves at least its guarantee, or what it
+  asks for if that is less (the rest goes to others), and reclaim never takes it below
+  its guarantee. Guarantees adding up to more than there is are scaled down alike.
+- `deserved` (Volcano's capacity plugin) is honoured rather than refused, as it states a
+  clear intent: for each resource it lists, the queue deserves that amount (raised to its
+  guarantee, capped by what it asks for) instead of a weighted share; others share the rest.
+- `parent` makes a tree. Queues with none (or Volcano's `root`) share the cluster; a
+  parent's share is water-filled among its children alike, and deserves at least their
+  guarantees. A pod counts against its queue's capability and every ancestor's. Jobs go
+  to leaves: one sent to a queue with children waits, as in Volcano.
+- Reclaim lets a job of a queue below its deserved share (in a resource the job asks for)
+  evict pods of other reclaimable queues above theirs, as Volcano's proportion does, but
+  never a pod whose eviction would take its queue below its guarantee.
 """
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +33,9 @@ from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
 from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
+
+if TYPE_CHECKING:
+    from batchsched.framework.victims import Victims
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -33,8 +51,15 @@ class Proportion:
         snapshot = session.snapshot
         width = len(snapshot.resources)
         self.queues = snapshot.queues
+        self.children: dict[str, list[str]] = {name: [] for name in self.queues}
+        for name, queue in sorted(self.queues.items()):
+            if queue.parent is not None:
+                self.children[queue.parent].append(name)
+        # A queue, its parent, and so on up: what a pod in the queue counts against.
+        self.lineage = {name: self._ancestry(name) for name in self.queues}
         # Pod slots are a per-node limit, not something queues share out.
         self.shared = np.array([name != PODS for name in snapshot.resources], dtype=np.bool_)
+        # Per queue, its own pods' and its descendants'.
         self.allocated: dict[str, IntArray] = {
             name: np.zeros(width, dtype=np.int64) for name in self.queues
         }
@@ -42,43 +67,111 @@ class Proportion:
         self.reserved: dict[str, IntArray] = {
             name: np.zeros(width, dtype=np.int64) for name in self.queues
         }
-        demand = {name: np.zeros(width, dtype=np.int64) for name in self.queues}
-        column = snapshot.column
-        self.capability: dict[str, FloatArray] = {}
-        for name, queue in self.queues.items():
-            cap = np.full(width, np.inf)
-            for resource, value in queue.capability.items():
-                if resource in column:
-                    cap[column[resource]] = value
-            self.capability[name] = cap
+        # What each queue's own jobs ask for; a queue with children runs none of its own.
+        self.demand = {name: np.zeros(width, dtype=np.int64) for name in self.queues}
+        self.capability = {name: self._row(q.capability, np.inf) for name, q in self.queues.items()}
+        self.guarantee = {name: self._row(q.guarantee, 0.0) for name, q in self.queues.items()}
+        self.fixed = {name: self._row(q.deserved, np.nan) for name, q in self.queues.items()}
         for job in snapshot.jobs.values():
             if job.queue in self.queues:
-                self.allocated[job.queue] += job.allocated
-                demand[job.queue] += job.allocated
-                for task in job.pending:
-                    demand[job.queue] += task.vec
-        self.demand = demand
+                for name in self.lineage[job.queue]:
+                    self.allocated[name] += job.allocated
+                self.demand[job.queue] += job.allocated
+                if not self.children[job.queue]:
+                    for task in job.pending:
+                        self.demand[job.queue] += task.vec
         self._deserved: dict[str, FloatArray] | None = None
         # Holding a queue back at its share only helps when another queue is waiting.
-        waiting = [q for q in demand if (demand[q] > self.allocated[q])[self.shared].any()]
+        waiting = [
+            q
+            for q in self.demand
+            if not self.children[q] and (self.demand[q] > self.allocated[q])[self.shared].any()
+        ]
         self.contended = len(waiting) > 1
+        # Per victims of this session: each entry's queue as an index into `_names`, or -1.
+        self._names = list(self.queues)
+        self._victims: Victims | None = None
+        self._victim_queue: IntArray = np.zeros(0, dtype=np.int64)
         session.valid_checks.append(self._invalid)
         session.enqueue_checks.append(self._enqueue_blocked)
         session.allocate_checks.append(self._over_capability)
         session.queue_keys.append(self._share)
         session.overused_checks.append(self._overused)
+        session.reclaimable.append(self._reclaimable)
         session.on_allocate.append(self._allocated)
         session.on_deallocate.append(self._deallocated)
         session.closers.append(self._report)
+
+    def _ancestry(self, name: str) -> tuple[str, ...]:
+        parent = self.queues[name].parent
+        return (name,) if parent is None else (name, *self._ancestry(parent))
+
+    def _row(self, resources: Mapping[str, int], unset: float) -> FloatArray:
+        """A queue's setting as a row over the snapshot's resources, `unset` elsewhere."""
+        column = self.session.snapshot.column
+        row = np.full(len(column), unset)
+        for resource, value in resources.items():
+            if resource in column:
+                row[column[resource]] = value
+        return row
 
     @property
     def deserved(self) -> dict[str, FloatArray]:
         """Worked out when first asked in a session, once every plugin is open: which
         nodes a pod may use is the predicates plugin's to say, wherever the configuration
-        lists it."""
+        lists it. Whole units, as resources are counted, so that a queue holding exactly
+        its share is not taken for one holding more."""
         if self._deserved is None:
-            self._deserved = self._water_fill(self._reachable(), self.demand)
+            shares: dict[str, FloatArray] = {}
+            bounds: dict[str, tuple[FloatArray, FloatArray]] = {}
+            top = [name for name, queue in self.queues.items() if queue.parent is None]
+            for name in top:
+                self._bounds(name, bounds)
+            self._share_out(self._reachable().astype(np.float64), top, bounds, shares)
+            self._deserved = {
+                name: np.floor(share * (1 + 1e-12) + 1e-9) for name, share in shares.items()
+            }
         return self._deserved
+
+    def _bounds(
+        self, name: str, bounds: dict[str, tuple[FloatArray, FloatArray]]
+    ) -> tuple[FloatArray, FloatArray]:
+        """The least and most `name` may deserve: its guarantee (at least its children's
+        together) and what it and its children ask for within its capability, both fixed
+        where it states `deserved`."""
+        guaranteed = np.zeros_like(self.guarantee[name])
+        asks = self.demand[name].astype(np.float64)
+        for child in self.children[name]:
+            child_floor, child_limit = self._bounds(child, bounds)
+            guaranteed += child_floor
+            asks += child_limit
+        limit = np.minimum(asks, self.capability[name])
+        floor = np.minimum(np.maximum(guaranteed, self.guarantee[name]), limit)
+        fixed = self.fixed[name]
+        stated = ~np.isnan(fixed)
+        floor[stated] = limit[stated] = np.minimum(np.maximum(fixed, floor), limit)[stated]
+        bounds[name] = (floor, limit)
+        return floor, limit
+
+    def _share_out(
+        self,
+        total: FloatArray,
+        members: list[str],
+        bounds: dict[str, tuple[FloatArray, FloatArray]],
+        shares: dict[str, FloatArray],
+    ) -> None:
+        """Water-fill `total` among `members`, then each member's share among its children."""
+        if not members:
+            return
+        weight = np.array([self.queues[q].weight for q in members], dtype=np.float64)
+        floor = np.array([bounds[q][0] for q in members])
+        limit = np.array([bounds[q][1] for q in members])
+        split = np.stack(
+            [_level(t, weight, floor[:, r], limit[:, r]) for r, t in enumerate(total)], axis=1
+        )
+        for row, name in enumerate(members):
+            shares[name] = split[row]
+            self._share_out(split[row], self.children[name], bounds, shares)
 
     def _report(self) -> None:
         resources = self.session.snapshot.resources
@@ -106,26 +199,14 @@ class Proportion:
         total: IntArray = snapshot.allocatable[reach].sum(axis=0)
         return total
 
-    def _water_fill(self, total: IntArray, demand: dict[str, IntArray]) -> dict[str, FloatArray]:
-        limit = {q: np.minimum(demand[q].astype(np.float64), self.capability[q]) for q in demand}
-        deserved = {q: np.zeros(len(total)) for q in demand}
-        remaining = total.astype(np.float64)
-        hungry = [q for q in demand if (limit[q] > 0).any()]
-        while hungry and (remaining > 0).any():
-            weight_sum = sum(self.queues[q].weight for q in hungry)
-            for q in hungry:
-                offer = remaining * self.queues[q].weight / weight_sum
-                deserved[q] = np.minimum(deserved[q] + offer, limit[q])
-            given = sum(deserved.values(), np.zeros(len(total)))
-            left = np.maximum(total - given, 0)
-            if np.allclose(left, remaining):
-                break
-            remaining = left
-            hungry = [q for q in hungry if (deserved[q] < limit[q] - 1e-9).any()]
-        return deserved
-
     def _invalid(self, job: JobInfo) -> str | None:
         if job.queue in self.queues:
+            children = self.children[job.queue]
+            if children:
+                return (
+                    f"queue {job.queue!r} has child queues; submit to one of them: "
+                    f"{', '.join(children)}"
+                )
             return None
         why = self.session.snapshot.rejected_queues.get(job.queue)
         if why is not None:
@@ -133,24 +214,26 @@ class Proportion:
         return f"queue {job.queue!r} does not exist"
 
     def _enqueue_blocked(self, job: JobInfo) -> str | None:
-        queue = self.queues[job.queue]
-        if not queue.open:
-            return f"queue {queue.name} is closed"
+        for name in self.lineage[job.queue]:
+            if not self.queues[name].open:
+                return f"queue {name} is closed"
         minimum = self._vector(job.min_resources)
-        after = self.allocated[job.queue] + self.reserved[job.queue] + minimum
-        over = np.flatnonzero(after > self.capability[job.queue])
-        if len(over):
-            return self._over_message(job.queue, int(over[0]), "minResources")
-        self.reserved[job.queue] += minimum
+        for name in self.lineage[job.queue]:
+            after = self.allocated[name] + self.reserved[name] + minimum
+            over = np.flatnonzero(after > self.capability[name])
+            if len(over):
+                return self._over_message(name, int(over[0]), "minResources")
+        for name in self.lineage[job.queue]:
+            self.reserved[name] += minimum
         return None
 
     def _over_capability(self, job: JobInfo, task: TaskInfo) -> str | None:
-        if not self.queues[job.queue].capability:
-            return None
-        after = self.allocated[job.queue] + task.vec
-        over = np.flatnonzero((after > self.capability[job.queue]) & (task.vec > 0))
-        if len(over):
-            return self._over_message(job.queue, int(over[0]), f"pod {task.key}")
+        for name in self.lineage[job.queue]:
+            if self.queues[name].capability:
+                after = self.allocated[name] + task.vec
+                over = np.flatnonzero((after > self.capability[name]) & (task.vec > 0))
+                if len(over):
+                    return self._over_message(name, int(over[0]), f"pod {task.key}")
         return None
 
     def _over_message(self, queue: str, column: int, what: str) -> str:
@@ -177,11 +260,52 @@ class Proportion:
             return False
         return bool((deserved <= self.allocated[queue])[self.shared].all())
 
+    def _reclaimable(self, job: JobInfo, victims: "Victims") -> BoolArray:
+        """The victims `job` may reclaim, from what queues hold now (evictions so far
+        included): pods of other reclaimable queues above their deserved share, each
+        leaving its queue at or above its guarantee. None unless the job's own queue is
+        below its share in a resource the job asks for."""
+        allowed: BoolArray = np.zeros(len(victims), dtype=np.bool_)
+        own = self.deserved.get(job.queue)
+        if own is None or not len(victims):
+            return allowed
+        asks = self.shared & (sum((t.vec for t in job.pending), np.zeros_like(own)) > 0)
+        if not (self.allocated[job.queue] < own)[asks].any():
+            return allowed
+        held = np.array([self.allocated[name] for name in self._names])
+        deserved = np.array([self.deserved[name] for name in self._names])
+        guarantee = np.array([self.guarantee[name] for name in self._names])
+        queue_ok = ((held > deserved) & self.shared).any(axis=1)
+        queue_ok &= np.array([self.queues[name].reclaimable for name in self._names])
+        queue_ok[self._names.index(job.queue)] = False
+        index = self._victim_queues(victims)
+        known = index >= 0
+        row = np.where(known, index, 0)
+        kept = guarantee[row]
+        breaks = ((held[row] - victims.vecs) < kept) & (kept > 0)
+        allowed = known & queue_ok[row] & ~breaks.any(axis=1)
+        return allowed
+
+    def _victim_queues(self, victims: "Victims") -> IntArray:
+        """Each victim's queue as an index into `_names` (-1: none we share out), worked
+        out once per session's victims rather than per preemptor."""
+        if self._victims is not victims:
+            position = {name: i for i, name in enumerate(self._names)}
+            self._victim_queue = np.fromiter(
+                (position.get(name, -1) for name in victims.queue),
+                dtype=np.int64,
+                count=len(victims),
+            )
+            self._victims = victims
+        return self._victim_queue
+
     def _allocated(self, job: JobInfo, task: TaskInfo, node: int) -> None:
-        self.allocated[job.queue] += task.vec
+        for name in self.lineage.get(job.queue, ()):
+            self.allocated[name] += task.vec
 
     def _deallocated(self, job: JobInfo, task: TaskInfo, node: int) -> None:
-        self.allocated[job.queue] -= task.vec
+        for name in self.lineage.get(job.queue, ()):
+            self.allocated[name] -= task.vec
 
     def _vector(self, resources: Mapping[str, int]) -> IntArray:
         column = self.session.snapshot.column
@@ -189,3 +313,24 @@ class Proportion:
         for name, value in resources.items():
             vector[column[name]] = value
         return vector
+
+
+def _level(total: float, weight: FloatArray, floor: FloatArray, limit: FloatArray) -> FloatArray:
+    """One resource's shares: `weight` times a common level, each clipped to its
+    [floor, limit], the level set so the shares add up to `total` (or every queue gets
+    its limit, or floors beyond `total` are scaled down). Exact, from the breakpoints
+    where a queue's share stops being pinned, so 8 CPUs weighted 1:3 give 2 and 6."""
+    if total <= 0:
+        return np.zeros_like(limit)
+    if limit.sum() <= total:
+        return limit
+    if floor.sum() >= total:
+        scaled: FloatArray = floor * (total / floor.sum())
+        return scaled
+    points = np.unique(np.concatenate([floor / weight, limit / weight]))
+    filled = np.clip(points[:, None] * weight, floor, limit).sum(axis=1)
+    at = int(np.searchsorted(filled, total, side="right")) - 1
+    rising = (floor / weight <= points[at]) & (limit / weight >= points[at + 1])
+    level = points[at] + (total - filled[at]) / weight[rising].sum()
+    shares: FloatArray = np.clip(level * weight, floor, limit)
+    return shares
