@@ -22,4 +22,6 @@ def preempt(session: Session) -> None:
 
 
 def _same_queue(job: JobInfo, victims: Victims) -> BoolArray:
-    return queue_mask(victims, job.queue)
+    """Its queue's pods, and those of no queue: other schedulers' (when they may be
+    evicted at all) share no queue with anyone, so priority alone decides for them."""
+    return queue_mask(victims, job.queue) | queue_mask(victims, "")

@@ -287,7 +287,8 @@ class _JobBuilder:
 
     def finish(self, node_rows: Mapping[str, int]) -> dict[str, JobInfo]:
         for job in self.jobs.values():
-            if job.label_only or job.group is None:
+            if job.group is None or not job.group.priority_class_name:
+                # A job whose PodGroup names no class is as urgent as its pods.
                 job.priority = max((t.priority for t in job.pending), default=job.priority)
             named = self._named_queue(job)
             if named is not None:

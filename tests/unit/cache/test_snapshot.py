@@ -43,9 +43,11 @@ def test_pod_priority(objects: list[Obj], priority: int) -> None:
 
 @pytest.mark.parametrize(
     ("group_class", "priority"),
-    [({"priorityClassName": "high"}, 1000), ({}, 50)],
+    [({"priorityClassName": "high"}, 1000), ({}, 10)],
 )
 def test_group_priority_comes_from_the_podgroup(group_class: Obj, priority: int) -> None:
+    """The PodGroup's class when it names one, else its pods' (as coscheduling users
+    set it), never the global default over what the pods say."""
     snapshot = snapshot_of(
         [
             *CLASSES,

@@ -1,0 +1,310 @@
+"""preempt: a job that does not fit evicts lower-priority work of its queue, gang-aware."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from batchsched.framework.decisions import Decisions
+
+from ..builders import Obj, decide, node, pod, pod_group, priority_class, queue
+
+FOUR_CPU = {"cpu": "4"}
+
+
+def running_gang(
+    name: str,
+    size: int,
+    *,
+    min_member: int,
+    nodes: list[str],
+    cpu: str = "4",
+    priority: int = 0,
+    created: float = 0,
+    **spec: Any,
+) -> list[Obj]:
+    """A PodGroup with `size` running members spread round-robin over `nodes`."""
+    return [
+        pod_group(name, min_member, created=created, **spec),
+        *(
+            pod(
+                f"{name}-{i}",
+                requests={"cpu": cpu},
+                group=name,
+                node_name=nodes[i % len(nodes)],
+                phase="Running",
+                created=created + i,
+                spec={"priority": priority},
+            )
+            for i in range(size)
+        ),
+    ]
+
+
+def pending_gang(
+    name: str, size: int, *, cpu: str = "4", priority: int = 1000, **pod_spec: Any
+) -> list[Obj]:
+    return [
+        pod_group(name, size, created=100),
+        *(
+            pod(
+                f"{name}-{i}",
+                requests={"cpu": cpu},
+                group=name,
+                created=100,
+                spec={"priority": priority, **pod_spec},
+            )
+            for i in range(size)
+        ),
+    ]
+
+
+def evicted(decisions: Decisions) -> set[str]:
+    return {e.key for e in decisions.evictions}
+
+
+def nominated(decisions: Decisions) -> dict[str, str]:
+    return {n.key: n.node for n in decisions.nominations}
+
+
+def budget(name: str, allowed: int, labels: Mapping[str, str]) -> Obj:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": dict(labels)}},
+        "status": {"disruptionsAllowed": allowed},
+    }
+
+
+def test_a_high_priority_gang_evicts_whole_low_priority_gangs_and_is_nominated() -> None:
+    """Two 2-CPU-short nodes: the 2-pod gang needs two nodes' worth, so both low gangs
+    (minMember 2 each, exactly at it) go whole, never one member of each."""
+    decisions = decide(
+        [
+            node("n1"),
+            node("n2"),
+            *running_gang("low-a", 2, min_member=2, nodes=["n1"]),
+            *running_gang("low-b", 2, min_member=2, nodes=["n2"]),
+            *pending_gang("high", 2, cpu="8"),
+        ]
+    )
+    assert evicted(decisions) == {f"default/low-{g}-{i}" for g in "ab" for i in range(2)}
+    assert nominated(decisions) == {"default/high-0": "n1", "default/high-1": "n2"}
+    assert decisions.bindings == []
+    assert all(e.action == "preempt" and e.preemptor == "default/high" for e in decisions.evictions)
+    assert "waiting for them to terminate" in decisions.pending["default/high-0"]
+
+
+def test_a_gang_loses_only_members_above_min_member_when_that_is_enough() -> None:
+    decisions = decide(
+        [
+            node("n1"),
+            *running_gang("low", 2, min_member=1, nodes=["n1"]),
+            *pending_gang("high", 1),
+        ]
+    )
+    # The most recently created member goes; one member is left, its minMember.
+    assert evicted(decisions) == {"default/low-1"}
+
+
+def test_never_part_of_a_gang_below_min_member() -> None:
+    """Needing 4 CPUs of a node where a 3-of-4 gang runs 4 one-CPU members: taking one
+    would be enough for one pod, but leaves the gang short, so the whole gang goes."""
+    decisions = decide(
+        [
+            node("n1", cpu="4"),
+            *running_gang("low", 4, min_member=4, nodes=["n1"], cpu="1"),
+            *pending_gang("high", 1, cpu="1"),
+        ]
+    )
+    assert evicted(decisions) == {f"default/low-{i}" for i in range(4)}
+    assert "evicted whole" in decisions.evictions[0].message
+
+
+def test_nothing_is_evicted_for_a_gang_that_cannot_fit_even_so() -> None:
+    decisions = decide(
+        [
+            node("n1"),
+            *running_gang("low", 2, min_member=2, nodes=["n1"]),
+            *pending_gang("high", 2, cpu="8"),
+        ]
+    )
+    assert decisions.evictions == [] and decisions.nominations == []
+
+
+def test_equal_or_higher_priority_is_never_preempted() -> None:
+    decisions = decide(
+        [
+            node("n1"),
+            *running_gang("same", 2, min_member=2, nodes=["n1"], priority=1000),
+            *pending_gang("high", 1),
+        ]
+    )
+    assert decisions.evictions == []
+
+
+def test_preemption_policy_never_evicts_nothing() -> None:
+    objects = [node("n1"), *running_gang("low", 2, min_member=2, nodes=["n1"])]
+    assert decide([*objects, *pending_gang("high", 1, preemptionPolicy="Never")]).evictions == []
+    never = priority_class("polite", 1000)
+    never["preemptionPolicy"] = "Never"
+    pods = [
+        pod_group("high", 1, created=100),
+        pod(
+            "high-0",
+            requests=FOUR_CPU,
+            group="high",
+            created=100,
+            spec={"priorityClassName": "polite"},
+        ),
+    ]
+    assert decide([*objects, never, *pods]).evictions == []
+
+
+def test_lowest_priority_victims_on_the_least_disturbed_node() -> None:
+    decisions = decide(
+        [
+            node("n1"),
+            node("n2"),
+            pod(
+                "mid",
+                requests={"cpu": "8"},
+                node_name="n1",
+                phase="Running",
+                spec={"priority": 500},
+            ),
+            pod(
+                "low", requests={"cpu": "8"}, node_name="n2", phase="Running", spec={"priority": 10}
+            ),
+            *pending_gang("high", 1),
+        ]
+    )
+    assert evicted(decisions) == {"default/low"}
+    assert nominated(decisions) == {"default/high-0": "n2"}
+
+
+def test_a_budget_protected_victim_is_spared_when_another_exists() -> None:
+    objects = [
+        node("n1"),
+        node("n2"),
+        pod("kept", requests={"cpu": "8"}, node_name="n1", phase="Running", labels={"app": "db"}),
+        pod(
+            "other", requests={"cpu": "8"}, node_name="n2", phase="Running", labels={"app": "batch"}
+        ),
+        budget("db", 0, {"app": "db"}),
+        *pending_gang("high", 1),
+    ]
+    decisions = decide(objects)
+    assert evicted(decisions) == {"default/other"}
+    assert decisions.evictions[0].budget == ""
+
+
+def test_a_budget_is_exceeded_only_when_no_other_victim_would_do_and_says_so() -> None:
+    decisions = decide(
+        [
+            node("n1"),
+            pod(
+                "kept", requests={"cpu": "8"}, node_name="n1", phase="Running", labels={"app": "db"}
+            ),
+            budget("db", 0, {"app": "db"}),
+            *pending_gang("high", 1),
+        ]
+    )
+    [eviction] = decisions.evictions
+    assert eviction.budget == "default/db"
+    assert "exceeds PodDisruptionBudget default/db" in eviction.message
+
+
+def test_other_schedulers_system_and_critical_pods_are_left_alone() -> None:
+    objects = [
+        node("n1"),
+        pod("theirs", requests={"cpu": "8"}, node_name="n1", phase="Running", scheduler="other"),
+        *pending_gang("high", 1),
+    ]
+    assert decide(objects).evictions == []
+    allowed = decide(
+        objects,
+        "preemptOtherSchedulers: true",
+    )
+    assert evicted(allowed) == {"default/theirs"}
+    system = [
+        node("n1"),
+        pod("dns", requests={"cpu": "8"}, node_name="n1", phase="Running", namespace="kube-system"),
+        *pending_gang("high", 1),
+    ]
+    assert decide(system, "preemptOtherSchedulers: true").evictions == []
+
+
+def test_preempt_stays_within_the_queue() -> None:
+    decisions = decide(
+        [
+            queue("a"),
+            queue("b"),
+            node("n1"),
+            *running_gang("low", 2, min_member=2, nodes=["n1"], queue="b"),
+            pod_group("high", 1, created=100, queue="a"),
+            pod("high-0", requests=FOUR_CPU, group="high", created=100, spec={"priority": 1000}),
+        ],
+        "actions: enqueue, allocate, preempt",
+    )
+    assert decisions.evictions == []
+
+
+def nominated_pod(name: str, node_name: str, *, group: str) -> Obj:
+    obj = pod(name, requests={"cpu": "8"}, group=group, created=100, spec={"priority": 1000})
+    obj["status"] = {"phase": "Pending", "nominatedNodeName": node_name}
+    return obj
+
+
+def test_a_nominated_pod_binds_to_its_node_once_the_victims_are_gone() -> None:
+    decisions = decide(
+        [
+            node("n1"),
+            node("n2"),
+            pod_group("high", 1, created=100),
+            nominated_pod("high-0", "n2", group="high"),
+        ]
+    )
+    assert [(b.name, b.node) for b in decisions.bindings] == [("high-0", "n2")]
+
+
+def test_the_room_is_held_while_victims_terminate() -> None:
+    """n1 holds a terminating victim (its room not yet free) and 4 CPUs idle; a newcomer
+    that would fit those 4 CPUs waits, so the nominated pod finds its room when the
+    victim is gone."""
+    victim = pod("victim", requests={"cpu": "4"}, node_name="n1", phase="Running")
+    victim["metadata"]["deletionTimestamp"] = "2024-01-01T00:10:00Z"
+    decisions = decide(
+        [
+            node("n1"),
+            victim,
+            pod_group("high", 1, created=100),
+            nominated_pod("high-0", "n1", group="high"),
+            pod("newcomer", requests=FOUR_CPU, created=200),
+        ],
+        "actions: enqueue, allocate, backfill",
+    )
+    assert decisions.bindings == []
+    assert (
+        "waiting for the pods preempted there to terminate" in decisions.pending["default/high-0"]
+    )
+
+
+def test_a_stale_nomination_is_cleared() -> None:
+    """Nothing terminates on n1 and the pod fits nowhere, nor may it preempt: its
+    nomination is cleared."""
+    decisions = decide(
+        [
+            node("n1"),
+            pod(
+                "stays",
+                requests={"cpu": "8"},
+                node_name="n1",
+                phase="Running",
+                spec={"priority": 2000},
+            ),
+            pod_group("high", 1, created=100),
+            nominated_pod("high-0", "n1", group="high"),
+        ]
+    )
+    assert decisions.bindings == []
+    assert nominated(decisions) == {"default/high-0": ""}
