@@ -1,0 +1,71 @@
+"""reclaim: a queue below its share takes back, from queues above theirs, what they borrowed."""
+
+from typing import Any
+
+from ..builders import Obj, decide, node, pod, pod_group, queue
+from .test_preempt import evicted, nominated
+
+EIGHT_NODES = [node(f"n{i}", cpu="4") for i in range(4)]
+
+
+def running(name: str, node_name: str, queue_name: str, *, priority: int = 0) -> list[Obj]:
+    return [
+        pod_group(name, 1, created=0, queue=queue_name),
+        pod(
+            f"{name}-0",
+            requests={"cpu": "4"},
+            group=name,
+            node_name=node_name,
+            phase="Running",
+            created=0,
+            spec={"priority": priority},
+        ),
+    ]
+
+
+def waiting(name: str, queue_name: str, **spec: Any) -> list[Obj]:
+    return [
+        pod_group(name, 1, created=100, queue=queue_name),
+        pod(f"{name}-0", requests={"cpu": "4"}, group=name, created=100, spec=spec),
+    ]
+
+
+def borrowed(*, reclaimable: bool = True) -> list[Obj]:
+    """Queue a (weight 1) runs on all four nodes; queue b (weight 1) is idle until now."""
+    lender = queue("a")
+    lender["spec"]["reclaimable"] = reclaimable
+    return [
+        lender,
+        queue("b"),
+        *EIGHT_NODES,
+        *(item for i in range(4) for item in running(f"a{i}", f"n{i}", "a", priority=100)),
+    ]
+
+
+def test_a_queue_below_its_share_reclaims_from_one_above_it_whatever_the_priority() -> None:
+    decisions = decide([*borrowed(), *waiting("b0", "b"), *waiting("b1", "b"), *waiting("b2", "b")])
+    # Half the cluster is b's share: two of a's pods go, not three.
+    assert len(evicted(decisions)) == 2
+    assert {e.action for e in decisions.evictions} == {"reclaim"}
+    assert len(nominated(decisions)) == 2
+
+
+def test_a_queue_not_reclaimable_keeps_what_it_borrowed() -> None:
+    decisions = decide([*borrowed(reclaimable=False), *waiting("b0", "b")])
+    assert decisions.evictions == []
+
+
+def test_a_guarantee_is_never_reclaimed() -> None:
+    objects = borrowed()
+    objects[0]["spec"]["guarantee"] = {"resource": {"cpu": "16"}}
+    decisions = decide([*objects, *waiting("b0", "b")])
+    assert decisions.evictions == []
+
+
+def test_reclaim_alone_does_not_preempt_within_a_queue() -> None:
+    """A job of queue a, the lender, gets nothing by reclaim: its queue is above its share."""
+    decisions = decide(
+        [*borrowed(), *waiting("a9", "a", priority=1000)],
+        "actions: enqueue, allocate, reclaim",
+    )
+    assert decisions.evictions == []
