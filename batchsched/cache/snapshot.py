@@ -148,7 +148,12 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
     vectors: dict[tuple[object, ...], IntArray] = {}
     queues, rejected_queues = _queues(cache)
     builder = _JobBuilder(
-        cache, scheduler_name=scheduler_name, width=len(resources), now=now, queues=queues
+        cache,
+        scheduler_name=scheduler_name,
+        width=len(resources),
+        now=now,
+        queues=queues,
+        rejected_queues=rejected_queues,
     )
     for task in cache.tasks.values():
         vec = vectors.get(task.shape_key)
@@ -235,9 +240,12 @@ class _JobBuilder:
         width: int,
         now: float,
         queues: Mapping[str, Queue],
+        rejected_queues: Mapping[str, str],
     ) -> None:
         self.cache = cache
         self.queues = queues
+        # Why each Queue that is not in `queues` was refused, its place in the tree included.
+        self.rejected_queues = rejected_queues
         self.width = width
         self.now = now
         self.scheduler_name = scheduler_name
@@ -330,7 +338,7 @@ class _JobBuilder:
         not in plain sight of whoever reads why the pod waits."""
         if named.name in self.queues:
             return None
-        why = self.cache.rejected_queues.get(named.name)
+        why = self.rejected_queues.get(named.name)
         state = "does not exist" if why is None else f"is invalid: {why}"
         return f"queue {named.name!r} {state} (named by {named.source})"
 
