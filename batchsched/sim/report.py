@@ -3,11 +3,15 @@
 from typing import Any
 
 from batchsched.api.resources import format_amount, to_base_units
-from batchsched.sim.simulator import Simulation
+from batchsched.sim.simulator import Evicted, Simulation
+
+# The evicting actions, as the summary counts them.
+EVICTING_ACTIONS = {"preempt": "preempted", "reclaim": "reclaimed"}
 
 
 def to_json(sim: Simulation) -> dict[str, Any]:
-    ours = [t for t in sim.cache.tasks.values() if t.scheduler_name == sim.snapshot.scheduler_name]
+    scheduler = sim.snapshot.scheduler_name
+    ours = [t for t in sim.cache.tasks.values() if t.scheduler_name == scheduler]
     pods: list[dict[str, Any]] = [
         {
             "namespace": t.namespace,
@@ -16,11 +20,14 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             "group": t.group.key if t.group else None,
             "reason": None if t.node_name else sim.decisions.pending.get(t.key, "not scheduled"),
             **_times(sim, t.key),
+            **({"nominated_node": t.nominated_node} if t.nominated_node else {}),
         }
         for t in ours
     ]
-    for key, (scheduler, message) in sim.cache.rejected_pods.items():
-        if scheduler != sim.snapshot.scheduler_name:
+    # Evicted pods are gone from the cluster; they are listed with why they lost their node.
+    pods += [_evicted_pod(sim, e) for e in sim.evictions if e.scheduler_name == scheduler]
+    for key, (named, message) in sim.cache.rejected_pods.items():
+        if named != scheduler:
             continue
         namespace, name = key.split("/", 1)
         pods.append(
@@ -62,8 +69,37 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             "sessions": sim.sessions,
             "elapsed_seconds": round(sim.elapsed_seconds, 6),
             "simulated_seconds": sim.end_seconds,
+            **{
+                counted: sum(1 for e in sim.evictions if e.eviction.action == action)
+                for action, counted in EVICTING_ACTIONS.items()
+            },
         },
+        "evictions": [
+            {
+                "pod": e.eviction.key,
+                "node": e.eviction.node,
+                "action": e.eviction.action,
+                "preemptor": e.eviction.preemptor,
+                "message": e.eviction.message,
+                "budget": e.eviction.budget or None,
+                "at": e.at,
+            }
+            for e in sim.evictions
+        ],
         "errors": sim.errors,
+    }
+
+
+def _evicted_pod(sim: Simulation, evicted: Evicted) -> dict[str, Any]:
+    eviction = evicted.eviction
+    return {
+        "namespace": eviction.namespace,
+        "name": eviction.name,
+        "node": None,
+        "group": evicted.group,
+        "reason": eviction.message,
+        **_times(sim, eviction.key),
+        "evicted_at": evicted.at,
     }
 
 
@@ -89,6 +125,19 @@ def to_table(sim: Simulation) -> str:
                     f"{group['scheduled']}/{group['minMember']}",
                 )
             )
+    if report["evictions"]:
+        sections.append([("EVICTED POD", "NODE", "ACTION", "AT", "FOR", "BUDGET EXCEEDED")])
+        for evicted in report["evictions"]:
+            sections[-1].append(
+                (
+                    evicted["pod"],
+                    evicted["node"],
+                    evicted["action"],
+                    f"{evicted['at']:g}s",
+                    evicted["preemptor"],
+                    evicted["budget"] or "-",
+                )
+            )
     sections.append([("NODE", "REQUESTED/ALLOCATABLE")])
     for node in report["nodes"]:
         usage = ", ".join(
@@ -103,6 +152,8 @@ def to_table(sim: Simulation) -> str:
         f"over {summary['simulated_seconds']:g}s simulated "
         f"({summary['elapsed_seconds'] * 1000:.1f} ms scheduling)"
     )
+    if report["evictions"]:
+        footer += f"; {summary['preempted']} pods preempted, {summary['reclaimed']} reclaimed"
     return "\n\n".join([*(_columns(rows) for rows in sections), footer])
 
 
@@ -115,7 +166,10 @@ def _times(sim: Simulation, key: str) -> dict[str, float]:
 
 
 def _state(pod: dict[str, Any]) -> str:
-    """Why a pod waits, or when it succeeded: a finished pod keeps the node it ran on."""
+    """Why a pod waits, when it succeeded (a finished pod keeps the node it ran on), or
+    when and why it was evicted."""
+    if "evicted_at" in pod:
+        return f"Evicted at {pod['evicted_at']:g}s: {pod['reason']}"
     if "finished_at" in pod:
         return f"Succeeded at {pod['finished_at']:g}s"
     return str(pod["reason"] or "")

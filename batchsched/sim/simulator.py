@@ -9,8 +9,23 @@ provisioner: to the volume chosen for them, or to a new one made for the chosen 
 Time starts at the input's earliest creationTimestamp; Pods and PodGroups created later
 arrive then. A pod the simulator binds with a DURATION_ANNOTATION (its own, or else its
 PodGroup's) succeeds that long after, freeing its node. Sessions run every
-schedulePeriod; when one binds nothing, time jumps to the next arrival or finish, and
-the run ends when none is left.
+schedulePeriod; when one changes nothing (binds, evicts or nominates nothing), time
+jumps to the next arrival or finish, and the run ends when none is left.
+
+Preempt and reclaim are carried out as the cluster would carry them out:
+
+- An evicted pod is deleted at once, as the kubelet deletes it after a zero grace
+  period: simulated pods have no containers to stop, and a grace period would only
+  delay the preemptor by a guess. Its node is free for the next session, and its
+  finish, if it had a duration, never comes. No controller recreates it: the report
+  keeps it, with when and why it was evicted.
+- Each PodDisruptionBudget selecting the pod allows one disruption fewer (never fewer
+  than none), standing in for the disruption controller, so that later sessions count
+  what earlier evictions spent. Nothing gives disruptions back: evicted pods are not
+  replaced, and a replacement would have to become healthy first.
+- A nomination writes status.nominatedNodeName on the pending pod (an empty node
+  removes it), and the pod is applied to the cache again, as a watch would deliver the
+  update; the next session then places the pod on that node first.
 """
 
 import dataclasses
@@ -28,7 +43,7 @@ from batchsched.api.volumes import ClaimRef, NodeTerms, Volume
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.snapshot import Snapshot, take_snapshot
 from batchsched.framework.config import SchedulerConfig, run_session
-from batchsched.framework.decisions import ClaimBinding, Decisions
+from batchsched.framework.decisions import ClaimBinding, Decisions, Eviction, Nomination
 
 # A guard against a plugin that keeps binding forever; real inputs settle far sooner.
 MAX_SESSIONS = 10_000
@@ -37,6 +52,18 @@ DURATION_ANNOTATION = "simulation.batchsched.io/duration"
 ARRIVING_KINDS = ("Pod", "PodGroup")
 
 Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Evicted:
+    """A pod the simulator deleted for preempt or reclaim."""
+
+    eviction: Eviction
+    # Simulated seconds since the start.
+    at: float
+    # Its PodGroup's key, and its schedulerName: the report lists our pods only.
+    group: str | None
+    scheduler_name: str
 
 
 @dataclass
@@ -53,6 +80,8 @@ class Simulation:
     finished_at: dict[str, float] = field(default_factory=dict)
     # Simulated seconds from the start to the last session.
     end_seconds: float = 0.0
+    # In the order they were carried out.
+    evictions: list[Evicted] = field(default_factory=list)
 
 
 def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simulation:
@@ -75,6 +104,11 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
         decisions = run_session(snapshot, config)
         elapsed += time.perf_counter() - started
         sessions += 1
+        # Before the bindings: a cleared nomination re-applies the pod as the input gave
+        # it, pending, and a pod bound in the same session must stay bound.
+        for eviction in decisions.evictions:
+            events.evict(eviction, now=now)
+        nominated = [events.nominate(nomination) for nomination in decisions.nominations]
         for binding in decisions.bindings:
             for claim in binding.claims:
                 _settle(events.cache, claim)
@@ -85,7 +119,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
                 group.phase = status.phase
         if sessions >= MAX_SESSIONS:
             break
-        if decisions.bindings:
+        if decisions.bindings or decisions.evictions or any(nominated):
             now += config.schedule_period
             continue
         upcoming = events.upcoming()
@@ -106,6 +140,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
         bound_at=events.bound_at,
         finished_at=events.finished_at,
         end_seconds=now - events.origin,
+        evictions=events.evicted,
     )
 
 
@@ -161,6 +196,12 @@ class _Events:
         self.origin = 0.0
         # (time, "ns/name") of every bound pod that will finish.
         self.finishes: list[tuple[float, str]] = []
+        # "ns/name" -> when the pod's run ends, while it runs: an evicted pod's entry in
+        # `finishes` is left in the heap, and ignored for want of one here.
+        self.finish_due: dict[str, float] = {}
+        # "ns/name" -> the Pod as last applied, for updates of its status.
+        self.pods: dict[str, Obj] = {}
+        self.evicted: list[Evicted] = []
         self.bound_at: dict[str, float] = {}
         self.finished_at: dict[str, float] = {}
         # (kind, "ns/name") of a Pod or PodGroup -> seconds its pods run.
@@ -176,6 +217,8 @@ class _Events:
         if kind not in ARRIVING_KINDS:
             return
         key = f"{namespace_of(obj)}/{name_of(obj)}"
+        if kind == "Pod":
+            self.pods[key] = obj
         try:
             raw = annotations_of(obj).get(DURATION_ANNOTATION)
             if raw is not None:
@@ -199,6 +242,9 @@ class _Events:
         """Finish the pods and apply the objects due by `now`."""
         while self.finishes and self.finishes[0][0] <= now:
             when, key = heapq.heappop(self.finishes)
+            if self.finish_due.get(key) != when:
+                continue
+            del self.finish_due[key]
             task = self.cache.tasks.get(key)
             # A pod given again in the input, and rejected then, has no run to end.
             if task is not None:
@@ -217,6 +263,50 @@ class _Events:
             duration = self.durations.get(("PodGroup", task.group.key))
         if duration is not None:
             heapq.heappush(self.finishes, (now + duration, key))
+            self.finish_due[key] = now + duration
+
+    def evict(self, eviction: Eviction, *, now: float) -> None:
+        """Delete the pod at once, spending a disruption of each budget selecting it."""
+        task = self.cache.tasks.get(eviction.key)
+        if task is None:
+            return
+        for key, budget in self.cache.budgets.items():
+            if budget.namespace == task.namespace and budget.selector.matches(task.labels):
+                allowed = max(budget.disruptions_allowed - 1, 0)
+                self.cache.budgets[key] = dataclasses.replace(budget, disruptions_allowed=allowed)
+        gone = {"kind": "Pod", "metadata": {"namespace": task.namespace, "name": task.name}}
+        self.cache.apply(gone, deleted=True)
+        self.pods.pop(eviction.key, None)
+        self.finish_due.pop(eviction.key, None)
+        self.evicted.append(
+            Evicted(
+                eviction=eviction,
+                at=now - self.origin,
+                group=task.group.key if task.group else None,
+                scheduler_name=task.scheduler_name,
+            )
+        )
+
+    def nominate(self, nomination: Nomination) -> bool:
+        """Write (or remove) the pending pod's status.nominatedNodeName and apply the pod
+        again; False when that changes nothing.
+
+        The pod keeps the creation it had: one the input gave no creationTimestamp is
+        numbered by its arrival, and a status update must not make it look newer.
+        """
+        task = self.cache.tasks.get(nomination.key)
+        raw = self.pods.get(nomination.key)
+        node = nomination.node or None
+        if task is None or raw is None or task.nominated_node == node:
+            return False
+        status = {k: v for k, v in (raw.get("status") or {}).items() if k != "nominatedNodeName"}
+        if node is not None:
+            status["nominatedNodeName"] = node
+        updated = {**raw, "status": status}
+        self.cache.apply(updated)
+        self.cache.tasks[nomination.key].creation = task.creation
+        self.pods[nomination.key] = updated
+        return True
 
     def upcoming(self) -> float | None:
         """When the next pod finishes or object arrives."""
