@@ -1,0 +1,314 @@
+"""Preemption carried out on the real API server.
+
+The evictor (batchsched/k8s/evictor.py) is driven with hand-made decisions, as the
+scheduler's least-privilege account: victims evicted or, past a budget, deleted, with
+their DisruptionTarget condition and Preempted event; a PodDisruptionBudget refusing
+an eviction (no disruption controller runs here, so the test writes the budget's status
+as that controller would); preemptors' nominated nodes written and cleared; and a
+replica that can no longer prove its lease evicting nothing. Then `batchsched run`
+preempts a running gang, whole, for a higher-priority one.
+
+There is no kubelet: a bound pod deleted with a grace period stays Terminating, so the
+tests look for its deletionTimestamp, and delete it with grace 0 where the kubelet
+would have finished it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from prometheus_client import REGISTRY
+
+from batchsched.cache.cluster import ClusterCache
+from batchsched.framework.decisions import Eviction, Nomination
+from batchsched.k8s.client import Api
+from batchsched.k8s.credentials import load_credentials
+from batchsched.k8s.evictor import Evictor
+from batchsched.k8s.leader import unbounded
+from batchsched.k8s.status import StatusWriter
+from batchsched.k8s.watch import PODS, Watch
+from batchsched.testing import JSON, Kube
+from batchsched.testing.objects import pod
+
+from .operator_support import (  # noqa: F401 (fixtures)
+    SchedulerAccounts,
+    StartProxy,
+    StartScheduler,
+    add_nodes,
+    create,
+    events,
+    events_about,
+    eventually,
+    placements,
+    pods,
+    priority_class,
+    scheduler_kubeconfig_fixture,
+    start_proxy_fixture,
+    start_scheduler_fixture,
+)
+
+pytestmark = pytest.mark.integration
+
+SCHEDULER = "batch-scheduler"
+DISRUPTION_MESSAGE = f"{SCHEDULER}: preempting to accommodate a higher priority pod"
+MESSAGE = "preempted for {ns}/high, which has priority 1000 (this pod 0)"
+CPU = {"cpu": "1", "memory": "64Mi"}
+LABELS = {"app": "trainer"}
+EVICTIONS = "/api/v1/namespaces/*/pods/*/eviction"
+VICTIMS = "batchsched_preemption_victims_total"
+FAILURES = "batchsched_preemption_failures_total"
+
+
+@dataclass
+class Evicting:
+    """An evictor and the status writer its events go through, over one account."""
+
+    evictor: Evictor
+    watch: Watch
+    kube: Kube
+    namespace: str
+
+    def see(self, names: Iterable[str]) -> None:
+        """Show the cache the pods as the API server has them, as the watch would."""
+        for name in names:
+            self.watch.apply(PODS, self.kube.get(self._path(name)).expect(200))
+
+    async def carry_out(
+        self, evictions: Sequence[Eviction], nominations: Sequence[Nomination] = ()
+    ) -> None:
+        self.evictor.submit(evictions, nominations)
+        async with asyncio.timeout(60):
+            await self.evictor.idle.wait()
+
+    async def events_about(self, reason: str, names: Sequence[str]) -> list[JSON]:
+        """Wait (off the event loop, so the writer runs) for `reason` events about `names`."""
+        return await asyncio.to_thread(events_about, self.kube, self.namespace, reason, names)
+
+    def pod(self, name: str) -> JSON:
+        return self.kube.get(self._path(name)).expect(200)
+
+    def _path(self, name: str) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/pods/{name}"
+
+    def victim(self, name: str, *, budget: str = "") -> Eviction:
+        uid = self.pod(name)["metadata"]["uid"]
+        message = MESSAGE.format(ns=self.namespace)
+        preemptor = f"{self.namespace}/high"
+        return Eviction(self.namespace, name, uid, "n1", "preempt", preemptor, message, budget)
+
+    def nomination(self, name: str, node: str) -> Nomination:
+        uid = self.pod(name)["metadata"]["uid"]
+        return Nomination(self.namespace, name, uid, node, f"{self.namespace}/high")
+
+
+@asynccontextmanager
+async def evicting(
+    kube: Kube,
+    namespace: str,
+    kubeconfig: Path,
+    *,
+    valid_for: Callable[[], float] = unbounded,
+) -> AsyncIterator[Evicting]:
+    """An evictor and status writer running as the account of `kubeconfig`."""
+    api = Api(load_credentials(str(kubeconfig)))
+    idle = asyncio.Event()
+    idle.set()
+    status = StatusWriter(
+        api, scheduler_name=SCHEDULER, instance="test", binds_idle=idle, valid_for=valid_for
+    )
+    watch = Watch(ClusterCache(), status)
+    evictor = Evictor(api, watch, scheduler_name=SCHEDULER, valid_for=valid_for)
+    tasks = [asyncio.create_task(evictor.run()), asyncio.create_task(status.run())]
+    try:
+        yield Evicting(evictor, watch, kube, namespace)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await api.close()
+
+
+def running_pods(kube: Kube, namespace: str, names: Iterable[str]) -> None:
+    """Pods bound to n1 and Running and Ready, as a kubelet would report them: the
+    Eviction API checks budgets only for running pods."""
+    for name in names:
+        created = create(kube, namespace, pod(name, CPU, labels=LABELS))
+        kube.bind(namespace, name, created["metadata"]["uid"], "n1").expect(201)
+        status = {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        }
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
+        kube.patch(path, {"status": status}, merge=False).expect(200)
+
+
+def budget(kube: Kube, namespace: str, *, min_available: int, allowed: int) -> JSON:
+    """A PodDisruptionBudget over the trainers, with the status the disruption
+    controller (not running here) would give it: `allowed` disruptions, for two
+    healthy pods."""
+    path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+    manifest = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep"},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": LABELS}},
+    }
+    created = kube.post(path, manifest).expect(201)
+    created["status"] = {
+        "observedGeneration": created["metadata"]["generation"],
+        "disruptionsAllowed": allowed,
+        "currentHealthy": 2,
+        "desiredHealthy": min_available,
+        "expectedPods": 2,
+    }
+    return kube.put(f"{path}/keep/status", created).expect(200)
+
+
+def disruption_target(obj: JSON) -> JSON | None:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "DisruptionTarget"), None)
+
+
+def preempted(obj: JSON) -> bool:
+    """Terminating, and marked as kube-scheduler marks the pods it preempts."""
+    condition = disruption_target(obj) or {}
+    return bool(obj["metadata"].get("deletionTimestamp")) and (
+        condition.get("status"),
+        condition.get("reason"),
+        condition.get("message"),
+    ) == ("True", "PreemptionByScheduler", DISRUPTION_MESSAGE)
+
+
+def sample(metric: str, **labels: str) -> float:
+    """A metric of this process (the evictor runs in the test's)."""
+    return REGISTRY.get_sample_value(metric, labels) or 0.0
+
+
+async def test_a_victim_is_evicted_marked_and_told_why(
+    kube: Kube, namespace: str, scheduler_kubeconfig: Path
+) -> None:
+    running_pods(kube, namespace, ["v0", "v1"])
+    before = sample(VICTIMS, action="preempt")
+    async with evicting(kube, namespace, scheduler_kubeconfig) as run:
+        run.see(["v0", "v1"])
+        await run.carry_out([run.victim("v0")])
+        [event] = await run.events_about("Preempted", ["v0"])
+    assert preempted(run.pod("v0"))
+    assert disruption_target(run.pod("v1")) is None and not run.pod("v1")["metadata"].get(
+        "deletionTimestamp"
+    )
+    # The pod's own grace period applied: no kubelet finishes it here.
+    assert run.pod("v0")["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert (event["type"], event["note"]) == ("Normal", MESSAGE.format(ns=namespace))
+    assert event["reportingController"] == SCHEDULER
+    assert sample(VICTIMS, action="preempt") == before + 1
+
+
+async def test_a_victim_past_its_budget_is_deleted_rather_than_evicted(
+    kube: Kube, namespace: str, scheduler_kubeconfig: Path
+) -> None:
+    running_pods(kube, namespace, ["v0", "v1"])
+    budget(kube, namespace, min_available=2, allowed=0)
+    async with evicting(kube, namespace, scheduler_kubeconfig) as run:
+        run.see(["v0", "v1"])
+        await run.carry_out([run.victim("v0", budget=f"{namespace}/keep")])
+        [event] = await run.events_about("Preempted", ["v0"])
+    assert preempted(run.pod("v0"))
+    assert "deleted rather than evicted" in event["note"]
+    assert f"PodDisruptionBudget {namespace}/keep" in event["note"]
+
+
+async def test_a_budget_refusing_the_eviction_leaves_the_pod_with_a_warning(
+    kube: Kube, namespace: str, scheduler_kubeconfig: Path
+) -> None:
+    """minAvailable 1 of 2 healthy pods allows one disruption: the Eviction API takes
+    it (and counts it in the budget's status), then refuses the next, as it would when
+    the session read the budget before another eviction used it up."""
+    running_pods(kube, namespace, ["v0", "v1"])
+    budget(kube, namespace, min_available=1, allowed=1)
+    refused = sample(FAILURES, reason="refused")
+    async with evicting(kube, namespace, scheduler_kubeconfig) as run:
+        run.see(["v0", "v1"])
+        await run.carry_out([run.victim("v0")])
+        shown = kube.get(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/keep")
+        assert shown.expect(200)["status"]["disruptionsAllowed"] == 0
+        await run.carry_out([run.victim("v1")])
+        [warning] = await run.events_about("EvictionRefused", ["v1"])
+    assert preempted(run.pod("v0"))
+    kept = run.pod("v1")
+    assert not kept["metadata"].get("deletionTimestamp")
+    assert disruption_target(kept) is None
+    assert warning["type"] == "Warning"
+    assert "The disruption budget keep does not allow evicting pods currently" in warning["note"]
+    assert f"not evicted for {namespace}/high" in warning["note"]
+    assert sample(FAILURES, reason="refused") == refused + 1
+    assert [e["regarding"]["name"] for e in events(kube, namespace, "Preempted")] == ["v0"]
+
+
+async def test_a_preemptor_is_nominated_and_the_nomination_cleared(
+    kube: Kube, namespace: str, scheduler_kubeconfig: Path
+) -> None:
+    create(kube, namespace, pod("high-0", CPU))
+    async with evicting(kube, namespace, scheduler_kubeconfig) as run:
+        run.see(["high-0"])
+        await run.carry_out([], [run.nomination("high-0", "n1")])
+        assert run.pod("high-0")["status"].get("nominatedNodeName") == "n1"
+        run.see(["high-0"])
+        await run.carry_out([], [run.nomination("high-0", "")])
+    assert "nominatedNodeName" not in run.pod("high-0")["status"]
+
+
+async def test_a_replica_that_cannot_prove_its_lease_evicts_and_nominates_nothing(
+    kube: Kube, namespace: str, scheduler_kubeconfig: Path
+) -> None:
+    running_pods(kube, namespace, ["v0", "v1"])
+    create(kube, namespace, pod("high-0", CPU))
+    fenced = sample(FAILURES, reason="fenced")
+    async with evicting(kube, namespace, scheduler_kubeconfig, valid_for=lambda: 0.0) as run:
+        run.see(["v0", "v1", "high-0"])
+        victims = [run.victim("v0"), run.victim("v1", budget=f"{namespace}/keep")]
+        await run.carry_out(victims, [run.nomination("high-0", "n1")])
+        await asyncio.sleep(1)
+    for name in ("v0", "v1"):
+        untouched = run.pod(name)
+        assert not untouched["metadata"].get("deletionTimestamp")
+        assert disruption_target(untouched) is None
+    assert "nominatedNodeName" not in run.pod("high-0")["status"]
+    assert events(kube, namespace) == []
+    assert sample(FAILURES, reason="fenced") == fenced + 2
+
+
+async def test_an_eviction_on_the_wire_when_the_lease_deadline_passes_is_abandoned(
+    kube: Kube,
+    namespace: str,
+    scheduler_accounts: SchedulerAccounts,
+    start_proxy: StartProxy,
+) -> None:
+    """The API server holds the eviction (a proxy in front of it does) until after the
+    renew deadline: the evictor gives it up at the deadline, sends no retry, and the
+    eviction, released later, never arrives."""
+    running_pods(kube, namespace, ["v0"])
+    proxy = start_proxy()
+    held = proxy.hang(EVICTIONS)
+    kubeconfig = scheduler_accounts.kubeconfig("deposed", server=proxy.url)
+    deadline = time.monotonic() + 2.0
+    fenced = sample(FAILURES, reason="fenced")
+    async with evicting(
+        kube, namespace, kubeconfig, valid_for=lambda: max(0.0, deadline - time.monotonic())
+    ) as run:
+        run.see(["v0"])
+        await run.carry_out([run.victim("v0")])
+        assert time.monotonic() >= deadline
+        assert len(held.paths) == 1
+        held.release()
+        await asyncio.sleep(1)
+    untouched = run.pod("v0")
+    assert not untouched["metadata"].get("deletionTimestamp")
+    assert disruption_target(untouched) is None
+    assert sample(FAILURES, reason="fenced") == fenced + 1
