@@ -8,7 +8,9 @@ from batchsched.framework.decisions import Eviction, Nomination
 from batchsched.sim.simulator import DURATION_ANNOTATION, _Events
 
 
-def pod(name: str, *, labels: dict[str, str] | None = None, **notes: str) -> dict[str, Any]:
+def pod(
+    name: str, *, labels: dict[str, str] | None = None, duration: str | None = None
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -16,7 +18,7 @@ def pod(name: str, *, labels: dict[str, str] | None = None, **notes: str) -> dic
             "name": name,
             "namespace": "default",
             "labels": labels or {},
-            "annotations": notes,
+            "annotations": {DURATION_ANNOTATION: duration} if duration else {},
         },
         "spec": {
             "schedulerName": "batch-scheduler",
@@ -63,7 +65,7 @@ def eviction(name: str) -> Eviction:
 def test_an_evicted_pod_is_deleted_and_its_run_never_ends() -> None:
     """The pod comes back (as a controller would recreate it) and binds again: only
     the second run's finish counts, the first one's is dropped with the eviction."""
-    first = pod("job", **{DURATION_ANNOTATION: "60s"})
+    first = pod("job", duration="60s")
     sim = events(first)
     sim.bind("default/job", "n1", (), now=0.0)
     sim.evict(eviction("job"), now=10.0)
@@ -94,7 +96,7 @@ def test_an_eviction_spends_a_disruption_of_each_budget_selecting_the_pod() -> N
 
 
 def test_a_nomination_is_written_on_the_pod_and_cleared() -> None:
-    sim = events(pod("high", **{DURATION_ANNOTATION: "5m"}))
+    sim = events(pod("high", duration="5m"))
     created = sim.cache.tasks["default/high"].creation
     nominate = Nomination(namespace="default", name="high", uid="", node="n1", job="")
     assert sim.nominate(nominate)
