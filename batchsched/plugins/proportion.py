@@ -19,7 +19,8 @@ Volcano's other Queue fields mean what its users expect:
   to leaves: one sent to a queue with children waits, as in Volcano.
 - Reclaim lets a job of a queue below its deserved share (in a resource the job asks for)
   evict pods of other reclaimable queues above theirs, as Volcano's proportion does, but
-  never a pod whose eviction would take its queue below its guarantee.
+  never a pod whose eviction would take its queue, or an ancestor the job's queue does
+  not share, below its guarantee.
 """
 
 from collections.abc import Mapping
@@ -90,6 +91,12 @@ class Proportion:
         self.contended = len(waiting) > 1
         # Per victims of this session: each entry's queue as an index into `_names`, or -1.
         self._names = list(self.queues)
+        position = {name: i for i, name in enumerate(self._names)}
+        # Each queue's parent as an index into `_names`, -1 at the top.
+        self._up = np.array(
+            [-1 if q.parent is None else position[q.parent] for q in self.queues.values()],
+            dtype=np.int64,
+        )
         self._victims: Victims | None = None
         self._victim_queue: IntArray = np.zeros(0, dtype=np.int64)
         session.valid_checks.append(self._invalid)
@@ -263,8 +270,9 @@ class Proportion:
     def _reclaimable(self, job: JobInfo, victims: "Victims") -> BoolArray:
         """The victims `job` may reclaim, from what queues hold now (evictions so far
         included): pods of other reclaimable queues above their deserved share, each
-        leaving its queue at or above its guarantee. None unless the job's own queue is
-        below its share in a resource the job asks for."""
+        leaving its queue, and every ancestor not also the job's, at or above its
+        guarantee. None unless the job's own queue is below its share in a resource the
+        job asks for."""
         allowed: BoolArray = np.zeros(len(victims), dtype=np.bool_)
         own = self.deserved.get(job.queue)
         if own is None or not len(victims):
@@ -278,12 +286,20 @@ class Proportion:
         queue_ok = ((held > deserved) & self.shared).any(axis=1)
         queue_ok &= np.array([self.queues[name].reclaimable for name in self._names])
         queue_ok[self._names.index(job.queue)] = False
+        # Within an ancestor the job's queue shares, reclaim moves resources, not out.
+        common = np.isin(self._names, self.lineage[job.queue])
         index = self._victim_queues(victims)
         known = index >= 0
         row = np.where(known, index, 0)
-        kept = guarantee[row]
-        breaks = ((held[row] - victims.vecs) < kept) & (kept > 0)
-        allowed = known & queue_ok[row] & ~breaks.any(axis=1)
+        allowed = known & queue_ok[row]
+        live, level = allowed.copy(), row
+        while live.any():
+            kept = guarantee[level]
+            breaks = (((held[level] - victims.vecs) < kept) & (kept > 0)).any(axis=1)
+            allowed &= ~(live & ~common[level] & breaks)
+            level = self._up[level]
+            live &= level >= 0
+            level = np.where(live, level, 0)
         return allowed
 
     def _victim_queues(self, victims: "Victims") -> IntArray:

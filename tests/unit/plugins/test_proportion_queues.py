@@ -262,3 +262,28 @@ def test_a_queue_at_its_share_reclaims_nothing() -> None:
         ]
     )
     assert may_reclaim(session, job) == {"a-run": False, "b0": False, "b1": False}
+
+
+def test_reclaim_keeps_an_ancestors_guarantee_except_within_it() -> None:
+    """org guarantees 7 of 10 CPUs and holds 7, x (weight 1) 4 of them, above its share;
+    y (weight 3) is below its share. Taking from x would leave org short of its
+    guarantee, so a may not; y may, as the CPUs stay within org."""
+    objects = [
+        node("n1", cpu="10"),
+        queue("a"),
+        queue("org", guarantee={"resource": {"cpu": "7"}}),
+        queue("x", parent="org", weight=1),
+        queue("y", parent="org", weight=3),
+        *(pod_group(f"x{i}", 1, queue="x") for i in range(4)),
+        *(running(f"x{i}", "1") for i in range(4)),
+        *(pod_group(f"y{i}", 1, queue="y") for i in range(3)),
+        *(running(f"y{i}", "1") for i in range(3)),
+        *gang("a-new", 4, requests={"cpu": "1"}, queue="a"),
+        *gang("y-new", 3, requests={"cpu": "1"}, queue="y"),
+    ]
+    session, job = reclaim_session(objects)
+    assert not any(may_reclaim(session, job).values())
+    sibling = session.snapshot.jobs["default/y-new"]
+    assert [name for name, ok in may_reclaim(session, sibling).items() if ok] == [
+        f"x{i}" for i in range(4)
+    ]
