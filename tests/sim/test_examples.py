@@ -117,6 +117,24 @@ def test_binpack_tfjob(capsys: pytest.CaptureFixture[str], config: str | None) -
     assert run.nodes["gpu-node-b"]["requested"]["nvidia.com/gpu"] == 0
 
 
+def test_preemption(capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate(capsys, EXAMPLES / "preemption.yaml")
+    assert run.code == 0
+    evictions = run.report["evictions"]
+    assert len(evictions) == 2
+    for eviction in evictions:
+        assert run.pods[eviction["pod"]]["group"] == "default/nightly"
+        assert (eviction["action"], eviction["preemptor"], eviction["at"]) == (
+            "preempt",
+            "default/train",
+            120,
+        )
+    assert [run.pods[f"default/train-{i}"]["bound_at"] for i in range(4)] == [121] * 4
+    for name in ("default/nightly", "default/train"):
+        assert (run.podgroups[name]["phase"], run.podgroups[name]["scheduled"]) == ("Running", 4)
+    assert run.report["summary"]["preempted"] == 2
+
+
 def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
