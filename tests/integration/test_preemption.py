@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
+from batchsched.api.pods import OUR_GROUP_KEY as GROUP_ANNOTATION
 from batchsched.cache.cluster import ClusterCache
 from batchsched.framework.decisions import Eviction, Nomination
 from batchsched.k8s.client import Api
@@ -33,8 +34,8 @@ from batchsched.k8s.evictor import Evictor
 from batchsched.k8s.leader import unbounded
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
-from batchsched.testing import JSON, Kube
-from batchsched.testing.objects import pod
+from batchsched.testing import JSON, ClusterObjects, Kube
+from batchsched.testing.objects import pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     SchedulerAccounts,
@@ -312,3 +313,74 @@ async def test_an_eviction_on_the_wire_when_the_lease_deadline_passes_is_abandon
     assert not untouched["metadata"].get("deletionTimestamp")
     assert disruption_target(untouched) is None
     assert sample(FAILURES, reason="fenced") == fenced + 1
+
+
+def gang(kube: Kube, namespace: str, name: str, size: int, priority: str) -> list[str]:
+    """A PodGroup of `size` and its pods, one CPU each, of PriorityClass `priority`."""
+    create(kube, namespace, pod_group(name, size, priorityClassName=priority))
+    members = [f"{name}-{i}" for i in range(size)]
+    for member in members:
+        manifest = pod(member, CPU, annotations={GROUP_ANNOTATION: name})
+        manifest["spec"]["priorityClassName"] = priority
+        create(kube, namespace, manifest)
+    return members
+
+
+def set_running(kube: Kube, namespace: str, names: Iterable[str]) -> None:
+    """What the kubelet (not running here) reports once a bound pod's containers run."""
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    for name in names:
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
+        kube.patch(path, {"status": status}, merge=False).expect(200)
+
+
+def test_the_operator_preempts_a_running_gang_whole_for_a_higher_priority_one(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+) -> None:
+    """Two nodes of 2 CPUs run a 4-pod gang of priority 0 (minMember 4). A 2-pod gang of
+    priority 1000 arrives: room for it means two victims, but the running gang would be
+    left short of its minMember, so all four go. Each victim is marked and told why,
+    the preemptors are nominated to the nodes freed for them, and once the victims are
+    gone (deleted here as the kubelet would finish them) they are bound there."""
+    nodes = [f"n{i}-{namespace}" for i in range(2)]
+    add_nodes(cluster_objects, kube, nodes, {"cpu": "2", "memory": "4Gi"})
+    low = priority_class(cluster_objects, f"low-{namespace}", 0)
+    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+    scheduler = start_scheduler()
+    victims = gang(kube, namespace, "low", 4, low)
+    eventually(
+        lambda: all(placements(kube, namespace).get(v) for v in victims), what="low gang bound"
+    )
+    set_running(kube, namespace, victims)
+    preemptors = gang(kube, namespace, "high", 2, high)
+
+    eventually(
+        lambda: all(preempted(p) for n, p in pods(kube, namespace).items() if n in victims),
+        timeout=60,
+        what="the whole low gang preempted",
+    )
+    written = events_about(kube, namespace, "Preempted", victims)
+    assert sorted(e["regarding"]["name"] for e in written) == sorted(victims)
+    assert all(e["type"] == "Normal" and f"{namespace}/high" in e["note"] for e in written)
+
+    def nominated() -> dict[str, str] | None:
+        shown = {n: p["status"].get("nominatedNodeName") for n, p in pods(kube, namespace).items()}
+        held = {n: shown[n] for n in preemptors}
+        return held if all(held.values()) else None
+
+    held = eventually(nominated, what="the high gang nominated")
+    assert set(held.values()) <= set(nodes)
+    # Held, not bound, while the victims terminate.
+    assert not any(placements(kube, namespace)[p] for p in preemptors)
+
+    for victim in victims:
+        kube.delete(f"/api/v1/namespaces/{namespace}/pods/{victim}", grace_period_seconds=0)
+    eventually(
+        lambda: all(placements(kube, namespace).get(p) for p in preemptors),
+        what="the high gang bound",
+    )
+    assert {p: placements(kube, namespace)[p] for p in preemptors} == held
+    assert scheduler.metric(f'{VICTIMS}{{action="preempt"}}') == len(victims)
