@@ -1,5 +1,7 @@
 """Queues named by namespaces and pods: a namespace mapped to a queue is held to that
-queue's capability, pods naming another queue are not, and bad names are reported."""
+queue's capability, pods naming another queue are not, and bad names are reported.
+Volcano's guarantee (against weights and reclaim) and tree of parents, through the
+simulator as users run it."""
 
 from collections import Counter
 from pathlib import Path
