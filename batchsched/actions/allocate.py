@@ -7,8 +7,9 @@ freed come next, for the same reason (nominations.py).
 
 A job that does not fit is undone and the next one is tried, so a large gang never
 blocks smaller jobs behind it. To keep it from starving, once it has waited longer
-than the session's starvation threshold its queue stops handing resources to the jobs
-behind it: what frees up in the cluster then accumulates until the gang fits. A gang
+than the session's starvation threshold, room is held for it on the nodes closest to
+holding it (framework/reservations.py): jobs of every queue still run, elsewhere or
+beside that room, and what frees up there accumulates until the gang fits. A gang
 that could not fit even the empty cluster is never waited for.
 """
 
@@ -19,8 +20,11 @@ import numpy as np
 from batchsched.actions.gang_placement import eligible, place_job
 from batchsched.actions.nominations import hold_or_clear, terminating_rows
 from batchsched.api.objects import Constraints
-from batchsched.cache.snapshot import JobInfo
+from batchsched.cache.snapshot import IntArray, JobInfo
 from batchsched.framework.session import Session
+
+# Node rows and the requests to hold there, one per member.
+Packing = tuple[list[int], list[IntArray]]
 
 
 def allocate(session: Session) -> None:
@@ -54,67 +58,80 @@ def allocate(session: Session) -> None:
             continue
         job = jobs[cursor[name]]
         cursor[name] += 1
-        placed = place_job(session, job, job.pending)
-        if not placed and _starving(session, job):
-            _leave_waiting(
-                session,
-                jobs[cursor[name] :],
-                f"queue {name} is holding resources for starving job {job.key}",
-            )
-            del queues[name]
-        elif cursor[name] == len(jobs):
+        if not place_job(session, job, job.pending):
+            _reserve_if_starving(session, job)
+        if cursor[name] == len(jobs):
             del queues[name]
 
 
-def _starving(session: Session, job: JobInfo) -> bool:
-    """Short of minMember past the threshold, yet able to fit the cluster once it drains.
-
-    A job already at minMember runs, so it is not starving; and holding resources for a
-    gang that could not fit even an empty cluster would block its queue forever.
-    """
+def _reserve_if_starving(session: Session, job: JobInfo) -> None:
+    """Hold room for the job if it is short of minMember past the threshold yet able to
+    fit the cluster once it drains. A job already at minMember runs, so it is not
+    starving; and holding room for a gang that could not fit even an empty cluster
+    would hold it for ever."""
     limit = session.starvation_seconds
     if limit is None or session.snapshot.now - job.creation <= limit:
-        return False
-    return job.bound < job.min_member and _fits_empty_cluster(session, job)
+        return
+    if job.bound >= job.min_member:
+        return
+    packing = _pack_drained_cluster(session, job)
+    if packing is not None:
+        rows, vecs = packing
+        session.reserve(job.key, rows, vecs)
+        names = ", ".join(sorted({session.snapshot.nodes[r].name for r in rows}))
+        session.job_messages[job.key] += (
+            f" It has waited past the starvation threshold: room is held for it on node(s) "
+            f"{names}."
+        )
 
 
-def _fits_empty_cluster(session: Session, job: JobInfo) -> bool:
-    """Whether first-fit decreasing packs the members it still needs onto the empty
-    cluster, each on nodes its selectors, affinity and tolerations allow. A packing found
-    proves the gang fits once the cluster drains; when none is found (fragmentation, pods
-    larger than any node), or when members state what an empty cluster cannot vouch for
-    (pod affinity, spread, claims), the queue is not held for it: it might never fit,
-    and would block the queue for ever."""
+def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
+    """Where first-fit decreasing packs the members the job still needs, each on nodes
+    its selectors, affinity and tolerations allow, once the cluster drains of all but
+    the room already held for others; nodes with the most room free now are tried
+    first, so the room held is what comes soonest. None when no packing is found
+    (fragmentation, pods larger than any node), or when members state what an empty
+    cluster cannot vouch for (pod affinity, spread, claims): holding room for a job
+    that might never fit would hold it for ever."""
     pending = job.pending
     if any(f.concerns(t) for f in session.fresh_filters for t in pending):
-        return False
-    free = session.snapshot.allocatable.copy()
+        return None
     needed = job.min_member - job.bound
     if len(pending) < needed:
-        return False
-    # Cheap refusal first: the smallest requests summed must fit the cluster's total.
+        return None
+    snapshot = session.snapshot
+    held = session.reservations.held if session.reservations is not None else 0
+    capacity = snapshot.allocatable - held
+    largest = np.maximum(snapshot.allocatable.max(axis=0, initial=0), 1)
+    # Rows by room free now, most first (ties by row): the order nodes are tried in.
+    order = np.lexsort((np.arange(len(capacity)), -(session.free / largest).sum(axis=1)))
+    free = capacity[order]
     requests = np.array([t.vec for t in pending])
+    # Cheap refusal first: the smallest requests summed must fit the cluster's total.
     if (np.sort(requests, axis=0)[:needed].sum(axis=0) > free.sum(axis=0)).any():
-        return False
-    largest = np.maximum(free.max(axis=0), 1)
-    # Per request and constraints: the node it last went to. Nodes only fill up, so the
-    # ones before it have no room for it, and a gang of identical pods is packed in one pass.
+        return None
+    rows: list[int] = []
+    vecs: list[IntArray] = []
+    # Per request and constraints: the position it last went to. Nodes only fill up, so
+    # the ones before it have no room for it, and a gang of identical pods is packed in
+    # one pass.
     cursor: dict[tuple[bytes, Constraints], int] = {}
     for task in sorted(pending, key=lambda t: -float((t.vec / largest).sum())):
         constraints = task.task.constraints
         key = (task.vec.tobytes(), constraints)
         start = cursor.get(key, 0)
-        fits = (free[start:] >= task.vec).all(axis=1) & session.allowed(constraints)[start:]
-        hits = np.flatnonzero(fits)
+        allowed = session.allowed(constraints)[order]
+        hits = np.flatnonzero((free[start:] >= task.vec).all(axis=1) & allowed[start:])
         if not hits.size:
             cursor[key] = len(free)
             continue
-        row = cursor[key] = start + int(hits[0])
-        free[row] -= task.vec
-        needed -= 1
-        if needed <= 0:
-            return True
-    return False
+        position = cursor[key] = start + int(hits[0])
+        free[position] -= task.vec
+        rows.append(int(order[position]))
+        vecs.append(task.vec)
+        if len(rows) == needed:
+            return rows, vecs
+    return None
 
 
 def _leave_waiting(session: Session, jobs: list[JobInfo], message: str) -> None:

@@ -17,6 +17,7 @@ from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
 from batchsched.framework.decisions import Binding, ClaimBinding, Decisions
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import BoolArray, Explained, NodeFilter, NodeScorer, Plugin
+from batchsched.framework.reservations import Reservations
 from batchsched.framework.victims import Victims, build_victims
 
 JobCheck = Callable[[JobInfo], str | None]
@@ -170,6 +171,8 @@ class Session:
         # placed elsewhere nor preempting again in this session.
         self.held: set[str] = set()
         self._victims: Victims | None = None
+        # Room held for starving gangs, once one is (framework/reservations.py).
+        self.reservations: Reservations | None = None
         self._shapes: dict[tuple[object, ...], _ShapeCache] = {}
         for tier in tiers:
             for plugin in tier:
@@ -333,6 +336,16 @@ class Session:
         self.touched.append(node)
         for handler in self.on_deallocate:
             handler(job, task, node)
+
+    def reserve(self, job: str, rows: list[int], vecs: list[IntArray]) -> None:
+        """Hold room on node `rows` for a starving gang (`vecs`, one per member)."""
+        if self.reservations is None:
+            self.reservations = Reservations(self.free)
+            self.filters.append(self.reservations)
+            # Every cached evaluation predates the new filter.
+            self._shapes.clear()
+        self.reservations.hold(job, rows, vecs)
+        self.touched.extend(rows)
 
     @property
     def victims(self) -> Victims:

@@ -42,25 +42,47 @@ def cluster(small_queue: str) -> list[Obj]:
     [
         ("60s", 30, "default", False),
         ("60s", 120, "default", True),
-        ("60s", 120, "other", False),
+        ("60s", 120, "other", True),
         ("0", 120, "default", False),
     ],
-    ids=["not-yet-starving", "starving", "other-queue-unaffected", "threshold-off"],
+    ids=["not-yet-starving", "starving", "other-queue-too", "threshold-off"],
 )
-def test_starving_gang_holds_its_queue(
+def test_starving_gang_holds_room_on_its_node(
     threshold: str, waited: float, small_queue: str, held: bool
 ) -> None:
     decisions = decide(cluster(small_queue), f"starvationThreshold: {threshold}", now=at(waited))
-    assert decisions.pending["default/big-0"] == (
-        "gang default/big: room for 2 of 3; 0/1 nodes are available: 1 Insufficient cpu."
-    )
+    message = "gang default/big: room for 2 of 3; 0/1 nodes are available: 1 Insufficient cpu."
     if held:
         assert placements(decisions) == {}
-        assert decisions.pending["default/small-0"] == (
-            "queue default is holding resources for starving job default/big"
+        assert decisions.pending["default/big-0"] == (
+            f"{message} It has waited past the starvation threshold: room is held for it "
+            "on node(s) n1."
+        )
+        # Starving too, it holds what is left beside the gang's room.
+        assert decisions.pending["default/small-0"].startswith(
+            "gang default/small: room for 0 of 1; 0/1 nodes are available: "
+            "1 node(s) had room held for starving gang(s) default/big."
         )
     else:
+        assert decisions.pending["default/big-0"] == message
         assert placements(decisions) == {"default/small-0": "n1"}
+
+
+def test_jobs_that_fit_elsewhere_run_beside_a_starving_gang() -> None:
+    """The gang may only use n1; the small job of its own queue runs on n2."""
+    big = old_gang(3, "1")
+    for member in big[1:]:
+        member["spec"]["nodeSelector"] = {"pool": "a"}
+    objects = [
+        node("n1", cpu="4", labels={"pool": "a"}),
+        node("n2", cpu="4"),
+        pod("hog", requests={"cpu": "2"}, node_name="n1", scheduler="other"),
+        *big,
+        pod("small", requests={"cpu": "3"}, created=10),
+    ]
+    decisions = decide(objects, "starvationThreshold: 60s", now=at(120))
+    assert placements(decisions) == {"default/small": "n2"}
+    assert "room is held for it on node(s) n1" in decisions.pending["default/big-0"]
 
 
 @pytest.mark.parametrize(
