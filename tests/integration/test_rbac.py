@@ -110,7 +110,9 @@ def test_role_has_no_wildcards_or_secrets(cluster_role: JSON) -> None:
         for key in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
             assert not any("*" in value for value in rule.get(key, [])), rule
         assert "secrets" not in rule.get("resources", []), rule
-        assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), rule
+        assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), (
+            rule
+        )
         # Preemption deletes the victims a PodDisruptionBudget would keep; nothing else.
         if "delete" in rule["verbs"]:
             assert rule["apiGroups"] == [""] and rule["resources"] == ["pods"], rule
