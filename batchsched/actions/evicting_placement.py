@@ -56,11 +56,12 @@ class _Plan:
         # Victim index -> its gang, when evicted whole.
         self.whole: dict[int, str] = {}
 
-    def make_room(self, task: TaskInfo, allowed: BoolArray) -> int | None:
+    def make_room(self, task: TaskInfo, allowed: Callable[[], BoolArray]) -> int | None:
         """Evict what gives the task a node, and return that node; None, evicting
-        nothing, when no eviction of allowed victims would do."""
+        nothing, when no eviction of victims `allowed` (asked afresh, as evictions
+        change what queues hold) would do."""
         session, victims = self.session, self.victims
-        candidates = np.flatnonzero(allowed)
+        candidates = np.flatnonzero(allowed())
         if not candidates.size:
             return None
         rows = victims.rows[candidates]
@@ -85,10 +86,10 @@ class _Plan:
             if choice is not None:
                 choices.append(choice)
         for choice in sorted(choices, key=lambda c: (c.rank, c.node)):
-            taken = self._take(choice.groups)
-            if session.fits(task, choice.node):
+            taken = self._take(choice.groups, allowed)
+            if taken is not None and session.fits(task, choice.node):
                 return choice.node
-            self._give_back(taken)
+            self._give_back(taken or [])
         return None
 
     def _choose(self, task: TaskInfo, node: int, here: IntArray) -> _Choice | None:
@@ -165,11 +166,17 @@ class _Plan:
                 left[budget] -= 1
         return count
 
-    def _take(self, groups: list[list[int]]) -> list[int]:
-        taken = []
+    def _take(self, groups: list[list[int]], allowed: Callable[[], BoolArray]) -> list[int] | None:
+        """Evict the groups one pod at a time, each still allowed once the ones before
+        are gone (a queue may lend one pod's worth above its guarantee, not four); None,
+        having given back what it took, when one is not."""
+        taken: list[int] = []
         for group in groups:
             whole = len(group) > 1
             for index in group:
+                if taken and not allowed()[index]:
+                    self._give_back(taken)
+                    return None
                 self.taken[index] = self.victims.exceeded(index)
                 job = self.victims.jobs[index]
                 if whole and job is not None:
@@ -233,6 +240,13 @@ def place_by_evicting(
     statement = Statement(session, job)
     plan = _Plan(session, job, action=action)
     victims = session.victims
+
+    def allowed() -> BoolArray:
+        mask = victims.evictable & ~victims.taken & scope(job, victims)
+        for check in checks:
+            mask &= check(job, victims)
+        return mask
+
     needed = job.min_member - job.bound
     ordered = session.task_order(job.pending)
     for index, task in enumerate(ordered):
@@ -240,9 +254,6 @@ def place_by_evicting(
         if task.error is None and session.not_allocatable(job, task) is None:
             node = session.best_node(task)
             if node is None and task.preempts:
-                allowed = victims.evictable & ~victims.taken & scope(job, victims)
-                for check in checks:
-                    allowed &= check(job, victims)
                 node = plan.make_room(task, allowed)
         if node is not None:
             statement.allocate(task, node)

@@ -109,6 +109,18 @@ def test_queue_defaults_and_validation(kube: Kube, cluster_objects: ClusterObjec
     assert kube.patch(path, {"status": status}).expect(200)["status"] == status
 
 
+def test_queue_keeps_guarantee_deserved_and_parent(cluster_objects: ClusterObjects) -> None:
+    """Fields the scheduler reads survive the API server's pruning."""
+    spec = {
+        "guarantee": {"resource": {"cpu": "2"}},
+        "deserved": {"cpu": "4"},
+        "capability": {"cpu": "8"},
+        "parent": "org",
+    }
+    created = cluster_objects.create(_queue("q-tree", **spec))
+    assert {key: created["spec"][key] for key in spec} == spec
+
+
 # Quantities in every form the API server's own parser takes, each sign and integers.
 NEGATIVE = ["-1", "-500m", "-1Gi", "-.5", "-1e3", -2]
 NOT_NEGATIVE = ["0", "+1", "500m", "1Gi", "1e-3", ".5", 0, 2]

@@ -69,3 +69,33 @@ def test_reclaim_alone_does_not_preempt_within_a_queue() -> None:
         "actions: enqueue, allocate, reclaim",
     )
     assert decisions.evictions == []
+
+
+def test_several_victims_for_one_pod_never_take_a_queue_below_its_guarantee() -> None:
+    """Queue a is guaranteed 6 of 8 CPUs and runs eight 1-CPU pods; b's 4-CPU pod needs
+    four of them from one node, which would leave a with 4: nothing is evicted."""
+    lender = queue("a")
+    lender["spec"]["guarantee"] = {"resource": {"cpu": "6"}}
+    small = [
+        item
+        for i in range(8)
+        for item in (
+            pod_group(f"a{i}", 1, created=0, queue="a"),
+            pod(
+                f"a{i}-0",
+                requests={"cpu": "1"},
+                group=f"a{i}",
+                node_name=f"n{i % 2}",
+                phase="Running",
+                created=0,
+            ),
+        )
+    ]
+    objects = [lender, queue("b"), node("n0", cpu="4"), node("n1", cpu="4"), *small]
+    assert decide([*objects, *waiting("b0", "b")]).evictions == []
+    # Two 1-CPU pods of b need only what a holds above its guarantee.
+    pods = [
+        pod_group("b1", 2, created=100, queue="b"),
+        *(pod(f"b1-{i}", requests={"cpu": "1"}, group="b1", created=100) for i in range(2)),
+    ]
+    assert len(decide([*objects, *pods]).evictions) == 2
