@@ -80,8 +80,7 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> None:
         session.reserve(job.key, rows, vecs)
         names = ", ".join(sorted({session.snapshot.nodes[r].name for r in rows}))
         session.job_messages[job.key] += (
-            f" It has waited past the starvation threshold: room is held for it on node(s) "
-            f"{names}."
+            f" It has waited past the starvation threshold: room is held for it on node(s) {names}."
         )
 
 
