@@ -67,7 +67,6 @@ class _Refused(Exception):
     """A PodDisruptionBudget refused the eviction; not retried, unlike other 429s."""
 
     def __init__(self, error: ApiError) -> None:
-        self.error = error
         super().__init__("; ".join((error.message, *error.explanations)))
 
 
