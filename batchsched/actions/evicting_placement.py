@@ -73,16 +73,58 @@ class _Plan:
         nodes = np.flatnonzero(room)
         if not nodes.size:
             return None
-        # Cheap ranking first: nodes whose allowed victims are all of low priority.
+        # Cheap ranking first: nodes whose allowed victims are all of low priority, then
+        # those where one victim may go without taking its gang along.
         highest = np.full(len(session.free), np.iinfo(np.int64).min, dtype=np.int64)
         np.maximum.at(highest, rows, victims.priority[candidates])
-        nodes = nodes[np.argsort(highest[nodes], kind="stable")][:CANDIDATE_NODES]
-        order = np.argsort(rows, kind="stable")
+        costs = victims.costs()
+        cheapest = np.full(len(session.free), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(cheapest, rows, costs[candidates])
+        nodes = nodes[np.lexsort((nodes, cheapest[nodes], highest[nodes]))][:CANDIDATE_NODES]
+        exceeding = victims.exceeding()
+        # Candidates by node, and on each node in the order they would go: those
+        # sparing every budget, lowest priority, alone rather than with their gang,
+        # most recently created.
+        order = np.lexsort(
+            (
+                -victims.creation[candidates],
+                costs[candidates],
+                victims.priority[candidates],
+                exceeding[candidates],
+                rows,
+            )
+        )
         by_row = rows[order]
-        choices = []
-        for node in nodes.tolist():
-            low, high = np.searchsorted(by_row, [node, node + 1])
-            choice = self._choose(task, node, candidates[order[low:high]])
+        starts = np.searchsorted(by_row, nodes)
+        ends = np.searchsorted(by_row, nodes, side="right")
+        # Most often the first victim alone makes room: those choices are ranked at once.
+        first = candidates[order[starts]]
+        alone = (costs[first] == 1) & (
+            session.free[nodes][:, wanted] + victims.vecs[first][:, wanted] >= task.vec[wanted]
+        ).all(axis=1)
+        choices = [
+            _Choice(
+                node=node,
+                groups=[[index]],
+                rank=(
+                    int(exceeding[index]),
+                    priority,
+                    priority + _PRIORITY_OFFSET,
+                    1,
+                    -float(victims.creation[index]),
+                ),
+            )
+            for node, index, priority in zip(
+                nodes[alone].tolist(),
+                first[alone].tolist(),
+                victims.priority[first[alone]].tolist(),
+                strict=True,
+            )
+        ]
+        for node, low, high in zip(
+            nodes[~alone].tolist(), starts[~alone].tolist(), ends[~alone].tolist(), strict=True
+        ):
+            choice = self._choose(task, node, candidates[order[low:high]].tolist())
             if choice is not None:
                 choices.append(choice)
         for choice in sorted(choices, key=lambda c: (c.rank, c.node)):
@@ -92,21 +134,13 @@ class _Plan:
             self._give_back(taken or [])
         return None
 
-    def _choose(self, task: TaskInfo, node: int, here: IntArray) -> _Choice | None:
-        """The victims on `node` that make room for the task at least cost, or None."""
+    def _choose(self, task: TaskInfo, node: int, ordered: list[int]) -> _Choice | None:
+        """The victims on `node` (`ordered` as they would go) that make room for the task
+        at least cost, or None."""
         victims = self.victims
         wanted = task.vec > 0
         need = task.vec[wanted]
         free = self.session.free[node, wanted].copy()
-        ordered = sorted(
-            here.tolist(),
-            key=lambda i: (
-                bool(victims.exceeded(i)),
-                int(victims.priority[i]),
-                len(self._group(i, set())),
-                -float(victims.creation[i]),
-            ),
-        )
         groups: list[list[int]] = []
         chosen: set[int] = set()
         for index in ordered:
@@ -151,6 +185,8 @@ class _Plan:
 
     def _on_node(self, group: list[int], node: int) -> IntArray:
         victims = self.victims
+        if len(group) == 1:
+            return victims.vecs[group]
         rows = np.array([i for i in group if victims.rows[i] == node], dtype=np.int64)
         return victims.vecs[rows]
 

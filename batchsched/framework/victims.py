@@ -47,7 +47,13 @@ class Victims:
     # Indices into `budgets` of the PodDisruptionBudgets each entry is protected by.
     protected_by: list[tuple[int, ...]]
     budgets: list[DisruptionBudget]
+    # Per entry, whether any budget protects it.
+    guarded: BoolArray
     members: dict[str, list[int]] = field(default_factory=dict)
+    # Per entry, the index of its gang (-1: none) and per gang its minMember, so what
+    # evicting each entry costs is known at once for every entry (`costs`).
+    gang_ids: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    gang_min: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # Entries evicted by the session so far (tentatively or for good).
     taken: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     # Per budget, how many more pods it allows to be disrupted, less those evicted so far.
@@ -76,12 +82,31 @@ class Victims:
         for budget in self.protected_by[index]:
             self.budget_left[budget] += -1 if taken else 1
 
+    def exceeding(self) -> BoolArray:
+        """Per entry, whether evicting it now would exceed one of its budgets."""
+        found: BoolArray = np.zeros(len(self.tasks), dtype=np.bool_)
+        if self.budgets:
+            for index in np.flatnonzero(self.guarded).tolist():
+                found[index] = bool(self.exceeded(index))
+        return found
+
     def exceeded(self, index: int) -> str:
         """The key of a budget that evicting the entry now would exceed, or ""."""
         for budget in self.protected_by[index]:
             if self.budget_left[budget] <= 0:
                 return self.budgets[budget].key
         return ""
+
+    def costs(self) -> IntArray:
+        """Per entry, how many pods evicting it takes: 1, or its whole gang's remaining
+        members when the gang is at its minMember."""
+        in_gang = self.gang_ids >= 0
+        if not in_gang.any():
+            return np.ones(len(self.tasks), dtype=np.int64)
+        left = np.bincount(self.gang_ids[in_gang & ~self.taken], minlength=len(self.gang_min))
+        gang = np.where(in_gang, self.gang_ids, 0)
+        alone = ~in_gang | (left[gang] - 1 >= self.gang_min[gang])
+        return np.where(alone, 1, left[gang]).astype(np.int64)
 
     def job_of(self, index: int) -> JobInfo:
         """Its job, or for a pod of no job the session knows (another scheduler's), a
@@ -156,6 +181,8 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
     )
     queue_names: dict[str, int] = {}
     queue_ids = [queue_names.setdefault(name, len(queue_names)) for name in queue]
+    gangs = {key: g for g, key in enumerate(k for k in members if snapshot.jobs[k].is_gang)}
+    gang_ids = [-1 if job is None else gangs.get(job.key, -1) for job in jobs]
     return Victims(
         tasks=tasks,
         jobs=jobs,
@@ -169,7 +196,10 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
         evictable=np.array(evictable, dtype=np.bool_),
         protected_by=protected_by,
         budgets=budgets,
+        guarded=np.array([bool(b) for b in protected_by], dtype=np.bool_),
         members=members,
+        gang_ids=np.array(gang_ids, dtype=np.int64),
+        gang_min=np.array([snapshot.jobs[k].min_member for k in gangs], dtype=np.int64),
         budget_left=np.array([b.disruptions_allowed for b in budgets], dtype=np.int64),
         taken=np.zeros(len(tasks), dtype=np.bool_),
     )
