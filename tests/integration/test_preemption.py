@@ -6,7 +6,8 @@ their DisruptionTarget condition and Preempted event; a PodDisruptionBudget refu
 an eviction (no disruption controller runs here, so the test writes the budget's status
 as that controller would); preemptors' nominated nodes written and cleared; and a
 replica that can no longer prove its lease evicting nothing. Then `batchsched run`
-preempts a running gang, whole, for a higher-priority one.
+preempts a running gang, whole, for a higher-priority one, and reclaims for a queue
+below its share from one above it.
 
 There is no kubelet: a bound pod deleted with a grace period stays Terminating, so the
 tests look for its deletionTimestamp, and delete it with grace 0 where the kubelet
@@ -35,7 +36,7 @@ from batchsched.k8s.leader import unbounded
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
 from batchsched.testing import JSON, ClusterObjects, Kube
-from batchsched.testing.objects import pod, pod_group
+from batchsched.testing.objects import OUR_API, node, pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     SchedulerAccounts,
@@ -49,6 +50,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     placements,
     pods,
     priority_class,
+    ready_node,
     scheduler_kubeconfig_fixture,
     start_proxy_fixture,
     start_scheduler_fixture,
@@ -384,3 +386,64 @@ def test_the_operator_preempts_a_running_gang_whole_for_a_higher_priority_one(
     )
     assert {p: placements(kube, namespace)[p] for p in preemptors} == held
     assert scheduler.metric(f'{VICTIMS}{{action="preempt"}}') == len(victims)
+
+
+def queued_pod(name: str, *, group: str, pool: str) -> JSON:
+    manifest = pod(name, CPU, annotations={GROUP_ANNOTATION: group})
+    manifest["spec"]["nodeSelector"] = {"pool": pool}
+    return manifest
+
+
+def test_the_operator_reclaims_for_a_queue_below_its_share(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+) -> None:
+    """Queues a and b, weight 1:1, share a pool of two 2-CPU nodes. Queue a, alone,
+    fills it with four 1-CPU jobs: twice its share. A 2-pod gang of b arrives: reclaim
+    evicts two of a's pods, never more, whatever their priority, and b's gang is bound
+    to the room once they are gone."""
+    pool = namespace
+    nodes = [f"n{i}-{namespace}" for i in range(2)]
+    for name in nodes:
+        ready_node(
+            cluster_objects, kube, node(name, {"cpu": "2", "memory": "4Gi"}, labels={"pool": pool})
+        )
+    lender, borrower = f"a-{namespace}", f"b-{namespace}"
+    for name in (lender, borrower):
+        cluster_objects.create(
+            {
+                "apiVersion": OUR_API,
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": {"weight": 1},
+            }
+        )
+    scheduler = start_scheduler()
+    lent = [f"a{i}" for i in range(4)]
+    for name in lent:
+        create(kube, namespace, pod_group(name, 1, queue=lender))
+        create(kube, namespace, queued_pod(name, group=name, pool=pool))
+    eventually(lambda: all(placements(kube, namespace).get(n) for n in lent), what="a bound")
+    set_running(kube, namespace, lent)
+    create(kube, namespace, pod_group("b", 2, queue=borrower))
+    wanting = ["b-0", "b-1"]
+    for name in wanting:
+        create(kube, namespace, queued_pod(name, group="b", pool=pool))
+
+    def reclaimed() -> list[str] | None:
+        shown = pods(kube, namespace)
+        gone = [n for n in lent if preempted(shown[n])]
+        return gone if len(gone) == 2 else None
+
+    victims = eventually(reclaimed, timeout=60, what="two of a's pods reclaimed")
+    written = events_about(kube, namespace, "Preempted", victims)
+    assert all(f"reclaimed for queue {borrower}" in e["note"] for e in written), written
+    for victim in victims:
+        kube.delete(f"/api/v1/namespaces/{namespace}/pods/{victim}", grace_period_seconds=0)
+    eventually(lambda: all(placements(kube, namespace).get(n) for n in wanting), what="b bound")
+    shown = pods(kube, namespace)
+    kept = [n for n in lent if n in shown]
+    assert len(kept) == 2 and not any(preempted(shown[n]) for n in kept)
+    assert scheduler.metric(f'{VICTIMS}{{action="reclaim"}}') == 2
