@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
+from batchsched.api.groups import OUR_API
 from batchsched.api.pods import OUR_GROUP_KEY as GROUP_ANNOTATION
 from batchsched.cache.cluster import ClusterCache
 from batchsched.framework.decisions import Eviction, Nomination
@@ -36,7 +37,7 @@ from batchsched.k8s.leader import unbounded
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
 from batchsched.testing import JSON, ClusterObjects, Kube
-from batchsched.testing.objects import OUR_API, node, pod, pod_group
+from batchsched.testing.objects import node, pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     SchedulerAccounts,
