@@ -22,9 +22,10 @@ def enqueue(session: Session) -> None:
     for job in snapshot.jobs.values():
         if not job.pending:
             continue
-        if job.phase in ("Inqueue", "Running") or job.bound:
-            # Admitted earlier: its minResources stay reserved, unless it may not be
-            # placed any more (a gang failed at its schedule timeout).
+        if job.phase in ("Inqueue", "Running") or job.bound or job.nominated:
+            # Admitted earlier, or room was made for it by evicting others: its
+            # minResources stay reserved, unless it may not be placed any more (a gang
+            # failed at its schedule timeout).
             problem = session.invalid(job)
             if problem:
                 session.job_messages[job.key] = problem

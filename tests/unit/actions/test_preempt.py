@@ -308,3 +308,40 @@ def test_a_stale_nomination_is_cleared() -> None:
     )
     assert decisions.bindings == []
     assert nominated(decisions) == {"default/high-0": ""}
+
+
+def test_a_nominated_gang_enqueue_held_back_keeps_its_room_and_evicts_no_more() -> None:
+    """A gang with minResources, which enqueue admits only into idle room, made room by
+    preempting: the session after, its victims still terminating, it holds that room
+    and evicts nothing more."""
+    group = pod_group("high", 1, created=100, minResources={"cpu": "8"})
+    victim = pod("victim", requests={"cpu": "8"}, node_name="n1", phase="Running")
+    spare = pod("spare", requests={"cpu": "8"}, node_name="n2", phase="Running")
+    first = decide(
+        [
+            node("n1"),
+            node("n2"),
+            victim,
+            spare,
+            group,
+            pod(
+                "high-0", requests={"cpu": "8"}, group="high", created=100, spec={"priority": 1000}
+            ),
+        ]
+    )
+    assert len(first.evictions) == 1
+    [nomination] = first.nominations
+    gone = {"n1": victim, "n2": spare}[nomination.node]
+    gone["metadata"]["deletionTimestamp"] = "2024-01-01T00:10:00Z"
+    second = decide(
+        [
+            node("n1"),
+            node("n2"),
+            victim,
+            spare,
+            group,
+            nominated_pod("high-0", nomination.node, group="high"),
+        ]
+    )
+    assert second.evictions == [] and second.bindings == []
+    assert "waiting for the pods preempted there to terminate" in second.pending["default/high-0"]
