@@ -14,6 +14,7 @@ spared. Gangs add one rule: a running gang loses only members above its minMembe
 all of them, never enough to leave it running short.
 """
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -267,12 +268,24 @@ class _Plan:
 
 
 def place_by_evicting(
-    session: Session, job: JobInfo, *, action: str, checks: list[VictimCheck], scope: Scope
+    session: Session,
+    job: JobInfo,
+    *,
+    action: str,
+    checks: list[VictimCheck],
+    scope: Scope,
+    failed: set[object],
 ) -> bool:
     """Place the job whole, evicting what `scope` and every one of `checks` allow.
 
-    True when it was placed (its pods nominated); nothing changes otherwise.
+    True when it was placed (its pods nominated); nothing changes otherwise. `failed`
+    holds, for the action's session, the kinds of job that could not be placed: within
+    it victims only go and nodes only fill, so a job like one that failed fails too
+    (a backlog of thousands of equal pods is looked at once).
     """
+    kind = _kind(job)
+    if kind in failed:
+        return False
     statement = Statement(session, job)
     plan = _Plan(session, job, action=action)
     victims = session.victims
@@ -303,4 +316,17 @@ def place_by_evicting(
         return True
     statement.discard()
     plan.discard()
+    if kind is not None:
+        failed.add(kind)
     return False
+
+
+def _kind(job: JobInfo) -> object:
+    """What decides whether and where a job can be placed by evicting: its queue,
+    priority, members still needed and their shapes; None for a job whose members are
+    placed by their labels and namespace too (pod affinity, spread), never alike."""
+    pending = job.pending
+    if any(t.task.fit_key is not None for t in pending):
+        return None
+    shapes = frozenset(Counter((t.task.shape_key, t.preempts) for t in pending).items())
+    return (job.queue, job.priority, job.min_member - job.bound, shapes)

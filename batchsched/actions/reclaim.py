@@ -21,10 +21,16 @@ def reclaim(session: Session) -> None:
     for job in session.snapshot.jobs.values():
         if wants_room(session, job):
             by_queue[job.queue].append(job)
+    failed: set[object] = set()
     for queue in sorted(by_queue, key=session.queue_order_key):
         for job in session.job_order(by_queue[queue]):
             place_by_evicting(
-                session, job, action="reclaim", checks=session.reclaimable, scope=_other_queues
+                session,
+                job,
+                action="reclaim",
+                checks=session.reclaimable,
+                scope=_other_queues,
+                failed=failed,
             )
 
 

@@ -345,3 +345,21 @@ def test_a_nominated_gang_enqueue_held_back_keeps_its_room_and_evicts_no_more() 
     )
     assert second.evictions == [] and second.bindings == []
     assert "waiting for the pods preempted there to terminate" in second.pending["default/high-0"]
+
+
+def test_only_as_many_preempt_as_there_is_room_for() -> None:
+    """Three equal lone pods and room for one by preemption: the first preempts, the
+    others find nothing left to evict and keep allocate's reason."""
+    decisions = decide(
+        [
+            node("n1"),
+            pod("low", requests={"cpu": "8"}, node_name="n1", phase="Running"),
+            *(
+                pod(f"high-{i}", requests={"cpu": "8"}, created=100 + i, spec={"priority": 1000})
+                for i in range(3)
+            ),
+        ]
+    )
+    assert evicted(decisions) == {"default/low"}
+    assert nominated(decisions) == {"default/high-0": "n1"}
+    assert decisions.pending["default/high-2"].startswith("0/1 nodes are available")
