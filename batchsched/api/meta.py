@@ -97,15 +97,17 @@ def creation_of(obj: Obj, *, default: float, kind: str | None = None) -> float:
     stamp = _metadata(obj, kind).get("creationTimestamp")
     if stamp is None:
         return default
+    return timestamp(stamp, where=f"{describe(obj, kind=kind)}: metadata.creationTimestamp")
+
+
+def timestamp(stamp: object, *, where: str) -> float:
+    """An RFC 3339 time (or the datetime YAML makes of one) as epoch seconds."""
     if isinstance(stamp, datetime):
         return stamp.timestamp()
     try:
         return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
     except ValueError:
-        where = describe(obj, kind=kind)
-        raise InvalidObject(
-            f"{where}: metadata.creationTimestamp {stamp!r} is not a timestamp"
-        ) from None
+        raise InvalidObject(f"{where} {stamp!r} is not a timestamp") from None
 
 
 def labels_of(obj: Obj, *, kind: str | None = None) -> dict[str, str]:

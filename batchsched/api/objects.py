@@ -136,6 +136,10 @@ class Task:
     # status.nominatedNodeName: where a preemption made room for it, held while the
     # pods it preempted terminate.
     nominated_node: str | None = None
+    # spec.activeDeadlineSeconds, the longest it may run, and status.startTime: when a
+    # running pod is sure to have ended, for room held for a starving gang.
+    deadline_seconds: int | None = None
+    started: float | None = None
     # The GPU cards a bound pod holds (annotation scheduling.batchsched.io/gpu-index).
     gpu_index: tuple[int, ...] = ()
     # On a gang's first bound member: where the session that bound it put the others.

@@ -16,6 +16,8 @@ from batchsched.api.meta import (
     name_of,
     namespace_of,
     sequence,
+    timestamp,
+    whole_number,
 )
 from batchsched.api.objects import (
     Constraints,
@@ -187,6 +189,13 @@ def task_from_pod(
     # Claims are checked afresh at each choice too: a volume one pod takes is gone for all.
     if claims:
         fit_key, shape_key = fit_key or shape_key, (*shape_key, claims)
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None:
+        deadline = whole_number(deadline, where=f"{where}.spec.activeDeadlineSeconds", minimum=1)
+        # Where it may go beside room held for others depends on how long it may run.
+        shape_key = (*shape_key, ("activeDeadlineSeconds", deadline))
+        fit_key = None if fit_key is None else (*fit_key, ("activeDeadlineSeconds", deadline))
+    started = status.get("startTime")
     return Task(
         namespace=namespace,
         name=name,
@@ -208,6 +217,8 @@ def task_from_pod(
         host_ports=shape.host_ports,
         deleting=meta.get("deletionTimestamp") is not None,
         nominated_node=status.get("nominatedNodeName") or None,
+        deadline_seconds=deadline,
+        started=None if started is None else timestamp(started, where=f"{where}.status.startTime"),
         gpu_index=parse_gpu_index(gpu_index, where=where) if gpu_index else (),
         placement=parse_placement(placement) if placement else None,
         labels=labels,

@@ -340,7 +340,7 @@ class Session:
     def reserve(self, job: str, rows: list[int], vecs: list[IntArray]) -> None:
         """Hold room on node `rows` for a starving gang (`vecs`, one per member)."""
         if self.reservations is None:
-            self.reservations = Reservations(self.free)
+            self.reservations = Reservations(self.snapshot, self.free)
             self.filters.append(self.reservations)
             # Every cached evaluation predates the new filter.
             self._shapes.clear()

@@ -50,6 +50,7 @@ POD_SPEC = (
     "hostNetwork",
     "schedulingGates",
     "topologySpreadConstraints",
+    "activeDeadlineSeconds",
     *UNSUPPORTED_SPEC_FIELDS,
 )
 CONTAINER = ("resources", "restartPolicy")
@@ -137,11 +138,13 @@ def trim_pod(pod: Mapping[str, Any]) -> JSON:
 
 
 def _pod_status(status: Mapping[str, Any]) -> JSON:
-    """The phase, and the node a preemption holds for the pod, when it has one: kept
-    only when set, so that pods without one trim as they always did."""
+    """The phase, the node a preemption holds for the pod and when it started (which,
+    with its activeDeadlineSeconds, says when it ends at the latest): each kept only
+    when set, so that pods without them trim as they always did."""
     kept: JSON = {"phase": status.get("phase")}
-    if status.get("nominatedNodeName"):
-        kept["nominatedNodeName"] = status["nominatedNodeName"]
+    for key in ("nominatedNodeName", "startTime"):
+        if status.get(key):
+            kept[key] = status[key]
     return kept
 
 

@@ -21,6 +21,7 @@ def to_json(sim: Simulation) -> dict[str, Any]:
             "reason": None if t.node_name else sim.decisions.pending.get(t.key, "not scheduled"),
             **_times(sim, t.key),
             **({"nominated_node": t.nominated_node} if t.nominated_node else {}),
+            **({"deadline_exceeded": True} if t.key in sim.deadline_exceeded else {}),
         }
         for t in ours
     ]
@@ -166,10 +167,12 @@ def _times(sim: Simulation, key: str) -> dict[str, float]:
 
 
 def _state(pod: dict[str, Any]) -> str:
-    """Why a pod waits, when it succeeded (a finished pod keeps the node it ran on), or
-    when and why it was evicted."""
+    """Why a pod waits, when it succeeded or ran out its activeDeadlineSeconds (a
+    finished pod keeps the node it ran on), or when and why it was evicted."""
     if "evicted_at" in pod:
         return f"Evicted at {pod['evicted_at']:g}s: {pod['reason']}"
+    if pod.get("deadline_exceeded"):
+        return f"Failed at {pod['finished_at']:g}s: DeadlineExceeded"
     if "finished_at" in pod:
         return f"Succeeded at {pod['finished_at']:g}s"
     return str(pod["reason"] or "")

@@ -8,7 +8,9 @@ provisioner: to the volume chosen for them, or to a new one made for the chosen 
 
 Time starts at the input's earliest creationTimestamp; Pods and PodGroups created later
 arrive then. A pod the simulator binds with a DURATION_ANNOTATION (its own, or else its
-PodGroup's) succeeds that long after, freeing its node. Sessions run every
+PodGroup's) succeeds that long after, freeing its node; one whose activeDeadlineSeconds
+pass first fails then (DeadlineExceeded), as the kubelet ends it. Its status.startTime
+is when it was bound. Sessions run every
 schedulePeriod; when one changes nothing (binds, evicts or nominates nothing), time
 jumps to the next arrival or finish, and the run ends when none is left.
 
@@ -78,6 +80,8 @@ class Simulation:
     # and at which it succeeded.
     bound_at: dict[str, float] = field(default_factory=dict)
     finished_at: dict[str, float] = field(default_factory=dict)
+    # Pods that ended because their activeDeadlineSeconds passed, not by succeeding.
+    deadline_exceeded: set[str] = field(default_factory=set)
     # Simulated seconds from the start to the last session.
     end_seconds: float = 0.0
     # In the order they were carried out.
@@ -139,6 +143,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
         errors=errors,
         bound_at=events.bound_at,
         finished_at=events.finished_at,
+        deadline_exceeded=events.deadline_exceeded,
         end_seconds=now - events.origin,
         evictions=events.evicted,
     )
@@ -204,6 +209,7 @@ class _Events:
         self.evicted: list[Evicted] = []
         self.bound_at: dict[str, float] = {}
         self.finished_at: dict[str, float] = {}
+        self.deadline_exceeded: set[str] = set()
         # (kind, "ns/name") of a Pod or PodGroup -> seconds its pods run.
         self.durations: dict[tuple[str, str], float] = {}
 
@@ -248,7 +254,7 @@ class _Events:
             task = self.cache.tasks.get(key)
             # A pod given again in the input, and rejected then, has no run to end.
             if task is not None:
-                task.phase = "Succeeded"
+                task.phase = "Failed" if key in self.deadline_exceeded else "Succeeded"
                 self.finished_at[key] = when - self.origin
         while self.arrivals and self.arrivals[0][0] <= now:
             self.apply(heapq.heappop(self.arrivals)[2])
@@ -257,10 +263,15 @@ class _Events:
         self.cache.assume(key, node, gpu_index=gpu_index)
         task = self.cache.tasks[key]
         task.phase = "Running"
+        task.started = now
         self.bound_at[key] = now - self.origin
         duration = self.durations.get(("Pod", key))
         if duration is None and task.group is not None:
             duration = self.durations.get(("PodGroup", task.group.key))
+        deadline = task.deadline_seconds
+        if deadline is not None and (duration is None or deadline < duration):
+            duration = deadline
+            self.deadline_exceeded.add(key)
         if duration is not None:
             heapq.heappush(self.finishes, (now + duration, key))
             self.finish_due[key] = now + duration

@@ -25,7 +25,13 @@ status: {{allocatable: {{cpu: "{cpu}", memory: 8Gi}}}}
 
 
 def pod(
-    name: str, *, created: int = 0, duration: str | None = None, group: str | None = None
+    name: str,
+    *,
+    created: int = 0,
+    duration: str | None = None,
+    group: str | None = None,
+    cpu: int = 1,
+    deadline: int | None = None,
 ) -> str:
     notes = {}
     if duration is not None:
@@ -42,7 +48,8 @@ metadata:
   annotations: {{{annotations}}}
 spec:
   schedulerName: batch-scheduler
-  containers: [{{name: c, resources: {{requests: {{cpu: "1"}}}}}}]
+  activeDeadlineSeconds: {"null" if deadline is None else deadline}
+  containers: [{{name: c, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
 """
 
 
@@ -148,6 +155,46 @@ def test_a_starving_gang_binds_behind_a_stream_of_short_jobs(
         last = run.pods[f"default/job-{STREAM - 1:02d}"]
         assert waited + GANG_CREATED == last["finished_at"]
     assert run.podgroups["default/g"]["phase"] == "Running"
+
+
+@pytest.mark.parametrize("deadline", [20, None])
+def test_pods_sure_to_end_in_time_run_in_the_room_held_for_a_starving_gang(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, deadline: int | None
+) -> None:
+    """A 2-CPU pod that must end by 300s holds half of n1; the 3-pod gang arriving at 5s
+    starves from 65s, its room ready at 300s at the latest. One-CPU jobs of 20s arrive
+    every 30s: those that state they end within 20s keep running in the held room until
+    one would end after 300s, and the gang still binds at 300s; those that state no
+    deadline wait from 65s on, until the gang has its room."""
+    (tmp_path / "input.yaml").write_text(
+        node(4)
+        + pod("hog", cpu=2, duration="300s", deadline=300)
+        + gang("g", 3, created=5)
+        + "".join(
+            pod(f"job-{i:02d}", created=10 + 30 * i, duration="20s", deadline=deadline)
+            for i in range(11)
+        )
+    )
+    (tmp_path / "config.yaml").write_text("starvationThreshold: 60s\n")
+    run = simulate(capsys, tmp_path / "input.yaml", config=str(tmp_path / "config.yaml"))
+    assert run.code == 0, run.stderr
+    assert run.pods["default/g-0"]["bound_at"] == 300
+    waited = {i: run.pods[f"default/job-{i:02d}"]["bound_at"] - (10 + 30 * i) for i in range(11)}
+    if deadline is not None:
+        # Arriving at 10 .. 280s, each ends by 300s; the one at 310s finds the gang there.
+        assert all(waited[i] == 0 for i in range(10)), waited
+    else:
+        assert all(waited[i] == 0 for i in range(2)), waited
+        assert run.pods["default/job-02"]["bound_at"] >= 300, waited
+
+
+def test_a_pod_past_its_active_deadline_fails(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "input.yaml").write_text(node(1) + pod("slow", duration="60s", deadline=30))
+    run = simulate(capsys, tmp_path / "input.yaml")
+    slow = run.pods["default/slow"]
+    assert (slow["finished_at"], slow["deadline_exceeded"]) == (30, True)
 
 
 def test_a_podgroups_bad_duration_keeps_its_pods_waiting(

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ..builders import Obj, at, decide, node, placements, pod, pod_group, queue
+from ..builders import Obj, at, decide, node, placements, pod, pod_group, queue, stamp
 
 ONE_CPU = {"cpu": "1"}
 
@@ -83,6 +83,34 @@ def test_jobs_that_fit_elsewhere_run_beside_a_starving_gang() -> None:
     decisions = decide(objects, "starvationThreshold: 60s", now=at(120))
     assert placements(decisions) == {"default/small": "n2"}
     assert "room is held for it on node(s) n1" in decisions.pending["default/big-0"]
+
+
+@pytest.mark.parametrize(
+    ("hog_deadline", "small_deadline", "backfilled"),
+    [
+        (600, 300, True),
+        (600, 600, False),
+        (None, 60, False),
+        (600, None, False),
+    ],
+    ids=["ends-first", "ends-after", "hog-unbounded", "small-unbounded"],
+)
+def test_a_pod_sure_to_end_before_the_held_room_is_ready_runs_in_it(
+    hog_deadline: int | None, small_deadline: int | None, backfilled: bool
+) -> None:
+    """The starving gang needs 3 of n1's 4 CPUs; 2 are free and the hog holding the
+    rest has run 0 of its `hog_deadline` seconds: the room is ready at 600 s at the
+    latest. At 120 s a 1-CPU pod that must end within 300 s fits in before that."""
+    hog = pod("hog", requests={"cpu": "2"}, node_name="n1", scheduler="other", created=0)
+    hog["status"] = {"phase": "Running", "startTime": stamp(0)}
+    if hog_deadline is not None:
+        hog["spec"]["activeDeadlineSeconds"] = hog_deadline
+    small = pod("small", requests=ONE_CPU, created=110)
+    if small_deadline is not None:
+        small["spec"]["activeDeadlineSeconds"] = small_deadline
+    objects = [node("n1", cpu="4"), hog, *old_gang(3, "1"), small]
+    decisions = decide(objects, "starvationThreshold: 60s", now=at(120))
+    assert placements(decisions) == ({"default/small": "n1"} if backfilled else {})
 
 
 @pytest.mark.parametrize(

@@ -415,3 +415,34 @@ def test_a_queue_annotation_naming_no_queue_refuses_the_pod(value: object) -> No
     message = f"{WHERE}: annotation {VOLCANO_QUEUE}={value!r} must name a queue"
     with pytest.raises(InvalidObject, match=re.escape(message)):
         task_from_pod(obj)
+
+
+def test_active_deadline_and_start_time() -> None:
+    """How long a pod may run, and since when: for room held for starving gangs."""
+    obj = pod("p", spec={"activeDeadlineSeconds": 600})
+    obj["status"] = {"phase": "Running", "startTime": "2024-01-01T00:00:00Z"}
+    task = task_from_pod(obj)
+    assert task.deadline_seconds == 600
+    assert task.started == datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC).timestamp()
+    assert task.shape_key != task_from_pod(pod("p")).shape_key
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (
+            "spec",
+            {"activeDeadlineSeconds": 0},
+            "spec.activeDeadlineSeconds: 0 is below the minimum of 1",
+        ),
+        ("status", {"startTime": "soon"}, "status.startTime 'soon' is not a timestamp"),
+    ],
+)
+def test_bad_deadline_or_start_time_names_the_field(
+    field: str, value: dict[str, Any], message: str
+) -> None:
+    obj = pod("p")
+    obj[field] = value
+    with pytest.raises(InvalidObject) as error:
+        task_from_pod(obj)
+    assert str(error.value) == f"{WHERE}.{message}"

@@ -177,6 +177,15 @@ def test_a_pending_pod_keeps_the_node_its_preemption_holds() -> None:
     assert "nominatedNodeName" not in trim_pod(FULL_POD)["status"]
 
 
+def test_a_running_pod_keeps_how_long_it_may_run_and_since_when() -> None:
+    running = copy.deepcopy(FULL_POD)
+    running["spec"]["activeDeadlineSeconds"] = 3600
+    running["status"]["startTime"] = "2024-01-01T00:00:00Z"
+    task = task_from_pod(trim_pod(running))
+    assert task == task_from_pod(running)
+    assert (task.deadline_seconds, task.started) == (3600, 1704067200.0)
+
+
 FULL_BUDGET: Obj = {
     "apiVersion": "policy/v1",
     "kind": "PodDisruptionBudget",
