@@ -3,8 +3,10 @@
 Each session computes every queue's deserved share by water-filling: the capacity of the
 nodes its jobs can reach is handed out in proportion to weight, no queue gets more than
 it asks for (allocated + pending) or than its capability, and what one queue cannot use
-goes to the others. The queue furthest below its share is served first; a queue at or
-above its share waits while others have work.
+goes to the others. Queues share apart where they reach apart nodes (pools): a queue
+alone on its nodes deserves them all, whatever the weights of queues elsewhere. The
+queue furthest below its share is served first; a queue at or above its share waits
+while another queue of its pool has work.
 
 Volcano's other Queue fields mean what its users expect:
 - `guarantee.resource` is a floor: a queue deserves at least its guarantee, or what it
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from batchsched.api.objects import Constraints
 from batchsched.api.resources import PODS, format_amount
 from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
 from batchsched.framework.plugin import BoolArray
@@ -82,13 +85,13 @@ class Proportion:
                     for task in job.pending:
                         self.demand[job.queue] += task.vec
         self._deserved: dict[str, FloatArray] | None = None
-        # Holding a queue back at its share only helps when another queue is waiting.
-        waiting = [
+        self._pools: list[tuple[list[str], IntArray]] | None = None
+        # Queues with pending work, whose pools a queue at its share waits in.
+        self.waiting = {
             q
             for q in self.demand
             if not self.children[q] and (self.demand[q] > self.allocated[q])[self.shared].any()
-        ]
-        self.contended = len(waiting) > 1
+        }
         # Per victims of this session: each entry's queue as an index into `_names`, or -1.
         self._names = list(self.queues)
         position = {name: i for i, name in enumerate(self._names)}
@@ -134,7 +137,8 @@ class Proportion:
             top = [name for name, queue in self.queues.items() if queue.parent is None]
             for name in top:
                 self._bounds(name, bounds)
-            self._share_out(self._reachable().astype(np.float64), top, bounds, shares)
+            for members, total in self.pools:
+                self._share_out(total.astype(np.float64), members, bounds, shares)
             self._deserved = {
                 name: np.floor(share * (1 + 1e-12) + 1e-9) for name, share in shares.items()
             }
@@ -187,24 +191,57 @@ class Proportion:
             for name, share in self.deserved.items()
         }
 
-    def _reachable(self) -> IntArray:
-        """The capacity queues compete for: that of the nodes some pending pod may use
-        (its selectors, affinity and tolerations, as predicates reads them) or some pod
-        of ours runs on. Shares of nodes no job can use would be shares of nothing: two
-        queues weighted 1:3 on an 8-CPU pool of a larger cluster deserve 2 and 6 CPUs."""
+    @property
+    def pools(self) -> list[tuple[list[str], IntArray]]:
+        """The top-level queues in groups that compete for the same nodes, each with the
+        capacity of those nodes: the ones some pending pod of theirs may use (its
+        selectors, affinity and tolerations, as predicates reads them) or some pod of
+        theirs runs on. Shares are of what a group can reach, not of the cluster: two
+        queues weighted 1:3 on an 8-CPU pool deserve 2 and 6 CPUs of it, whatever other
+        queues use elsewhere, and a queue alone on its nodes deserves all of them."""
+        if self._pools is None:
+            reach = self._reach()
+            groups: list[tuple[list[str], BoolArray]] = []
+            for name, mask in reach.items():
+                joined = [g for g in groups if (g[1] & mask).any()]
+                members, nodes = [name], mask.copy()
+                for other in joined:
+                    members += other[0]
+                    nodes |= other[1]
+                    groups.remove(other)
+                groups.append((members, nodes))
+            allocatable = self.session.snapshot.allocatable
+            self._pools = [
+                (sorted(members, key=list(reach).index), allocatable[nodes].sum(axis=0))
+                for members, nodes in groups
+            ]
+        return self._pools
+
+    def _reach(self) -> dict[str, BoolArray]:
+        """Per top-level queue, the nodes its queues' pending pods may use or their pods
+        run on."""
         snapshot = self.session.snapshot
-        reach: BoolArray = np.zeros(len(snapshot.nodes), dtype=np.bool_)
-        seen = set()
+        top = {name: lineage[-1] for name, lineage in self.lineage.items()}
+        reach = {
+            name: np.zeros(len(snapshot.nodes), dtype=np.bool_)
+            for name, queue in self.queues.items()
+            if queue.parent is None
+        }
+        allowed: dict[Constraints, BoolArray] = {}
         for job in snapshot.jobs.values():
+            if job.queue not in top:
+                continue
+            mask = reach[top[job.queue]]
             for task in job.pending:
                 constraints = task.task.constraints
-                if constraints not in seen:
-                    seen.add(constraints)
-                    reach |= self.session.allowed(constraints)
+                if constraints not in allowed:
+                    allowed[constraints] = self.session.allowed(constraints)
+                mask |= allowed[constraints]
         for row, pod in snapshot.placed:
-            reach[row] |= pod.scheduler_name == snapshot.scheduler_name
-        total: IntArray = snapshot.allocatable[reach].sum(axis=0)
-        return total
+            owner = snapshot.jobs.get(pod.group.key if pod.group else f"pod:{pod.key}")
+            if owner is not None and owner.queue in top:
+                reach[top[owner.queue]][row] = True
+        return reach
 
     def _invalid(self, job: JobInfo) -> str | None:
         if job.queue in self.queues:
@@ -262,10 +299,19 @@ class Proportion:
         return float((self.allocated[queue][counted] / deserved[counted]).max())
 
     def _overused(self, queue: str) -> bool:
+        """At or above its share while another queue of its pool waits: holding it back
+        helps only a queue that could use what it would take."""
         deserved = self.deserved.get(queue)
-        if not self.contended or deserved is None or not deserved[self.shared].any():
+        if deserved is None or not deserved[self.shared].any():
+            return False
+        pool = self._pool_of(queue)
+        if not any(q != queue and self._pool_of(q) is pool for q in self.waiting):
             return False
         return bool((deserved <= self.allocated[queue])[self.shared].all())
+
+    def _pool_of(self, queue: str) -> list[str]:
+        top = self.lineage[queue][-1]
+        return next(members for members, _ in self.pools if top in members)
 
     def _reclaimable(self, job: JobInfo, victims: "Victims") -> BoolArray:
         """The victims `job` may reclaim, from what queues hold now (evictions so far

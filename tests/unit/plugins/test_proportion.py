@@ -129,6 +129,33 @@ def test_weights_share_the_nodes_the_queues_compete_for() -> None:
     assert (decisions.deserved["a"]["cpu"], decisions.deserved["b"]["cpu"]) == (2000, 6000)
 
 
+def test_queues_on_separate_pools_share_each_pool_apart() -> None:
+    """a and b (1:3) compete for pool x; c alone uses pool y. a and b split x 2:6, and c
+    gets all of y, though its weight would give it a fifth of the cluster."""
+    objects: list[Obj] = [
+        node("x", cpu="8", labels={"pool": "x"}),
+        node("y", cpu="8", labels={"pool": "y"}),
+        queue("a", weight=1),
+        queue("b", weight=3),
+        queue("c", weight=1),
+    ]
+    for q, pool in (("a", "x"), ("b", "x"), ("c", "y")):
+        for i in range(10):
+            objects += [
+                pod_group(f"{q}{i}", 1, queue=q),
+                pod(
+                    f"{q}{i}-0",
+                    requests={"cpu": "1"},
+                    group=f"{q}{i}",
+                    spec={"nodeSelector": {"pool": pool}},
+                ),
+            ]
+    decisions = decide(objects)
+    by_queue = Counter(key.split("/")[1][0] for key in placements(decisions))
+    assert by_queue == {"a": 2, "b": 6, "c": 8}
+    assert {q: decisions.deserved[q]["cpu"] for q in "abc"} == {"a": 2000, "b": 6000, "c": 8000}
+
+
 def test_lowest_share_is_served_first() -> None:
     """Queue a already holds its share, so b's newer job gets the last free CPU."""
     decisions = decide(
