@@ -21,6 +21,7 @@ from batchsched.api.groups import OUR_API
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.snapshot import take_snapshot
 from batchsched.framework.config import default_config, run_session
+from batchsched.framework.session import Timings
 
 SCHEDULER = "batch-scheduler"
 HOSTNAME = "kubernetes.io/hostname"
@@ -145,7 +146,8 @@ def main() -> None:
     ingested = time.perf_counter()
     snapshot = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
     snapped = time.perf_counter()
-    decisions = run_session(snapshot, default_config())
+    timings = Timings()
+    decisions = run_session(snapshot, default_config(), timings=timings)
     finished = time.perf_counter()
 
     session_seconds = finished - snapped
@@ -164,6 +166,7 @@ def main() -> None:
                 "snapshot_seconds": round(snapped - ingested, 3),
                 "seconds": round(session_seconds, 3),
                 "pods_per_second": round(decided / session_seconds),
+                "action_seconds": {a: round(t, 3) for a, t in timings.actions.items()},
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             }
         )
