@@ -140,6 +140,8 @@ class Task:
     # running pod is sure to have ended, for room held for a starving gang.
     deadline_seconds: int | None = None
     started: float | None = None
+    # False when its annotations or labels keep preemption away from it.
+    preemptable: bool = True
     # The GPU cards a bound pod holds (annotation scheduling.batchsched.io/gpu-index).
     gpu_index: tuple[int, ...] = ()
     # On a gang's first bound member: where the session that bound it put the others.

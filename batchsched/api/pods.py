@@ -46,6 +46,10 @@ LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 # also what a Namespace names its default queue by.
 OUR_QUEUE_KEY = "scheduling.batchsched.io/queue-name"
 VOLCANO_QUEUE_KEY = "scheduling.volcano.sh/queue-name"
+# Whether preempt and reclaim may evict the pod, as an annotation or label: ours, then
+# Volcano's. Any value but "true" keeps the pod from them: a misspelt opt-out still
+# protects what it was written to protect.
+PREEMPTABLE_KEYS = ("scheduling.batchsched.io/preemptable", "volcano.sh/preemptable")
 
 
 Key = TypeVar("Key", bound=Hashable)
@@ -218,6 +222,7 @@ def task_from_pod(
         deleting=meta.get("deletionTimestamp") is not None,
         nominated_node=status.get("nominatedNodeName") or None,
         deadline_seconds=deadline,
+        preemptable=_preemptable(notes, labels),
         started=None if started is None else timestamp(started, where=f"{where}.status.startTime"),
         gpu_index=parse_gpu_index(gpu_index, where=where) if gpu_index else (),
         placement=parse_placement(placement) if placement else None,
@@ -231,6 +236,14 @@ def task_from_pod(
         shape_key=shape_key,
         fit_key=fit_key,
     )
+
+
+def _preemptable(notes: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    for key in PREEMPTABLE_KEYS:
+        value = notes.get(key, labels.get(key))
+        if value is not None:
+            return value.strip().lower() == "true"
+    return True
 
 
 def pod_uid(meta: Mapping[str, object], namespace: str, name: str) -> str:

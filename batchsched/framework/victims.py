@@ -2,8 +2,9 @@
 
 Plugins say which victims a preemptor may take (priority: lower priority, within its
 queue; proportion: from queues above their share); the rules no configuration may
-lift are kept here: pods of the control plane and critical pods are never taken, nor,
-unless configured, pods of other schedulers.
+lift are kept here: pods of the control plane, critical pods and pods marked not
+preemptable (api/pods.py PREEMPTABLE_KEYS) are never taken, nor, unless configured,
+pods of other schedulers.
 """
 
 from dataclasses import dataclass, field
@@ -157,6 +158,7 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
         ours = task.scheduler_name == snapshot.scheduler_name
         evictable.append(
             (ours or other_schedulers)
+            and task.preemptable
             and task.namespace != SYSTEM_NAMESPACE
             and task.priority_class_name not in CRITICAL_CLASSES
         )

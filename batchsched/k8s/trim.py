@@ -16,6 +16,7 @@ from batchsched.api.pods import (
     KUBE_BATCH_GROUP_KEY,
     OUR_GROUP_KEY,
     OUR_QUEUE_KEY,
+    PREEMPTABLE_KEYS,
     VOLCANO_QUEUE_KEY,
 )
 from batchsched.api.unsupported import NODE_BOUND_VOLUMES, UNSUPPORTED_SPEC_FIELDS
@@ -34,6 +35,7 @@ POD_ANNOTATIONS = (
     VOLCANO_QUEUE_KEY,
     GPU_INDEX_ANNOTATION,
     PLACEMENT_ANNOTATION,
+    *PREEMPTABLE_KEYS,
 )
 # Every field that constrains placement, including those the core refuses: a pod that
 # asks for something unsupported must still say so after trimming.

@@ -3,6 +3,8 @@
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from batchsched.framework.decisions import Decisions
 
 from ..builders import Obj, decide, node, pod, pod_group, priority_class, queue
@@ -363,3 +365,22 @@ def test_only_as_many_preempt_as_there_is_room_for() -> None:
     assert evicted(decisions) == {"default/low"}
     assert nominated(decisions) == {"default/high-0": "n1"}
     assert decisions.pending["default/high-2"].startswith("0/1 nodes are available")
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "value", "spared"),
+    [
+        ("annotations", "volcano.sh/preemptable", "false", True),
+        ("labels", "volcano.sh/preemptable", "false", True),
+        ("annotations", "scheduling.batchsched.io/preemptable", "False", True),
+        ("annotations", "scheduling.batchsched.io/preemptable", "no", True),
+        ("annotations", "volcano.sh/preemptable", "true", False),
+    ],
+)
+def test_a_pod_marked_not_preemptable_is_never_evicted(
+    where: str, key: str, value: str, spared: bool
+) -> None:
+    kept = pod("kept", requests={"cpu": "8"}, node_name="n1", phase="Running")
+    kept["metadata"][where] = {key: value}
+    decisions = decide([node("n1"), kept, *pending_gang("high", 1)])
+    assert evicted(decisions) == (set() if spared else {"default/kept"})

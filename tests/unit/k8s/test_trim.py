@@ -186,6 +186,12 @@ def test_a_running_pod_keeps_how_long_it_may_run_and_since_when() -> None:
     assert (task.deadline_seconds, task.started) == (3600, 1704067200.0)
 
 
+def test_a_pod_keeps_its_preemptable_annotation() -> None:
+    protected = copy.deepcopy(FULL_POD)
+    protected["metadata"].setdefault("annotations", {})["volcano.sh/preemptable"] = "false"
+    assert task_from_pod(trim_pod(protected)).preemptable is False
+
+
 FULL_BUDGET: Obj = {
     "apiVersion": "policy/v1",
     "kind": "PodDisruptionBudget",
