@@ -6,12 +6,14 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import parse_duration
+from batchsched.api.objects import Task
 from batchsched.framework.config import SchedulerConfig, default_config, load_config
 from batchsched.logs import EXIT, FORMATS, configure
 from batchsched.sim import openb
@@ -58,11 +60,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = simulate(loaded.objects, config)
     for problem in result.errors:
         print(f"error: {problem}", file=sys.stderr)
+    hint = unserved_hint(result.cache.tasks.values(), config)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
     if args.output == "json":
         print(json.dumps(to_json(result), indent=2))
     else:
         print(to_table(result))
     return 0
+
+
+def unserved_hint(tasks: Iterable[Task], config: SchedulerConfig) -> str | None:
+    """One line for pods left unscheduled because they name a scheduler this
+    configuration does not serve: the first thing to check when nothing binds."""
+    waiting = Counter(
+        t.scheduler_name
+        for t in tasks
+        if t.node_name is None and t.scheduler_name not in config.scheduler_names
+    )
+    if not waiting:
+        return None
+    named = ", ".join(f"{count} name {name!r}" for name, count in sorted(waiting.items()))
+    return (
+        f"pods this configuration does not serve were left alone ({named}); to schedule "
+        "them, list their names in schedulerNames (see examples/config/drop-in.yaml)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -144,7 +144,7 @@ def main() -> None:
     for obj in objects:
         cache.apply(obj)
     ingested = time.perf_counter()
-    snapshot = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+    snapshot = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
     snapped = time.perf_counter()
     timings = Timings()
     decisions = run_session(snapshot, default_config(), timings=timings)

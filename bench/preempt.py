@@ -213,7 +213,7 @@ def main() -> None:
     decided: list[dict[str, int]] = []
     for _ in range(args.repeat):
         started = time.perf_counter()
-        snapshot = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+        snapshot = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
         snapped = time.perf_counter()
         timings = Timings()
         decisions = run_session(snapshot, config, timings=timings)

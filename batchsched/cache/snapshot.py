@@ -6,7 +6,7 @@ the same shape.
 """
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,7 +99,8 @@ class Snapshot:
     port_users: dict[tuple[str, int], set[int]]
     jobs: dict[str, JobInfo]
     queues: dict[str, Queue]
-    scheduler_name: str
+    # The schedulerNames this scheduler serves: pods naming one of them are ours.
+    scheduler_names: frozenset[str]
     # Queues that exist but could not be parsed, by name -> why (not in `queues`).
     rejected_queues: dict[str, str] = field(default_factory=dict)
     # Bound pods that hold GPU cards, with their node rows and their cards as of the
@@ -124,7 +125,7 @@ class Snapshot:
         return {name: i for i, name in enumerate(self.resources)}
 
 
-def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Snapshot:
+def take_snapshot(cache: ClusterCache, *, now: float, scheduler_names: Collection[str]) -> Snapshot:
     names = set(BASE_RESOURCES)
     for node in cache.nodes.values():
         names.update(node.allocatable)
@@ -147,9 +148,10 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
     score_extra: IntArray | None = None
     vectors: dict[tuple[object, ...], IntArray] = {}
     queues, rejected_queues = _queues(cache)
+    served = frozenset(scheduler_names)
     builder = _JobBuilder(
         cache,
-        scheduler_name=scheduler_name,
+        scheduler_names=served,
         width=len(resources),
         now=now,
         queues=queues,
@@ -185,7 +187,7 @@ def take_snapshot(cache: ClusterCache, *, now: float, scheduler_name: str) -> Sn
         port_users=dict(port_users),
         jobs=builder.finish(index),
         queues=queues,
-        scheduler_name=scheduler_name,
+        scheduler_names=served,
         rejected_queues=rejected_queues,
         gpu_holders=gpu_holders,
         placed=placed,
@@ -236,7 +238,7 @@ class _JobBuilder:
         self,
         cache: ClusterCache,
         *,
-        scheduler_name: str,
+        scheduler_names: frozenset[str],
         width: int,
         now: float,
         queues: Mapping[str, Queue],
@@ -248,7 +250,7 @@ class _JobBuilder:
         self.rejected_queues = rejected_queues
         self.width = width
         self.now = now
-        self.scheduler_name = scheduler_name
+        self.scheduler_names = scheduler_names
         self.jobs: dict[str, JobInfo] = {}
         # Job key -> the placements recorded on its members.
         self.placements: dict[str, list[Placement]] = defaultdict(list)
@@ -260,7 +262,7 @@ class _JobBuilder:
             self.jobs[group.key] = self._job_for_group(group)
 
     def add(self, task: Task, vec: IntArray) -> None:
-        ours = task.scheduler_name == self.scheduler_name
+        ours = task.scheduler_name in self.scheduler_names
         job = self._job_of(task, ours=ours)
         if job is None:
             return

@@ -43,6 +43,7 @@ tiers:
 REQUIRED_PLUGIN = "predicates"
 TOP_KEYS = {
     "schedulerName",
+    "schedulerNames",
     "schedulePeriod",
     "starvationThreshold",
     "actions",
@@ -56,7 +57,9 @@ VICTIM_PLUGINS = {"preempt": "priority", "reclaim": "proportion"}
 
 @dataclass(frozen=True, kw_only=True)
 class SchedulerConfig:
-    scheduler_name: str
+    # Pods naming any of these are scheduled; the first names the scheduler itself (its
+    # lease, the source of its events).
+    scheduler_names: tuple[str, ...]
     schedule_period: float
     # How long a job may wait before its queue holds resources for it; None: never.
     starvation_seconds: float | None
@@ -64,6 +67,10 @@ class SchedulerConfig:
     tiers: tuple[tuple[Plugin, ...], ...] = field(default=())
     # Whether preempt and reclaim may evict pods other schedulers placed.
     preempt_other_schedulers: bool = False
+
+    @property
+    def scheduler_name(self) -> str:
+        return self.scheduler_names[0]
 
 
 def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
@@ -82,9 +89,7 @@ def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
             f"{source}: unknown key {unknown[0]!r} (allowed: {', '.join(sorted(TOP_KEYS))})"
         )
     merged = {**defaults, **raw}
-    name = merged["schedulerName"]
-    if not isinstance(name, str) or not name:
-        raise InvalidObject(f"{source}: schedulerName must be a non-empty string")
+    names = _scheduler_names(raw, merged, source=source)
     starvation = merged["starvationThreshold"]
     actions = _actions(merged["actions"], source=source)
     tiers = _tiers(merged["tiers"], source=source)
@@ -100,7 +105,7 @@ def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
                 f"says which pods it may evict; list it in tiers or drop {action}"
             )
     return SchedulerConfig(
-        scheduler_name=name,
+        scheduler_names=names,
         schedule_period=parse_duration(merged["schedulePeriod"], where=f"{source}.schedulePeriod"),
         starvation_seconds=(
             None
@@ -141,6 +146,33 @@ def run_session(
         ACTIONS[action](session)
         session.timings.actions[action] = time.perf_counter() - started
     return session.close()
+
+
+def _scheduler_names(
+    raw: Mapping[str, Any], merged: Mapping[str, Any], *, source: str
+) -> tuple[str, ...]:
+    """`schedulerNames` (a list, for serving pods written for other schedulers too) or
+    `schedulerName`; not both, which could disagree on which name is the scheduler's own."""
+    if "schedulerNames" in raw and "schedulerName" in raw:
+        raise InvalidObject(
+            f"{source}: schedulerName and schedulerNames are both set; "
+            "write schedulerNames alone, its first entry being this scheduler's own name"
+        )
+    if "schedulerNames" not in raw:
+        name = merged["schedulerName"]
+        if not isinstance(name, str) or not name:
+            raise InvalidObject(f"{source}: schedulerName must be a non-empty string")
+        return (name,)
+    names = raw["schedulerNames"]
+    where = f"{source}.schedulerNames"
+    if not isinstance(names, list) or not names:
+        raise InvalidObject(f"{where}: expected a non-empty list of scheduler names")
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise InvalidObject(f"{where}: {name!r} is not a non-empty string")
+    if len(set(names)) < len(names):
+        raise InvalidObject(f"{where}: a name is listed twice")
+    return tuple(names)
 
 
 def _actions(raw: object, *, source: str) -> tuple[str, ...]:

@@ -155,7 +155,7 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
         rows.append(row)
         priority.append(_priority(task, job, classes, default))
         queue.append(job.queue if job is not None else "")
-        ours = task.scheduler_name == snapshot.scheduler_name
+        ours = task.scheduler_name in snapshot.scheduler_names
         evictable.append(
             (ours or other_schedulers)
             and task.preemptable

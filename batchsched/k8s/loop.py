@@ -200,11 +200,11 @@ class SessionLoop:
 
     def _rejected(self) -> dict[str, str]:
         """Our pods the cache could not parse: their error is their pending reason."""
-        name = self.config.scheduler_name
+        served = self.config.scheduler_names
         return {
             key: message
             for key, (scheduler, message) in self.cache.rejected_pods.items()
-            if scheduler == name
+            if scheduler in served
         }
 
 
@@ -218,7 +218,7 @@ def _decide(
     event loop goes on meanwhile, even while the snapshot is taken (a quarter of a
     second at 50,000 pods). The bindings reached the loop job by job (`commit`), so
     they do not travel again."""
-    snapshot = take_snapshot(cache, now=now, scheduler_name=config.scheduler_name)
+    snapshot = take_snapshot(cache, now=now, scheduler_names=config.scheduler_names)
     timings = Timings()
     decisions = run_session(snapshot, config, timings=timings, on_commit=commit)
     return replace(decisions, bindings=[]), summarize(snapshot, decisions), timings

@@ -93,7 +93,7 @@ def replay(
     capacity = CARD_MILLI * sum(node_cards(n.allocatable) for n in cache.nodes.values())
     for pod in arrivals(pods, seed=seed, inflate=inflate, capacity=capacity):
         cache.apply(pod)
-    snapshot = take_snapshot(cache, now=0.0, scheduler_name=config.scheduler_name)
+    snapshot = take_snapshot(cache, now=0.0, scheduler_names=config.scheduler_names)
     # The paper's method has no reservation for pods that waited: each is tried once.
     session = Session(snapshot, tiers=config.tiers, starvation_seconds=None)
     jobs = sorted(snapshot.jobs.values(), key=lambda job: job.creation)

@@ -10,8 +10,8 @@ EVICTING_ACTIONS = {"preempt": "preempted", "reclaim": "reclaimed"}
 
 
 def to_json(sim: Simulation) -> dict[str, Any]:
-    scheduler = sim.snapshot.scheduler_name
-    ours = [t for t in sim.cache.tasks.values() if t.scheduler_name == scheduler]
+    served = sim.snapshot.scheduler_names
+    ours = [t for t in sim.cache.tasks.values() if t.scheduler_name in served]
     pods: list[dict[str, Any]] = [
         {
             "namespace": t.namespace,
@@ -26,9 +26,9 @@ def to_json(sim: Simulation) -> dict[str, Any]:
         for t in ours
     ]
     # Evicted pods are gone from the cluster; they are listed with why they lost their node.
-    pods += [_evicted_pod(sim, e) for e in sim.evictions if e.scheduler_name == scheduler]
+    pods += [_evicted_pod(sim, e) for e in sim.evictions if e.scheduler_name in served]
     for key, (named, message) in sim.cache.rejected_pods.items():
-        if named != scheduler:
+        if named not in served:
             continue
         namespace, name = key.split("/", 1)
         pods.append(

@@ -104,7 +104,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
     while True:
         events.advance(now)
         started = time.perf_counter()
-        snapshot = take_snapshot(events.cache, now=now, scheduler_name=config.scheduler_name)
+        snapshot = take_snapshot(events.cache, now=now, scheduler_names=config.scheduler_names)
         decisions = run_session(snapshot, config)
         elapsed += time.perf_counter() - started
         sessions += 1
@@ -133,7 +133,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
     cache = events.cache
     # A malformed PodGroup is kept so that its pods can wait with its error; say it here too.
     errors = events.errors + [group.error for group in cache.pod_groups.values() if group.error]
-    final = take_snapshot(cache, now=now, scheduler_name=config.scheduler_name)
+    final = take_snapshot(cache, now=now, scheduler_names=config.scheduler_names)
     return Simulation(
         cache=cache,
         snapshot=final,

@@ -161,7 +161,7 @@ def snapshot_of(objects: Iterable[Mapping[str, Any]], *, now: float | None = Non
     cache = cache_of(objects)
     if now is None:
         now = max((t.creation for t in cache.tasks.values()), default=0.0)
-    return take_snapshot(cache, now=now, scheduler_name=SCHEDULER)
+    return take_snapshot(cache, now=now, scheduler_names={SCHEDULER})
 
 
 def config_of(config: SchedulerConfig | str | None) -> SchedulerConfig:

@@ -140,7 +140,7 @@ def test_the_snapshot_leaves_out_queues_off_the_tree_and_says_why() -> None:
     for obj in (volcano_queue("a", parent="b"), volcano_queue("b", parent="a")):
         cache.apply(obj)
     cache.apply(volcano_queue("child", parent="default"))
-    snapshot = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+    snapshot = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
     assert sorted(snapshot.queues) == ["child", "default"]
     assert snapshot.rejected_queues == {
         "a": "Queue a.spec.parent: the parents form a cycle, a -> b -> a",
@@ -148,7 +148,7 @@ def test_the_snapshot_leaves_out_queues_off_the_tree_and_says_why() -> None:
     }
     # Deleting one breaks the cycle; the other now names a parent that is not there.
     cache.apply(volcano_queue("b"), deleted=True)
-    later = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+    later = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
     assert later.rejected_queues == {"a": "Queue a.spec.parent: queue 'b' does not exist"}
 
 
@@ -166,7 +166,7 @@ def test_only_the_bad_queue_waits() -> None:
             volcano_queue("bad", guarantee={"resource": {"cpu": "3"}}, capability={"cpu": "2"})
         )
     decisions = run_session(
-        take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER), default_config()
+        take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER}), default_config()
     )
     assert placements(decisions) == {"default/fine-0": "n1"}
     assert decisions.pending == {

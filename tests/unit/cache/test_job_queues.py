@@ -69,7 +69,7 @@ GROUP_POD = pod("g-0", namespace="ml", group="g", annotations={KEY: "pod-q"})
 )
 def test_queue_precedence(objects: list[Obj], job: str, expected: str) -> None:
     cache = cache_of([*QUEUES, *objects])
-    jobs = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER).jobs
+    jobs = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER}).jobs
     assert (jobs[job].queue, jobs[job].error) == (expected, None)
 
 
@@ -120,7 +120,7 @@ def test_an_invalid_queue_says_why_and_where_it_was_named() -> None:
     with pytest.raises(InvalidObject):
         cache.apply(queue("q", capability={"cpu": "-2"}))
     decisions = run_session(
-        take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER), default_config()
+        take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER}), default_config()
     )
     assert decisions.pending == {
         "default/p": "queue 'q' is invalid: Queue q.spec.capability.cpu: '-2' is negative "
@@ -134,6 +134,6 @@ def test_a_namespace_naming_no_queue_is_refused_and_its_pods_still_scheduled(bad
     message = f"Namespace ml: label {KEY}={bad!r} must name a queue"
     with pytest.raises(InvalidObject, match=re.escape(message)):
         cache.apply(namespace("ml", label=bad))
-    snapshot = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+    snapshot = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
     assert snapshot.jobs["pod:ml/p"].queue == "default"
     assert placements(run_session(snapshot, default_config())) == {"ml/p": "n1"}

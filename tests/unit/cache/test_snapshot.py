@@ -197,7 +197,7 @@ def test_namespaces_and_placed_pods_are_indexed_for_pod_affinity() -> None:
 def test_assumed_binds_count_at_once_and_can_be_forgotten() -> None:
     cache = cache_of([node("n1"), pod("p", requests={"cpu": "1"})])
     cache.assume("default/p", "n1")
-    snapshot = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+    snapshot = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
     assert snapshot.used[0, snapshot.column["cpu"]] == 1000
     assert snapshot.jobs["pod:default/p"].pending == []
     cache.forget("default/p")
@@ -234,15 +234,15 @@ def test_same_named_pod_groups_of_other_apis_do_not_replace_or_remove_ours() -> 
 def test_a_pod_whose_bind_was_refused_waits_with_the_reason_until_its_backoff_ends() -> None:
     cache = cache_of([node("n1"), pod("p", requests={"cpu": "1"})])
     cache.refuse("default/p", "the API server refused to bind it: forbidden", now=100.0)
-    during = take_snapshot(cache, now=100.5, scheduler_name=SCHEDULER)
+    during = take_snapshot(cache, now=100.5, scheduler_names={SCHEDULER})
     assert pending_task(during, "default/p").error == (
         "the API server refused to bind it: forbidden"
     )
-    after = take_snapshot(cache, now=101.5, scheduler_name=SCHEDULER)
+    after = take_snapshot(cache, now=101.5, scheduler_names={SCHEDULER})
     assert pending_task(after, "default/p").error is None
     cache.refuse("default/p", "the API server refused to bind it: forbidden", now=101.5)
     assert pending_task(
-        take_snapshot(cache, now=103.0, scheduler_name=SCHEDULER), "default/p"
+        take_snapshot(cache, now=103.0, scheduler_names={SCHEDULER}), "default/p"
     ).error
     cache.apply(pod("p"), deleted=True)
     assert cache.refusals == {}

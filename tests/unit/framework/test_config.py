@@ -10,7 +10,8 @@ from batchsched.plugins.gang import Gang
 
 ALLOWED_PLUGINS = ", ".join(sorted(PLUGINS))
 TOP_KEYS = (
-    "actions, preemptOtherSchedulers, schedulePeriod, schedulerName, starvationThreshold, tiers"
+    "actions, preemptOtherSchedulers, schedulePeriod, schedulerName, schedulerNames, "
+    "starvationThreshold, tiers"
 )
 EVERY_ACTION = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 BINPACK_ARGUMENTS = "alwaysScored, functionshape, resources, resourcetoweightmap, shape, weight"
@@ -18,6 +19,12 @@ BINPACK_ARGUMENTS = "alwaysScored, functionshape, resources, resourcetoweightmap
 
 def binpack(arguments: str) -> str:
     return f"tiers:\n- plugins:\n  - name: binpack\n    arguments: {arguments}\n"
+
+
+def test_several_scheduler_names() -> None:
+    config = load_config("schedulerNames: [batch-scheduler, kube-batch]")
+    assert config.scheduler_names == ("batch-scheduler", "kube-batch")
+    assert config.scheduler_name == "batch-scheduler"
 
 
 def test_default_config() -> None:
@@ -111,6 +118,17 @@ def test_settings(text: str, starvation: float | None, actions: tuple[str, ...])
             "config.actions: the preempt action needs the priority plugin, which says which "
             "pods it may evict; list it in tiers or drop preempt",
         ),
+        (
+            "schedulerName: a\nschedulerNames: [a, b]",
+            "config: schedulerName and schedulerNames are both set; write schedulerNames "
+            "alone, its first entry being this scheduler's own name",
+        ),
+        (
+            "schedulerNames: []",
+            "config.schedulerNames: expected a non-empty list of scheduler names",
+        ),
+        ("schedulerNames: [a, a]", "config.schedulerNames: a name is listed twice"),
+        ("schedulerNames: [a, '']", "config.schedulerNames: '' is not a non-empty string"),
         (
             "preemptOtherSchedulers: maybe",
             "config.preemptOtherSchedulers: 'maybe' is not true or false",

@@ -146,10 +146,10 @@ def test_overclaimed_card_counts_as_full_not_negative() -> None:
 def test_deleting_a_pod_frees_its_card_for_the_next_session() -> None:
     holder = share("a", 800, node_name="n", cards={GPU_INDEX_ANNOTATION: "0"})
     cache = cache_of([gpu_node("n", 1), holder, share("b", 800)])
-    first = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+    first = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
     assert session_of(first).gpu.free[0].tolist() == [200]
     cache.apply(holder, deleted=True)
-    second = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+    second = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
     session = session_of(second)
     assert session.gpu.free[0].tolist() == [1000]
     assert session.best_node(pending_task(second, "default/b")) == 0

@@ -70,7 +70,7 @@ def test_an_invalid_queue_is_reported_as_invalid_not_missing(name: str) -> None:
         cache.apply(queue(name, capability={"cpu": "-2"}))
 
     def pending() -> dict[str, str]:
-        snapshot = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+        snapshot = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
         return run_session(snapshot, default_config()).pending
 
     assert pending() == {

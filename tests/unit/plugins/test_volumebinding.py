@@ -159,7 +159,7 @@ def test_an_unreadable_claim_is_named_with_its_error() -> None:
     cache = cache_of([*hosts(1), mounting("p", "data")])
     with pytest.raises(InvalidObject):
         cache.apply(bad)
-    snapshot = take_snapshot(cache, now=0.0, scheduler_name=SCHEDULER)
+    snapshot = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
     reason = run_session(snapshot, default_config()).pending["default/p"]
     assert reason.startswith(
         "0/1 nodes are available: persistentvolumeclaim default/data is invalid: "
