@@ -28,7 +28,10 @@ OUR_API = f"{GROUP}/{VERSION}"
 # apiVersion -> how that API spells the schedule timeout (None: it has none).
 POD_GROUP_APIS: dict[str, str | None] = {
     OUR_API: "scheduleTimeoutSeconds",
+    # kube-batch's PodGroups: v1alpha1, then v1alpha2 in a group of its own (also
+    # Volcano's before scheduling.volcano.sh). Neither has a schedule timeout.
     "scheduling.incubator.k8s.io/v1alpha1": None,
+    "scheduling.sigs.dev/v1alpha2": None,
     "scheduling.sigs.k8s.io/v1alpha1": "scheduleTimeoutSeconds",
     "scheduling.volcano.sh/v1beta1": None,
     "scheduling.x-k8s.io/v1alpha1": "scheduleTimeoutSeconds",

@@ -37,11 +37,32 @@ from batchsched.api.unsupported import UNSUPPORTED_SPEC_FIELDS, spec_blocker, vo
 from batchsched.api.volumes import PodClaim, pod_claims
 
 OUR_GROUP_KEY = "scheduling.batchsched.io/group-name"
+# kube-batch's v1alpha1 annotation, which Volcano still reads.
 KUBE_BATCH_GROUP_KEY = "scheduling.k8s.io/group-name"
+# The annotation kube-batch's last releases (PodGroups of scheduling.sigs.dev) read.
+KUBE_BATCH_V1ALPHA2_GROUP_KEY = "scheduling.x-k8s.io/group-name"
+VOLCANO_GROUP_KEY = "scheduling.volcano.sh/group-name"
 COSCHEDULING_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+# scheduler-plugins' label while its PodGroups were of scheduling.sigs.k8s.io.
+OLD_COSCHEDULING_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
 TENCENT_GROUP_LABEL = "group.batch.scheduler.tencent.com"
 LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
+# Every key whose value names a PodGroup object, as (where on the pod, key), each where
+# its own scheduler reads it (DESIGN section 3). A key elsewhere means nothing to that
+# scheduler, so it means nothing here either.
+GROUP_KEYS: tuple[tuple[str, str], ...] = (
+    ("annotation", OUR_GROUP_KEY),
+    ("label", OUR_GROUP_KEY),
+    ("annotation", KUBE_BATCH_GROUP_KEY),
+    ("annotation", KUBE_BATCH_V1ALPHA2_GROUP_KEY),
+    ("annotation", VOLCANO_GROUP_KEY),
+    ("label", COSCHEDULING_GROUP_LABEL),
+    ("label", OLD_COSCHEDULING_GROUP_LABEL),
+    ("label", TENCENT_GROUP_LABEL),
+)
+# The annotations among them, which the operator's trim must keep.
+GROUP_ANNOTATIONS = tuple(key for where, key in GROUP_KEYS if where == "annotation")
 # The queue of a lone pod or a label-only group: ours first, then Volcano's. Our key is
 # also what a Namespace names its default queue by.
 OUR_QUEUE_KEY = "scheduling.batchsched.io/queue-name"
@@ -273,7 +294,7 @@ def pod_shape(spec: Mapping[str, object], *, where: str) -> PodShape:
 
 
 def group_of(pod: Obj, *, namespace: str, where: str) -> GroupRef | None:
-    """The group a pod names, by the first association key present (DESIGN section 3)."""
+    """The group a pod names by any association key (DESIGN section 3)."""
     return group_from_metadata(
         labels_of(pod, kind="Pod"),
         annotations_of(pod, kind="Pod"),
@@ -285,17 +306,39 @@ def group_of(pod: Obj, *, namespace: str, where: str) -> GroupRef | None:
 def group_from_metadata(
     labels: Mapping[str, str], notes: Mapping[str, str], *, namespace: str, where: str
 ) -> GroupRef | None:
-    for value in (
-        notes.get(OUR_GROUP_KEY) or labels.get(OUR_GROUP_KEY),
-        notes.get(KUBE_BATCH_GROUP_KEY),
-        labels.get(COSCHEDULING_GROUP_LABEL),
-        labels.get(TENCENT_GROUP_LABEL),
-    ):
-        if value:
-            return GroupRef(namespace=namespace, name=value)
-    name = labels.get(LIGHTWEIGHT_NAME_LABEL)
-    if not name:
+    """The group named by any of the peers' keys (GROUP_KEYS) or by the lightweight label
+    pair. Keys that name different groups are refused, naming both: joining either group
+    would run the pod in a gang its author may not have meant, and a gang one member
+    short never starts."""
+    named = [
+        (value, f"{where_on} {key}")
+        for where_on, key in GROUP_KEYS
+        if (value := (notes if where_on == "annotation" else labels).get(key))
+    ]
+    lightweight = labels.get(LIGHTWEIGHT_NAME_LABEL)
+    if lightweight:
+        named.append((lightweight, f"label {LIGHTWEIGHT_NAME_LABEL}"))
+    for value, source in named[1:]:
+        if value != named[0][0]:
+            first_value, first_source = named[0]
+            raise InvalidObject(
+                f"{where}: names two groups, {first_value!r} by {first_source} and {value!r} "
+                f"by {source}; remove one key or make them agree"
+            )
+    if not named:
         return None
+    name = named[0][0]
+    if not lightweight:
+        return GroupRef(namespace=namespace, name=name)
+    min_available = _min_available(labels, where=where)
+    # Beside a key that names a PodGroup object, the object says how many the gang needs.
+    label_only = len(named) == 1
+    return GroupRef(
+        namespace=namespace, name=name, min_available=min_available if label_only else None
+    )
+
+
+def _min_available(labels: Mapping[str, str], *, where: str) -> int:
     raw_min = labels.get(LIGHTWEIGHT_MIN_LABEL)
     if raw_min is None:
         raise InvalidObject(
@@ -305,7 +348,7 @@ def group_from_metadata(
         raise InvalidObject(
             f"{where}: label {LIGHTWEIGHT_MIN_LABEL}={raw_min!r} must be a whole number >= 1"
         )
-    return GroupRef(namespace=namespace, name=name, min_available=int(raw_min))
+    return int(raw_min)
 
 
 def named_queue(

@@ -14,8 +14,9 @@ import numpy.typing as npt
 
 from batchsched.api.budgets import DisruptionBudget
 from batchsched.api.gpu import GPU_MILLI, NO_GPU, GpuDemand, gpu_demand
-from batchsched.api.objects import Node, PodGroup, PriorityClass, Queue, QueueName, Task
+from batchsched.api.objects import GroupRef, Node, PodGroup, PriorityClass, Queue, QueueName, Task
 from batchsched.api.placement import Placement
+from batchsched.api.pods import LIGHTWEIGHT_MIN_LABEL
 from batchsched.api.queues import DEFAULT_QUEUE, check_hierarchy
 from batchsched.api.resources import BASE_RESOURCES, GPU, PODS, ResourceList
 from batchsched.api.volumes import Storage
@@ -219,6 +220,12 @@ def _reserve(job: JobInfo, placements: list[Placement], node_rows: Mapping[str, 
                 break
 
 
+def _some(names: list[str], *, shown: int = 3) -> str:
+    """Up to `shown` names, then how many more: a message stays readable for a big gang."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 def _queues(cache: ClusterCache) -> tuple[dict[str, Queue], dict[str, str]]:
     """The queues jobs may use, and why each other Queue may not: as parsed, or for its
     place in the tree of parents, which only all the queues together can tell."""
@@ -367,6 +374,8 @@ class _JobBuilder:
             # A group without an object is as old as its oldest pod, in whatever order
             # the pods reached the cache.
             existing.creation = min(existing.creation, task.creation)
+            if existing.label_only:
+                existing.error = existing.error or self._label_member_conflict(existing, ref)
         if existing is not None or not ours:
             return existing
         job = JobInfo(
@@ -384,6 +393,30 @@ class _JobBuilder:
             job.error = f"PodGroup {ref.key} does not exist"
         self.jobs[ref.key] = job
         return job
+
+    def _label_member_conflict(self, job: JobInfo, ref: GroupRef) -> str | None:
+        """Why a label-only group must wait for this member, if it must. A member that
+        names it by a PodGroup key makes it need that object, whichever member reached
+        the cache first; members that name different min-available values leave it
+        waiting, since starting it at either breaks the promise the others carry."""
+        if ref.min_available is None:
+            return f"PodGroup {ref.key} does not exist"
+        if ref.min_available != job.min_member:
+            return self._minimums_disagree(job, ref.min_available)
+        return None
+
+    def _minimums_disagree(self, job: JobInfo, other: int) -> str:
+        """Names the pods behind each value (a few of them), found only on this rare path."""
+        holders: dict[int, list[str]] = {job.min_member: [], other: []}
+        for task in self.cache.tasks.values():
+            ref = task.group
+            if ref is not None and ref.key == job.key and ref.min_available in holders:
+                holders[ref.min_available].append(task.key)
+        values = [f"{value} (on {_some(sorted(pods))})" for value, pods in holders.items()]
+        return (
+            f"gang {job.key}: its pods' label {LIGHTWEIGHT_MIN_LABEL} disagree: "
+            f"{' and '.join(values)}"
+        )
 
     def _job_for_group(self, group: PodGroup) -> JobInfo:
         priority, error = self._priority(None, group.priority_class_name)

@@ -13,8 +13,7 @@ from typing import Any
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.placement import PLACEMENT_ANNOTATION
 from batchsched.api.pods import (
-    KUBE_BATCH_GROUP_KEY,
-    OUR_GROUP_KEY,
+    GROUP_ANNOTATIONS,
     OUR_QUEUE_KEY,
     PREEMPTABLE_KEYS,
     VOLCANO_QUEUE_KEY,
@@ -29,8 +28,7 @@ from batchsched.api.volumes import (
 JSON = dict[str, Any]
 
 POD_ANNOTATIONS = (
-    OUR_GROUP_KEY,
-    KUBE_BATCH_GROUP_KEY,
+    *GROUP_ANNOTATIONS,
     OUR_QUEUE_KEY,
     VOLCANO_QUEUE_KEY,
     GPU_INDEX_ANNOTATION,

@@ -4,17 +4,24 @@ from typing import Any
 
 import pytest
 
-from batchsched.api.groups import parse_duration, pod_group_from_object
+from batchsched.api.groups import POD_GROUP_APIS, parse_duration, pod_group_from_object
 
 from ..builders import decide, pod, pod_group
 
 KUBE_BATCH = "scheduling.incubator.k8s.io/v1alpha1"
+# kube-batch's later API group and version (Volcano's too, before scheduling.volcano.sh).
+KUBE_BATCH_V1ALPHA2 = "scheduling.sigs.dev/v1alpha2"
 VOLCANO = "scheduling.volcano.sh/v1beta1"
 COSCHEDULING = "scheduling.x-k8s.io/v1alpha1"
 COSCHEDULING_OLD = "scheduling.sigs.k8s.io/v1alpha1"
 TENCENT = "batch.scheduler.tencent.com/v1"
 OURS = "scheduling.batchsched.io/v1alpha1"
-ALL_APIS = [OURS, KUBE_BATCH, VOLCANO, COSCHEDULING, COSCHEDULING_OLD, TENCENT]
+ALL_APIS = [OURS, KUBE_BATCH, KUBE_BATCH_V1ALPHA2, VOLCANO, COSCHEDULING, COSCHEDULING_OLD, TENCENT]
+
+
+def test_every_peer_api_is_listed() -> None:
+    """The simulator and the operator's watches both read POD_GROUP_APIS."""
+    assert sorted(POD_GROUP_APIS) == sorted(ALL_APIS)
 
 
 @pytest.mark.parametrize(
@@ -22,6 +29,7 @@ ALL_APIS = [OURS, KUBE_BATCH, VOLCANO, COSCHEDULING, COSCHEDULING_OLD, TENCENT]
     [
         (OURS, {"scheduleTimeoutSeconds": 60}, 60.0),
         (KUBE_BATCH, {}, None),
+        (KUBE_BATCH_V1ALPHA2, {}, None),
         (VOLCANO, {}, None),
         (COSCHEDULING, {"scheduleTimeoutSeconds": 30}, 30.0),
         (COSCHEDULING_OLD, {"scheduleTimeoutSeconds": "45"}, 45.0),

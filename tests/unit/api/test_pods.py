@@ -157,45 +157,102 @@ def test_bad_quantities_name_pod_and_field(spec: dict[str, Any], message: str) -
     assert str(error.value) == message
 
 
-# The association keys of DESIGN section 3, in precedence order: (where, key).
-ASSOCIATION_KEYS = [
+# Every association key of DESIGN section 3 and where its scheduler reads it: ours,
+# kube-batch's (both of its annotations), Volcano's, scheduler-plugins' current label and
+# its older one, Tencent's.
+GROUP_KEYS = [
     ("annotations", "scheduling.batchsched.io/group-name"),
+    ("labels", "scheduling.batchsched.io/group-name"),
     ("annotations", "scheduling.k8s.io/group-name"),
+    ("annotations", "scheduling.x-k8s.io/group-name"),
+    ("annotations", "scheduling.volcano.sh/group-name"),
     ("labels", "scheduling.x-k8s.io/pod-group"),
+    ("labels", "pod-group.scheduling.sigs.k8s.io"),
     ("labels", "group.batch.scheduler.tencent.com"),
-    ("labels", "pod-group.scheduling.sigs.k8s.io/name"),
 ]
+LIGHTWEIGHT_NAME = "pod-group.scheduling.sigs.k8s.io/name"
 LIGHTWEIGHT_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
 
 
-def carrying(keys: list[tuple[str, str]], *, min_available: str = "2") -> Obj:
-    """A pod naming group `g<i>` under the i-th of `keys`."""
+def carrying(values: dict[tuple[str, str], str]) -> Obj:
+    """A pod with each (where, key) set to its value."""
     meta: dict[str, dict[str, str]] = {"labels": {}, "annotations": {}}
-    for where, key in keys:
-        meta[where][key] = f"g{ASSOCIATION_KEYS.index((where, key))}"
-    if any(key == ASSOCIATION_KEYS[-1][1] for _, key in keys):
-        meta["labels"][LIGHTWEIGHT_MIN] = min_available
+    for (where, key), value in values.items():
+        meta[where][key] = value
     return {"kind": "Pod", "metadata": {"name": "p", "namespace": "ml", **meta}}
 
 
-@pytest.mark.parametrize("first", range(len(ASSOCIATION_KEYS)))
-def test_first_association_key_wins(first: int) -> None:
-    """A pod carrying key `first` and every later one belongs to the group of `first`."""
-    ref = group_of(carrying(ASSOCIATION_KEYS[first:]), namespace="ml", where=WHERE)
-    label_only = first == len(ASSOCIATION_KEYS) - 1
-    assert ref == GroupRef("ml", f"g{first}", 2 if label_only else None)
+@pytest.mark.parametrize(("where", "key"), GROUP_KEYS)
+def test_each_key_names_a_podgroup(where: str, key: str) -> None:
+    ref = group_of(carrying({(where, key): "g"}), namespace="ml", where=WHERE)
+    assert ref == GroupRef("ml", "g")
 
 
-def test_our_key_may_be_a_label() -> None:
-    labelled = pod("p", labels={"scheduling.batchsched.io/group-name": "mine"})
-    assert group_of(labelled, namespace="default", where=WHERE) == GroupRef("default", "mine")
+def test_lightweight_labels_name_a_group_without_an_object() -> None:
+    pod = carrying({("labels", LIGHTWEIGHT_NAME): "g", ("labels", LIGHTWEIGHT_MIN): "3"})
+    assert group_of(pod, namespace="ml", where=WHERE) == GroupRef("ml", "g", 3)
+
+
+def test_keys_that_agree_name_one_group() -> None:
+    pod = carrying({key: "g" for key in GROUP_KEYS})
+    assert group_of(pod, namespace="ml", where=WHERE) == GroupRef("ml", "g")
+
+
+def test_a_podgroup_key_beside_the_lightweight_labels_names_the_object() -> None:
+    """The object, not the label, then says how many members the gang needs."""
+    pod = carrying(
+        {
+            ("labels", "scheduling.x-k8s.io/pod-group"): "g",
+            ("labels", LIGHTWEIGHT_NAME): "g",
+            ("labels", LIGHTWEIGHT_MIN): "2",
+        }
+    )
+    assert group_of(pod, namespace="ml", where=WHERE) == GroupRef("ml", "g")
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param(GROUP_KEYS[i], GROUP_KEYS[j], id=f"{GROUP_KEYS[i][1]}+{GROUP_KEYS[j][1]}")
+        for i, j in [(0, 1), (0, 2), (2, 4), (2, 3), (5, 6), (4, 7), (0, 7)]
+    ],
+)
+def test_keys_naming_different_groups_are_refused(
+    first: tuple[str, str], second: tuple[str, str]
+) -> None:
+    with pytest.raises(InvalidObject) as error:
+        group_of(carrying({first: "a", second: "b"}), namespace="ml", where=WHERE)
+    assert str(error.value) == (
+        f"{WHERE}: names two groups, 'a' by {first[0][:-1]} {first[1]} and 'b' by "
+        f"{second[0][:-1]} {second[1]}; remove one key or make them agree"
+    )
+
+
+def test_lightweight_name_disagreeing_with_a_key_is_refused() -> None:
+    pod = carrying(
+        {
+            ("annotations", "scheduling.volcano.sh/group-name"): "a",
+            ("labels", LIGHTWEIGHT_NAME): "b",
+            ("labels", LIGHTWEIGHT_MIN): "2",
+        }
+    )
+    with pytest.raises(InvalidObject, match=f"'b' by label {LIGHTWEIGHT_NAME};"):
+        group_of(pod, namespace="ml", where=WHERE)
+
+
+def test_empty_values_name_nothing() -> None:
+    pod = carrying({GROUP_KEYS[0]: "", GROUP_KEYS[2]: "g"})
+    assert group_of(pod, namespace="ml", where=WHERE) == GroupRef("ml", "g")
 
 
 @pytest.mark.parametrize(
     ("where", "key"),
     [
         ("labels", "scheduling.k8s.io/group-name"),
+        ("labels", "scheduling.x-k8s.io/group-name"),
+        ("labels", "scheduling.volcano.sh/group-name"),
         ("annotations", "scheduling.x-k8s.io/pod-group"),
+        ("annotations", "pod-group.scheduling.sigs.k8s.io"),
         ("annotations", "group.batch.scheduler.tencent.com"),
     ],
 )
