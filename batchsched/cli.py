@@ -118,6 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--leader-elect", action="store_true", help="hold a Lease to schedule")
     for field, (flag, default) in LEADER_TIMING_FLAGS.items():
         run.add_argument(flag, dest=field, metavar="DURATION", help=f"default {default}")
+    run.add_argument(
+        "--peer-status",
+        choices=("write", "skip"),
+        default="write",
+        help="whether kube-batch's, Volcano's, scheduler-plugins' and Tencent's PodGroups "
+        "(and Volcano's Queues) get their status, each in its project's form, as their "
+        "own scheduler wrote it (default write); skip while that scheduler or its "
+        "controller still writes them",
+    )
     run.add_argument("--log-format", choices=FORMATS, default="text", help="default text")
     run.add_argument(
         "-v",
@@ -157,6 +166,7 @@ def run_operator(args: argparse.Namespace) -> int:
             metrics_auth=args.metrics_auth,
             leader_elect=args.leader_elect,
             leader_timing=leader_timing(args),
+            write_peer_status=args.peer_status == "write",
         )
     except (UnreadableInput, InvalidObject) as error:
         EXIT.error("%s", error)

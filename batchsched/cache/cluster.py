@@ -11,7 +11,7 @@ from typing import Any
 
 from batchsched.api.budgets import DisruptionBudget, budget_from_object
 from batchsched.api.errors import InvalidObject
-from batchsched.api.groups import POD_GROUP_APIS, pod_group_from_object
+from batchsched.api.groups import OUR_API, POD_GROUP_APIS, pod_group_from_object
 from batchsched.api.meta import Obj, describe, name_of, namespace_of
 from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.nodes import node_from_object
@@ -60,6 +60,9 @@ NAMESPACED_KINDS = (
 )
 # Which of a name's PodGroups pods see: the one whose API comes first (ours).
 _API_RANK = {api: rank for rank, api in enumerate(POD_GROUP_APIS)}
+VOLCANO_QUEUE_API = "scheduling.volcano.sh/v1beta1"
+# The APIs whose Queues the scheduler reads; of a name's Queues, the first one's is used.
+QUEUE_APIS = (OUR_API, VOLCANO_QUEUE_API)
 
 
 # A refused bind is tried again after 1 s, then after twice as long each time, up to a
@@ -114,6 +117,11 @@ class ClusterCache:
         self._shapes = ShapeMemo()
         # "ns/name" -> apiVersion -> PodGroup, for groups of one name in several APIs.
         self._group_versions: dict[str, dict[str, PodGroup]] = {}
+        # Queue name -> apiVersion -> the Queue, or why it cannot be used.
+        self._queue_versions: dict[str, dict[str, Queue | str]] = {}
+        # Queue name -> the apiVersion of the Queue (valid or not) that stands for it:
+        # where its status goes.
+        self.queue_apis: dict[str, str] = {}
 
     def apply(self, obj: Obj, *, deleted: bool = False) -> None:
         """Record an added, changed or deleted object of one of KINDS.
@@ -129,13 +137,15 @@ class ClusterCache:
         if kind == "PodGroup":
             self._apply_group(key, obj, deleted=deleted)
             return
+        if kind == "Queue":
+            self._apply_queue(key, obj, deleted=deleted)
+            return
         handlers: dict[str, tuple[dict[str, Any], Callable[[], Any]]] = {
             "Node": (self.nodes, lambda: node_from_object(obj)),
             "Pod": (
                 self.tasks,
                 lambda: task_from_pod(obj, default_creation=self._sequence, shapes=self._shapes),
             ),
-            "Queue": (self.queues, lambda: queue_from_object(obj)),
             "PriorityClass": (self.priority_classes, lambda: priority_class_from_object(obj)),
             "Namespace": (self.namespaces, lambda: namespace_from_object(obj)),
             "PodDisruptionBudget": (self.budgets, lambda: budget_from_object(obj)),
@@ -152,8 +162,6 @@ class ClusterCache:
         store, parse = handlers[str(kind)]
         if kind == "Pod":
             self.rejected_pods.pop(key, None)
-        elif kind == "Queue":
-            self.rejected_queues.pop(key, None)
         elif kind in STORAGE_KINDS:
             self.rejected_storage.pop(f"{kind} {key}", None)
         if deleted:
@@ -171,8 +179,6 @@ class ClusterCache:
                 spec = obj.get("spec")
                 scheduler = spec.get("schedulerName") if isinstance(spec, dict) else None
                 self.rejected_pods[key] = (str(scheduler or "default-scheduler"), str(error))
-            elif kind == "Queue":
-                self.rejected_queues[key] = str(error)
             elif kind in STORAGE_KINDS:
                 self.rejected_storage[f"{kind} {key}"] = str(error)
             raise
@@ -192,6 +198,38 @@ class ClusterCache:
             return
         first = min(versions, key=lambda v: _API_RANK.get(v, len(_API_RANK)))
         self.pod_groups[key] = versions[first]
+
+    def _apply_queue(self, key: str, obj: Obj, *, deleted: bool) -> None:
+        """Queues of one name in our API and Volcano's are kept apart, as PodGroups are,
+        and ours is the queue, even while it is invalid: a typo in ours must not hand
+        its jobs to the other's limits. Objects without an apiVersion (simulator input
+        written loosely) count as ours."""
+        versions = self._queue_versions.setdefault(key, {})
+        api_version = str(obj.get("apiVersion") or OUR_API)
+        error = None
+        if deleted:
+            versions.pop(api_version, None)
+        else:
+            try:
+                versions[api_version] = queue_from_object(obj)
+            except InvalidObject as invalid:
+                versions[api_version] = str(invalid)
+                error = invalid
+        self.queues.pop(key, None)
+        self.rejected_queues.pop(key, None)
+        self.queue_apis.pop(key, None)
+        if not versions:
+            del self._queue_versions[key]
+        else:
+            first = min(versions, key=_queue_rank)
+            shown = versions[first]
+            self.queue_apis[key] = first
+            if isinstance(shown, Queue):
+                self.queues[key] = shown
+            else:
+                self.rejected_queues[key] = shown
+        if error is not None:
+            raise error
 
     def assume(self, task_key: str, node_name: str, *, gpu_index: tuple[int, ...] = ()) -> None:
         """Count a decided bind at once, so the next session sees the node (and cards) as used."""
@@ -231,3 +269,7 @@ class ClusterCache:
     def _key(obj: Obj, *, namespaced: bool) -> str:
         name = name_of(obj)
         return f"{namespace_of(obj)}/{name}" if namespaced else name
+
+
+def _queue_rank(api_version: str) -> int:
+    return QUEUE_APIS.index(api_version) if api_version in QUEUE_APIS else len(QUEUE_APIS)

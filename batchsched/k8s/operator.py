@@ -90,6 +90,9 @@ class Options:
     metrics_auth: bool = False
     leader_elect: bool = False
     leader_timing: LeaderTiming = LeaderTiming()
+    # Whether the PodGroups and Queues of the schedulers we stand in for get their
+    # status written (--peer-status): on by default, as their own scheduler is gone.
+    write_peer_status: bool = True
 
 
 class Stopped(Exception):
@@ -155,14 +158,17 @@ async def run(options: Options) -> None:
         valid_for = leader.valid_for if leader else unbounded
         binds_idle = asyncio.Event()
         binds_idle.set()
+        cache = ClusterCache()
         status = StatusWriter(
             api,
             scheduler_name=scheduler_name,
             instance=identity,
             binds_idle=binds_idle,
             valid_for=valid_for,
+            write_peers=options.write_peer_status,
+            queue_apis=cache.queue_apis,
         )
-        watch = Watch(ClusterCache(), status)
+        watch = Watch(cache, status)
         binder = Binder(api, watch, valid_for=valid_for, idle=binds_idle)
         evictor = Evictor(api, watch, scheduler_name=scheduler_name, valid_for=valid_for)
         loop = SessionLoop(

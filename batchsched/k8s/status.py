@@ -113,6 +113,78 @@ def rfc3339(seconds: float, *, micro: bool = False) -> str:
 Write = Callable[[], Awaitable[object]]
 
 
+@dataclass(frozen=True, kw_only=True)
+class StatusForm:
+    """How one project writes its PodGroups' status: its phase names for ours, the counts
+    it keeps, whether it has conditions (of the same shape as ours), and whether it
+    records when scheduling began. `kubectl get` of its kind reads these fields."""
+
+    phase: Callable[[JobStatus], str]
+    counts: tuple[str, ...]
+    conditions: bool = False
+    start_time: bool = False
+
+
+def _our_phase(job: JobStatus) -> str:
+    return job.phase
+
+
+def _volcano_phase(job: JobStatus) -> str:
+    """Volcano has no Failed: its scheduler calls a group short of minMember with some
+    members gone Unknown."""
+    return "Unknown" if job.phase == "Failed" else job.phase
+
+
+def _kube_batch_phase(job: JobStatus) -> str:
+    """kube-batch has neither Completed nor Failed: its scheduler counts succeeded
+    members as ready, so a finished gang stays Running, and a failed one is Unknown."""
+    return {"Completed": "Running", "Failed": "Unknown"}.get(job.phase, job.phase)
+
+
+def _coscheduling_phase(job: JobStatus) -> str:
+    """scheduler-plugins' current API: Scheduling while minMember are placed but fewer
+    are running, Running once they run, Finished and Failed for the ends; waiting is
+    Pending (it has no Inqueue)."""
+    if job.phase == "Running":
+        return "Running" if job.running >= job.min_member else "Scheduling"
+    return {"Inqueue": "Pending", "Completed": "Finished"}.get(job.phase, job.phase)
+
+
+def _tencent_phase(job: JobStatus) -> str:
+    """Tencent's batch-scheduler, and scheduler-plugins' first API that came from it:
+    PreScheduling for a group let in but not placed, Scheduling while some but fewer
+    than minMember are placed, Scheduled once minMember are, Running once they run."""
+    if job.phase == "Running":
+        return "Running" if job.running >= job.min_member else "Scheduled"
+    if job.phase in ("Pending", "Inqueue") and job.scheduled:
+        return "Scheduling"
+    return {"Inqueue": "PreScheduling", "Completed": "Finished"}.get(job.phase, job.phase)
+
+
+_COUNTS = ("running", "succeeded", "failed")
+_OURS = StatusForm(phase=_our_phase, counts=("scheduled", *_COUNTS), conditions=True)
+_KUBE_BATCH = StatusForm(phase=_kube_batch_phase, counts=_COUNTS, conditions=True)
+_TENCENT = StatusForm(phase=_tencent_phase, counts=("scheduled", *_COUNTS), start_time=True)
+# By API group: each project kept its status's shape across its versions.
+STATUS_FORMS = {
+    "scheduling.batchsched.io": _OURS,
+    "scheduling.volcano.sh": StatusForm(phase=_volcano_phase, counts=_COUNTS, conditions=True),
+    "scheduling.incubator.k8s.io": _KUBE_BATCH,
+    "scheduling.sigs.dev": _KUBE_BATCH,
+    "scheduling.x-k8s.io": StatusForm(phase=_coscheduling_phase, counts=_COUNTS, start_time=True),
+    "scheduling.sigs.k8s.io": _TENCENT,
+    "batch.scheduler.tencent.com": _TENCENT,
+}
+
+
+def target_kind(kind: str, api_version: str) -> str:
+    """The writer's name for a kind of one API: a PodGroup or Queue of one name may exist
+    in ours and a peer's, and each is written apart, so a peer's kinds carry their API."""
+    if kind in ("PodGroup", "Queue") and api_version != OUR_API:
+        return f"{kind} {api_version}"
+    return kind
+
+
 class StatusWriter:
     def __init__(
         self,
@@ -122,6 +194,8 @@ class StatusWriter:
         instance: str,
         binds_idle: asyncio.Event,
         valid_for: Callable[[], float] = unbounded,
+        write_peers: bool = True,
+        queue_apis: Mapping[str, str] | None = None,
         concurrency: int = 4,
         retry_seconds: float = 30.0,
         defer_seconds: float = 30.0,
@@ -134,6 +208,10 @@ class StatusWriter:
         self.binds_idle = binds_idle
         self.valid_for = valid_for
         self.defer_seconds = defer_seconds
+        # Whether the PodGroups and Queues of the schedulers we stand in for get status.
+        self.write_peers = write_peers
+        # Queue name -> the apiVersion of the Queue that stands for it (ours by default).
+        self.queue_apis: Mapping[str, str] = {} if queue_apis is None else queue_apis
         # (kind, key) -> what the object shows per the watch, and what we last wrote to it.
         self._observed: dict[tuple[str, str], Any] = {}
         self._written: dict[tuple[str, str], Any] = {}
@@ -212,30 +290,41 @@ class StatusWriter:
         )
 
     def groups(self, statuses: Mapping[str, JobStatus], groups: Mapping[str, PodGroup]) -> None:
-        """Status of our own PodGroups; the foreign kinds belong to their schedulers."""
+        """Each PodGroup's status in the form its own project writes (STATUS_FORMS): ours,
+        and a peer's unless `write_peers` is off. A kind without a known form is left alone."""
+        now = time.time()
         for key, status in statuses.items():
             group = groups.get(key)
-            if group is None or group.api_version != OUR_API:
+            if group is None or (group.api_version != OUR_API and not self.write_peers):
                 continue
-            shown = self._shown("PodGroup", key) or {}
-            desired: JSON = {
-                "phase": status.phase,
-                "scheduled": status.scheduled,
-                "running": status.running,
-                "succeeded": status.succeeded,
-                "failed": status.failed,
-            }
-            if status.condition is not None:
+            form = STATUS_FORMS.get(group.api_version.partition("/")[0])
+            if form is None:
+                continue
+            target = (target_kind("PodGroup", group.api_version), key)
+            shown = self._shown(*target) or {}
+            desired: JSON = {"phase": form.phase(status)}
+            desired.update((count, getattr(status, count)) for count in form.counts)
+            if form.conditions and status.condition is not None:
                 desired["conditions"] = [_condition(status.condition, shown)]
+            if form.start_time:
+                desired["scheduleStartTime"] = shown.get("scheduleStartTime") or rfc3339(now)
             if _same(desired, shown):
                 continue
-            self._written[("PodGroup", key)] = {**shown, **desired}
-            path = f"/apis/{OUR_API}/namespaces/{group.namespace}/podgroups/{group.name}/status"
+            self._written[target] = {**shown, **desired}
+            path = (
+                f"/apis/{group.api_version}/namespaces/{group.namespace}"
+                f"/podgroups/{group.name}/status"
+            )
             write = partial(self.api.patch, path, {"status": desired})
-            self._enqueue(("PodGroup", key), "podgroup_status", write)
-            if status.condition is not None and not _same_condition(desired, shown):
-                ref = {"apiVersion": OUR_API, "kind": "PodGroup", "namespace": group.namespace}
-                ref["name"] = group.name
+            self._enqueue(target, "podgroup_status", write)
+            # News: a changed condition, or for a form without conditions a changed phase.
+            if form.conditions:
+                news = not _same_condition(desired, shown)
+            else:
+                news = desired["phase"] != shown.get("phase")
+            if status.condition is not None and news:
+                ref = {"apiVersion": group.api_version, "kind": "PodGroup"}
+                ref |= {"namespace": group.namespace, "name": group.name}
                 scheduled = status.condition.type == "Scheduled"
                 self.event(
                     ref,
@@ -245,30 +334,40 @@ class StatusWriter:
                 )
 
     def queues(self, usage: Mapping[str, QueueUsage], queues: Mapping[str, Queue]) -> None:
-        for name in queues:
+        """Our Queues' status, and Volcano's (unless `write_peers` is off) in Volcano's
+        form: its state from the spec, as its queue controller writes it, and the counts
+        of groups by phase; Volcano's Queue status has no allocated resources."""
+        for name, queue in queues.items():
+            api_version = self.queue_apis.get(name, OUR_API)
+            ours = api_version == OUR_API
+            if not ours and not self.write_peers:
+                continue
             used = usage.get(name, QueueUsage())
-            shown = self._shown("Queue", name) or {}
-            allocated: dict[str, str | None] = {
-                resource: quantity(resource, amount)
-                for resource, amount in sorted(used.allocated.items())
-                if amount
-            }
-            # A merge patch keeps map keys it does not mention: null removes them.
-            for resource in shown.get("allocated") or {}:
-                allocated.setdefault(resource, None)
-            desired: JSON = {
-                "allocated": allocated,
-                "pending": used.pending,
-                "inqueue": used.inqueue,
-                "running": used.running,
-            }
+            target = (target_kind("Queue", api_version), name)
+            shown = self._shown(*target) or {}
+            desired: JSON = {"pending": used.pending, "inqueue": used.inqueue}
+            desired["running"] = used.running
+            if ours:
+                allocated: dict[str, str | None] = {
+                    resource: quantity(resource, amount)
+                    for resource, amount in sorted(used.allocated.items())
+                    if amount
+                }
+                # A merge patch keeps map keys it does not mention: null removes them.
+                for resource in shown.get("allocated") or {}:
+                    allocated.setdefault(resource, None)
+                desired["allocated"] = allocated
+            else:
+                desired["state"] = "Open" if queue.open else "Closed"
             if _same(desired, shown):
                 continue
-            kept = {k: v for k, v in allocated.items() if v is not None}
-            self._written[("Queue", name)] = {**shown, **desired, "allocated": kept}
-            path = f"/apis/{OUR_API}/queues/{name}/status"
+            written = {**shown, **desired}
+            if ours:
+                written["allocated"] = {k: v for k, v in allocated.items() if v is not None}
+            self._written[target] = written
+            path = f"/apis/{api_version}/queues/{name}/status"
             write = partial(self.api.patch, path, {"status": desired})
-            self._enqueue(("Queue", name), "queue_status", write)
+            self._enqueue(target, "queue_status", write)
 
     def invalid(self, problems: Mapping[tuple[str, str], tuple[ObjectRef, str]]) -> None:
         """A Warning event on each unusable object, once per distinct problem."""

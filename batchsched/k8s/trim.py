@@ -228,7 +228,9 @@ def trim_budget(budget: Mapping[str, Any]) -> JSON:
 
 
 def trim_queue(queue: Mapping[str, Any]) -> JSON:
+    """The apiVersion stays: a Queue of one name may exist in our API and Volcano's."""
     return {
+        "apiVersion": queue.get("apiVersion"),
         "kind": "Queue",
         "metadata": {"name": (queue.get("metadata") or {}).get("name")},
         "spec": queue.get("spec"),

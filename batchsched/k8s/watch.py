@@ -14,11 +14,11 @@ from typing import Any
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
-from batchsched.api.groups import OUR_API, POD_GROUP_APIS
+from batchsched.api.groups import POD_GROUP_APIS
 from batchsched.api.meta import describe
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
-from batchsched.cache.cluster import ClusterCache
-from batchsched.k8s.status import ObjectRef, StatusWriter, object_ref
+from batchsched.cache.cluster import QUEUE_APIS, ClusterCache
+from batchsched.k8s.status import ObjectRef, StatusWriter, object_ref, target_kind
 from batchsched.k8s.trim import (
     JSON,
     trim_budget,
@@ -75,10 +75,12 @@ WATCHED = (
     Watched(
         "storage.k8s.io/v1", "csistoragecapacities", "CSIStorageCapacity", trim_storage_capacity
     ),
-    Watched(OUR_API, "queues", "Queue", trim_queue),
+    # Ours and Volcano's (ours wins a name in both, see ClusterCache._apply_queue).
+    *(Watched(api, "queues", "Queue", trim_queue) for api in QUEUE_APIS),
     # Which running pods preemption should spare.
     Watched("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", trim_budget),
-    # Ours and the kinds of the schedulers we stand in for, once their CRDs exist.
+    # Ours and the kinds of the schedulers we stand in for, once their CRDs exist (a
+    # kind whose CRD is missing counts as listed, empty, and is looked for again).
     *(Watched(api, "podgroups", "PodGroup", trim_pod_group) for api in POD_GROUP_APIS),
 )
 
@@ -163,7 +165,7 @@ class Watch:
         key = key_of(obj)
         if watched is CLAIMS or watched is VOLUMES:
             self.versions[version_key(watched, key)] = resource_version(raw)
-        self._observe(watched.kind, key, obj, raw)
+        self._observe(watched, key, raw)
         fingerprint = fingerprint_of(obj)
         seen = self._fingerprints[watched.id]
         previous = seen.get(key)
@@ -205,16 +207,17 @@ class Watch:
         self.versions.pop(version_key(watched, key), None)
         self.invalid.pop((watched.kind, key), None)
         self._logged.pop((watched.kind, key), None)
-        self.status.forget(watched.kind, key)
+        self.status.forget(target_kind(watched.kind, watched.api_version), key)
         self.changes.note()
         namespace, _, name = key.rpartition("/")
         meta = {"name": name, **({"namespace": namespace} if namespace else {})}
         stub = {"apiVersion": watched.api_version, "kind": watched.kind, "metadata": meta}
         self.cache.apply(stub, deleted=True)
 
-    def _observe(self, kind: str, key: str, obj: JSON, raw: Mapping[str, Any]) -> None:
+    def _observe(self, watched: Watched, key: str, raw: Mapping[str, Any]) -> None:
         """Tell the status writer what the object shows now, so it rewrites only changes."""
         status = raw.get("status") or {}
+        kind = watched.kind
         if kind == "Pod":
             message = next(
                 (
@@ -225,8 +228,8 @@ class Watch:
                 None,
             )
             self.status.observe(kind, key, message)
-        elif kind == "Queue" or (kind == "PodGroup" and obj["apiVersion"] == OUR_API):
-            self.status.observe(kind, key, dict(status) or None)
+        elif kind in ("Queue", "PodGroup"):
+            self.status.observe(target_kind(kind, watched.api_version), key, dict(status) or None)
 
     def _report(self, kind: str, key: str, obj: JSON, message: str) -> None:
         """Log and count an unusable object once per distinct problem."""

@@ -39,6 +39,7 @@ LEASE_NAME = "batch-scheduler"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 FOREIGN_GROUPS = (
     "scheduling.incubator.k8s.io",
+    "scheduling.sigs.dev",
     "scheduling.sigs.k8s.io",
     "scheduling.volcano.sh",
     "scheduling.x-k8s.io",
@@ -170,6 +171,10 @@ NEEDED = [
     ],
     *[("patch", "scheduling.batchsched.io", res) for res in ("podgroups/status", "queues/status")],
     *[(verb, group, "podgroups") for group in FOREIGN_GROUPS for verb in ("list", "watch")],
+    # --peer-status=write (the default): each peer's PodGroups in its own form.
+    *[("patch", group, "podgroups/status") for group in FOREIGN_GROUPS],
+    *[(verb, "scheduling.volcano.sh", "queues") for verb in ("list", "watch")],
+    ("patch", "scheduling.volcano.sh", "queues/status"),
     ("create", "authentication.k8s.io", "tokenreviews"),
     ("create", "authorization.k8s.io", "subjectaccessreviews"),
 ]
@@ -199,6 +204,8 @@ NOT_NEEDED = [
     ("create", "scheduling.batchsched.io", "queues"),
     ("delete", "scheduling.batchsched.io", "queues"),
     ("patch", "scheduling.volcano.sh", "podgroups"),
+    ("create", "scheduling.volcano.sh", "queues"),
+    ("patch", "scheduling.volcano.sh", "queues"),
     ("update", "scheduling.x-k8s.io", "podgroups/status"),
     ("create", "scheduling.k8s.io", "priorityclasses"),
     *[
@@ -268,8 +275,10 @@ def test_scheduler_requests_succeed(
         "/apis/scheduling.batchsched.io/v1alpha1/podgroups",
         "/apis/scheduling.batchsched.io/v1alpha1/queues",
         "/apis/scheduling.incubator.k8s.io/v1alpha1/podgroups",
+        "/apis/scheduling.sigs.dev/v1alpha2/podgroups",
         "/apis/scheduling.sigs.k8s.io/v1alpha1/podgroups",
         "/apis/scheduling.volcano.sh/v1beta1/podgroups",
+        "/apis/scheduling.volcano.sh/v1beta1/queues",
         "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
         "/apis/batch.scheduler.tencent.com/v1/podgroups",
         "/apis/policy/v1/poddisruptionbudgets",

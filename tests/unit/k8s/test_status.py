@@ -3,6 +3,8 @@
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.decisions import Binding, Condition, JobStatus
@@ -164,19 +166,153 @@ async def test_a_group_failed_by_its_schedule_timeout_is_written_once() -> None:
     )
 
 
-async def test_foreign_pod_groups_are_left_to_their_own_scheduler() -> None:
+# The peers whose status has conditions, and those that record when scheduling began.
+WITH_CONDITIONS = {"scheduling.volcano.sh", "scheduling.incubator.k8s.io", "scheduling.sigs.dev"}
+WITH_START_TIME = {"scheduling.x-k8s.io", "scheduling.sigs.k8s.io", "batch.scheduler.tencent.com"}
+
+
+def peer_group(api_version: str) -> dict[str, PodGroup]:
+    return {
+        "ns/g": PodGroup(
+            namespace="ns", name="g", min_member=3, creation=0, api_version=api_version
+        )
+    }
+
+
+def placed(running: int) -> JobStatus:
+    """minMember placed, `running` of them running."""
+    job = group_status("Running", 3, Condition("Scheduled", "Scheduled", "3/3 members scheduled"))
+    job.running = running
+    return job
+
+
+@pytest.mark.parametrize(
+    ("api_version", "job", "status"),
+    [
+        # Volcano: its phases, running/succeeded/failed, conditions; no Failed phase.
+        (
+            "scheduling.volcano.sh/v1beta1",
+            group_status("Inqueue", 0, WAITING),
+            {"phase": "Inqueue", "running": 0, "succeeded": 0, "failed": 0},
+        ),
+        (
+            "scheduling.volcano.sh/v1beta1",
+            group_status("Failed", 0, None),
+            {"phase": "Unknown", "running": 0, "succeeded": 0, "failed": 0},
+        ),
+        # kube-batch, both API groups: no Completed either.
+        (
+            "scheduling.incubator.k8s.io/v1alpha1",
+            group_status("Completed", 0, None),
+            {"phase": "Running", "running": 0, "succeeded": 0, "failed": 0},
+        ),
+        (
+            "scheduling.sigs.dev/v1alpha2",
+            group_status("Pending", 0, None),
+            {"phase": "Pending", "running": 0, "succeeded": 0, "failed": 0},
+        ),
+        # scheduler-plugins now: Scheduling until minMember run, then Running; Finished.
+        (
+            "scheduling.x-k8s.io/v1alpha1",
+            placed(1),
+            {"phase": "Scheduling", "running": 1, "succeeded": 0, "failed": 0},
+        ),
+        (
+            "scheduling.x-k8s.io/v1alpha1",
+            placed(3),
+            {"phase": "Running", "running": 3, "succeeded": 0, "failed": 0},
+        ),
+        (
+            "scheduling.x-k8s.io/v1alpha1",
+            group_status("Inqueue", 0, WAITING),
+            {"phase": "Pending", "running": 0, "succeeded": 0, "failed": 0},
+        ),
+        # Tencent's, and scheduler-plugins' first: PreScheduling, Scheduling, Scheduled.
+        (
+            "batch.scheduler.tencent.com/v1",
+            group_status("Inqueue", 0, WAITING),
+            {"phase": "PreScheduling", "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0},
+        ),
+        (
+            "batch.scheduler.tencent.com/v1",
+            group_status("Pending", 1, WAITING),
+            {"phase": "Scheduling", "scheduled": 1, "running": 0, "succeeded": 0, "failed": 0},
+        ),
+        (
+            "scheduling.sigs.k8s.io/v1alpha1",
+            placed(0),
+            {"phase": "Scheduled", "scheduled": 3, "running": 0, "succeeded": 0, "failed": 0},
+        ),
+        (
+            "scheduling.sigs.k8s.io/v1alpha1",
+            group_status("Completed", 0, None),
+            {"phase": "Finished", "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0},
+        ),
+    ],
+)
+async def test_a_peer_group_gets_the_status_its_project_writes(
+    api_version: str, job: JobStatus, status: dict[str, object]
+) -> None:
+    api = RecordingApi()
+    writer_ = writer(api)
+    writer_.groups({"ns/g": job}, peer_group(api_version))
+    await settle(writer_, api)
+    [patch] = api.sent("PATCH", f"/apis/{api_version}/namespaces/ns/podgroups/g/status")
+    written = dict(patch["status"])
+    conditions = written.pop("conditions", None)
+    started = written.pop("scheduleStartTime", None)
+    assert written == status
+    group = api_version.partition("/")[0]
+    assert (conditions is not None) == (group in WITH_CONDITIONS and job.condition is not None)
+    assert (started is not None) == (group in WITH_START_TIME)
+
+
+async def test_a_schedule_start_time_is_written_once() -> None:
     api = RecordingApi()
     status = writer(api)
-    volcano = PodGroup(
-        namespace="ns",
-        name="g",
-        min_member=3,
-        creation=0,
-        api_version="scheduling.volcano.sh/v1beta1",
+    api_version = "scheduling.x-k8s.io/v1alpha1"
+    status.observe(f"PodGroup {api_version}", "ns/g", {"scheduleStartTime": "2020-01-01T00:00:00Z"})
+    status.groups({"ns/g": placed(0)}, peer_group(api_version))
+    await settle(status, api)
+    [patch] = api.sent("PATCH")
+    assert patch["status"]["scheduleStartTime"] == "2020-01-01T00:00:00Z"
+
+
+async def test_peer_status_skip_leaves_peers_objects_alone() -> None:
+    api = RecordingApi()
+    idle = asyncio.Event()
+    idle.set()
+    status = StatusWriter(
+        api,
+        scheduler_name="batch-scheduler",
+        instance="i",
+        binds_idle=idle,
+        write_peers=False,
+        queue_apis={"q": "scheduling.volcano.sh/v1beta1"},
     )
-    status.groups({"ns/g": group_status("Running", 3, None)}, {"ns/g": volcano})
+    status.groups({"ns/g": placed(0)}, peer_group("scheduling.volcano.sh/v1beta1"))
+    status.queues({"q": QueueUsage(running=1)}, {"q": Queue(name="q")})
     await settle(status, api)
     assert api.requests == []
+
+
+async def test_a_volcano_queue_gets_volcanos_status_form() -> None:
+    api = RecordingApi()
+    idle = asyncio.Event()
+    idle.set()
+    api_version = "scheduling.volcano.sh/v1beta1"
+    status = StatusWriter(
+        api,
+        scheduler_name="batch-scheduler",
+        instance="i",
+        binds_idle=idle,
+        queue_apis={"q": api_version},
+    )
+    usage = {"q": QueueUsage(allocated={"cpu": 1000}, running=1, pending=2)}
+    status.queues(usage, {"q": Queue(name="q", open=False)})
+    await settle(status, api)
+    [patch] = api.sent("PATCH", f"/apis/{api_version}/queues/q/status")
+    assert patch["status"] == {"state": "Closed", "pending": 2, "inqueue": 0, "running": 1}
 
 
 async def test_queue_status_lists_allocations_and_removes_the_ones_gone() -> None:

@@ -6,9 +6,9 @@ from typing import Any
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
-from batchsched.k8s.watch import CLAIMS, PODS, WATCHED, Watch, version_key
+from batchsched.k8s.watch import CLAIMS, PODS, WATCHED, Watch, Watched, version_key
 
-from ..builders import OUR_API, pod, pod_group
+from ..builders import OUR_API, pod, pod_group, queue
 from .recording_api import RecordingApi, watch_over
 
 
@@ -111,3 +111,53 @@ def test_an_unusable_storage_class_is_reported_for_an_event() -> None:
     [(ref, message)] = watch.invalid.values()
     assert ref == {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "name": "fast"}
     assert "volumeBindingMode" in message
+
+
+VOLCANO = "scheduling.volcano.sh/v1beta1"
+
+
+def volcano_queue(name: str, *, weight: int = 1) -> dict[str, Any]:
+    return {**queue(name, weight=weight), "apiVersion": VOLCANO}
+
+
+def queues_of(api_version: str) -> Watched:
+    return next(w for w in WATCHED if w.kind == "Queue" and w.api_version == api_version)
+
+
+def test_volcano_queues_are_watched_and_ours_win_a_name_in_both() -> None:
+    watch = watch_over(RecordingApi())
+    watch.apply(queues_of(VOLCANO), volcano_queue("research", weight=3))
+    assert watch.cache.queues["research"].weight == 3
+    assert watch.cache.queue_apis["research"] == VOLCANO
+    watch.apply(queues_of(OUR_API), queue("research", weight=5))
+    assert watch.cache.queues["research"].weight == 5
+    assert watch.cache.queue_apis["research"] == OUR_API
+    # Deleting ours hands the name back to Volcano's; deleting that too ends the queue.
+    watch.delete(queues_of(OUR_API), "research")
+    assert watch.cache.queues["research"].weight == 3
+    watch.delete(queues_of(VOLCANO), "research")
+    assert "research" not in watch.cache.queues
+    assert "research" not in watch.cache.queue_apis
+
+
+def test_an_invalid_queue_of_ours_is_not_replaced_by_volcanos() -> None:
+    """A typo in ours must not hand its jobs to the other Queue's limits."""
+    watch = watch_over(RecordingApi())
+    watch.apply(queues_of(VOLCANO), volcano_queue("research"))
+    watch.apply(queues_of(OUR_API), queue("research", state="Shut"))
+    assert "research" not in watch.cache.queues
+    assert "Shut" in watch.cache.rejected_queues["research"]
+    watch.apply(queues_of(OUR_API), queue("research"))
+    assert "research" in watch.cache.queues
+    assert "research" not in watch.cache.rejected_queues
+
+
+def test_each_api_s_status_is_observed_apart() -> None:
+    """What a Queue of one name shows in either API is what the writer compares with."""
+    watch = watch_over(RecordingApi())
+    ours = {**queue("q"), "status": {"running": 1}}
+    theirs = {**volcano_queue("q"), "status": {"state": "Open", "running": 2}}
+    watch.apply(queues_of(OUR_API), ours)
+    watch.apply(queues_of(VOLCANO), theirs)
+    assert watch.status._shown("Queue", "q") == {"running": 1}
+    assert watch.status._shown(f"Queue {VOLCANO}", "q") == {"state": "Open", "running": 2}

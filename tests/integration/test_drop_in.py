@@ -1,0 +1,392 @@
+"""Drop-in for each scheduler users switch from: that project's CRDs (tests/integration/crds,
+installed with the control plane), its documented example workload as written, and
+`batchsched run` on the configuration a switching cluster starts from. Gangs bind whole,
+the peer's PodGroups get the status its own project writes, and Volcano's Queue is
+honoured.
+
+There is no controller here: workloads (StatefulSets, Deployments, TFJobs) become the
+pods their controllers would create (batchsched.sim.workloads), and the PodGroup a
+Kubeflow operator creates for a TFJob is created in the API its gang scheduler reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from batchsched.sim.loader import load_files
+from batchsched.sim.workloads import expand
+from batchsched.testing import JSON, ClusterObjects, Kube
+from batchsched.testing.objects import node
+
+from .operator_support import (  # noqa: F401 (fixtures)
+    REPO,
+    StartScheduler,
+    eventually,
+    placements,
+    pods,
+    ready_node,
+    scheduler_kubeconfig_fixture,
+    start_scheduler_fixture,
+    unschedulable_message,
+)
+
+pytestmark = pytest.mark.integration
+
+DROP_IN = REPO / "examples" / "config" / "drop-in.yaml"
+SEEDS = REPO / "tests" / "sim" / "seeds"
+KUBE_BATCH_API = "scheduling.incubator.k8s.io/v1alpha1"
+VOLCANO_API = "scheduling.volcano.sh/v1beta1"
+IMPLIED_LABEL = "implied-by"
+
+
+def kube_create(kube: Kube, cluster_objects: ClusterObjects, obj: JSON, namespace: str) -> JSON:
+    """Create `obj` as `kubectl apply -n namespace` would: namespaced objects into the
+    test's namespace, nodes made Ready, cluster-scoped ones removed after the test."""
+    if obj["kind"] == "Node":
+        return ready_node(cluster_objects, kube, obj)
+    if obj["kind"] == "Queue":
+        return cluster_objects.create(obj)
+    obj["metadata"]["namespace"] = namespace
+    return kube.create(obj)
+
+
+def apply_all(
+    kube: Kube, cluster_objects: ClusterObjects, objects: list[JSON], namespace: str
+) -> None:
+    for obj in objects:
+        obj.setdefault("apiVersion", "v1")
+        kube_create(kube, cluster_objects, obj, namespace)
+
+
+def pod_group(kube: Kube, api_version: str, namespace: str, name: str) -> JSON:
+    return kube.get(f"/apis/{api_version}/namespaces/{namespace}/podgroups/{name}").expect(200)
+
+
+def status_of(kube: Kube, api_version: str, namespace: str, name: str) -> JSON:
+    return pod_group(kube, api_version, namespace, name).get("status") or {}
+
+
+def bound(kube: Kube, namespace: str) -> set[str]:
+    return {name for name, where in placements(kube, namespace).items() if where}
+
+
+def documents(text: str) -> list[JSON]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def expand_all(workloads: list[JSON]) -> list[JSON]:
+    """The pods of workload objects, as their controllers create them."""
+    return [pod for workload in workloads for pod in expand(workload)]
+
+
+@pytest.mark.parametrize("api_version", [KUBE_BATCH_API, "scheduling.sigs.dev/v1alpha2"])
+def test_kube_batch_tfjobs(
+    api_version: str,
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+) -> None:
+    """Seed 001 as its document wrote it (schedulerName kube-batch, the kube-batch group
+    annotation). tf-operator with gang scheduling creates each TFJob's PodGroup in
+    kube-batch's API: its first, and scheduling.sigs.dev, its later one."""
+    objects = load_files([str(SEEDS / "001-kube-batch-tfjobs.yaml")]).objects
+    for obj in objects:
+        if obj["kind"] == "PodGroup" and IMPLIED_LABEL in obj["metadata"].get("labels", {}):
+            obj["apiVersion"] = api_version
+    apply_all(kube, cluster_objects, objects, namespace)
+    start_scheduler(config=DROP_IN)
+
+    first = {n for n in placements(kube, namespace) if n.startswith("tfjob-gang-scheduling-")}
+    assert len(first) == 4
+    eventually(lambda: bound(kube, namespace) >= first, what=f"{sorted(first)} bound")
+    running = eventually(
+        lambda: (
+            (s := status_of(kube, api_version, namespace, "tfjob-gang-scheduling")).get("phase")
+            == "Running"
+            and s
+        ),
+        what="the first TFJob's PodGroup Running",
+    )
+    # kube-batch's form: phase, conditions, and running/succeeded/failed (no `scheduled`).
+    assert {k: running[k] for k in ("running", "succeeded", "failed")} == dict.fromkeys(
+        ("running", "succeeded", "failed"), 0
+    )
+    assert "scheduled" not in running
+    assert [c["type"] for c in running["conditions"]] == ["Scheduled"]
+
+    waiting = eventually(
+        lambda: status_of(kube, api_version, namespace, "tfjob-gang-scheduling2").get("conditions"),
+        what="the second TFJob's PodGroup condition",
+    )
+    assert [c["type"] for c in waiting] == ["Unschedulable"]
+    second = status_of(kube, api_version, namespace, "tfjob-gang-scheduling2")
+    assert second["phase"] in ("Pending", "Inqueue")
+    assert not any(n.startswith("tfjob-gang-scheduling2-") for n in bound(kube, namespace))
+
+
+def test_tencent_race(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+    tmp_path: Path,
+) -> None:
+    """Seed 002 as its document wrote it: its pods name no scheduler, so the
+    configuration serves default-scheduler (kube-scheduler stopped, as the document's
+    own scheduler replaced it)."""
+    api_version = "batch.scheduler.tencent.com/v1"
+    config = tmp_path / "config.yaml"
+    config.write_text("schedulerNames: [batch-scheduler, default-scheduler]\n")
+    objects = load_files([str(SEEDS / "002-tencent-race.yaml")]).objects
+    apply_all(kube, cluster_objects, objects, namespace)
+    start_scheduler(config=config)
+
+    group1 = {f"web-group-race1-{i}" for i in range(5)}
+    eventually(lambda: bound(kube, namespace) >= group1, what="group1 bound")
+    # Tencent's form: minMember placed but not running yet is Scheduled; the counts
+    # include `scheduled`, and scheduleStartTime is set.
+    shown = eventually(
+        lambda: (
+            (s := status_of(kube, api_version, namespace, "group1")).get("phase") == "Scheduled"
+            and s
+        ),
+        what="group1 Scheduled",
+    )
+    assert (shown["scheduled"], shown["running"], shown["succeeded"], shown["failed"]) == (
+        5,
+        0,
+        0,
+        0,
+    )
+    assert shown["scheduleStartTime"]
+    assert "conditions" not in shown
+    other = eventually(
+        lambda: status_of(kube, api_version, namespace, "group2").get("phase"),
+        what="group2's phase",
+    )
+    assert other in ("Pending", "PreScheduling")
+    assert status_of(kube, api_version, namespace, "group2")["scheduled"] == 0
+    assert not {n for n in bound(kube, namespace) if n.startswith("web-group-race2-")}
+
+
+# Volcano's example/deployment (its queue.yaml and deployment.yaml), as written.
+VOLCANO_QUEUE = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: test
+spec:
+  weight: 1
+  reclaimable: false
+  capability:
+    cpu: 2
+"""
+VOLCANO_DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: deploy-with-volcano
+  labels:
+    app: nginx
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: nginx
+  template:
+    metadata:
+      labels:
+        app: nginx
+      annotations:
+        scheduling.volcano.sh/queue-name: test
+    spec:
+      schedulerName: volcano
+      containers:
+        - name: nginx
+          image: nginx:latest
+          ports:
+            - containerPort: 80
+          resources:
+            requests:
+              cpu: 300m
+"""
+
+
+def volcano_gang(name: str, members: int, cpu: str) -> list[JSON]:
+    """A PodGroup in queue `test` and its pods, joined by the annotation Volcano's pods
+    carry (`scheduling.k8s.io/group-name`), as its controller makes them for a Job."""
+    group = {
+        "apiVersion": VOLCANO_API,
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": members, "queue": "test"},
+    }
+    return [
+        group,
+        *(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{name}-{i}",
+                    "annotations": {"scheduling.k8s.io/group-name": name},
+                },
+                "spec": {
+                    "schedulerName": "volcano",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "resources": {"requests": {"cpu": cpu}},
+                        }
+                    ],
+                },
+            }
+            for i in range(members)
+        ),
+    ]
+
+
+def test_volcano_queue_and_gangs(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    """The documented deployment runs in Volcano's queue `test` (which must exist); a
+    gang within the queue's capability of 2 CPUs binds whole, one beyond it waits; each
+    PodGroup and the Queue get the status Volcano writes."""
+    workload = documents(VOLCANO_QUEUE) + expand_all(documents(VOLCANO_DEPLOYMENT))
+    workload += volcano_gang("fits", 2, "500m") + volcano_gang("too-big", 2, "1")
+    room = node(f"n-{namespace}", {"cpu": "8", "memory": "16Gi"})
+    apply_all(kube, cluster_objects, [room, *workload], namespace)
+    start_scheduler(config=DROP_IN)
+
+    eventually(
+        lambda: (
+            {"fits-0", "fits-1"} <= bound(kube, namespace)
+            and any(n.startswith("deploy-with-volcano-") for n in bound(kube, namespace))
+        ),
+        what="the deployment's pod and gang `fits` bound",
+    )
+    fits = eventually(
+        lambda: (
+            (s := status_of(kube, VOLCANO_API, namespace, "fits")).get("phase") == "Running" and s
+        ),
+        what="PodGroup fits Running",
+    )
+    assert (fits["running"], fits["succeeded"], fits["failed"]) == (0, 0, 0)
+    assert [c["type"] for c in fits["conditions"]] == ["Scheduled"]
+    waiting = eventually(
+        lambda: status_of(kube, VOLCANO_API, namespace, "too-big").get("conditions"),
+        what="PodGroup too-big's condition",
+    )
+    assert [c["type"] for c in waiting] == ["Unschedulable"]
+    messages = {
+        name: unschedulable_message(p)
+        for name, p in pods(kube, namespace).items()
+        if name.startswith("too-big-")
+    }
+    assert all(m and "capability" in m for m in messages.values()), messages
+    assert not {"too-big-0", "too-big-1"} & bound(kube, namespace)
+    queue = eventually(
+        lambda: kube.get(f"/apis/{VOLCANO_API}/queues/test").expect(200).get("status"),
+        what="the Queue's status",
+    )
+    assert queue["state"] == "Open"
+    assert queue["running"] >= 1
+
+
+# scheduler-plugins' doc/install.md: its PodGroup and Deployment, with the schedulerName
+# its note asks for when it runs as a second scheduler. First as the current release
+# writes them (scheduling.x-k8s.io), then as its first CRD-based release did
+# (scheduling.sigs.k8s.io, with the pod-group.scheduling.sigs.k8s.io label).
+COSCHEDULING_DOC = """
+apiVersion: {api}
+kind: PodGroup
+metadata:
+  name: pg1
+spec:
+  scheduleTimeoutSeconds: 10
+  minMember: 3
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: pause
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: pause
+  template:
+    metadata:
+      labels:
+        app: pause
+        {label}: pg1
+    spec:
+      schedulerName: scheduler-plugins-scheduler
+      containers:
+      - name: pause
+        image: registry.k8s.io/pause:3.6
+"""
+
+
+@pytest.mark.parametrize(
+    ("api_version", "label", "placed_phase", "counts"),
+    [
+        (
+            "scheduling.x-k8s.io/v1alpha1",
+            "scheduling.x-k8s.io/pod-group",
+            "Scheduling",
+            ("running", "succeeded", "failed"),
+        ),
+        (
+            "scheduling.sigs.k8s.io/v1alpha1",
+            "pod-group.scheduling.sigs.k8s.io",
+            "Scheduled",
+            ("scheduled", "running", "succeeded", "failed"),
+        ),
+    ],
+)
+def test_coscheduling_install_walkthrough(
+    api_version: str,
+    label: str,
+    placed_phase: str,
+    counts: tuple[str, ...],
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+) -> None:
+    """Two pods of a group of minMember 3 wait; the third lets all three bind. The
+    PodGroup's phase is the project's for minMember placed but not yet running."""
+    group, deployment = documents(COSCHEDULING_DOC.format(api=api_version, label=label))
+    room = node(f"n-{namespace}", {"cpu": "4", "memory": "8Gi"})
+    apply_all(kube, cluster_objects, [room, group, *expand(deployment)], namespace)
+    start_scheduler(config=DROP_IN)
+
+    waiting = eventually(
+        lambda: (s := status_of(kube, api_version, namespace, "pg1")).get("phase") and s,
+        what="pg1's first status",
+    )
+    assert waiting["phase"] == "Pending"
+    assert waiting["scheduleStartTime"]
+    assert "conditions" not in waiting
+    assert all(unschedulable_message(p) for p in pods(kube, namespace).values())
+    assert bound(kube, namespace) == set()
+
+    # `kubectl scale deploy pause --replicas=3`: the controller adds the third pod.
+    deployment["spec"]["replicas"] = 3
+    third = [p for p in expand(deployment) if p["metadata"]["name"] not in pods(kube, namespace)]
+    apply_all(kube, cluster_objects, third, namespace)
+    eventually(lambda: len(bound(kube, namespace)) == 3, what="all three pods bound")
+    placed = eventually(
+        lambda: (
+            (s := status_of(kube, api_version, namespace, "pg1")).get("phase") == placed_phase and s
+        ),
+        what=f"pg1 {placed_phase}",
+    )
+    assert {k: placed[k] for k in counts} == {k: 3 if k == "scheduled" else 0 for k in counts}
+    assert placed["scheduleStartTime"] == waiting["scheduleStartTime"]
