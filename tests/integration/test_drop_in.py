@@ -53,6 +53,16 @@ def kube_create(kube: Kube, cluster_objects: ClusterObjects, obj: JSON, namespac
     return kube.create(obj)
 
 
+def installed(kube: Kube, *crds: str) -> None:
+    """The peer's CRDs are served (the control plane installs tests/integration/crds)."""
+    for crd in crds:
+        found = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+        conditions = found.expect(200)["status"]["conditions"]
+        assert {"type": "Established", "status": "True"} in [
+            {k: c[k] for k in ("type", "status")} for c in conditions
+        ], crd
+
+
 def apply_all(
     kube: Kube, cluster_objects: ClusterObjects, objects: list[JSON], namespace: str
 ) -> None:
@@ -93,6 +103,7 @@ def test_kube_batch_tfjobs(
     """Seed 001 as its document wrote it (schedulerName kube-batch, the kube-batch group
     annotation). tf-operator with gang scheduling creates each TFJob's PodGroup in
     kube-batch's API: its first, and scheduling.sigs.dev, its later one."""
+    installed(kube, f"podgroups.{api_version.partition('/')[0]}")
     objects = load_files([str(SEEDS / "001-kube-batch-tfjobs.yaml")]).objects
     for obj in objects:
         if obj["kind"] == "PodGroup" and IMPLIED_LABEL in obj["metadata"].get("labels", {}):
@@ -139,6 +150,7 @@ def test_tencent_race(
     configuration serves default-scheduler (kube-scheduler stopped, as the document's
     own scheduler replaced it)."""
     api_version = "batch.scheduler.tencent.com/v1"
+    installed(kube, "podgroups.batch.scheduler.tencent.com")
     config = tmp_path / "config.yaml"
     config.write_text("schedulerNames: [batch-scheduler, default-scheduler]\n")
     objects = load_files([str(SEEDS / "002-tencent-race.yaml")]).objects
@@ -257,6 +269,7 @@ def test_volcano_queue_and_gangs(
     """The documented deployment runs in Volcano's queue `test` (which must exist); a
     gang within the queue's capability of 2 CPUs binds whole, one beyond it waits; each
     PodGroup and the Queue get the status Volcano writes."""
+    installed(kube, "podgroups.scheduling.volcano.sh", "queues.scheduling.volcano.sh")
     workload = documents(VOLCANO_QUEUE) + expand_all(documents(VOLCANO_DEPLOYMENT))
     workload += volcano_gang("fits", 2, "500m") + volcano_gang("too-big", 2, "1")
     room = node(f"n-{namespace}", {"cpu": "8", "memory": "16Gi"})
@@ -362,6 +375,7 @@ def test_coscheduling_install_walkthrough(
 ) -> None:
     """Two pods of a group of minMember 3 wait; the third lets all three bind. The
     PodGroup's phase is the project's for minMember placed but not yet running."""
+    installed(kube, f"podgroups.{api_version.partition('/')[0]}")
     group, deployment = documents(COSCHEDULING_DOC.format(api=api_version, label=label))
     room = node(f"n-{namespace}", {"cpu": "4", "memory": "8Gi"})
     apply_all(kube, cluster_objects, [room, group, *expand(deployment)], namespace)
