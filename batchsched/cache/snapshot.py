@@ -84,6 +84,9 @@ class JobInfo:
     resumes: bool = False
     # Some pending member has a nominated node (status.nominatedNodeName).
     nominated: bool = False
+    # Some pod of it names a scheduler this one serves. A peer's PodGroup whose pods all
+    # name another (its own scheduler still running) is that scheduler's to report on.
+    served: bool = False
 
     @property
     def is_gang(self) -> bool:
@@ -274,6 +277,7 @@ class _JobBuilder:
         if job is None:
             return
         job.total += 1
+        job.served |= ours
         if task.queue is not None and job.group is None:
             self._pod_names_queue(job, task.queue)
         if task.placement is not None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchsched.api.errors import InvalidObject
+from batchsched.api.groups import OUR_API
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.cache.snapshot import JobInfo
 from batchsched.framework.decisions import Condition, JobStatus
@@ -72,8 +73,11 @@ class Gang:
         return timeout if waited > timeout else None
 
     def _write_statuses(self) -> None:
+        """For our PodGroups, and peers' ones whose pods name a scheduler served here:
+        a peer's group whose pods are all another scheduler's is not ours to report on."""
         for job in self.session.snapshot.jobs.values():
-            if job.is_gang:
+            foreign = job.group is not None and job.group.api_version != OUR_API
+            if job.is_gang and (job.served or not foreign):
                 self.session.decisions.jobs[job.key] = self._status(job)
 
     def _status(self, job: JobInfo) -> JobStatus:

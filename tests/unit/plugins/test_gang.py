@@ -260,3 +260,20 @@ def test_malformed_podgroup_holds_its_pods_with_the_reason() -> None:
     message = "PodGroup default/g.spec.minMember: 0 is below the minimum of 1"
     assert decisions.pending == {"default/g-0": message}
     assert decisions.jobs["default/g"].condition == Condition("Unschedulable", "Invalid", message)
+
+
+def test_a_peers_group_whose_pods_another_scheduler_serves_gets_no_status() -> None:
+    """Volcano still runs beside us: its PodGroup and pods are its to report on; ours,
+    even without pods yet, and a peer's group whose pods name us get a status."""
+    volcano = "scheduling.volcano.sh/v1beta1"
+    decisions = decide(
+        [
+            node("n1"),
+            pod_group("theirs", 1, api_version=volcano),
+            pod("theirs-0", requests={"cpu": "1"}, group="theirs", scheduler="volcano"),
+            pod_group("moved", 1, api_version=volcano),
+            pod("moved-0", requests={"cpu": "1"}, group="moved"),
+            pod_group("empty", 1),
+        ]
+    )
+    assert set(decisions.jobs) == {"default/moved", "default/empty"}
