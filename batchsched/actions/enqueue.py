@@ -2,7 +2,9 @@
 
 Admission reserves the job's minResources against the cluster's idle capacity, so jobs
 admitted together cannot each count the same free resources; jobs without minResources
-are admitted at once, and the allocate action's statements keep them safe.
+are admitted at once, and the allocate action's statements keep them safe. Plugins may
+add headroom beyond what is idle (overcommit), so that jobs wait admitted, pods created,
+for resources about to free up.
 """
 
 import numpy as np
@@ -18,6 +20,9 @@ def enqueue(session: Session) -> None:
     # Per node first: a node whose pods overcommit it (bound by nodeName, or allocatable
     # shrunk under them) has nothing idle, and takes nothing from the others' room.
     idle: IntArray = np.maximum(snapshot.allocatable - session.requested, 0).sum(axis=0)
+    for headroom in session.enqueue_headroom:
+        idle += headroom
+    room = "idle" if not session.enqueue_headroom else "idle with overcommit"
     waiting: list[JobInfo] = []
     for job in snapshot.jobs.values():
         if not job.pending:
@@ -46,7 +51,7 @@ def enqueue(session: Session) -> None:
             session.job_messages[job.key] = (
                 f"waiting for resources: minResources needs {name} "
                 f"{format_amount(name, int(minimum[short[0]]))}, the cluster has "
-                f"{format_amount(name, max(int(idle[short[0]]), 0))} idle"
+                f"{format_amount(name, max(int(idle[short[0]]), 0))} {room}"
             )
             session.short_of_room.add(job.key)
             continue

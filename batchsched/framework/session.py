@@ -159,6 +159,9 @@ class Session:
         # Task key -> its claims to bind with it, decided where it was placed.
         self.claim_bindings: dict[str, tuple[ClaimBinding, ...]] = {}
         self.enqueue_checks: list[JobCheck] = []
+        # Room beyond what is idle that enqueue may admit into, per resource column
+        # (the overcommit plugin's); none: only what is idle.
+        self.enqueue_headroom: list[IntArray] = []
         self.allocate_checks: list[TaskCheck] = []
         self.overused_checks: list[Callable[[str], bool]] = []
         self.ready_checks: list[Callable[[JobInfo, int], bool]] = []

@@ -4,10 +4,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from batchsched.framework.plugin import Plugin
+from batchsched.plugins.allocation import BalancedAllocation, LeastAllocated
 from batchsched.plugins.binpack import Binpack
+from batchsched.plugins.conformance import Conformance
+from batchsched.plugins.drf import Drf
 from batchsched.plugins.gang import Gang
 from batchsched.plugins.gpufragmentation import GpuFragmentation
 from batchsched.plugins.nodeaffinityscore import NodeAffinityScore
+from batchsched.plugins.nodeorder import NodeOrder
+from batchsched.plugins.overcommit import Overcommit
 from batchsched.plugins.podaffinityscore import InterPodAffinityScore
 from batchsched.plugins.predicates import Predicates
 from batchsched.plugins.priority import Priority
@@ -16,11 +21,17 @@ from batchsched.plugins.spreadscore import PodTopologySpreadScore
 from batchsched.plugins.taintscore import TaintTolerationScore
 
 PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
+    "balancedallocation": BalancedAllocation,
     "binpack": Binpack,
+    "conformance": Conformance,
+    "drf": Drf,
     "gang": Gang,
     "gpufragmentation": GpuFragmentation,
     "interpodaffinity": InterPodAffinityScore,
+    "leastallocated": LeastAllocated,
     "nodeaffinity": NodeAffinityScore,
+    "nodeorder": NodeOrder,
+    "overcommit": Overcommit,
     "podtopologyspread": PodTopologySpreadScore,
     "predicates": Predicates,
     "priority": Priority,
