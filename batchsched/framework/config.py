@@ -17,6 +17,7 @@ from batchsched.api.groups import parse_duration
 from batchsched.api.meta import flag
 from batchsched.cache.snapshot import Snapshot
 from batchsched.framework.decisions import Decisions
+from batchsched.framework.peer_configs import restrict, translate
 from batchsched.framework.plugin import Plugin
 from batchsched.framework.session import CommitHandler, Session, Timings
 from batchsched.plugins import PLUGINS
@@ -82,6 +83,9 @@ def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
         raw = {}
     if not isinstance(raw, Mapping):
         raise InvalidObject(f"{source}: expected a map of settings at the top level")
+    # Volcano's and kube-scheduler's files, in our own words.
+    peer = translate(raw, source=source)
+    raw, source = peer.raw, peer.source
     defaults = yaml.safe_load(DEFAULT_YAML)
     unknown = sorted(set(raw) - TOP_KEYS)
     if unknown:
@@ -92,7 +96,7 @@ def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
     names = _scheduler_names(raw, merged, source=source)
     starvation = merged["starvationThreshold"]
     actions = _actions(merged["actions"], source=source)
-    tiers = _tiers(merged["tiers"], source=source)
+    tiers = restrict(_tiers(merged["tiers"], source=source), peer.disabled)
     listed = {plugin.name for tier in tiers for plugin in tier}
     for action, plugin in VICTIM_PLUGINS.items():
         if action in actions and plugin not in listed:

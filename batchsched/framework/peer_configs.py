@@ -1,0 +1,786 @@
+"""Peers' configuration files, read as they are written: Volcano's scheduler configuration
+(alone, or in the ConfigMap its chart ships) and kube-scheduler's
+KubeSchedulerConfiguration, translated into batchsched's own (DESIGN section 5).
+
+Every key is honoured, accepted with one logged line saying why it has no effect here,
+or refused with its name: never silently dropped.
+
+Volcano: plugins and actions keep their names (conformance, drf, nodeorder and
+overcommit are batchsched plugins with Volcano's semantics). A plugin entry's
+`enable<Hook>` flags (also spelt `enabled<Hook>`) set to false take that plugin's
+callbacks of that kind out of the session, where batchsched has the kind; Volcano's
+binpack arguments (`binpack.weight`, `binpack.cpu`, ...) become binpack's own; the
+`reserve` action and `reservation` plugin, for Volcano's Reservation objects, are logged
+and left out; `configurations` (per-action arguments) are refused but for allocate's
+cache switch.
+
+KubeSchedulerConfiguration (kubescheduler.config.k8s.io, v1alpha1 to v1): the profile's
+score plugins become batchsched's scorers with their weights, RequestedToCapacityRatio
+(as a plugin, or as NodeResourcesFit's scoring strategy) and MostAllocated becoming
+binpack; its scheduler names are served; settings of the process (leader election,
+client connection, sampling of nodes, back-off...) are logged; filters cannot be
+turned off, and policies, extenders and other plugins are refused. Queues and gangs keep
+batchsched's defaults (priority, gang, proportion), which kube-scheduler has no word for.
+"""
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from batchsched.api.errors import InvalidObject
+from batchsched.framework.plugin import Plugin
+from batchsched.framework.session import Session
+from batchsched.plugins.nodeorder import PART_NAMES
+
+log = logging.getLogger(__name__)
+
+CONFIGMAP_KEY = "volcano-scheduler.conf"
+
+# Volcano's per-plugin flags, by the kind of callback they govern, and the session lists
+# that hold batchsched's callbacks of that kind.
+HOOKS: dict[str, tuple[str, ...]] = {
+    "JobOrder": ("job_keys",),
+    "TaskOrder": ("task_keys",),
+    "QueueOrder": ("queue_keys",),
+    "Preemptable": ("preemptable",),
+    "Reclaimable": ("reclaimable",),
+    "JobReady": ("ready_checks",),
+    "JobEnqueued": ("enqueue_checks", "enqueue_headroom"),
+    "NodeOrder": ("scorers", "normalized_scorers"),
+    "Predicate": ("filters", "fresh_filters"),
+}
+# Flags for callbacks batchsched has no counterpart of: false is logged as having no
+# effect, and why.
+UNMAPPED_HOOKS: dict[str, str] = {
+    "JobPipelined": "batchsched has no pipelined state: a job is placed or waits",
+    "JobStarving": "room for starving gangs is set by starvationThreshold",
+    "BestNode": "batchsched takes the best-scored node",
+    "TargetJob": "room for starving gangs is set by starvationThreshold",
+    "ReservedNodes": "room for starving gangs is set by starvationThreshold",
+    "Victim": "batchsched evicts only in preempt and reclaim",
+    "NamespaceOrder": "batchsched orders jobs by queue, not by namespace",
+    "ClusterOrder": "batchsched schedules one cluster",
+    "Allocatable": "queues' capability is checked by proportion",
+    "Preemptive": "which queues may reclaim is said by proportion",
+    "HyperNodeOrder": "batchsched reads no HyperNodes",
+    "SubJobOrder": "batchsched has no sub-jobs",
+}
+HIERARCHY = "Hierarchy"
+# Volcano's actions and plugins that act on its Reservation objects, which batchsched
+# does not read.
+RESERVATION_ACTION = "reserve"
+RESERVATION_PLUGIN = "reservation"
+RESERVATION_WHY = "batchsched does not read Volcano's Reservation objects"
+# Volcano's binpack arguments.
+BINPACK_PREFIX = "binpack."
+
+KUBE_GROUP = "kubescheduler.config.k8s.io/"
+KUBE_VERSIONS = ("v1alpha1", "v1alpha2", "v1beta1", "v1beta2", "v1beta3", "v1")
+DEFAULT_SCHEDULER = "default-scheduler"
+# Settings of kube-scheduler's process rather than of its placements, and why each has
+# no effect here.
+KUBE_PROCESS_KEYS: dict[str, str] = {
+    "leaderElection": "leader election is set by `batchsched run --leader-elect` and its "
+    "--lease flags",
+    "clientConnection": "the API server is reached through --kubeconfig (default: in-cluster)",
+    "percentageOfNodesToScore": "batchsched scores every node that fits",
+    "parallelism": "batchsched scores nodes as arrays, not in goroutines",
+    "podInitialBackoffSeconds": "pending pods are tried again every schedulePeriod",
+    "podMaxBackoffSeconds": "pending pods are tried again every schedulePeriod",
+    "healthzBindAddress": "health and metrics are served by `batchsched run`",
+    "metricsBindAddress": "health and metrics are served by `batchsched run`",
+    "enableProfiling": "batchsched serves no profiling endpoints",
+    "enableContentionProfiling": "batchsched serves no profiling endpoints",
+    "delayCacheUntilActive": "batchsched fills its cache once it leads",
+    "bindTimeoutSeconds": "binds are retried by batchsched's operator",
+}
+# Score plugins, by every name kube-scheduler gave them: the canonical name.
+KUBE_SCORES = {
+    "NodeResourcesLeastAllocated": "LeastAllocated",
+    "LeastRequestedPriority": "LeastAllocated",
+    "NodeResourcesMostAllocated": "MostAllocated",
+    "MostRequestedPriority": "MostAllocated",
+    "RequestedToCapacityRatio": "RequestedToCapacityRatio",
+    "RequestedToCapacityRatioPriority": "RequestedToCapacityRatio",
+    "NodeResourcesBalancedAllocation": "BalancedAllocation",
+    "BalancedResourceAllocation": "BalancedAllocation",
+    "NodeAffinity": "NodeAffinity",
+    "NodeAffinityPriority": "NodeAffinity",
+    "InterPodAffinity": "InterPodAffinity",
+    "InterPodAffinityPriority": "InterPodAffinity",
+    "PodTopologySpread": "PodTopologySpread",
+    "EvenPodsSpreadPriority": "PodTopologySpread",
+    "TaintToleration": "TaintToleration",
+    "TaintTolerationPriority": "TaintToleration",
+    "ImageLocality": "ImageLocality",
+    "ImageLocalityPriority": "ImageLocality",
+    "SelectorSpread": "SelectorSpread",
+    "DefaultPodTopologySpread": "SelectorSpread",
+    "SelectorSpreadPriority": "SelectorSpread",
+    "NodePreferAvoidPods": "NodePreferAvoidPods",
+    "NodePreferAvoidPodsPriority": "NodePreferAvoidPods",
+    "VolumeBinding": "VolumeBinding",
+}
+# kube-scheduler's default profile's scores and weights; NodeResourcesFit scores by its
+# strategy, LeastAllocated unless its arguments say otherwise.
+KUBE_DEFAULT_SCORES = {
+    "NodeResourcesFit": 1,
+    "BalancedAllocation": 1,
+    "ImageLocality": 1,
+    "InterPodAffinity": 2,
+    "NodeAffinity": 2,
+    "PodTopologySpread": 2,
+    "TaintToleration": 3,
+}
+FIT_STRATEGIES = {
+    "LeastAllocated": "LeastAllocated",
+    "MostAllocated": "MostAllocated",
+    "RequestedToCapacityRatio": "RequestedToCapacityRatio",
+}
+# Scores batchsched cannot compute, and why.
+KUBE_UNSCORED = {
+    "ImageLocality": "batchsched does not read the images nodes hold",
+    "SelectorSpread": "it finds a pod's peers through Services and ReplicaSets, which "
+    "batchsched does not watch",
+    "NodePreferAvoidPods": "the preferAvoidPods node annotation is gone from Kubernetes",
+    "VolumeBinding": "volumes are bound where the other scores place the pod",
+}
+# The plugin each computed score becomes.
+KUBE_PLUGINS = {
+    "LeastAllocated": "leastallocated",
+    "MostAllocated": "binpack",
+    "RequestedToCapacityRatio": "binpack",
+    "BalancedAllocation": "balancedallocation",
+    "NodeAffinity": "nodeaffinity",
+    "InterPodAffinity": "interpodaffinity",
+    "PodTopologySpread": "podtopologyspread",
+    "TaintToleration": "tainttoleration",
+}
+# Extension points batchsched runs only its own plugins at: kube-scheduler's default
+# plugins there may be listed as enabled (they are what predicates does), never disabled.
+KUBE_OTHER_POINTS = (
+    "queueSort",
+    "preEnqueue",
+    "preFilter",
+    "filter",
+    "postFilter",
+    "preScore",
+    "reserve",
+    "permit",
+    "preBind",
+    "bind",
+    "postBind",
+)
+KUBE_PREEMPTION = "DefaultPreemption"
+DEFAULT_ACTIONS_WITHOUT_PREEMPT = "enqueue, allocate, reclaim, backfill"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Translated:
+    """A configuration in batchsched's own words, where it was read (a ConfigMap's key),
+    and per plugin name the session lists its callbacks are to be kept out of (Volcano's
+    enable flags set to false)."""
+
+    raw: Mapping[str, Any]
+    source: str
+    disabled: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+def translate(raw: Mapping[str, Any], *, source: str) -> Translated:
+    """`raw` in batchsched's own format, whichever peer's format it came in."""
+    kind = raw.get("kind")
+    if kind == "ConfigMap":
+        return _configmap(raw, source=source)
+    if kind == "KubeSchedulerConfiguration" or str(raw.get("apiVersion", "")).startswith(
+        KUBE_GROUP
+    ):
+        return Translated(raw=_kube(raw, source=source), source=source)
+    return _volcano(raw, source=source)
+
+
+def restrict(
+    tiers: tuple[tuple[Plugin, ...], ...], disabled: Mapping[str, frozenset[str]]
+) -> tuple[tuple[Plugin, ...], ...]:
+    """The tiers with each plugin named in `disabled` kept out of those session lists."""
+    if not disabled:
+        return tiers
+    return tuple(
+        tuple(
+            _Without(plugin, disabled[plugin.name]) if plugin.name in disabled else plugin
+            for plugin in tier
+        )
+        for tier in tiers
+    )
+
+
+class _Without:
+    """A plugin whose callbacks of some kinds are taken back as soon as it registers them:
+    Volcano's `enablePreemptable: false` and the like."""
+
+    def __init__(self, plugin: Plugin, lists: frozenset[str]) -> None:
+        self.plugin = plugin
+        self.name = plugin.name
+        self.lists = lists
+
+    def open(self, session: Session) -> None:
+        before = {name: len(getattr(session, name)) for name in self.lists}
+        scored = set(session.scored)
+        self.plugin.open(session)
+        for name, length in before.items():
+            del getattr(session, name)[length:]
+        if "scorers" in self.lists:
+            # Pods with preferences no plugin scores now wait, saying so.
+            session.scored &= scored
+
+
+def _configmap(raw: Mapping[str, Any], *, source: str) -> Translated:
+    """The configuration a ConfigMap holds: Volcano's chart's key, or its only key."""
+    data = raw.get("data")
+    if not isinstance(data, Mapping) or not data:
+        raise InvalidObject(f"{source}.data: a ConfigMap holding the configuration is needed")
+    if CONFIGMAP_KEY in data:
+        key = CONFIGMAP_KEY
+    elif len(data) == 1:
+        key = next(iter(data))
+    else:
+        raise InvalidObject(
+            f"{source}.data: which key holds the configuration? expected {CONFIGMAP_KEY!r} "
+            f"or a single key (found: {', '.join(sorted(map(str, data)))})"
+        )
+    where = f"{source}.data.{key}"
+    text = data[key]
+    if not isinstance(text, str):
+        raise InvalidObject(f"{where}: expected the configuration file as a string")
+    try:
+        inner = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise InvalidObject(f"{where}: not valid YAML: {error}") from None
+    if not isinstance(inner, Mapping):
+        raise InvalidObject(f"{where}: expected a map of settings at the top level")
+    return translate(inner, source=where)
+
+
+# Volcano.
+
+
+def _volcano(raw: Mapping[str, Any], *, source: str) -> Translated:
+    out = dict(raw)
+    if "configurations" in out:
+        _configurations(out.pop("configurations"), source=f"{source}.configurations")
+    if isinstance(out.get("actions"), list):
+        out["actions"] = _action_entries(out["actions"], source=f"{source}.actions")
+    if isinstance(out.get("actions"), str):
+        out["actions"] = _volcano_actions(out["actions"], source=source)
+    disabled: dict[str, frozenset[str]] = {}
+    tiers = out.get("tiers")
+    if isinstance(tiers, list):
+        out["tiers"] = [
+            _volcano_tier(tier, where=f"{source}.tiers[{t}]", disabled=disabled)
+            for t, tier in enumerate(tiers)
+        ]
+        _check_nodeorder(out["tiers"], source=source)
+    return Translated(raw=out, source=source, disabled=disabled)
+
+
+def _volcano_actions(actions: str, *, source: str) -> str:
+    names = [name.strip() for name in actions.split(",")]
+    if RESERVATION_ACTION in names:
+        log.warning(
+            "%s.actions: %r has no effect here: %s",
+            source,
+            RESERVATION_ACTION,
+            RESERVATION_WHY,
+        )
+    return ", ".join(name for name in names if name != RESERVATION_ACTION)
+
+
+def _action_entries(actions: list[object], *, source: str) -> object:
+    """Volcano's first releases listed actions as {name, arguments}: their names, in
+    order; arguments are refused by name, as in `configurations`."""
+    if not all(isinstance(entry, Mapping) for entry in actions):
+        return actions
+    names = []
+    for i, entry in enumerate(actions):
+        assert isinstance(entry, Mapping)
+        if "name" not in entry or set(entry) - {"name", "arguments"}:
+            raise InvalidObject(f"{source}[{i}]: expected a map with name and arguments")
+        for key in entry.get("arguments") or {}:
+            raise InvalidObject(
+                f"{source}[{i}].arguments.{key}: not supported: batchsched's actions take no "
+                "arguments (the overcommit plugin admits beyond what is idle)"
+            )
+        names.append(str(entry["name"]))
+    return ", ".join(names)
+
+
+def _configurations(raw: object, *, source: str) -> None:
+    """Volcano's per-action arguments: only allocate's switch for caching filter
+    results, which changes no placement, is accepted."""
+    if not isinstance(raw, list):
+        raise InvalidObject(f"{source}: expected a list of {{name, arguments}}")
+    for i, entry in enumerate(raw):
+        where = f"{source}[{i}]"
+        if not isinstance(entry, Mapping) or set(entry) - {"name", "arguments"}:
+            raise InvalidObject(f"{where}: expected a map with name and arguments")
+        arguments = entry.get("arguments") or {}
+        if not isinstance(arguments, Mapping):
+            raise InvalidObject(f"{where}.arguments: expected a map")
+        for key in arguments:
+            if entry.get("name") == "allocate" and key == "predicateErrorCacheEnable":
+                log.warning(
+                    "%s.arguments.%s has no effect here: batchsched caches filter results "
+                    "per pod shape itself",
+                    where,
+                    key,
+                )
+                continue
+            raise InvalidObject(
+                f"{where}.arguments.{key}: not supported: batchsched's actions take no "
+                "arguments (accepted: allocate's predicateErrorCacheEnable)"
+            )
+
+
+def _volcano_tier(tier: object, *, where: str, disabled: dict[str, frozenset[str]]) -> object:
+    if not isinstance(tier, Mapping) or not isinstance(tier.get("plugins"), list):
+        return tier
+    plugins = []
+    for p, entry in enumerate(tier["plugins"]):
+        at = f"{where}.plugins[{p}]"
+        if isinstance(entry, Mapping) and entry.get("name") == RESERVATION_PLUGIN:
+            log.warning(
+                "%s: plugin %r has no effect here: %s", at, RESERVATION_PLUGIN, RESERVATION_WHY
+            )
+            continue
+        plugins.append(_volcano_plugin(entry, where=at, disabled=disabled))
+    return {**tier, "plugins": plugins}
+
+
+def _volcano_plugin(entry: object, *, where: str, disabled: dict[str, frozenset[str]]) -> object:
+    if not isinstance(entry, Mapping):
+        return entry
+    out = {key: value for key, value in entry.items() if not _flag_hook(key)}
+    name = entry.get("name")
+    lists: set[str] = set()
+    for key, value in entry.items():
+        hook = _flag_hook(key)
+        if hook is None:
+            continue
+        at = f"{where}.{key}"
+        if not isinstance(value, bool):
+            raise InvalidObject(f"{at}: expected true or false, got {value!r}")
+        if hook == HIERARCHY:
+            if value:
+                raise InvalidObject(
+                    f"{at}: hierarchical sharing is not supported; queues' parents are "
+                    "honoured by proportion"
+                )
+        elif hook in HOOKS:
+            if value:
+                continue
+            if hook == "Predicate" and name == "predicates":
+                raise InvalidObject(
+                    f"{at}: the predicates plugin's checks cannot be turned off: pods would "
+                    "be placed where they do not fit"
+                )
+            lists.update(HOOKS[hook])
+        elif hook in UNMAPPED_HOOKS:
+            if not value:
+                log.warning("%s: false has no effect here: %s", at, UNMAPPED_HOOKS[hook])
+        else:
+            allowed = ", ".join(f"enable{h}" for h in sorted({*HOOKS, *UNMAPPED_HOOKS, HIERARCHY}))
+            raise InvalidObject(f"{at}: unknown flag (allowed: {allowed})")
+    if lists and isinstance(name, str):
+        disabled[name] = frozenset(lists)
+    arguments = entry.get("arguments")
+    if name == "binpack" and isinstance(arguments, Mapping):
+        out["arguments"] = _volcano_binpack(arguments, where=f"{where}.arguments")
+    return out
+
+
+def _flag_hook(key: object) -> str | None:
+    """`JobOrder` for Volcano's `enableJobOrder` or `enabledJobOrder`, else None."""
+    if not isinstance(key, str):
+        return None
+    for prefix in ("enabled", "enable"):
+        rest = key.removeprefix(prefix)
+        if rest != key and rest[:1].isupper():
+            return rest
+    return None
+
+
+def _volcano_binpack(arguments: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
+    """Volcano's `binpack.weight`, `binpack.cpu`, `binpack.memory`, `binpack.resources`
+    and `binpack.resources.<name>` as binpack's `weight` and `resources`; a resource of
+    weight 0 is left out, as Volcano leaves it out."""
+    if not any(str(key).startswith(BINPACK_PREFIX) for key in arguments):
+        return arguments
+    foreign = sorted(str(k) for k in arguments if not str(k).startswith(BINPACK_PREFIX))
+    if foreign:
+        raise InvalidObject(f"{where}.{foreign[0]}: not with Volcano's binpack.* arguments")
+    weights: dict[str, Any] = {"cpu": arguments.get("binpack.cpu", 1)}
+    weights["memory"] = arguments.get("binpack.memory", 1)
+    listed = arguments.get("binpack.resources", "")
+    if not isinstance(listed, str):
+        raise InvalidObject(f"{where}.binpack.resources: expected comma-separated names")
+    for resource in filter(None, (name.strip() for name in listed.split(","))):
+        weights[resource] = arguments.get(f"{BINPACK_PREFIX}resources.{resource}", 1)
+    known = {"binpack.weight", "binpack.cpu", "binpack.memory", "binpack.resources"}
+    known |= {f"{BINPACK_PREFIX}resources.{name}" for name in weights}
+    unknown = sorted(str(key) for key in arguments if key not in known)
+    if unknown:
+        raise InvalidObject(
+            f"{where}.{unknown[0]}: unknown binpack argument (a resource's weight needs "
+            "the resource listed in binpack.resources)"
+        )
+    out: dict[str, Any] = {"resources": {n: w for n, w in weights.items() if w != 0}}
+    if "binpack.weight" in arguments:
+        out["weight"] = arguments["binpack.weight"]
+    return out
+
+
+def _check_nodeorder(tiers: list[object], *, source: str) -> None:
+    names = {
+        entry.get("name")
+        for tier in tiers
+        if isinstance(tier, Mapping) and isinstance(tier.get("plugins"), list)
+        for entry in tier["plugins"]
+        if isinstance(entry, Mapping)
+    }
+    if "nodeorder" in names and names & PART_NAMES:
+        both = sorted(str(n) for n in names & PART_NAMES)[0]
+        raise InvalidObject(
+            f"{source}.tiers: nodeorder already scores with {both}; list one or the other"
+        )
+
+
+# kube-scheduler.
+
+
+def _kube(raw: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    version = str(raw.get("apiVersion", "")).removeprefix(KUBE_GROUP)
+    if version not in KUBE_VERSIONS:
+        raise InvalidObject(
+            f"{source}.apiVersion: unknown {raw.get('apiVersion')!r} (allowed: "
+            f"{', '.join(KUBE_GROUP + v for v in KUBE_VERSIONS)})"
+        )
+    preempt = True
+    profiles: list[Mapping[str, Any]] = []
+    for key, value in raw.items():
+        where = f"{source}.{key}"
+        if key in ("apiVersion", "kind"):
+            continue
+        if key in KUBE_PROCESS_KEYS:
+            log.warning("%s has no effect here: %s", where, KUBE_PROCESS_KEYS[key])
+        elif key == "disablePreemption":
+            if not isinstance(value, bool):
+                raise InvalidObject(f"{where}: expected true or false")
+            preempt = preempt and not value
+        elif key == "profiles":
+            if not isinstance(value, list) or not value:
+                raise InvalidObject(f"{where}: expected a non-empty list of profiles")
+            profiles = [_mapping(p, where=f"{where}[{i}]") for i, p in enumerate(value)]
+        elif key not in ("schedulerName", "plugins", "pluginConfig"):
+            raise InvalidObject(
+                f"{where}: not supported (batchsched reads schedulerName, profiles, plugins, "
+                f"pluginConfig and disablePreemption; it logs and ignores "
+                f"{', '.join(sorted(KUBE_PROCESS_KEYS))})"
+            )
+    top = {k: raw[k] for k in ("schedulerName", "plugins", "pluginConfig") if k in raw}
+    if top and profiles:
+        raise InvalidObject(
+            f"{source}: {sorted(top)[0]} and profiles are both set; write profiles alone"
+        )
+    if not profiles:
+        profiles = [top]
+        where_profiles = [source]
+    else:
+        where_profiles = [f"{source}.profiles[{i}]" for i in range(len(profiles))]
+    names: list[str] = []
+    tiers: list[dict[str, Any]] | None = None
+    for profile, where in zip(profiles, where_profiles, strict=True):
+        name, profile_tiers, profile_preempt = _kube_profile(profile, where=where)
+        if tiers is not None and profile_tiers != tiers:
+            raise InvalidObject(
+                f"{where}: profiles that place pods differently are not supported: batchsched "
+                "serves every scheduler name with one configuration"
+            )
+        tiers = profile_tiers
+        preempt = preempt and profile_preempt
+        if name in names:
+            raise InvalidObject(f"{where}.schedulerName: {name!r} is named twice")
+        names.append(name)
+    out: dict[str, Any] = {"schedulerNames": names, "tiers": tiers}
+    if not preempt:
+        out["actions"] = DEFAULT_ACTIONS_WITHOUT_PREEMPT
+    return out
+
+
+def _kube_profile(
+    profile: Mapping[str, Any], *, where: str
+) -> tuple[str, list[dict[str, Any]], bool]:
+    """The profile's scheduler name, tiers and whether it preempts."""
+    for key in profile:
+        if key == "percentageOfNodesToScore":
+            log.warning("%s.%s has no effect here: %s", where, key, KUBE_PROCESS_KEYS[key])
+        elif key not in ("schedulerName", "plugins", "pluginConfig"):
+            raise InvalidObject(
+                f"{where}.{key}: not supported (allowed: schedulerName, plugins, pluginConfig, "
+                "percentageOfNodesToScore)"
+            )
+    name = profile.get("schedulerName", DEFAULT_SCHEDULER)
+    if not isinstance(name, str) or not name:
+        raise InvalidObject(f"{where}.schedulerName: expected a non-empty string")
+    config = _plugin_config(profile.get("pluginConfig", []), where=f"{where}.pluginConfig")
+    scores = dict(KUBE_DEFAULT_SCORES)
+    preempt = True
+    plugins = _mapping(profile.get("plugins") or {}, where=f"{where}.plugins")
+    for point, sets in plugins.items():
+        at = f"{where}.plugins.{point}"
+        sets = _mapping(sets or {}, where=at)
+        extra = sorted(set(sets) - {"enabled", "disabled"})
+        if extra:
+            raise InvalidObject(f"{at}.{extra[0]}: unknown key (allowed: disabled, enabled)")
+        disabled = _names(sets.get("disabled"), where=f"{at}.disabled")
+        enabled = _names(sets.get("enabled"), where=f"{at}.enabled")
+        if point in ("score", "multiPoint"):
+            _kube_scores(scores, disabled, enabled, where=at, strict=point == "score")
+        elif point in KUBE_OTHER_POINTS:
+            for i, (plugin, _) in enumerate(disabled):
+                if point == "postFilter" and plugin in (KUBE_PREEMPTION, "*"):
+                    preempt = False
+                elif point != "preScore" or _score_name(plugin) is None:
+                    raise InvalidObject(
+                        f"{at}.disabled[{i}]: {plugin!r} cannot be turned off: batchsched "
+                        "always applies its own filters and binds"
+                    )
+            for i, (plugin, _) in enumerate(enabled):
+                if point != "preScore" or _score_name(plugin) is None:
+                    raise InvalidObject(
+                        f"{at}.enabled[{i}]: {plugin!r} is not supported: batchsched runs "
+                        "only its own plugins at this extension point"
+                    )
+        else:
+            raise InvalidObject(
+                f"{at}: unknown extension point (allowed: multiPoint, score, "
+                f"{', '.join(KUBE_OTHER_POINTS)})"
+            )
+    return name, _kube_tiers(scores, config, where=where), preempt
+
+
+def _kube_scores(
+    scores: dict[str, int],
+    disabled: list[tuple[str, int | None]],
+    enabled: list[tuple[str, int | None]],
+    *,
+    where: str,
+    strict: bool,
+) -> None:
+    """Apply a profile's score (or multiPoint) plugin lists to `scores`. Under
+    multiPoint, plugins that do not score are kube-scheduler's filters, which are always
+    applied: they may be enabled, not disabled."""
+    for i, (plugin, _) in enumerate(disabled):
+        if plugin == "*":
+            scores.clear()
+            continue
+        name = _score_name(plugin)
+        if name is None:
+            raise InvalidObject(
+                f"{where}.disabled[{i}]: {plugin!r} "
+                + ("is not a score plugin batchsched knows" if strict else "cannot be turned off")
+            )
+        scores.pop(name, None)
+        if name in FIT_STRATEGIES:
+            scores.pop("NodeResourcesFit", None)
+    for i, (plugin, weight) in enumerate(enabled):
+        name = _score_name(plugin)
+        if name is None:
+            if strict:
+                raise InvalidObject(
+                    f"{where}.enabled[{i}]: {plugin!r} is not a score plugin batchsched knows "
+                    f"(known: {', '.join(sorted({'NodeResourcesFit', *KUBE_SCORES}))})"
+                )
+            continue
+        scores[name] = weight if weight is not None else KUBE_DEFAULT_SCORES.get(name, 1)
+
+
+def _score_name(plugin: str) -> str | None:
+    if plugin == "NodeResourcesFit":
+        return plugin
+    return KUBE_SCORES.get(plugin)
+
+
+def _kube_tiers(
+    scores: Mapping[str, int], config: Mapping[str, Mapping[str, Any]], *, where: str
+) -> list[dict[str, Any]]:
+    fit = config.get("NodeResourcesFit", {})
+    strategy = _mapping(fit.get("scoringStrategy") or {}, where=f"{where} NodeResourcesFit")
+    resolved: dict[str, int] = {}
+    for name, weight in scores.items():
+        if name == "NodeResourcesFit":
+            kind = strategy.get("type", "LeastAllocated")
+            if kind not in FIT_STRATEGIES:
+                raise InvalidObject(
+                    f"{where}: NodeResourcesFit scoringStrategy.type {kind!r} is unknown "
+                    f"(allowed: {', '.join(FIT_STRATEGIES)})"
+                )
+            name = FIT_STRATEGIES[kind]
+        if name in resolved:
+            raise InvalidObject(f"{where}: {name} is scored twice")
+        resolved[name] = weight
+    if "MostAllocated" in resolved and "RequestedToCapacityRatio" in resolved:
+        raise InvalidObject(
+            f"{where}: MostAllocated and RequestedToCapacityRatio are both enabled; "
+            "batchsched's binpack scores one of them"
+        )
+    used = {"NodeResourcesFit"} if "NodeResourcesFit" in scores else set()
+    entries: list[dict[str, Any]] = [{"name": "predicates"}, {"name": "proportion"}]
+    for name, weight in resolved.items():
+        if name in KUBE_UNSCORED:
+            log.warning(
+                "%s: score plugin %s has no effect here: %s", where, name, KUBE_UNSCORED[name]
+            )
+            continue
+        arguments, source = _kube_arguments(name, config, strategy)
+        if source:
+            used.add(source)
+        entries.append({"name": KUBE_PLUGINS[name], "arguments": {**arguments, "weight": weight}})
+    for name in sorted(set(config) - used):
+        log.warning(
+            "%s.pluginConfig: %s has no effect here: its plugin is not enabled", where, name
+        )
+    return [{"plugins": [{"name": "priority"}, {"name": "gang"}]}, {"plugins": entries}]
+
+
+def _kube_arguments(
+    name: str, config: Mapping[str, Mapping[str, Any]], strategy: Mapping[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """The batchsched arguments for score `name`, and which pluginConfig entry gave them."""
+    if name == "RequestedToCapacityRatio":
+        if "RequestedToCapacityRatio" in config:
+            return _ratio(config["RequestedToCapacityRatio"]), "RequestedToCapacityRatio"
+        ratio = dict(strategy.get("requestedToCapacityRatio") or {})
+        if "resources" in strategy:
+            ratio["resources"] = strategy["resources"]
+        return _ratio(ratio), None
+    if name in ("LeastAllocated", "MostAllocated"):
+        own = f"NodeResources{name}"
+        args = config.get(own)
+        resources = args.get("resources") if args is not None else strategy.get("resources")
+        out = {"resources": _weights(resources)} if resources is not None else {}
+        extra = sorted(set(args or {}) - {"resources"})
+        if extra:
+            raise InvalidObject(f"pluginConfig {own}: unknown argument {extra[0]!r}")
+        return out, own if args is not None else None
+    if name == "BalancedAllocation":
+        args = config.get("NodeResourcesBalancedAllocation")
+        if args is None:
+            return {}, None
+        extra = sorted(set(args) - {"resources"})
+        if extra:
+            raise InvalidObject(
+                f"pluginConfig NodeResourcesBalancedAllocation: unknown argument {extra[0]!r}"
+            )
+        return {"resources": _weights(args.get("resources", []))}, "NodeResourcesBalancedAllocation"
+    if name == "PodTopologySpread":
+        args = config.get("PodTopologySpread")
+        if args is None:
+            log.warning(
+                "PodTopologySpread: kube-scheduler's system default constraints have no "
+                "effect here: they find a pod's peers through Services and ReplicaSets, "
+                "which batchsched does not watch"
+            )
+            return {}, None
+        return dict(args), "PodTopologySpread"
+    if config.get(name):
+        key = sorted(config[name])[0]
+        raise InvalidObject(f"pluginConfig {name}: argument {key!r} is not supported")
+    return {}, name if name in config else None
+
+
+def _ratio(args: Mapping[str, Any]) -> dict[str, Any]:
+    """RequestedToCapacityRatio's arguments in binpack's words, whatever their spelling:
+    `shape` (scores 0 to 10) or the legacy `functionShape` (0 to 100), and `resources` as
+    a list of {name, weight} or the legacy `resourceToWeightMap`."""
+    out: dict[str, Any] = {}
+    for key, value in args.items():
+        lower = str(key).lower()
+        if lower == "shape":
+            out["shape"] = value
+        elif lower == "functionshape":
+            out["functionshape"] = value
+        elif lower == "resourcetoweightmap":
+            out["resourcetoweightmap"] = value
+        elif lower == "resources":
+            out["resources"] = _weights(value)
+        else:
+            raise InvalidObject(
+                f"pluginConfig RequestedToCapacityRatio: unknown argument {key!r} (allowed: "
+                "shape, resources, functionShape, resourceToWeightMap)"
+            )
+    return out
+
+
+def _weights(raw: object) -> dict[str, Any]:
+    """kube-scheduler's resources list, [{name, weight}] with weight 1 by default."""
+    if not isinstance(raw, list):
+        raise InvalidObject(f"resources: expected a list of {{name, weight}}, got {raw!r}")
+    out: dict[str, Any] = {}
+    for entry in raw:
+        if not isinstance(entry, Mapping) or "name" not in entry or set(entry) - {"name", "weight"}:
+            raise InvalidObject(f"resources: expected {{name, weight}}, got {entry!r}")
+        out[str(entry["name"])] = entry.get("weight", 1)
+    return out
+
+
+def _plugin_config(raw: object, *, where: str) -> dict[str, Mapping[str, Any]]:
+    if not isinstance(raw, list):
+        raise InvalidObject(f"{where}: expected a list of {{name, args}}")
+    config: dict[str, Mapping[str, Any]] = {}
+    known = {"NodeResourcesFit", "NodeResourcesLeastAllocated", "NodeResourcesMostAllocated"}
+    known |= {"RequestedToCapacityRatio", "NodeResourcesBalancedAllocation"}
+    known |= {"PodTopologySpread", "NodeAffinity", "InterPodAffinity"}
+    for i, entry in enumerate(raw):
+        at = f"{where}[{i}]"
+        entry = _mapping(entry, where=at)
+        name = entry.get("name")
+        if name not in known:
+            raise InvalidObject(
+                f"{at}.name: arguments of {name!r} are not supported (supported: "
+                f"{', '.join(sorted(known))})"
+            )
+        args = _mapping(entry.get("args") or {}, where=f"{at}.args")
+        # apiVersion/kind inside args (v1beta1 and later) only say what the args are.
+        config[name] = {k: v for k, v in args.items() if k not in ("apiVersion", "kind")}
+    fit = config.get("NodeResourcesFit", {})
+    extra = sorted(set(fit) - {"scoringStrategy"})
+    if extra:
+        raise InvalidObject(
+            f"{where}: NodeResourcesFit argument {extra[0]!r} is not supported: batchsched "
+            "checks every resource a pod requests"
+        )
+    return config
+
+
+def _names(raw: object, *, where: str) -> list[tuple[str, int | None]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InvalidObject(f"{where}: expected a list of {{name, weight}}")
+    out: list[tuple[str, int | None]] = []
+    for i, entry in enumerate(raw):
+        entry = _mapping(entry, where=f"{where}[{i}]")
+        name = entry.get("name")
+        weight = entry.get("weight")
+        if not isinstance(name, str) or (weight is not None and not isinstance(weight, int)):
+            raise InvalidObject(f"{where}[{i}]: expected a name and a whole-number weight")
+        out.append((name, weight))
+    return out
+
+
+def _mapping(raw: object, *, where: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise InvalidObject(f"{where}: expected a map")
+    return raw
