@@ -175,6 +175,42 @@ KUBE_OTHER_POINTS = (
     "postBind",
 )
 KUBE_PREEMPTION = "DefaultPreemption"
+# kube-scheduler's own plugins whose checks batchsched always applies in its own way
+# (predicates, binding): listing them as enabled changes nothing.
+KUBE_BUILTINS = frozenset(
+    {
+        "PrioritySort",
+        "SchedulingGates",
+        "NodeUnschedulable",
+        "NodeName",
+        "NodePorts",
+        "NodeResourcesFit",
+        "NodeAffinity",
+        "TaintToleration",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "DefaultPreemption",
+        "DefaultBinder",
+    }
+)
+# scheduler-plugins' gang plugin: what batchsched's gang plugin always does.
+COSCHEDULING = "Coscheduling"
+# Its arguments, none of which has an effect here, and why.
+COSCHEDULING_ARGUMENTS = {
+    "permitWaitingTimeSeconds": "a gang is placed whole in one session, so no member waits "
+    "in Permit for the rest; a PodGroup's scheduleTimeoutSeconds bounds its whole wait",
+    "podGroupBackoffSeconds": "a gang that does not fit is tried again every session, "
+    "undone entirely in between",
+    "podGroupGCIntervalSeconds": "no PodGroup state is kept between sessions",
+    "podGroupExpirationTimeSeconds": "no PodGroup state is kept between sessions",
+    "deniedPGExpirationTimeSeconds": "no PodGroup state is kept between sessions",
+    "kubeConfigPath": "batchsched run takes --kubeconfig",
+    "kubeMaster": "batchsched run takes --kubeconfig",
+}
 DEFAULT_ACTIONS_WITHOUT_PREEMPT = "enqueue, allocate, reclaim, backfill"
 
 
@@ -548,15 +584,22 @@ def _kube_profile(
         if point in ("score", "multiPoint"):
             _kube_scores(scores, disabled, enabled, where=at, strict=point == "score")
         elif point in KUBE_OTHER_POINTS:
+            sorted_by_gang = point == "queueSort" and COSCHEDULING in dict(enabled)
             for i, (plugin, _) in enumerate(disabled):
                 if point == "postFilter" and plugin in (KUBE_PREEMPTION, "*"):
                     preempt = False
+                elif sorted_by_gang and plugin in ("PrioritySort", "*"):
+                    # Coscheduling's order (priority, then the group's creation) is the
+                    # gang and priority plugins' own.
+                    continue
                 elif point != "preScore" or _score_name(plugin) is None:
                     raise InvalidObject(
                         f"{at}.disabled[{i}]: {plugin!r} cannot be turned off: batchsched "
                         "always applies its own filters and binds"
                     )
             for i, (plugin, _) in enumerate(enabled):
+                if _applied_anyway(plugin, where=f"{at}.enabled[{i}]"):
+                    continue
                 if point != "preScore" or _score_name(plugin) is None:
                     raise InvalidObject(
                         f"{at}.enabled[{i}]: {plugin!r} is not supported: batchsched runs "
@@ -597,13 +640,22 @@ def _kube_scores(
     for i, (plugin, weight) in enumerate(enabled):
         name = _score_name(plugin)
         if name is None:
-            if strict:
+            if strict or not _applied_anyway(plugin, where=f"{where}.enabled[{i}]"):
                 raise InvalidObject(
                     f"{where}.enabled[{i}]: {plugin!r} is not a score plugin batchsched knows "
                     f"(known: {', '.join(sorted({'NodeResourcesFit', *KUBE_SCORES}))})"
                 )
             continue
         scores[name] = weight if weight is not None else KUBE_DEFAULT_SCORES.get(name, 1)
+
+
+def _applied_anyway(plugin: str, *, where: str) -> bool:
+    """Whether `plugin`, listed as enabled, is what batchsched does anyway: one of
+    kube-scheduler's filters or its binder, or scheduler-plugins' Coscheduling."""
+    if plugin == COSCHEDULING:
+        log.warning("%s: Coscheduling is what the gang plugin always does here", where)
+        return True
+    return plugin in KUBE_BUILTINS
 
 
 def _score_name(plugin: str) -> str | None:
@@ -741,11 +793,14 @@ def _plugin_config(raw: object, *, where: str) -> dict[str, Mapping[str, Any]]:
     config: dict[str, Mapping[str, Any]] = {}
     known = {"NodeResourcesFit", "NodeResourcesLeastAllocated", "NodeResourcesMostAllocated"}
     known |= {"RequestedToCapacityRatio", "NodeResourcesBalancedAllocation"}
-    known |= {"PodTopologySpread", "NodeAffinity", "InterPodAffinity"}
+    known |= {"PodTopologySpread", "NodeAffinity", "InterPodAffinity", COSCHEDULING}
     for i, entry in enumerate(raw):
         at = f"{where}[{i}]"
         entry = _mapping(entry, where=at)
         name = entry.get("name")
+        if name == COSCHEDULING:
+            _coscheduling(_mapping(entry.get("args") or {}, where=f"{at}.args"), where=at)
+            continue
         if name not in known:
             raise InvalidObject(
                 f"{at}.name: arguments of {name!r} are not supported (supported: "
@@ -762,6 +817,18 @@ def _plugin_config(raw: object, *, where: str) -> dict[str, Mapping[str, Any]]:
             "checks every resource a pod requests"
         )
     return config
+
+
+def _coscheduling(args: Mapping[str, Any], *, where: str) -> None:
+    for key in args:
+        if key in ("apiVersion", "kind"):
+            continue
+        if key not in COSCHEDULING_ARGUMENTS:
+            raise InvalidObject(
+                f"{where}.args.{key}: unknown Coscheduling argument "
+                f"(known: {', '.join(sorted(COSCHEDULING_ARGUMENTS))})"
+            )
+        log.warning("%s.args.%s has no effect here: %s", where, key, COSCHEDULING_ARGUMENTS[key])
 
 
 def _names(raw: object, *, where: str) -> list[tuple[str, int | None]]:

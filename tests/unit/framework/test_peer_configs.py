@@ -388,8 +388,16 @@ KSC = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfigurat
             r"NodeResourcesFit argument 'ignoredResources' is not supported",
         ),
         (
-            KSC + "profiles: [{pluginConfig: [{name: Coscheduling, args: {}}]}]\n",
-            r"arguments of 'Coscheduling' are not supported",
+            KSC + "profiles: [{pluginConfig: [{name: CapacityScheduling, args: {}}]}]\n",
+            r"arguments of 'CapacityScheduling' are not supported",
+        ),
+        (
+            KSC + "profiles: [{pluginConfig: [{name: Coscheduling, args: {permitWait: 1}}]}]\n",
+            r"args.permitWait: unknown Coscheduling argument",
+        ),
+        (
+            KSC + "profiles: [{plugins: {multiPoint: {enabled: [{name: CapacityScheduling}]}}}]\n",
+            r"'CapacityScheduling' is not a score plugin batchsched knows",
         ),
         (
             KSC + "profiles: [{schedulerName: a}, "
@@ -406,3 +414,28 @@ KSC = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfigurat
 def test_kube_keys_that_cannot_be_honoured_are_refused(text: str, message: str) -> None:
     with pytest.raises(InvalidObject, match=message):
         load_config(text, source="c")
+
+
+def test_scheduler_plugins_coscheduling_profile_loads(caplog: pytest.LogCaptureFixture) -> None:
+    """scheduler-plugins' own profile: Coscheduling everywhere it hooks in, PrioritySort
+    replaced at queueSort, and its Permit wait: the gang plugin does all of it."""
+    config = load_config(
+        KSC
+        + """profiles:
+- schedulerName: scheduler-plugins-scheduler
+  plugins:
+    queueSort:
+      enabled: [{name: Coscheduling}]
+      disabled: [{name: "*"}]
+    preFilter: {enabled: [{name: Coscheduling}]}
+    postFilter: {enabled: [{name: Coscheduling}]}
+    permit: {enabled: [{name: Coscheduling}]}
+    reserve: {enabled: [{name: Coscheduling}]}
+  pluginConfig:
+  - name: Coscheduling
+    args: {permitWaitingTimeSeconds: 10, podGroupBackoffSeconds: 5}
+"""
+    )
+    assert config.scheduler_names == ("scheduler-plugins-scheduler",)
+    assert "gang" in {plugin.name for tier in config.tiers for plugin in tier}
+    assert "permitWaitingTimeSeconds has no effect here" in caplog.text
