@@ -404,3 +404,32 @@ def test_coscheduling_install_walkthrough(
     )
     assert {k: placed[k] for k in counts} == {k: 3 if k == "scheduled" else 0 for k in counts}
     assert placed["scheduleStartTime"] == waiting["scheduleStartTime"]
+
+
+def test_binpack_seed_under_its_own_configuration(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+    tmp_path: Path,
+) -> None:
+    """Seed 000: its KubeSchedulerConfiguration read unchanged (it serves
+    default-scheduler: the seed's pods name no scheduler) and its TFJob, a label-only
+    gang of a CPU parameter server and four one-GPU workers, on two 4-GPU nodes. The
+    gang binds whole, on one node, leaving the other free."""
+    example = (REPO / "examples" / "binpack-tfjob.yaml").read_text()
+    workload = tmp_path / "binpack-tfjob.yaml"
+    workload.write_text(example.replace("          schedulerName: batch-scheduler\n", ""))
+    objects = load_files([str(workload)]).objects
+    apply_all(kube, cluster_objects, objects, namespace)
+    start_scheduler(config=REPO / "examples" / "config" / "kube-scheduler-binpack.yaml")
+
+    gang = {
+        p["metadata"]["name"]
+        for p in objects
+        if p["kind"] == "Pod" and "agent" not in p["metadata"]["name"]
+    }
+    assert len(gang) == 5
+    eventually(lambda: bound(kube, namespace) >= gang, what="the TFJob's gang bound")
+    nodes = {placements(kube, namespace)[name] for name in gang}
+    assert len(nodes) == 1, nodes
