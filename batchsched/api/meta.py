@@ -8,7 +8,7 @@ from batchsched.api.errors import InvalidObject
 
 Obj = Mapping[str, Any]
 # For isinstance: decoded JSON and YAML are dicts, which this checks at C speed before
-# asking the Mapping ABC (~0.4 us; every watch event of a pod asks a dozen times).
+# asking the slower Mapping ABC (every watch event of a pod asks a dozen times).
 MAP_TYPES = (dict, Mapping)
 
 

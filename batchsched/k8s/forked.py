@@ -14,17 +14,8 @@ out of the event loop's binding and, where the API server shares the cores, out 
 API server's. Binds already decided are worth more than the next decisions, which the
 binder could not send any sooner anyway. The child still gets whatever CPU is idle.
 
-Measured on the bench's cluster (1,000 nodes, 5,000 pending pods, 2 cores shared with
-the API server), against a session thread with a 1 ms GIL switch interval:
-- Binds in the first 0.3 s after the cache synced: 28-237 with the thread (5 runs,
-  median 70), 156-258 with the child at niceness +10 (3 runs), 38 and 71 with the
-  child at niceness 0 (2 runs).
-- Time until all were bound, two batches of 8 interleaved pairs: the child was faster
-  in 7 and in 4 of them; medians 5.20 against 5.17 s, then 5.03 against 5.14 s. No
-  clear difference in throughput, then.
-- The cost: a fork per session (about 20 ms at 50,000 pods) and a copy of each page the
-  child touches. Sessions once caught up, while the bench creates pods, took ~0.11 s
-  against ~0.05 s (5,000 pods) and 0.53 against 0.42 s (50,000 pods).
+The cost is a fork per session and a copy of each page the child touches; the
+measurements behind the choice are in docs/benchmarks.md.
 
 The child keeps none of the descriptors it inherits but its end of the pipe (a child
 outliving a killed operator must not hold its listening port), leaves the operator's

@@ -21,7 +21,7 @@ timeouts, starvation).
 
 Python's cyclic collector is kept out of the way of startup: listing a large cluster
 builds hundreds of thousands of long-lived objects, and every full collection would
-walk them all again (several pauses of ~50 ms per 5,000 pods before the first bind).
+walk them all again, pausing the loop before the first bind.
 It is paused until the first tick after the cache is synced (the first session, on the
 leader), then the cache as it stands is frozen out of its reach. Nearly all of that
 data is freed by reference counting alone. If the cache cannot sync (say RBAC forbids

@@ -8,12 +8,11 @@ stopped scheduling would be worse than one that restarts. The error is raised as
 not inside the task group's ExceptionGroup, for the command to end with one line saying
 why (`exit_reason`). SIGTERM and SIGINT stop it cleanly, handing the lease over.
 
-Why not kopf, which DESIGN section 7 suggests for watching: kopf 1.45 runs every watch
-event through a per-object worker and its handler machinery, about 0.9 ms per event
-here (5,000 listed pods took 4.5 s with an empty handler), and its index readiness,
-the one way it tells that a listing is complete, is quadratic in the listed objects
-(1,200 objects took 7.5 s). The informers here cost about a tenth of that per event,
-and know exactly when each list is complete.
+Why not kopf, which DESIGN section 7 suggests for watching: it runs every watch event
+through a per-object worker and its handler machinery, and its index readiness, the one
+way it tells that a listing is complete, grows with the square of the listed objects.
+The informers here cost a fraction of that per event and know exactly when each list
+is complete (docs/benchmarks.md has the measurement).
 """
 
 import asyncio

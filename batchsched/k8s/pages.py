@@ -3,9 +3,9 @@
 Pages bound the memory a large cluster costs. The next page is asked for as soon as
 this one has arrived, before it is decoded (its continue token is read from the list's
 own metadata alone), so the API server prepares it while this one is decoded and
-applied. In paired runs, listing 5,000 pods took 0.20-0.32 s this way and 0.29-0.51 s
-asking afterwards. Pages lose their managedFields before they are decoded, not after:
-a pod's managedFields take nearly as long to decode as the rest of it.
+applied (docs/benchmarks.md has what that saves). Pages lose their managedFields
+before they are decoded, not after: a pod's managedFields take nearly as long to decode
+as the rest of it.
 """
 
 import asyncio
