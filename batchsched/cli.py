@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import parse_duration
 from batchsched.api.objects import Task
+from batchsched.explain.command import add_explain_parser, run_explain
 from batchsched.framework.config import SchedulerConfig, default_config, load_config
 from batchsched.logs import EXIT, FORMATS, configure
 from batchsched.sim import openb
@@ -49,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_operator(args)
     if args.command == "replay":
         return run_replay(args)
+    if args.command == "explain":
+        return run_explain(args)
     try:
         config = read_config(args.config)
         loaded = load_files(args.files)
@@ -139,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         "debug lines, 4 and above every library's too",
     )
     add_replay_parser(commands)
+    add_explain_parser(commands)
     return parser
 
 

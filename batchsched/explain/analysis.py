@@ -1,0 +1,413 @@
+"""Naming why a pod, group or queue waits, and a remedy, from one session's view.
+
+Causes are tried from the most specific to the least: what is wrong with the objects
+themselves (a missing PodGroup or queue), what the session decided for the job (bind,
+preempt, hold room because it starves), its queue's limits, then the nodes: constraints
+no node meets, then room. The scheduler's own pending message is kept alongside.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from batchsched.api.resources import ResourceList, format_amount
+from batchsched.cache.snapshot import JobInfo, TaskInfo
+from batchsched.explain import remedies
+from batchsched.explain.remedies import Finding, some
+from batchsched.explain.scores import NodeScore, scores_of
+from batchsched.explain.session import Ran, Refusal
+from batchsched.explain.target import Target
+
+
+@dataclass(kw_only=True)
+class GroupView:
+    key: str
+    gang: bool
+    phase: str
+    min_member: int
+    bound: int
+    pending: int
+    # Members minMember counts on that do not exist yet.
+    missing: int
+    queue: str
+
+
+@dataclass(kw_only=True)
+class QueueView:
+    name: str
+    weight: int
+    deserved: ResourceList
+    guarantee: ResourceList
+    capability: ResourceList
+    allocated: ResourceList
+    jobs_pending: int
+    jobs_running: int
+
+
+@dataclass(kw_only=True)
+class Explanation:
+    target: Target
+    found: bool
+    summary: str
+    cause: str
+    remedy: str
+    # The scheduler's own pending message for the pod (or the group's first pod).
+    reason: str | None = None
+    group: GroupView | None = None
+    queue: QueueView | None = None
+    nodes: int = 0
+    refusals: list[Refusal] = field(default_factory=list)
+    # Filter -> a few of the nodes it refused.
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    # A bound pod's node, and the score of it and the best others.
+    node: str | None = None
+    scores: list[NodeScore] = field(default_factory=list)
+    # For a queue: its waiting jobs and why, a few.
+    waiting: dict[str, str] = field(default_factory=dict)
+
+
+def explain(ran: Ran, target: Target) -> Explanation:
+    if target.kind == "queue":
+        return _queue(ran, target)
+    if target.kind == "pg":
+        job = ran.snapshot.jobs.get(target.key)
+        if job is None:
+            return _missing(ran, target, f"PodGroup {target.key} does not exist")
+        return _job(ran, target, job, None)
+    return _pod(ran, target)
+
+
+def _missing(ran: Ran, target: Target, cause: str) -> Explanation:
+    where = "" if target.kind == "queue" else f" in namespace {target.namespace}"
+    return Explanation(
+        target=target,
+        found=False,
+        summary=f"{target}: not found{where}",
+        cause=cause,
+        remedy="check the name, and the namespace (-n)",
+        nodes=len(ran.snapshot.nodes),
+    )
+
+
+def _pod(ran: Ran, target: Target) -> Explanation:
+    key = target.key
+    bound = next((pod for row, pod in ran.snapshot.placed if pod.key == key), None)
+    if bound is not None:
+        return _bound(ran, target, bound.node_name or "")
+    for job in ran.snapshot.jobs.values():
+        for info in job.pending:
+            if info.key == key:
+                return _job(ran, target, job, info)
+    return _missing(ran, target, f"pod {key} does not exist, has finished or is not ours")
+
+
+def _bound(ran: Ran, target: Target, node: str) -> Explanation:
+    found = scores_of(ran, target.key)
+    summary = f"{target}: running on node {node}"
+    if not found:
+        return Explanation(
+            target=target,
+            found=True,
+            summary=summary,
+            cause=f"bound to node {node}; its scores cannot be compared (no scorer configured)",
+            remedy="nothing to do",
+            node=node,
+            nodes=len(ran.snapshot.nodes),
+        )
+    own = next((s for s in found if s.node == node), None)
+    others = [s for s in found if s.node != node]
+    mine = f"{node} scores {own.total}" if own is not None else f"{node} was not scored"
+    best = f"the best other, {others[0].node}, {others[0].total}" if others else "none other fits"
+    return Explanation(
+        target=target,
+        found=True,
+        summary=summary,
+        cause=f"placed where it scored best for its shape: {mine}, {best}",
+        remedy="to steer it, set nodeSelector or affinity on the pod, or the scorers' "
+        "weights in the scheduler configuration",
+        node=node,
+        scores=found,
+        nodes=len(ran.snapshot.nodes),
+    )
+
+
+def _job(ran: Ran, target: Target, job: JobInfo, focus: TaskInfo | None) -> Explanation:
+    decisions = ran.decisions
+    status = decisions.jobs.get(job.key)
+    phase = status.phase if status is not None else job.phase
+    missing = max(job.min_member - job.bound - len(job.pending), 0)
+    group = GroupView(
+        key=job.key,
+        gang=job.is_gang,
+        phase=phase,
+        min_member=job.min_member,
+        bound=job.bound,
+        pending=len(job.pending),
+        missing=missing,
+        queue=job.queue,
+    )
+    if job.is_gang:
+        summary = (
+            f"{target}: {phase}; gang {job.key} has {job.bound} of minMember "
+            f"{job.min_member} bound, {len(job.pending)} pending, {missing} missing; "
+            f"queue {job.queue}"
+        )
+    else:
+        summary = f"{target}: {phase}; queue {job.queue}"
+    task = focus or _hardest(ran, job)
+    explanation = Explanation(
+        target=target,
+        found=True,
+        summary=summary,
+        cause="",
+        remedy="",
+        group=group,
+        queue=_queue_view(ran, job.queue),
+        nodes=len(ran.snapshot.nodes),
+    )
+    if task is not None:
+        explanation.reason = decisions.pending.get(task.key)
+        refusals, examples, _ = ran.refusals(task)
+        explanation.refusals, explanation.examples = refusals, examples
+    explanation.cause, explanation.remedy = _cause(ran, job, task, explanation)
+    return explanation
+
+
+def _hardest(ran: Ran, job: JobInfo) -> TaskInfo | None:
+    """The pending member whose shape fits the fewest nodes now: the one to explain."""
+    shapes: dict[tuple[object, ...], TaskInfo] = {}
+    for info in job.pending:
+        shapes.setdefault((info.task.shape_key, info.task.constraints), info)
+    if len(shapes) <= 1:
+        return next(iter(shapes.values()), None)
+    free = ran.session.free
+    return min(
+        shapes.values(),
+        key=lambda t: int(
+            (remedies.fits(free, t.vec) * ran.session.allowed(t.task.constraints)).sum()
+        ),
+    )
+
+
+def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> Finding:
+    if job.error:
+        return job.error, _fix_object(ran, job, job.error)
+    if task is None:
+        return (
+            f"no member is pending: {job.min_member - job.bound} more must be created",
+            f"create the missing pods of {job.key}, or lower its minMember",
+        )
+    if task.error:
+        return task.error, "fix the pod as the message says"
+    session, decisions = ran.session, ran.decisions
+    blocker = session.blocker(task)
+    if blocker:
+        return blocker, "fix the pod as the message says"
+    keys = {t.key for t in job.pending}
+    placed = sorted({b.node for b in decisions.bindings if b.key in keys})
+    if placed:
+        return (
+            f"nothing holds it back: the scheduler places it now, on node(s) {some(placed)}",
+            "if it stays pending, check that batch-scheduler runs and serves its "
+            f"schedulerName {task.task.scheduler_name!r}",
+        )
+    nominated = sorted({n.node for n in decisions.nominations if n.key in keys and n.node})
+    if nominated:
+        return (
+            f"preempting: room is being made for it on node(s) {some(nominated)}",
+            "it binds once the evicted pods have terminated",
+        )
+    wanted = _wanted(job, task)
+    queue = _queue_limit(ran, job, task, wanted)
+    if queue is not None:
+        return queue
+    reason = seen.reason or ""
+    if "at its fair share" in reason:
+        return (
+            reason,
+            f"it runs as queue {job.queue}'s usage falls to its deserved share; "
+            f"raise Queue {job.queue}'s spec.weight for a larger share",
+        )
+    held = _held_for(ran, job.key)
+    if held:
+        names = [ran.snapshot.nodes[r].name for r in held]
+        jobs = remedies.holders(ran, held, besides=job.key)
+        waiting = f"once {some(jobs)} on them finish" if jobs else "as soon as they drain"
+        return (
+            f"starving: it waited past starvationThreshold and room is held for it on "
+            f"node(s) {some(names)}",
+            f"it binds {waiting}; nothing without a deadline is placed in that room meanwhile",
+        )
+    found = remedies.constraints(ran, task)
+    if found is not None:
+        return found
+    if not any(r.filter != "Reservations" for r in seen.refusals) and seen.refusals:
+        gangs = sorted({g for r in seen.refusals for g in _gangs(r.reason)})
+        return (
+            f"starving gang(s) {some(gangs)} hold the room it needs on "
+            f"{sum(r.count for r in seen.refusals)} node(s)",
+            f"it runs once {some(gangs)} bind(s); a pod with activeDeadlineSeconds "
+            "ending before then may use the held room",
+        )
+    found = remedies.room(ran, job, task, wanted)
+    if found is not None:
+        return found
+    message = reason or session.explain(task)
+    return message, "see the refusals below: each names the filter and how many nodes"
+
+
+def _wanted(job: JobInfo, task: TaskInfo) -> int:
+    """Members of the task's shape that must be placed together for the job to run."""
+    short = max(job.min_member - job.bound, 1)
+    alike = sum(
+        1
+        for t in job.pending
+        if t.task.shape_key == task.task.shape_key and t.task.constraints == task.task.constraints
+    )
+    return min(short, alike)
+
+
+def _fix_object(ran: Ran, job: JobInfo, error: str) -> str:
+    if "PodGroup" in error and "does not exist" in error:
+        return (
+            f"create PodGroup {job.key} (spec.minMember: the pods that must start "
+            "together), or remove the group annotation or label from its pods"
+        )
+    if error.startswith("queue") and "does not exist" in error:
+        queues = ", ".join(sorted(ran.snapshot.queues))
+        return f"create that Queue, or name an existing one ({queues})"
+    if "PriorityClass" in error:
+        return "create the PriorityClass, or fix priorityClassName"
+    return "fix the object as the message says"
+
+
+def _queue_limit(ran: Ran, job: JobInfo, task: TaskInfo, wanted: int) -> Finding | None:
+    """A queue (the job's or an ancestor) whose capability leaves no room for the
+    members that must start together."""
+    proportion: Any = ran.plugin("proportion")
+    if proportion is None or job.queue not in proportion.lineage:
+        return None
+    resources = ran.snapshot.resources
+    for name in proportion.lineage[job.queue]:
+        capability = proportion.capability[name]
+        allocated = proportion.allocated[name]
+        need = task.vec * wanted
+        over = np.flatnonzero((allocated + need > capability) & (task.vec > 0))
+        if not len(over):
+            continue
+        column = int(over[0])
+        resource = resources[column]
+        used, cap = int(allocated[column]), int(capability[column])
+        fmt = format_amount
+        status = f"({fmt(resource, used)} of {fmt(resource, cap)} in use)"
+        if allocated[column] + task.vec[column] > capability[column]:
+            cause = f"queue {name} is at its capability for {resource} {status}"
+        else:
+            cause = f"queue {name}'s capability for {resource} is short of {wanted} members "
+            cause += status
+        least = fmt(resource, used + int(need[column]))
+        return (
+            cause,
+            f"it runs once the queue's jobs free {resource}; or raise Queue {name}'s "
+            f"spec.capability.{resource} to at least {least}",
+        )
+    return None
+
+
+def _held_for(ran: Ran, key: str) -> list[int]:
+    reservations = ran.session.reservations
+    if reservations is None:
+        return []
+    return sorted(row for row, gangs in reservations.holders.items() if key in gangs)
+
+
+def _gangs(reason: str) -> list[str]:
+    marker = "starving gang(s) "
+    at = reason.find(marker)
+    return [] if at < 0 else reason[at + len(marker) :].split(", ")
+
+
+def _queue_view(ran: Ran, name: str) -> QueueView | None:
+    queue = ran.snapshot.queues.get(name)
+    if queue is None:
+        return None
+    resources = ran.snapshot.resources
+    proportion: Any = ran.plugin("proportion")
+    if proportion is not None and name in proportion.allocated:
+        used = proportion.allocated[name]
+    else:
+        used = sum(
+            (j.allocated for j in ran.snapshot.jobs.values() if j.queue == name and j.bound),
+            np.zeros(len(resources), dtype=np.int64),
+        )
+    jobs = [j for j in ran.snapshot.jobs.values() if j.queue == name]
+    return QueueView(
+        name=name,
+        weight=queue.weight,
+        deserved=dict(ran.decisions.deserved.get(name, {})),
+        guarantee=dict(queue.guarantee),
+        capability=dict(queue.capability),
+        allocated={resources[c]: int(used[c]) for c in np.flatnonzero(used)},
+        jobs_pending=sum(1 for j in jobs if j.pending),
+        jobs_running=sum(1 for j in jobs if j.bound),
+    )
+
+
+def _queue(ran: Ran, target: Target) -> Explanation:
+    view = _queue_view(ran, target.name)
+    if view is None:
+        why = ran.snapshot.rejected_queues.get(target.name)
+        if why is not None:
+            return Explanation(
+                target=target,
+                found=True,
+                summary=f"{target}: invalid",
+                cause=f"queue {target.name} is invalid: {why}",
+                remedy="fix the Queue as the message says",
+                nodes=len(ran.snapshot.nodes),
+            )
+        return _missing(ran, target, f"queue {target.name} does not exist")
+    waiting: dict[str, str] = {}
+    for job in ran.session.job_order(ran.snapshot.jobs.values()):
+        if job.queue == target.name and job.pending and len(waiting) < 10:
+            reason = ran.decisions.pending.get(job.pending[0].key)
+            if reason is not None:
+                waiting[job.key] = reason
+    summary = (
+        f"{target}: weight {view.weight}, {view.jobs_running} job(s) running, "
+        f"{view.jobs_pending} waiting"
+    )
+    cause, remedy = _queue_cause(ran, view, waiting)
+    return Explanation(
+        target=target,
+        found=True,
+        summary=summary,
+        cause=cause,
+        remedy=remedy,
+        queue=view,
+        waiting=waiting,
+        nodes=len(ran.snapshot.nodes),
+    )
+
+
+def _queue_cause(ran: Ran, view: QueueView, waiting: dict[str, str]) -> Finding:
+    fmt = format_amount
+    for resource, cap in sorted(view.capability.items()):
+        used = view.allocated.get(resource, 0)
+        if used >= cap:
+            return (
+                f"queue {view.name} is at its capability for {resource} "
+                f"({fmt(resource, used)} of {fmt(resource, cap)} in use)",
+                f"its jobs wait until its running jobs free {resource}; or raise "
+                f"spec.capability.{resource}",
+            )
+    if not waiting:
+        return f"queue {view.name} has no waiting job", "nothing to do"
+    first, reason = next(iter(waiting.items()))
+    lone = first.startswith("pod:")
+    namespace, _, name = first.removeprefix("pod:").partition("/")
+    return (
+        f"{len(waiting)} job(s) wait; the first, {first}: {reason}",
+        f"explain it: batchsched explain {'pod' if lone else 'pg'}/{name} -n {namespace}",
+    )

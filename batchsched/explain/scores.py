@@ -1,0 +1,88 @@
+"""Why a bound pod went where it did: its shape scored again over every node, as if
+it were not there yet (its own request taken off its node), plugin by plugin."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from batchsched.api.gpu import gpu_demand
+from batchsched.cache.snapshot import IntArray, TaskInfo
+from batchsched.explain.session import Ran, filter_name
+from batchsched.framework.plugin import BoolArray
+
+# Nodes shown besides the pod's own.
+TOP = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeScore:
+    node: str
+    total: int
+    # Plugin -> its score times its weight.
+    plugins: dict[str, int]
+
+
+def scores_of(ran: Ran, key: str) -> list[NodeScore]:
+    """The pod's node and the best others that pass every filter, best first; empty
+    when the pod holds no node or nothing scores."""
+    found = next(((row, pod) for row, pod in ran.snapshot.placed if pod.key == key), None)
+    session = ran.session
+    if found is None or not (session.scorers or session.normalized_scorers):
+        return []
+    row, pod = found
+    info = TaskInfo(task=pod, vec=ran.vector(pod.request), priority=0, gpu=gpu_demand(pod.request))
+    job = ran.snapshot.jobs.get(pod.group.key if pod.group is not None else f"pod:{key}")
+    if pod.gpu_index:
+        session.gpu.placed.setdefault(key, pod.gpu_index)
+    if job is not None:
+        # Through the session, so every plugin forgets the pod as it would a victim.
+        session.deallocate(job, info, row)
+    else:
+        session.requested[row] -= info.vec
+        session.free[row] += info.vec
+    try:
+        feasible, parts = _score(ran, info)
+    finally:
+        if job is not None:
+            session.allocate(job, info, row)
+        else:
+            session.requested[row] += info.vec
+            session.free[row] -= info.vec
+    feasible[row] = True  # it runs there, whatever the filters say of a second copy
+    total = sum(parts.values(), np.zeros(session.node_count, dtype=np.int64))
+    ranked = np.flatnonzero(feasible)
+    ranked = ranked[np.lexsort((ranked, -total[ranked]))]
+    shown = [int(r) for r in ranked[:TOP]]
+    if row not in shown:
+        shown.append(row)
+    nodes = ran.snapshot.nodes
+    return [
+        NodeScore(
+            node=nodes[r].name,
+            total=int(total[r]),
+            plugins={name: int(score[r]) for name, score in parts.items()},
+        )
+        for r in shown
+    ]
+
+
+def _score(ran: Ran, info: TaskInfo) -> tuple[BoolArray, dict[str, IntArray]]:
+    session = ran.session
+    nodes = session.all_nodes
+    feasible: BoolArray = np.ones(len(nodes), dtype=np.bool_)
+    for node_filter in session.filters:
+        feasible &= node_filter.filter(info, nodes)
+    for fresh in session.fresh_filters:
+        allowed = fresh.mask(info)
+        if allowed is not None:
+            feasible &= allowed
+    parts: dict[str, IntArray] = {}
+    for scorer, weight in session.scorers:
+        name = filter_name(scorer)
+        parts[name] = parts.get(name, 0) + scorer.score(info, nodes) * weight
+    for normalized, weight in session.normalized_scorers:
+        normal = normalized.normalized_scores(info, feasible)
+        if normal is not None:
+            name = filter_name(normalized)
+            parts[name] = parts.get(name, 0) + np.where(feasible, normal * weight, 0)
+    return feasible, parts

@@ -1,0 +1,203 @@
+"""`batchsched explain -f`: each situation a new user meets is named, with a remedy, in
+the first three lines (summary, cause, remedy), and `-o json` carries the same."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from batchsched.cli import main
+
+SCHEDULER = "schedulerName: batch-scheduler"
+
+
+def node(name: str, *, gpus: int = 0, labels: str = "{}", taints: str = "[]") -> str:
+    gpu = f', nvidia.com/gpu: "{gpus}"' if gpus else ""
+    return f"""---
+apiVersion: v1
+kind: Node
+metadata: {{name: {name}, labels: {labels}}}
+spec: {{taints: {taints}}}
+status: {{allocatable: {{cpu: "32", memory: 128Gi, pods: "110"{gpu}}}}}
+"""
+
+
+def group(name: str, min_member: int, *, queue: str = "default") -> str:
+    return f"""---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: PodGroup
+metadata: {{name: {name}, creationTimestamp: "2026-01-01T00:00:00Z"}}
+spec: {{minMember: {min_member}, queue: {queue}}}
+"""
+
+
+def pod(
+    name: str,
+    *,
+    group: str | None = None,
+    cpu: int = 1,
+    gpus: int = 0,
+    node: str | None = None,
+    spec: str = "",
+    created: str = "2026-01-01T00:00:00Z",
+) -> str:
+    notes = f"annotations: {{scheduling.k8s.io/group-name: {group}}}, " if group else ""
+    gpu = f', nvidia.com/gpu: "{gpus}"' if gpus else ""
+    bound = f"  nodeName: {node}\n" if node else ""
+    status = "status: {phase: Running}\n" if node else ""
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, {notes}creationTimestamp: "{created}"}}
+spec:
+  {SCHEDULER}
+{bound}{spec}  containers: [{{name: c, resources: {{requests: {{cpu: "{cpu}"{gpu}}}}}}}]
+{status}"""
+
+
+def explain(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    text: str,
+    *args: str,
+    config: str | None = None,
+) -> tuple[int, list[str]]:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text)
+    argv = ["explain", *args, "-f", str(path)]
+    if config is not None:
+        (tmp_path / "config.yaml").write_text(config)
+        argv += ["--config", str(tmp_path / "config.yaml")]
+    code = main(argv)
+    return code, capsys.readouterr().out.splitlines()
+
+
+def test_a_gang_short_of_gpus_names_the_job_whose_end_frees_them(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = (
+        node("gpu-a", gpus=8)
+        + node("gpu-b", gpus=8)
+        + group("other", 2)
+        + pod("other-0", group="other", gpus=6, node="gpu-a")
+        + pod("other-1", group="other", gpus=6, node="gpu-b")
+        + group("train", 2)
+        + pod("train-0", group="train", gpus=4)
+        + pod("train-1", group="train", gpus=4)
+    )
+    code, lines = explain(capsys, tmp_path, text, "pg/train")
+    assert code == 0
+    assert "0 of minMember 2 bound, 2 pending" in lines[0]
+    assert lines[1].startswith("cause: needs room for 2 members at once, each 4 nvidia.com/gpu")
+    assert lines[2] == "remedy: node(s) gpu-a, gpu-b qualify once job default/other finishes"
+    assert any("Insufficient nvidia.com/gpu" in line for line in lines[3:])
+
+
+def test_one_pod_short_of_gpus_needs_one_node(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = node("gpu-a", gpus=8) + pod("hog", gpus=6, node="gpu-a") + pod("solo", gpus=4)
+    _, lines = explain(capsys, tmp_path, text, "pod/solo")
+    assert lines[1].startswith("cause: needs one node with 4 nvidia.com/gpu, 1 cpu free")
+    assert lines[2] == "remedy: node(s) gpu-a qualify once pod default/hog finishes"
+
+
+def test_a_queue_at_its_capability(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    queue = """---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: Queue
+metadata: {name: research}
+spec: {weight: 1, capability: {cpu: "8"}}
+"""
+    text = (
+        node("n1")
+        + queue
+        + group("big", 1, queue="research")
+        + pod("big-0", group="big", cpu=8, node="n1")
+        + group("more", 1, queue="research")
+        + pod("more-0", group="more", cpu=2)
+    )
+    _, lines = explain(capsys, tmp_path, text, "pg/more")
+    assert lines[1] == "cause: queue research is at its capability for cpu (8 of 8 in use)"
+    assert "spec.capability.cpu to at least 10" in lines[2]
+    code, lines = explain(capsys, tmp_path, text, "queue/research")
+    assert code == 0
+    assert lines[1] == "cause: queue research is at its capability for cpu (8 of 8 in use)"
+
+
+def test_a_selector_matching_no_node(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    text = node("n1", labels="{pool: a}") + pod("p", spec="  nodeSelector: {pool: x}\n")
+    _, lines = explain(capsys, tmp_path, text, "pod/p")
+    assert lines[1] == "cause: nodeSelector pool=x matches no node"
+    assert lines[2].startswith("remedy: nodes have pool=a: fix the pod's nodeSelector")
+
+
+def test_a_taint_not_tolerated(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    taint = "[{key: dedicated, value: gpu, effect: NoSchedule}]"
+    text = node("n1", taints=taint) + node("n2", taints=taint) + pod("p")
+    _, lines = explain(capsys, tmp_path, text, "pod/p")
+    assert lines[1] == "cause: untolerated taint dedicated=gpu:NoSchedule on node(s) n1, n2"
+    assert "operator: Equal, value: gpu, effect: NoSchedule" in lines[2]
+    assert "kubectl taint nodes n1 dedicated=gpu:NoSchedule-" in lines[2]
+
+
+def test_a_podgroup_missing(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    text = node("n1") + pod("p", group="ghost")
+    for target in ("pod/p", "pg/ghost"):
+        _, lines = explain(capsys, tmp_path, text, target)
+        assert lines[1] == "cause: PodGroup default/ghost does not exist"
+        assert lines[2].startswith("remedy: create PodGroup default/ghost")
+
+
+def test_a_starving_gang_is_told_where_room_is_held(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The hog, bound since 00:02, makes the gang created at 00:00 wait past the 60s
+    threshold: its room is held on n1 until the hog ends."""
+    small = node("n1").replace('cpu: "32"', 'cpu: "4"')
+    text = (
+        small
+        + pod("hog", cpu=2, node="n1", created="2026-01-01T00:02:00Z")
+        + group("g", 3)
+        + "".join(pod(f"g-{i}", group="g") for i in range(3))
+        + pod("late", cpu=2, created="2026-01-01T00:02:00Z")
+    )
+    config = "starvationThreshold: 60s\n"
+    _, lines = explain(capsys, tmp_path, text, "pg/g", config=config)
+    assert lines[1] == (
+        "cause: starving: it waited past starvationThreshold and room is held for it on node(s) n1"
+    )
+    assert lines[2].startswith("remedy: it binds once pod default/hog on them finish")
+    _, lines = explain(capsys, tmp_path, text, "pod/late", config=config)
+    assert lines[1].startswith("cause: starving gang(s) default/g hold the room it needs")
+
+
+def test_a_running_pod_shows_its_nodes_scores(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = node("n1") + node("n2") + pod("busy", cpu=16, node="n1") + pod("p", cpu=8, node="n1")
+    _, lines = explain(capsys, tmp_path, text, "pod/p")
+    assert lines[0] == "pod default/p: running on node n1"
+    assert lines[1].startswith("cause: placed where it scored best for its shape: n1 scores")
+    assert any(line.startswith("  n1 (its node): ") for line in lines)
+
+
+def test_json_has_stable_keys_and_a_missing_target_exits_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, lines = explain(capsys, tmp_path, node("n1") + pod("p"), "pg/nope", "-o", "json")
+    report = json.loads("\n".join(lines))
+    assert code == 1
+    assert report["found"] is False
+    assert set(report) == {
+        "target", "found", "summary", "cause", "remedy", "reason", "group", "queue",
+        "nodes", "node", "scores", "waiting",
+    }  # fmt: skip
+    assert report["cause"] == "PodGroup default/nope does not exist"
+
+
+def test_a_target_not_written_kind_slash_name_is_bad_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _ = explain(capsys, tmp_path, node("n1"), "deployment/x")
+    assert code == 2
