@@ -233,7 +233,8 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     if held:
         names = [ran.snapshot.nodes[r].name for r in held]
         jobs = remedies.holders(ran, held, besides=job.key)
-        waiting = f"once {some(jobs)} on them finish" if jobs else "as soon as they drain"
+        verb = "finishes" if len(jobs) == 1 else "finish"
+        waiting = f"once {some(jobs)} {verb} there" if jobs else "as soon as they drain"
         return (
             f"starving: it waited past starvationThreshold and room is held for it on "
             f"node(s) {some(names)}",

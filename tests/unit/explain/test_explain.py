@@ -167,7 +167,7 @@ def test_a_starving_gang_is_told_where_room_is_held(
     assert lines[1] == (
         "cause: starving: it waited past starvationThreshold and room is held for it on node(s) n1"
     )
-    assert lines[2].startswith("remedy: it binds once pod default/hog on them finish")
+    assert lines[2].startswith("remedy: it binds once pod default/hog finishes there;")
     _, lines = explain(capsys, tmp_path, text, "pod/late", config=config)
     assert lines[1].startswith("cause: starving gang(s) default/g hold the room it needs")
 
