@@ -19,8 +19,8 @@ from batchsched.framework.config import SchedulerConfig, default_config, load_co
 from batchsched.logs import EXIT, FORMATS, configure
 from batchsched.sim import openb
 from batchsched.sim.loader import UnreadableInput, load_files
-from batchsched.sim.plot import write_curve_png
-from batchsched.sim.replay import Progress, replay, replay_table
+from batchsched.sim.plot import PlotError, Series, check_plot_path, write_curves
+from batchsched.sim.replay import ReplayResult, replay, replay_table, terminal_progress
 from batchsched.sim.report import to_json, to_table
 from batchsched.sim.simulator import simulate
 
@@ -241,6 +241,10 @@ def leader_timing(args: argparse.Namespace) -> "LeaderTiming":
     )
 
 
+# `replay --config default` names the built-in configuration beside files to compare.
+DEFAULT_CONFIG = "default"
+
+
 def add_replay_parser(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     rep = commands.add_parser(
         "replay",
@@ -251,12 +255,20 @@ def add_replay_parser(commands: "argparse._SubParsersAction[argparse.ArgumentPar
     )
     rep.add_argument("--nodes", required=True, help="node list CSV (openb_node_list_*.csv)")
     rep.add_argument("--pods", required=True, help="pod list CSV (openb_pod_list_*.csv)")
-    rep.add_argument("--config", help="scheduler configuration YAML")
+    rep.add_argument(
+        "--config",
+        action="append",
+        help="scheduler configuration YAML; repeat it to compare configurations on the same "
+        f"pods ('{DEFAULT_CONFIG}' is the built-in one)",
+    )
     rep.add_argument("--seed", type=int, default=42, help="shuffle and resampling seed")
     rep.add_argument("--inflate", type=float, default=1.3, help="GPU demand / capacity")
     rep.add_argument("-o", "--output", choices=("table", "json"), default="table")
     rep.add_argument(
-        "--plot", metavar="FILE.png", help="chart: allocation (blue), fragmentation (red)"
+        "--plot",
+        metavar="FILE.png|FILE.svg",
+        help="chart of allocation and fragmentation against arrived demand, one line per "
+        "configuration (needs the 'plot' extra: pip install 'batchsched[plot]')",
     )
 
 
@@ -264,41 +276,52 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.inflate <= 0:
         print("batchsched: --inflate must be positive", file=sys.stderr)
         return EXIT_BAD_INPUT
+    paths: list[str] = args.config or [DEFAULT_CONFIG]
+    labels = replay_labels(paths)
+    results: list[ReplayResult] = []
     try:
-        config = read_config(args.config)
+        # Refused before the replays, which take seconds each, rather than after them.
+        if args.plot:
+            check_plot_path(args.plot)
+        configs = [read_config(None if path == DEFAULT_CONFIG else path) for path in paths]
         nodes = openb.read_nodes(args.nodes)
-        pods = openb.read_pods(args.pods, scheduler_name=config.scheduler_name)
-        result = replay(
-            nodes, pods, config, seed=args.seed, inflate=args.inflate, progress=progress_bar()
-        )
-    except (UnreadableInput, InvalidObject) as error:
+        for config, label in zip(configs, labels, strict=True):
+            pods = openb.read_pods(args.pods, scheduler_name=config.scheduler_name)
+            track = terminal_progress(label=label, stream=sys.stderr)
+            results.append(
+                replay(nodes, pods, config, seed=args.seed, inflate=args.inflate, track=track)
+            )
+    except (UnreadableInput, InvalidObject, PlotError) as error:
         print(f"batchsched: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.plot:
-        write_curve_png(args.plot, result.curve)
+        series = [Series(label=n, curve=r.curve) for n, r in zip(labels, results, strict=True)]
+        title = f"Replay of {Path(args.pods).name} (seed {args.seed}, inflate {args.inflate:g})"
+        try:
+            write_curves(args.plot, series=series, title=title)
+        except OSError as error:
+            print(f"batchsched: {args.plot}: cannot write: {error.strerror}", file=sys.stderr)
+            return EXIT_FAILED
     if args.output == "json":
-        print(json.dumps(result.to_json(), indent=2))
+        # One configuration keeps the object it always printed; several, one each.
+        report = (
+            results[0].to_json()
+            if len(results) == 1
+            else [{"config": p, **r.to_json()} for p, r in zip(paths, results, strict=True)]
+        )
+        print(json.dumps(report, indent=2))
     else:
-        print(replay_table(result))
+        tables = [replay_table(r) for r in results]
+        if len(results) > 1:
+            tables = [f"== {path}\n{table}" for path, table in zip(paths, tables, strict=True)]
+        print("\n\n".join(tables))
     return 0
 
 
-def progress_bar(width: int = 30) -> Progress:
-    """Redraws one stderr line whenever another percent of the pods has been placed."""
-    shown = -1
-
-    def show(done: int, total: int) -> None:
-        nonlocal shown
-        percent = done * 100 // total
-        if percent == shown:
-            return
-        shown = percent
-        filled = percent * width // 100
-        bar = "#" * filled + "." * (width - filled)
-        end = "\n" if done == total else ""
-        print(f"\rreplay [{bar}] {percent:3d}% {done}/{total} pods", end=end, file=sys.stderr)
-
-    return show
+def replay_labels(paths: Sequence[str]) -> list[str]:
+    """Legend names: each file's name, or the paths as given when two names are alike."""
+    names = [Path(path).name for path in paths]
+    return names if len(set(names)) == len(names) else list(paths)
 
 
 def read_config(path: str | None) -> SchedulerConfig:

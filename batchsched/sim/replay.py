@@ -15,11 +15,12 @@ import copy
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
+from tqdm import tqdm
 
 from batchsched.api.gpu import CARD_MILLI, gpu_demand, node_cards
 from batchsched.api.pods import task_from_pod
@@ -31,7 +32,8 @@ from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
 from batchsched.plugins.fragmentation import FragmentationModel, TaskClass, task_class
 
-Progress = Callable[[int, int], None]
+# Wraps the pods in arrival order, as tqdm wraps an iterable, to show how far a replay is.
+Track = Callable[[Sequence[JobInfo]], Iterable[JobInfo]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,18 @@ def _point_json(point: CurvePoint) -> dict[str, float]:
     }
 
 
+def terminal_progress(*, label: str, stream: TextIO) -> Track | None:
+    """A tqdm bar on `stream` if it is a terminal; None otherwise, since a log file or a
+    pipe would only collect the bar's carriage-return redraws."""
+    if not stream.isatty():
+        return None
+
+    def track(jobs: Sequence[JobInfo]) -> Iterable[JobInfo]:
+        return tqdm(jobs, desc=f"replay {label}", unit="pod", file=stream)
+
+    return track
+
+
 def replay(
     nodes: Sequence[dict[str, Any]],
     pods: Sequence[dict[str, Any]],
@@ -84,7 +98,7 @@ def replay(
     *,
     seed: int,
     inflate: float,
-    progress: Progress | None = None,
+    track: Track | None = None,
 ) -> ReplayResult:
     started = time.perf_counter()
     cache = ClusterCache()
@@ -100,12 +114,10 @@ def replay(
     mix = Counter(task_class(t.task) for job in jobs for t in job.pending)
     sampler = _Sampler(session, mix, capacity)
     bound = 0
-    for done, job in enumerate(jobs, start=1):
+    for job in jobs if track is None else track(jobs):
         placed = _place(session, job)
         bound += placed
         sampler.arrive(job, placed=placed)
-        if progress is not None:
-            progress(done, len(jobs))
     return ReplayResult(
         curve=sampler.curve,
         pods=len(jobs),

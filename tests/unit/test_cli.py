@@ -2,11 +2,16 @@
 the command ends when the scheduler fails."""
 
 import asyncio
+import importlib.util
+import io
 import json
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable, Coroutine, Iterator
+from importlib.machinery import ModuleSpec
+from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
 
@@ -279,3 +284,122 @@ def test_a_stop_signal_ends_with_status_0_and_no_exit_line(
 )
 def test_exit_reasons_say_what_happened(error: Exception, line: str) -> None:
     assert operator.exit_reason(error) == line
+
+
+# `batchsched replay`: several configurations on the same pods, the plot, and progress.
+
+CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "config"
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> list[str]:
+    """replay's arguments for two 4-card nodes and pods of whole cards and shares."""
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\na,32000,65536,4,G2\nb,32000,65536,4,G2\n")
+    pods = tmp_path / "pods.csv"
+    rows = ["name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec"]
+    rows += [f"p{i},1000,1024,1,{(250, 500, 1000)[i % 3]}," for i in range(9)]
+    pods.write_text("\n".join(rows) + "\n")
+    return ["replay", "--nodes", str(nodes), "--pods", str(pods), "--seed", "3"]
+
+
+FGD_CONFIG = str(CONFIGS / "gpu-fragmentation.yaml")
+
+
+def test_replay_with_one_config_prints_one_object(
+    trace: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*trace, "--config", FGD_CONFIG, "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert isinstance(report, dict)
+    assert "config" not in report and report["seed"] == 3
+
+
+def test_replay_compares_configs_on_the_same_pods(
+    trace: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*trace, "--config", "default", "--config", FGD_CONFIG, "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [one["config"] for one in report] == ["default", FGD_CONFIG]
+    assert len({one["pods"] for one in report}) == 1
+    assert all(one["curve"] and one["seed"] == 3 for one in report)
+
+
+def test_replay_table_heads_each_config(
+    trace: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*trace, "--config", "default", "--config", FGD_CONFIG]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("== default\nARRIVED%")
+    assert f"\n\n== {FGD_CONFIG}\nARRIVED%" in out
+
+
+def test_replay_plot_compares_configs_in_one_chart(trace: list[str], tmp_path: Path) -> None:
+    plot = tmp_path / "both.svg"
+    assert main([*trace, "--config", "default", "--config", FGD_CONFIG, "--plot", str(plot)]) == 0
+    svg = plot.read_text()
+    assert "Replay of pods.csv (seed 3, inflate 1.3)" in svg
+    assert "default (" in svg and "gpu-fragmentation.yaml (" in svg
+
+
+def test_replay_plot_legend_keeps_paths_apart_when_file_names_are_alike(
+    trace: list[str], tmp_path: Path
+) -> None:
+    copy = tmp_path / "other" / "gpu-fragmentation.yaml"
+    copy.parent.mkdir()
+    copy.write_text(Path(FGD_CONFIG).read_text())
+    plot = tmp_path / "same.svg"
+    assert main([*trace, "--config", FGD_CONFIG, "--config", str(copy), "--plot", str(plot)]) == 0
+    svg = plot.read_text()
+    assert f"{FGD_CONFIG} (" in svg and f"{copy} (" in svg
+
+
+@pytest.mark.parametrize(
+    ("plot", "message"),
+    [
+        ("curve.jpg", "curve.jpg: a plot is written as .png or .svg, chosen by the file name"),
+        ("curve.png", "--plot needs matplotlib, the 'plot' extra: pip install 'batchsched[plot]'"),
+    ],
+)
+def test_replay_refuses_a_plot_it_cannot_write_before_replaying(
+    trace: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    plot: str,
+    message: str,
+) -> None:
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, package: str | None = None) -> ModuleSpec | None:
+        return None if name == "matplotlib" else real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.chdir(trace[2].rsplit("/", 1)[0])
+    assert main([*trace, "--plot", plot]) == EXIT_BAD_INPUT
+    captured = capsys.readouterr()
+    assert captured.err == f"batchsched: {message}\n"
+    assert captured.out == ""
+    assert not Path(plot).exists()
+
+
+def test_replay_writes_no_progress_when_stderr_is_not_a_terminal(
+    trace: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*trace, "--config", "default", "--config", FGD_CONFIG]) == 0
+    assert capsys.readouterr().err == ""
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_replay_shows_progress_per_config_on_a_terminal(
+    trace: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main([*trace, "--config", "default", "--config", FGD_CONFIG]) == 0
+    shown = terminal.getvalue()
+    assert "replay default: 100%" in shown
+    assert "replay gpu-fragmentation.yaml: 100%" in shown
