@@ -146,8 +146,11 @@ def test_unusable_objects_are_reported_and_do_not_block_the_rest(
     assert waiting["bad-1"] == waiting["bad-0"]
     assert waiting["orphan"] == f"PodGroup {namespace}/missing does not exist"
     assert "pod-group.scheduling.sigs.k8s.io/min-available" in str(waiting["mislabeled"])
-    written = events_about(kube, namespace, "FailedScheduling", waiting)
-    told = Counter(e["regarding"]["name"] for e in written)
+    written = events_about(kube, namespace, "FailedScheduling", [*waiting, "bad"])
+    told = Counter(e["regarding"]["name"] for e in written if e["regarding"]["kind"] == "Pod")
     assert told == {name: 1 for name in waiting}
+    # Volcano's malformed PodGroup is told too, as Volcano's own scheduler would tell it.
+    [group_event] = [e for e in written if e["regarding"]["kind"] == "PodGroup"]
+    assert "spec.minMember" in group_event["note"]
     assert scheduler.metric('batchsched_invalid_objects_total{kind="Pod"}') == 1
     assert not any(placements(kube, namespace)[name] for name in waiting)
