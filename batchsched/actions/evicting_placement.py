@@ -296,6 +296,11 @@ def place_by_evicting(
             mask &= check(job, victims)
         return mask
 
+    if not allowed().any():
+        # Nothing it may evict: allocate already placed it if it could be placed.
+        if kind is not None:
+            failed.add(kind)
+        return False
     needed = job.min_member - job.bound
     ordered = session.task_order(job.pending)
     for index, task in enumerate(ordered):
