@@ -1,6 +1,6 @@
 # Two entry points for a newcomer: `make demo` and `make test`.
 # Both create .venv on first use; `make test` also builds the Kubernetes
-# control-plane binaries (cached outside the repository) for the integration tests.
+# control-plane binaries and helm (cached outside the repository) for the integration tests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -31,5 +31,6 @@ test: venv lint
 		echo "BATCHSCHED_SKIP_INTEGRATION=1: integration tests skipped" >&2; \
 		$(BIN)/pytest -q -m "not integration"; \
 	else \
-		assets="$$(bash hack/envtest.sh)" && KUBEBUILDER_ASSETS="$$assets" $(BIN)/pytest -q; \
+		assets="$$(bash hack/envtest.sh)" && bash hack/helm.sh >/dev/null && \
+			KUBEBUILDER_ASSETS="$$assets" $(BIN)/pytest -q; \
 	fi
