@@ -55,6 +55,7 @@ def test_crds_and_manifests_apply_cleanly_in_kubectls_order(kube: Kube) -> None:
             "CustomResourceDefinition",
             "Deployment",
             "Namespace",
+            "PodDisruptionBudget",
             "Role",
             "RoleBinding",
             "Service",
