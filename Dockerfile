@@ -2,7 +2,8 @@
 # dependencies in requirements.lock, each file checked against its hash there.
 # Build from the repository root:
 #   docker build -t batchsched:0.1.0 .
-# and set that name in manifests/deployment.yaml. Both stages use one base image, so
+# and give that name to the chart (--set image.repository=..., image.tag=...). Both
+# stages use one base image, so
 # the interpreter the packages were installed for is the one that runs them.
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
