@@ -5,6 +5,8 @@ kubeconfig and names why a gang cannot fit."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +62,27 @@ def test_kubectl_batchsched_explains_a_gang_too_big_for_the_nodes(
     done = plugin("explain", "pg/nope", "-n", namespace, "--kubeconfig", kubeconfig)
     assert done.returncode == 1
     assert done.stdout.splitlines()[1] == f"cause: PodGroup {namespace}/nope does not exist"
+
+
+def test_kubectl_finds_the_plugin_and_runs_it(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, control_plane: ControlPlane
+) -> None:
+    """Through kubectl itself, where the machine has one: it finds `kubectl-batchsched`
+    on PATH, as it finds every plugin, and `kubectl batchsched explain` runs it."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("no kubectl on this machine; the plugin executable is tested above")
+    create(kube, namespace, pod_group("lonely", 3))
+    create(kube, namespace, pod("lonely-0", {"cpu": "1"}, annotations={GROUP_KEY: "lonely"}))
+    env = {**os.environ, "PATH": f"{PLUGIN.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    args = ["batchsched", "explain", "pg/lonely", "-n", namespace]
+    done = subprocess.run(
+        [kubectl, *args, "--kubeconfig", str(control_plane.kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith(f"pg {namespace}/lonely: "), done.stdout
