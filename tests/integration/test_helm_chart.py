@@ -271,8 +271,10 @@ def test_non_default_values_pass_a_server_side_dry_run(
     assert yaml.safe_load(config_map["data"]["config.yaml"]) == {
         **{k: v for k, v in config.items() if v is not None},
         "starvationThreshold": "5m",
-        "actions": "enqueue, allocate, backfill",
     }  # maps merge with the defaults, lists are replaced
+    # Without `actions`, the default list less preempt and reclaim, whose plugins the
+    # tiers leave out.
+    assert loaded.actions == ("enqueue", "allocate", "backfill")
     (role,) = by_kind(accepted, "Role")
     assert [r.get("resourceNames") for r in role["rules"]] == [None, ["research-scheduler"]]
 
