@@ -25,6 +25,7 @@ from batchsched.plugins import PLUGINS
 DEFAULT_YAML = """
 schedulerName: batch-scheduler
 schedulePeriod: 1s
+burstWindow: 5ms
 starvationThreshold: 5m
 actions: "enqueue, allocate, preempt, reclaim, backfill"
 preemptOtherSchedulers: false
@@ -46,6 +47,7 @@ TOP_KEYS = {
     "schedulerName",
     "schedulerNames",
     "schedulePeriod",
+    "burstWindow",
     "starvationThreshold",
     "actions",
     "tiers",
@@ -62,6 +64,9 @@ class SchedulerConfig:
     # lease, the source of its events).
     scheduler_names: tuple[str, ...]
     schedule_period: float
+    # A session called for by an event waits until none has come for this long (at
+    # most a few windows after the first, k8s/loop.py), so a burst shares one session.
+    burst_window: float = 0.005
     # How long a job may wait before its queue holds resources for it; None: never.
     starvation_seconds: float | None
     actions: tuple[str, ...]
@@ -108,9 +113,17 @@ def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
                 f"{source}.actions: the {action} action needs the {plugin} plugin, which "
                 f"says which pods it may evict; list it in tiers or drop {action}"
             )
+    period = parse_duration(merged["schedulePeriod"], where=f"{source}.schedulePeriod")
+    burst_window = parse_duration(merged["burstWindow"], where=f"{source}.burstWindow")
+    if burst_window >= period:
+        raise InvalidObject(
+            f"{source}.burstWindow: {merged['burstWindow']!r} must be shorter than "
+            f"schedulePeriod ({merged['schedulePeriod']!r})"
+        )
     return SchedulerConfig(
         scheduler_names=names,
-        schedule_period=parse_duration(merged["schedulePeriod"], where=f"{source}.schedulePeriod"),
+        schedule_period=period,
+        burst_window=burst_window,
         starvation_seconds=(
             None
             if starvation in (0, "0", "0s", None)

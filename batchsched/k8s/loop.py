@@ -1,7 +1,16 @@
-"""The session loop: one session per schedulePeriod, the only place decisions are made.
+"""The session loop: the only place decisions are made.
 
 It starts once the watch has seen the whole cluster and runs sessions only while this
 replica leads. It is one coroutine, so two sessions never overlap.
+
+A session starts as soon as something it would act on arrives (watch.py says what
+wakes it: a pod of ours to place, room freed, a node), not at the next
+`schedulePeriod`: a lone pod waits for one session, not for a tick. A burst is let
+gather first: the session starts once no such event has come for `burstWindow`, or
+`BURST_WINDOWS_AT_MOST` windows after the first, so thousands of pods created at once
+still go in a few sessions; and events that arrive while a session runs are taken by
+the next one, which starts when it ends. Other changes (another scheduler's pending
+pods, queues, storage) are acted on at the next periodic tick, every `schedulePeriod`.
 
 Each session runs in a forked child process at a lower CPU priority (forked.py says
 why), which takes its snapshot of the cache as it was at the fork, so a long session
@@ -30,6 +39,7 @@ retrying informers do not pile up cycles for ever.
 """
 
 import asyncio
+import contextlib
 import gc
 import logging
 import time
@@ -69,6 +79,9 @@ from batchsched.metrics import (
 log = logging.getLogger(__name__)
 
 UNITS = {CPU: "core", MEMORY: "byte", EPHEMERAL_STORAGE: "byte"}
+# How long after the first of a burst of events its session starts at the latest, in
+# burst windows: a steady stream of pods gets a session every 100 ms by default.
+BURST_WINDOWS_AT_MOST = 20
 # Listing even 50,000 pods takes seconds: a cache not synced by then is waiting on the
 # cluster (permissions, an unreachable API server), not on parsing.
 SYNC_GRACE_SECONDS = 60.0
@@ -117,6 +130,7 @@ class SessionLoop:
             len(self.cache.tasks),
             self.config.schedule_period,
         )
+        tick = time.monotonic()
         while True:
             started = time.monotonic()
             if self.leading():
@@ -126,13 +140,36 @@ class SessionLoop:
                 else:
                     SESSIONS.labels("idle").inc()
             else:
+                # What changed meanwhile is read in full when this replica leads.
+                self.watch.changes.take()
                 self._last = None
             if not gc.isenabled():
                 # After the first tick, leading or standing by.
                 gc.freeze()
                 gc.enable()
-            spent = time.monotonic() - started
-            await asyncio.sleep(max(0.0, self.config.schedule_period - spent))
+            if time.monotonic() >= tick:
+                tick = started + self.config.schedule_period
+            await self._until_due(tick)
+
+    async def _until_due(self, tick: float) -> None:
+        """Wait for the periodic `tick` or, sooner, for an urgent change and the rest of
+        its burst."""
+        changes = self.watch.changes
+        window = self.config.burst_window
+        while True:
+            now = time.monotonic()
+            first = changes.first_urgent
+            if first is not None:
+                due = min(changes.last_urgent + window, first + window * BURST_WINDOWS_AT_MOST)
+                if due <= now:
+                    return
+                await asyncio.sleep(due - now)
+            elif now >= tick:
+                return
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(tick - now):
+                        await changes.urgent.wait()
 
     def _due(self, now: float) -> bool:
         changed = self.watch.changes.take()
@@ -178,7 +215,7 @@ class SessionLoop:
                 continue
             log.info("not binding %s: %s", binding.job, stale)
             self._dropped.add(binding.job)
-            self.watch.changes.note()
+            self.watch.changes.note(urgent=True)
             return
         for binding in bindings:
             self.cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)

@@ -167,7 +167,7 @@ async def run(options: Options) -> None:
             write_peers=options.write_peer_status,
             queue_apis=cache.queue_apis,
         )
-        watch = Watch(cache, status)
+        watch = Watch(cache, status, scheduler_names=options.config.scheduler_names)
         binder = Binder(api, watch, valid_for=valid_for, idle=binds_idle)
         evictor = Evictor(api, watch, scheduler_name=scheduler_name, valid_for=valid_for)
         loop = SessionLoop(

@@ -3,11 +3,19 @@
 Objects arrive trimmed (trim.py); one whose trimmed form has not changed since the last
 time stops here, so kubelet heartbeats and status churn cost no parsing and do not wake
 the session loop. The watch only reads: it writes nothing to the objects it sees.
+
+Of the changes that get through, those a session would act on at once wake the loop
+(`Changes.note(urgent=True)`): a pod of ours that may now be scheduled (new, or its
+scheduling gates gone), room freed on a node (a bound pod of any scheduler finished or
+deleted), a node added or changed that may take pods, a new PodGroup. The rest (another
+scheduler's pending pod, a pod starting to run, a status the scheduler wrote itself)
+wait for the next periodic tick, so they cannot chain sessions back to back.
 """
 
 import asyncio
 import logging
 import marshal
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +24,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.groups import POD_GROUP_APIS
 from batchsched.api.meta import describe
+from batchsched.api.objects import Task
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.cache.cluster import QUEUE_APIS, ClusterCache
 from batchsched.k8s.status import ObjectRef, StatusWriter, object_ref, target_kind
@@ -115,27 +124,52 @@ def fingerprint_of(obj: JSON) -> Fingerprint:
     return digest, (node, *written)
 
 
+# The taints the node lifecycle controller puts on a node its kubelet does not report on.
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+# Phases in which a pod holds nothing on its node.
+FINISHED = ("Succeeded", "Failed")
+
+
 class Changes:
-    """Counts changes a session could act on, so the loop can skip ticks without any."""
+    """Counts changes a session could act on, so the loop can skip ticks without any,
+    and wakes the loop for the urgent ones, with when the first and the latest of them
+    since the last `take` came (monotonic clock), for it to let a burst gather."""
 
     def __init__(self) -> None:
         self._count = 0
         self._taken = -1
+        self.urgent = asyncio.Event()
+        self.first_urgent: float | None = None
+        self.last_urgent = 0.0
 
-    def note(self) -> None:
+    def note(self, *, urgent: bool = False) -> None:
         self._count += 1
+        if urgent:
+            self.last_urgent = time.monotonic()
+            if self.first_urgent is None:
+                self.first_urgent = self.last_urgent
+            self.urgent.set()
 
     def take(self) -> bool:
         """Whether anything changed since the last call."""
         changed = self._count != self._taken
         self._taken = self._count
+        self.first_urgent = None
+        self.urgent.clear()
         return changed
 
 
 class Watch:
-    def __init__(self, cache: ClusterCache, status: StatusWriter) -> None:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        status: StatusWriter,
+        *,
+        scheduler_names: tuple[str, ...] = ("batch-scheduler",),
+    ) -> None:
         self.cache = cache
         self.status = status
+        self.scheduler_names = frozenset(scheduler_names)
         self.changes = Changes()
         self.synced = asyncio.Event()
         self._unlisted = {w.id for w in WATCHED}
@@ -174,7 +208,7 @@ class Watch:
         seen[key] = fingerprint
         if watched is PODS and self._confirms_bind(key, fingerprint, previous):
             return key
-        self.changes.note()
+        self.changes.note(urgent=self._urgent(watched, key, obj, new=previous is None))
         try:
             self.cache.apply(obj)
         except InvalidObject as error:
@@ -202,13 +236,31 @@ class Watch:
             self.cache.tasks[key].placement = parse_placement(record)
         return True
 
+    def _urgent(self, watched: Watched, key: str, obj: JSON, *, new: bool) -> bool:
+        """Whether a session should run at once for this change (the module says which)."""
+        if watched.kind == "Node":
+            return _takes_pods(obj)
+        if watched.kind == "PodGroup":
+            return new
+        if watched is not PODS:
+            return False
+        spec, before = obj["spec"], self.cache.tasks.get(key)
+        if _frees_room(before) and obj["status"].get("phase") in FINISHED:
+            return True
+        if spec.get("schedulerName", "default-scheduler") not in self.scheduler_names:
+            return False
+        if spec.get("nodeName") or spec.get("schedulingGates"):
+            return False
+        return before is None or before.blocked is not None
+
     def delete(self, watched: Watched, key: str) -> None:
+        urgent = watched is PODS and _frees_room(self.cache.tasks.get(key))
         self._fingerprints[watched.id].pop(key, None)
         self.versions.pop(version_key(watched, key), None)
         self.invalid.pop((watched.kind, key), None)
         self._logged.pop((watched.kind, key), None)
         self.status.forget(target_kind(watched.kind, watched.api_version), key)
-        self.changes.note()
+        self.changes.note(urgent=urgent)
         namespace, _, name = key.rpartition("/")
         meta = {"name": name, **({"namespace": namespace} if namespace else {})}
         stub = {"apiVersion": watched.api_version, "kind": watched.kind, "metadata": meta}
@@ -239,6 +291,25 @@ class Watch:
             self._logged[(kind, key)] = message
             INVALID_OBJECTS.labels(kind).inc()
             log.warning("%s cannot be used: %s", describe(obj), message)
+
+
+def _takes_pods(node: JSON) -> bool:
+    """Whether a node may take pods now: not cordoned, nor (as every node comes in, until
+    its kubelet reports) tainted not ready. A node that may not is looked at on the next
+    tick; the change that readies it wakes the loop."""
+    spec = node["spec"]
+    taints = spec.get("taints") or []
+    ready = [c.get("status") for c in node["status"].get("conditions") or []]
+    return (
+        not spec.get("unschedulable")
+        and not any(t.get("key") in NOT_READY_TAINTS for t in taints)
+        and ready in ([], ["True"])
+    )
+
+
+def _frees_room(task: Task | None) -> bool:
+    """Whether the pod holds room on a node that its end would free."""
+    return task is not None and task.node_name is not None and task.phase not in FINISHED
 
 
 def key_of(obj: Mapping[str, Any]) -> str:

@@ -10,8 +10,8 @@ from batchsched.plugins.gang import Gang
 
 ALLOWED_PLUGINS = ", ".join(sorted(PLUGINS))
 TOP_KEYS = (
-    "actions, preemptOtherSchedulers, schedulePeriod, schedulerName, schedulerNames, "
-    "starvationThreshold, tiers"
+    "actions, burstWindow, preemptOtherSchedulers, schedulePeriod, schedulerName, "
+    "schedulerNames, starvationThreshold, tiers"
 )
 EVERY_ACTION = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 BINPACK_ARGUMENTS = "alwaysScored, functionshape, resources, resourcetoweightmap, shape, weight"
@@ -104,6 +104,10 @@ def test_settings(text: str, starvation: float | None, actions: tuple[str, ...])
     ("text", "message"),
     [
         ("tier: []", f"config: unknown key 'tier' (allowed: {TOP_KEYS})"),
+        (
+            "burstWindow: 2s",
+            "config.burstWindow: '2s' must be shorter than schedulePeriod ('1s')",
+        ),
         (
             "tiers:\n- plugins: [{name: gangs}]",
             f"config.tiers[0].plugins[0].name: unknown plugin 'gangs' (allowed: {ALLOWED_PLUGINS})",

@@ -3,7 +3,9 @@ while the pods and nodes they were made for are still there as they were."""
 
 import asyncio
 import gc
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 
 import pytest
 from prometheus_client import REGISTRY
@@ -17,7 +19,7 @@ from batchsched.k8s.leader import unbounded
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.watch import PODS, WATCHED
 
-from ..builders import gang, node
+from ..builders import gang, node, pod, pod_group
 from .recording_api import RecordingApi, settle, watch_over
 
 NODES = next(w for w in WATCHED if w.kind == "Node")
@@ -122,3 +124,146 @@ async def test_the_collector_comes_back_if_the_cache_never_syncs(
     finally:
         runner.cancel()
         gc.enable()
+
+
+NOT_READY = "node.kubernetes.io/not-ready"
+# A period no test waits for: only an urgent change can start a session meanwhile.
+LONG_PERIOD = 600.0
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[tuple[SessionLoop, list[float]]]:
+    """A leading loop past its first session, with `session` replaced by a recorder of
+    when each one started; the burst window is 20 ms."""
+    loop, _ = setup()
+    loop.config = replace(loop.config, schedule_period=LONG_PERIOD, burst_window=0.02)
+    started: list[float] = []
+
+    async def session() -> None:
+        started.append(time.monotonic())
+
+    loop.session = session  # type: ignore[method-assign]
+    for watched in WATCHED:
+        loop.watch.listed(watched)
+    runner = asyncio.create_task(loop.run())
+    try:
+        await sessions(started, 1)
+        yield loop, started
+    finally:
+        runner.cancel()
+        gc.enable()
+
+
+async def sessions(started: list[float], count: int, *, within: float = 5.0) -> None:
+    """Wait until `count` sessions have started; fails after `within` seconds."""
+    async with asyncio.timeout(within):
+        while len(started) < count:
+            await asyncio.sleep(0.001)
+
+
+async def no_session_after(started: list[float], count: int) -> None:
+    """Ten burst windows pass without a session beyond the first `count`."""
+    await asyncio.sleep(0.2)
+    assert len(started) == count
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "a pending pod of ours",
+        "a new PodGroup",
+        "a node",
+        "a node made ready",
+        "a bound pod finished",
+        "a bound pod of another scheduler deleted",
+        "its scheduling gates removed",
+    ],
+)
+async def test_a_change_a_session_acts_on_starts_one_within_the_burst_window(
+    running: tuple[SessionLoop, list[float]], change: str
+) -> None:
+    loop, started = running
+    watch = loop.watch
+    other = pod("other", scheduler="default-scheduler", node_name="n1", phase="Running")
+    gated = pod("gated", spec={"schedulingGates": [{"name": "wait"}]})
+    watch.apply(PODS, other)
+    watch.apply(PODS, gated)
+    watch.apply(NODES, node("new", taints=[{"key": NOT_READY, "effect": "NoSchedule"}]))
+    await no_session_after(started, 1)
+    before = time.monotonic()
+    if change == "a pending pod of ours":
+        watch.apply(PODS, pod("new"))
+    elif change == "a new PodGroup":
+        watch.apply(GROUPS, pod_group("h", 2))
+    elif change == "a node":
+        watch.apply(NODES, node("n2", ready=True))
+    elif change == "a node made ready":
+        watch.apply(NODES, node("new"))
+    elif change == "a bound pod finished":
+        watch.apply(PODS, {**other, "status": {"phase": "Succeeded"}})
+    elif change == "a bound pod of another scheduler deleted":
+        watch.delete(PODS, "default/other")
+    else:
+        watch.apply(PODS, pod("gated"))
+    await sessions(started, 2)
+    # Well within the period; the window itself is not timed on a shared machine.
+    assert started[1] - before < LONG_PERIOD / 10
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "another scheduler's pending pod",
+        "a pod starting to run",
+        "a group's status",
+        "a node not ready yet",
+        "a node cordoned",
+    ],
+)
+async def test_a_change_no_session_acts_on_at_once_waits_for_the_period(
+    running: tuple[SessionLoop, list[float]], change: str
+) -> None:
+    loop, started = running
+    watch = loop.watch
+    if change == "another scheduler's pending pod":
+        watch.apply(PODS, pod("theirs", scheduler="default-scheduler"))
+    elif change == "a pod starting to run":
+        bound = pod("g-0", group="g", node_name="n1", phase="Pending")
+        watch.apply(PODS, bound)
+        await no_session_after(started, 1)
+        watch.apply(PODS, {**bound, "status": {"phase": "Running"}})
+    elif change == "a group's status":
+        watch.apply(GROUPS, {**pod_group("g", 2), "status": {"phase": "Running"}})
+    elif change == "a node not ready yet":
+        watch.apply(NODES, node("n2", ready=False))
+    else:
+        watch.apply(NODES, node("n1", cpu="4", unschedulable=True))
+    await no_session_after(started, 1)
+    assert loop.watch.changes.take(), "the next tick runs a session for it"
+
+
+async def test_a_burst_of_pods_goes_in_one_session(
+    running: tuple[SessionLoop, list[float]],
+) -> None:
+    loop, started = running
+    for i in range(20):
+        loop.watch.apply(PODS, pod(f"burst-{i}"))
+        await asyncio.sleep(0.001)
+    await sessions(started, 2)
+    await no_session_after(started, 2)
+
+
+async def test_a_steady_stream_is_not_held_back_past_the_longest_wait(
+    running: tuple[SessionLoop, list[float]],
+) -> None:
+    loop, started = running
+    loop.config = replace(loop.config, burst_window=0.005)
+    longest = 0.005 * session_loop.BURST_WINDOWS_AT_MOST
+    streamed = time.monotonic()
+    i = 0
+    while time.monotonic() - streamed < 10 * longest:
+        loop.watch.apply(PODS, pod(f"stream-{i}"))
+        i += 1
+        await asyncio.sleep(0.001)
+    assert len(started) > 2, "sessions ran while the stream went on"
+    assert len(started) < i / 5, "and each took many pods"
