@@ -2,19 +2,30 @@
 
 Usage: python bench/replay.py [--traces default,cpu050,...] [--seeds 42-51] [--workers 2]
                               [--trace-dir ../shared/data/openb]
+       python bench/replay.py --derive-spec 0.33 --out DIR [--from gpuspec10]
+       python bench/replay.py --derive-share 0.8 --out DIR [--from default]
 Prints one JSON object: every run (trace, policy, seed) with its allocation at 100 % and
 130 % of arrived GPU demand and its replay time, then per trace and policy the means
 over the seeds beside the paper's published figures (DESIGN section 8).
+
+--derive-spec and --derive-share write a pod list like openb's gpuspec or gpushare
+families, which shared/ holds only one of each, into DIR (never into the trace): GPU
+pods drawn at random are given a gpu_spec, or a whole single card turned into a share,
+both drawn from the source list's own distribution, until the given fraction of GPU
+pods has one. Replays of those lists test the policy on workloads it was not built on.
 """
 
 import argparse
+import csv
 import json
+import random
 import time
 from functools import cache
 from multiprocessing import Pool
 from pathlib import Path
 from typing import Any
 
+from batchsched.api.gpu import CARD_MILLI
 from batchsched.cli import read_config
 from batchsched.sim import openb
 from batchsched.sim.replay import replay
@@ -95,13 +106,72 @@ def seeds(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
 
 
+def derive(
+    rows: list[dict[str, str]], *, column: str, fraction: float, seed: int = 0
+) -> list[dict[str, str]]:
+    """`rows` with `fraction` of the GPU pods constrained to a model (column gpu_spec) or
+    sharing a card (column gpu_milli), drawn from the values `rows` already has there."""
+    rng = random.Random(seed)
+    gpu = [r for r in rows if int(r["num_gpu"]) > 0]
+    if column == "gpu_spec":
+        has = [r for r in gpu if r.get("gpu_spec")]
+        candidates = [r for r in gpu if not r.get("gpu_spec")]
+    else:
+        has = [r for r in gpu if int(r["gpu_milli"]) < CARD_MILLI]
+        candidates = [
+            r for r in gpu if int(r["num_gpu"]) == 1 and int(r["gpu_milli"]) == CARD_MILLI
+        ]
+    if not has:
+        raise SystemExit(f"the source list has no {column} values to draw from")
+    values = [r[column] for r in has]
+    wanted = max(round(fraction * len(gpu)) - len(has), 0)
+    out = [dict(r) for r in rows]
+    by_name = {r["name"]: r for r in out}
+    for row in rng.sample(candidates, min(wanted, len(candidates))):
+        by_name[row["name"]][column] = rng.choice(values)
+    return out
+
+
+def write_derived(args: argparse.Namespace) -> None:
+    column, fraction = (
+        ("gpu_spec", args.derive_spec)
+        if args.derive_spec is not None
+        else ("gpu_milli", args.derive_share)
+    )
+    source = Path(args.trace_dir) / f"openb_pod_list_{args.source}.csv"
+    with open(source, newline="") as handle:
+        reader = csv.DictReader(handle)
+        fields = list(reader.fieldnames or [])
+        rows = list(reader)
+    if column not in fields:
+        fields.append(column)
+    name = f"{'gpuspec' if column == 'gpu_spec' else 'gpushare'}{round(fraction * 100)}x"
+    target = Path(args.out) / f"openb_pod_list_{name}.csv"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, restval="")
+        writer.writeheader()
+        writer.writerows(derive(rows, column=column, fraction=fraction))
+    print(target)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", default=",".join(openb.POD_LISTS))
     parser.add_argument("--seeds", default="42-51", help="a range 42-51 or a list 42,43")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--trace-dir", default=str(openb.TRACE_DIR))
+    derived = parser.add_mutually_exclusive_group()
+    derived.add_argument("--derive-spec", type=float, help="write a list, do not replay")
+    derived.add_argument("--derive-share", type=float, help="write a list, do not replay")
+    parser.add_argument("--from", dest="source", help="the list to derive from")
+    parser.add_argument("--out", default="/tmp/openb-derived")
     args = parser.parse_args()
+    if args.derive_spec is not None or args.derive_share is not None:
+        if args.source is None:
+            args.source = "gpuspec10" if args.derive_spec is not None else "default"
+        write_derived(args)
+        return
     jobs = [
         (args.trace_dir, trace, policy, seed)
         for trace in args.traces.split(",")

@@ -34,6 +34,8 @@ from batchsched.plugins.predicates import allowed_nodes
 _WHOLE_CARD_TAKEN = np.array([CARD_MILLI, 0], dtype=np.int64)
 # More tasks than any node's cards could hold: how many fit by CPU when none is asked.
 _UNLIMITED = 1 << 32
+# Fewer rows than this are evaluated as they are: finding equal states would cost more.
+_FEW_ROWS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,44 +60,70 @@ class Placement:
 
 
 class FragmentationModel:
+    """The measure over a workload's classes, grouped by shape.
+
+    Only a class's CPU and GPU demand decide how much of a node it can use, and only its
+    constraints decide on which nodes it may, so classes are grouped by shape (CPU and
+    GPU demand) with a per-node weight: how many tasks of that shape may use the node.
+    Work is then proportional to the number of shapes, however many distinct GPU-model
+    constraints the workload states. Classes without GPUs never use idle GPUs; they count
+    in the total weight only.
+    """
+
     def __init__(self, mix: Mapping[TaskClass, int], nodes: Sequence[Node]) -> None:
         classes = [c for c, count in mix.items() if count > 0]
-        self.weight: IntArray = np.array([mix[c] for c in classes], dtype=np.int64)
-        self.total_weight = int(self.weight.sum())
-        self.cpu: IntArray = np.array([c.cpu for c in classes], dtype=np.int64)
-        self.cards: IntArray = np.array([c.demand.cards for c in classes], dtype=np.int64)
-        self.milli: IntArray = np.array([c.demand.milli for c in classes], dtype=np.int64)
-        masks: dict[Constraints, BoolArray] = {}
+        self.total_weight = sum(mix[c] for c in classes)
+        shapes: dict[tuple[int, GpuDemand], int] = {}
         for c in classes:
+            if c.demand.cards > 0:
+                shapes.setdefault((c.cpu, c.demand), len(shapes))
+        self.cpu: IntArray = np.array([cpu for cpu, _ in shapes], dtype=np.int64)
+        self.cards: IntArray = np.array([d.cards for _, d in shapes], dtype=np.int64)
+        self.milli: IntArray = np.array([d.milli for _, d in shapes], dtype=np.int64)
+        masks: dict[Constraints, BoolArray] = {}
+        # Node row x shape: the weight of the classes of that shape that may use the node.
+        self.weights: IntArray = np.zeros((len(nodes), len(shapes)), dtype=np.int64)
+        for c in classes:
+            if c.demand.cards == 0:
+                continue
             if c.constraints not in masks:
                 masks[c.constraints] = allowed_nodes(nodes, c.constraints)
-        allowed = np.array([masks[c.constraints] for c in classes], dtype=np.bool_)
-        # Node row x class: may the class use this node's GPUs at all? Never without GPUs.
-        self.allowed: BoolArray = allowed.reshape(len(classes), len(nodes)).T & (self.cards > 0)
+            self.weights[:, shapes[c.cpu, c.demand]] += mix[c] * masks[c.constraints]
+        # Rows with equal weights (nodes of one GPU model, mostly) share a group number.
+        self.group: IntArray = np.unique(self.weights, axis=0, return_inverse=True)[1].ravel()
 
     def per_card(self, free: IntArray) -> IntArray:
-        """free (any shape) -> free.shape x statistics x classes, summed over a node's cards.
+        """free (any shape) -> free.shape x statistics x shapes, summed over a node's cards.
 
-        Here: does the card fit the class, and its free milli if it does not.
+        Here: does the card fit the shape, and its free milli if it does not.
         """
         fits = free[..., None] >= self.milli
         return np.stack([fits, np.where(fits, 0, free[..., None])], axis=-2)
 
-    def lost(self, rows: IntArray, sums: IntArray, idle: IntArray, cpu_free: IntArray) -> IntArray:
-        """rows x classes: the idle milli each class cannot use, from the per-card sums."""
+    def usable(self, sums: IntArray, idle: IntArray, cpu_free: IntArray) -> IntArray:
+        """rows x shapes: the idle milli a task of each shape can use, from the card sums."""
         fitting, stranded = sums[:, 0], sums[:, 1]
-        usable = self.allowed[rows] & (cpu_free[:, None] >= self.cpu) & (fitting >= self.cards)
-        lost: IntArray = np.where(usable, stranded, idle[:, None])
-        return lost
+        runs = (cpu_free[:, None] >= self.cpu) & (fitting >= self.cards)
+        usable: IntArray = np.where(runs, idle[:, None] - stranded, 0)
+        return usable
+
+    def weighted(
+        self, rows: IntArray, sums: IntArray, idle: IntArray, cpu_free: IntArray
+    ) -> IntArray:
+        """Weighted fragmentation of the rows (divide by total_weight for milli): idle
+        milli for every class, less what the classes allowed there can use."""
+        usable = self.usable(sums, idle, cpu_free)
+        used: IntArray = np.einsum("ij,ij->i", usable, self.weights[rows])
+        return idle * self.total_weight - used
 
     def card_sums(self, free: IntArray) -> IntArray:
-        """rows x statistics x classes, from the rows' cards (rows x cards)."""
+        """rows x statistics x shapes, from the rows' cards (rows x cards)."""
         sums: IntArray = self.per_card(free).sum(axis=1)
         return sums
 
     def measure(self, rows: IntArray, free: IntArray, cpu_free: IntArray) -> IntArray:
         """Weighted fragmentation of the node rows (divide by total_weight for milli)."""
-        return self.lost(rows, self.card_sums(free), free.sum(axis=1), cpu_free) @ self.weight
+        return self.weighted(rows, self.card_sums(free), free.sum(axis=1), cpu_free)
 
     def placement(
         self,
@@ -104,21 +132,47 @@ class FragmentationModel:
         sums: IntArray,
         cpu_free: IntArray,
         task: TaskClass,
+        base: IntArray | None = None,
     ) -> Placement:
         """The fragmentation change of placing `task` on each node row, on its best card.
 
         `free` holds the rows' cards and `sums` their card_sums. A share of a card that
         fits nowhere on a row gets the largest delta; other demands that do not fit get
-        meaningless ones, as the card filter rules those rows out anyway.
+        meaningless ones, as the card filter rules those rows out anyway. Rows in the
+        same state (weights, free CPU, free milli of each card) are evaluated once: a
+        cluster has few node types, and most of its nodes stay in a handful of states.
+        `base`, the rows' weighted fragmentation now, may be given when already known.
         """
+        if len(rows) >= _FEW_ROWS:
+            state = np.column_stack((self.group[rows], cpu_free, free))
+            _, first, inverse = np.unique(state, axis=0, return_index=True, return_inverse=True)
+            if len(first) < len(rows):
+                known = None if base is None else base[first]
+                distinct = self._placement(
+                    rows[first], free[first], sums[first], cpu_free[first], task, known
+                )
+                inverse = inverse.ravel()
+                return Placement(distinct.delta[inverse], distinct.card[inverse])
+        return self._placement(rows, free, sums, cpu_free, task, base)
+
+    def _placement(
+        self,
+        rows: IntArray,
+        free: IntArray,
+        sums: IntArray,
+        cpu_free: IntArray,
+        task: TaskClass,
+        base: IntArray | None = None,
+    ) -> Placement:
         idle = free.sum(axis=1)
-        base = self.lost(rows, sums, idle, cpu_free) @ self.weight
+        if base is None:
+            base = self.weighted(rows, sums, idle, cpu_free)
         cpu_after = cpu_free - task.cpu
         demand = task.demand
         if not demand.shared:
             whole = self.per_card(_WHOLE_CARD_TAKEN)
             after_sums = sums + demand.cards * (whole[1] - whole[0])
-            after = self.lost(rows, after_sums, idle - demand.total, cpu_after) @ self.weight
+            after = self.weighted(rows, after_sums, idle - demand.total, cpu_after)
             return Placement(after - base, np.full(len(rows), -1, dtype=np.int64))
         # A share changes one card; cards with equal free are interchangeable, so each
         # distinct (row, free) pair is tried once, on its lowest-numbered card.
@@ -129,10 +183,10 @@ class FragmentationModel:
         pair_row = keys // (CARD_MILLI + 1)
         before = keys % (CARD_MILLI + 1)
         pair_sums = sums[pair_row] + self.per_card(before - demand.milli) - self.per_card(before)
-        pair_lost = self.lost(
+        pair_after = self.weighted(
             rows[pair_row], pair_sums, idle[pair_row] - demand.milli, cpu_after[pair_row]
         )
-        pair_delta = pair_lost @ self.weight - base[pair_row]
+        pair_delta = pair_after - base[pair_row]
         # Best pair per row: least added fragmentation, then the fullest card (best fit).
         order = np.lexsort((before, pair_delta, pair_row))
         best_rows, best_first = np.unique(pair_row[order], return_index=True)
@@ -162,10 +216,9 @@ class InstanceFragmentationModel(FragmentationModel):
         counted: IntArray = np.where(self.shares, free[..., None] // self.divisor, whole)
         return counted[..., None, :]
 
-    def lost(self, rows: IntArray, sums: IntArray, idle: IntArray, cpu_free: IntArray) -> IntArray:
+    def usable(self, sums: IntArray, idle: IntArray, cpu_free: IntArray) -> IntArray:
         by_cards = sums[:, 0] // self.per_task
         fit_cpu = np.maximum(cpu_free, 0)[:, None] // self.cpu_divisor
         by_cpu = np.where(self.cpu > 0, fit_cpu, _UNLIMITED)
-        usable = np.minimum(np.minimum(by_cards, by_cpu) * self.each, idle[:, None])
-        lost: IntArray = idle[:, None] - np.where(self.allowed[rows], usable, 0)
-        return lost
+        usable: IntArray = np.minimum(np.minimum(by_cards, by_cpu) * self.each, idle[:, None])
+        return usable

@@ -14,18 +14,19 @@ that was scored.
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from batchsched.api.gpu import GpuDemand
 from batchsched.api.resources import CPU
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
+from batchsched.cache.snapshot import IntArray, TaskInfo
 from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys, integer
 from batchsched.plugins.fragmentation import (
     InstanceFragmentationModel,
-    Placement,
     TaskClass,
     task_class,
 )
@@ -52,37 +53,60 @@ class GpuFragmentation:
         self.cpu_allocatable = session.snapshot.allocatable[:, cpu]
         self.cpu_column = cpu
         self._classes: dict[tuple[object, ...], TaskClass] = {}
-        # Card sums per node row, recomputed only for rows whose cards changed since.
+        # Per node row, its card sums and weighted fragmentation, as of the first
+        # `_seen` entries of Session.touched.
         self._sums = self.model.card_sums(session.gpu.free)
-        self._stale = np.zeros(session.node_count, dtype=np.bool_)
-        session.on_allocate.append(self._changed)
-        session.on_deallocate.append(self._changed)
+        self._base = self.model.weighted(
+            session.all_nodes, self._sums, session.gpu.idle, self._cpu_free(session.all_nodes)
+        )
+        self._seen = len(session.touched)
+        # Per shape (CPU and GPU demand, which alone decide a placement's effect): its
+        # scores and chosen cards over all node rows, refreshed on the rows placements
+        # touched since. Pods that differ in memory or constraints share them.
+        self._shapes: dict[tuple[int, GpuDemand], _ShapeScores] = {}
         session.scorers.append((self, self.weight))
         session.gpu.chooser = self._choose
 
     def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
-        placement = self._placement(task, nodes)
-        return _points(placement.delta, self.model.total_weight, self._class(task))
+        return self._scores(task).points[nodes]
 
     def _choose(self, task: TaskInfo, node: int) -> tuple[int, ...]:
         if not task.gpu.shared:
             return self.session.gpu.best_fit(task, node)
-        card = int(self._placement(task, np.array([node], dtype=np.int64)).card[0])
-        return (card,)
+        return (int(self._scores(task).card[node]),)
 
-    def _changed(self, job: JobInfo, task: TaskInfo, node: int) -> None:
-        self._stale[node] = True
+    def _scores(self, task: TaskInfo) -> "_ShapeScores":
+        touched = self.session.touched
+        if self._seen < len(touched):
+            changed = _rows(touched[self._seen :])
+            self._sums[changed] = self.model.card_sums(self.session.gpu.free[changed])
+            self._base[changed] = self.model.weighted(
+                changed,
+                self._sums[changed],
+                self.session.gpu.idle[changed],
+                self._cpu_free(changed),
+            )
+            self._seen = len(touched)
+        found = self._class(task)
+        key = (found.cpu, found.demand)
+        scores = self._shapes.get(key)
+        if scores is None:
+            rows = self.session.all_nodes
+            scores = self._shapes[key] = _ShapeScores(*self._evaluate(found, rows), len(touched))
+        elif scores.seen < len(touched):
+            rows = _rows(touched[scores.seen :])
+            scores.points[rows], scores.card[rows] = self._evaluate(found, rows)
+            scores.seen = len(touched)
+        return scores
 
-    def _placement(self, task: TaskInfo, nodes: IntArray) -> Placement:
-        free = self.session.gpu.free
-        stale = nodes[self._stale[nodes]]
-        if len(stale):
-            self._sums[stale] = self.model.card_sums(free[stale])
-            self._stale[stale] = False
-        cpu_free = self.cpu_allocatable[nodes] - self.session.requested[nodes, self.cpu_column]
-        return self.model.placement(
-            nodes, free[nodes], self._sums[nodes], cpu_free, self._class(task)
-        )
+    def _evaluate(self, task: TaskClass, rows: IntArray) -> tuple[IntArray, IntArray]:
+        free, sums, cpu_free = self.session.gpu.free[rows], self._sums[rows], self._cpu_free(rows)
+        placement = self.model.placement(rows, free, sums, cpu_free, task, self._base[rows])
+        return _points(placement.delta, self.model.total_weight, task), placement.card
+
+    def _cpu_free(self, rows: IntArray) -> IntArray:
+        free: IntArray = self.cpu_allocatable[rows] - self.session.requested[rows, self.cpu_column]
+        return free
 
     def _class(self, task: TaskInfo) -> TaskClass:
         found = self._classes.get(task.task.shape_key)
@@ -100,6 +124,17 @@ class GpuFragmentation:
             if uid not in self._counted:
                 self.mix[task_class(task)] += 1
         self._counted = set(pending)
+
+
+@dataclass(slots=True)
+class _ShapeScores:
+    points: IntArray
+    card: IntArray  # the card a share goes to on each row; -1 otherwise
+    seen: int  # how much of Session.touched `points` and `card` reflect
+
+
+def _rows(touched: list[int]) -> IntArray:
+    return np.array(touched if len(touched) == 1 else sorted(set(touched)), dtype=np.int64)
 
 
 def _points(delta: IntArray, total_weight: int, task: TaskClass) -> IntArray:
