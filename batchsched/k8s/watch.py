@@ -44,7 +44,7 @@ from batchsched.k8s.trim import (
     trim_storage_class,
     trim_volume,
 )
-from batchsched.metrics import INVALID_OBJECTS
+from batchsched.metrics import GANG_SCHEDULING_SLI, INVALID_OBJECTS, POD_SCHEDULING_SLI
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +159,16 @@ class Changes:
         return changed
 
 
+@dataclass
+class _Gang:
+    """The members of one group waiting to be bound, and since when the last of them
+    could be scheduled."""
+
+    waiting: set[str]
+    since: float
+    bound: int = 0
+
+
 class Watch:
     def __init__(
         self,
@@ -182,6 +192,10 @@ class Watch:
         # Pods are not listed: their errors become their pending reasons.
         self.invalid: dict[tuple[str, str], tuple[ObjectRef, str]] = {}
         self._logged: dict[tuple[str, str], str] = {}
+        # Pods of ours waiting to be bound: key -> since when they could be scheduled
+        # (wall clock) and their group's key; and those groups, for the latency SLIs.
+        self._waiting: dict[str, tuple[float, str | None]] = {}
+        self._gangs: dict[str, _Gang] = {}
 
     def listed(self, watched: Watched) -> None:
         """A complete list of `watched` has been applied; with every kind listed, the
@@ -207,6 +221,7 @@ class Watch:
             return key
         seen[key] = fingerprint
         if watched is PODS and self._confirms_bind(key, fingerprint, previous):
+            self._time(key, obj)
             return key
         self.changes.note(urgent=self._urgent(watched, key, obj, new=previous is None))
         try:
@@ -216,7 +231,43 @@ class Watch:
         else:
             self.invalid.pop((watched.kind, key), None)
             self._logged.pop((watched.kind, key), None)
+        if watched is PODS:
+            self._time(key, obj)
         return key
+
+    def _time(self, key: str, obj: JSON) -> None:
+        """Start a pod's latency when it can be scheduled; observe it once it is bound."""
+        spec, now = obj["spec"], time.time()
+        if spec.get("nodeName"):
+            waited = self._waiting.pop(key, None)
+            if waited is not None:
+                POD_SCHEDULING_SLI.observe(max(now - waited[0], 0.0))
+                self._leave_gang(key, waited[1], bound=True, now=now)
+            return
+        if key in self._waiting or spec.get("schedulingGates"):
+            return
+        if spec.get("schedulerName", "default-scheduler") not in self.scheduler_names:
+            return
+        task = self.cache.tasks.get(key)
+        # Listed at start-up: it has waited since it was created, as far as anyone knows.
+        since = now if task is None or self.synced.is_set() else min(task.creation, now)
+        group = task.group if task is not None else None
+        gang_key = None if group is None else f"{group.namespace}/{group.name}"
+        self._waiting[key] = (since, gang_key)
+        if gang_key is not None:
+            gang = self._gangs.setdefault(gang_key, _Gang(set(), since))
+            gang.waiting.add(key)
+            gang.since = max(gang.since, since)
+
+    def _leave_gang(self, key: str, gang_key: str | None, *, bound: bool, now: float) -> None:
+        if gang_key is None or (gang := self._gangs.get(gang_key)) is None:
+            return
+        gang.waiting.discard(key)
+        gang.bound += bound
+        if not gang.waiting:
+            del self._gangs[gang_key]
+            if gang.bound:
+                GANG_SCHEDULING_SLI.observe(max(now - gang.since, 0.0))
 
     def _confirms_bind(
         self, key: str, fingerprint: Fingerprint, previous: Fingerprint | None
@@ -255,6 +306,9 @@ class Watch:
 
     def delete(self, watched: Watched, key: str) -> None:
         urgent = watched is PODS and _frees_room(self.cache.tasks.get(key))
+        waited = self._waiting.pop(key, None) if watched is PODS else None
+        if waited is not None:
+            self._leave_gang(key, waited[1], bound=False, now=time.time())
         self._fingerprints[watched.id].pop(key, None)
         self.versions.pop(version_key(watched, key), None)
         self.invalid.pop((watched.kind, key), None)

@@ -4,6 +4,8 @@ session being woken; any other change is applied."""
 import copy
 from typing import Any
 
+from prometheus_client import REGISTRY
+
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
 from batchsched.k8s.watch import CLAIMS, PODS, WATCHED, Watch, Watched, version_key
@@ -161,3 +163,53 @@ def test_each_api_s_status_is_observed_apart() -> None:
     watch.apply(queues_of(VOLCANO), theirs)
     assert watch.status._shown("Queue", "q") == {"running": 1}
     assert watch.status._shown(f"Queue {VOLCANO}", "q") == {"state": "Open", "running": 2}
+
+
+WATCHED_GROUPS = next(w for w in WATCHED if w.kind == "PodGroup")
+
+
+def sli_count(name: str) -> float:
+    return (
+        REGISTRY.get_sample_value(f"batchsched_{name}_scheduling_sli_duration_seconds_count") or 0.0
+    )
+
+
+def synced_watch() -> Watch:
+    watch = watch_over(RecordingApi())
+    for watched in WATCHED:
+        watch.listed(watched)
+    return watch
+
+
+def test_a_pod_is_timed_from_when_it_was_seen_to_when_it_was_seen_bound() -> None:
+    watch = synced_watch()
+    pods = sli_count("pod")
+    watch.apply(PODS, pod("p"))
+    watch.cache.assume("default/p", "n1")
+    watch.apply(PODS, pod("p", node_name="n1"))
+    assert sli_count("pod") == pods + 1
+    watch.apply(PODS, pod("p", node_name="n1", phase="Running"))
+    assert sli_count("pod") == pods + 1, "once"
+
+
+def test_neither_a_gated_pod_nor_another_schedulers_is_timed() -> None:
+    watch = synced_watch()
+    pods = sli_count("pod")
+    watch.apply(PODS, pod("p", spec={"schedulingGates": [{"name": "wait"}]}))
+    watch.apply(PODS, pod("theirs", scheduler="default-scheduler"))
+    watch.apply(PODS, pod("p", node_name="n1"))
+    watch.apply(PODS, pod("theirs", scheduler="default-scheduler", node_name="n1"))
+    assert sli_count("pod") == pods
+
+
+def test_a_gang_is_timed_once_its_last_waiting_member_is_bound() -> None:
+    watch = synced_watch()
+    gangs = sli_count("podgroup")
+    watch.apply(WATCHED_GROUPS, pod_group("g", 2))
+    for i in range(3):
+        watch.apply(PODS, pod(f"g-{i}", group="g"))
+    watch.delete(PODS, "default/g-2")
+    watch.apply(PODS, pod("g-0", group="g", node_name="n1"))
+    assert sli_count("podgroup") == gangs
+    watch.apply(PODS, pod("g-1", group="g", node_name="n1"))
+    assert sli_count("podgroup") == gangs + 1
