@@ -1,12 +1,19 @@
 """GPU allocation of the shipped policies on every openb pod list, by the FGD paper's method.
 
-Usage: python bench/replay.py [--traces default,cpu050,...] [--seeds 42-51] [--workers 2]
-                              [--trace-dir ../shared/data/openb]
+Usage: python bench/replay.py [--traces default,cpu050,...|PATH.csv,...] [--seeds 42-51]
+                              [--workers 2] [--trace-dir ../shared/data/openb] [--nodes CSV]
+                              [--no-leave-one-out]
        python bench/replay.py --derive-spec 0.33 --out DIR [--from gpuspec10]
        python bench/replay.py --derive-share 0.8 --out DIR [--from default]
 Prints one JSON object: every run (trace, policy, seed) with its allocation at 100 % and
 130 % of arrived GPU demand and its replay time, then per trace and policy the means
-over the seeds beside the paper's published figures (DESIGN section 8).
+over the seeds beside the paper's published figures (DESIGN section 8); the same
+summary goes to stderr as a table.
+
+Leave-one-out: the fragmentation policy derives what it scores by from the task mix it
+sees, which in a replay is the replayed list itself. Its leave-one-out runs replay each
+list with the mix of the other lists given (GpuFragmentation.assume) and nothing learnt
+from the replayed one, so a figure cannot owe anything to having seen the list scored.
 
 --derive-spec and --derive-share write a pod list like openb's gpuspec or gpushare
 families, which shared/ holds only one of each, into DIR (never into the trace): GPU
@@ -19,14 +26,19 @@ import argparse
 import csv
 import json
 import random
+import sys
 import time
+from collections import Counter
 from functools import cache
 from multiprocessing import Pool
 from pathlib import Path
 from typing import Any
 
 from batchsched.api.gpu import CARD_MILLI
+from batchsched.api.pods import task_from_pod
 from batchsched.cli import read_config
+from batchsched.plugins.fragmentation import TaskClass, task_class
+from batchsched.plugins.gpufragmentation import GpuFragmentation
 from batchsched.sim import openb
 from batchsched.sim.replay import replay
 
@@ -43,32 +55,54 @@ PAPER_AT_130 = {
 PAPER_AT_100 = {"default": {"binpack": 92.9, "gpu-fragmentation": 95.2}}
 
 
+# Where a run's pods come from: (node list, pod list, name shown).
+Source = tuple[str, str, str]
+LOO = "gpu-fragmentation, leave-one-out"
+
+
 @cache
-def _trace(trace_dir: str, trace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Each worker reads a trace once; replays never change what they are given."""
+def _read(nodes_path: str, pods_path: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each worker reads a list once; replays never change what they are given."""
     config = read_config(str(CONFIGS / POLICIES["binpack"]))
-    nodes = openb.read_nodes(Path(trace_dir) / openb.NODE_LIST)
-    pods = openb.read_pods(
-        Path(trace_dir) / f"openb_pod_list_{trace}.csv", scheduler_name=config.scheduler_name
+    nodes = openb.read_nodes(nodes_path)
+    return nodes, openb.read_pods(pods_path, scheduler_name=config.scheduler_name)
+
+
+@cache
+def _mix(nodes_path: str, pods_paths: tuple[str, ...]) -> Counter[TaskClass]:
+    """The task classes of the lists, each pod once, as the plugin would learn them."""
+    return Counter(
+        task_class(task_from_pod(pod)) for path in pods_paths for pod in _read(nodes_path, path)[1]
     )
-    return nodes, pods
 
 
-def run(job: tuple[str, str, str, int]) -> dict[str, Any]:
-    trace_dir, trace, policy, seed = job
-    nodes, pods = _trace(trace_dir, trace)
+def run(job: tuple[Source, str, int, tuple[str, ...]]) -> dict[str, Any]:
+    """One replay; `others`, when given, are the pod lists the policy's mix is taken
+    from instead of the replayed one."""
+    (nodes_path, pods_path, trace), policy, seed, others = job
+    nodes, pods = _read(nodes_path, pods_path)
     config = read_config(str(CONFIGS / POLICIES[policy]))
+    if others:
+        for tier in config.tiers:
+            for plugin in tier:
+                if isinstance(plugin, GpuFragmentation):
+                    plugin.assume(_mix(nodes_path, others))
     result = replay(nodes, pods, config, seed=seed, inflate=1.3)
     at_100 = result.at_100
     return {
         "trace": trace,
-        "policy": policy,
+        "policy": LOO if others else policy,
         "seed": seed,
         "at_100": at_100.allocated_gpu_pct if at_100 else None,
         "at_130": result.curve[-1].allocated_gpu_pct,
         "fragmented_at_100": at_100.fragmented_gpu_pct if at_100 else None,
         "elapsed_seconds": round(result.elapsed_seconds, 2),
     }
+
+
+def _mean(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in runs if r[key] is not None]
+    return round(sum(values) / len(values), 2) if values else None
 
 
 def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -78,8 +112,12 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             mine = [r for r in runs if r["trace"] == trace and r["policy"] == policy]
             if not mine:
                 continue
-            at_100 = round(sum(r["at_100"] for r in mine) / len(mine), 2)
-            at_130 = round(sum(r["at_130"] for r in mine) / len(mine), 2)
+            held_out = [
+                r
+                for r in runs
+                if r["trace"] == trace and r["policy"] == LOO and policy == "gpu-fragmentation"
+            ]
+            at_100, at_130 = _mean(mine, "at_100"), _mean(mine, "at_130")
             paper_100 = PAPER_AT_100.get(trace, {}).get(policy)
             paper_130 = PAPER_AT_130.get(trace, {}).get(policy)
             rows.append(
@@ -91,12 +129,40 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "at_130": at_130,
                     "paper_at_100": paper_100,
                     "paper_at_130": paper_130,
-                    "meets_paper": (paper_100 is None or at_100 >= paper_100)
-                    and (paper_130 is None or at_130 >= paper_130),
-                    "max_elapsed_seconds": max(r["elapsed_seconds"] for r in mine),
+                    "loo_at_100": _mean(held_out, "at_100") if held_out else None,
+                    "loo_at_130": _mean(held_out, "at_130") if held_out else None,
+                    "meets_paper": _meets(at_100, paper_100) and _meets(at_130, paper_130),
+                    "max_elapsed_seconds": max(r["elapsed_seconds"] for r in mine + held_out),
                 }
             )
     return rows
+
+
+def _meets(value: float | None, paper: float | None) -> bool:
+    return paper is None or (value is not None and value >= paper)
+
+
+def table(summary: list[dict[str, Any]]) -> str:
+    """The summary for people: means over the seeds, the paper's in brackets, and for the
+    fragmentation policy the means when its mix came from the other lists only."""
+
+    def cell(value: float | None, paper: float | None = None) -> str:
+        shown = "-" if value is None else f"{value:.2f}"
+        return f"{shown} ({paper:.2f})" if paper is not None else shown
+
+    lines = [
+        f"{'TRACE':<14}{'POLICY':<19}{'AT 100% (PAPER)':>17}{'AT 130% (PAPER)':>17}"
+        f"{'LOO 100%':>10}{'LOO 130%':>10}  MEETS"
+    ]
+    for row in summary:
+        lines.append(
+            f"{row['trace']:<14}{row['policy']:<19}"
+            f"{cell(row['at_100'], row['paper_at_100']):>17}"
+            f"{cell(row['at_130'], row['paper_at_130']):>17}"
+            f"{cell(row['loo_at_100']):>10}{cell(row['loo_at_130']):>10}"
+            f"  {'yes' if row['meets_paper'] else 'NO'}"
+        )
+    return "\n".join(lines)
 
 
 def seeds(text: str) -> list[int]:
@@ -155,12 +221,39 @@ def write_derived(args: argparse.Namespace) -> None:
     print(target)
 
 
+def _source(trace_dir: str, nodes: str | None, trace: str) -> Source:
+    """A pod list named as in the trace (default, gpuspec10) or by its path."""
+    if trace.endswith(".csv"):
+        path = Path(trace)
+        name = path.stem.removeprefix("openb_pod_list_")
+    else:
+        path, name = Path(trace_dir) / f"openb_pod_list_{trace}.csv", trace
+    return (nodes or str(Path(trace_dir) / openb.NODE_LIST), str(path), name)
+
+
+def _held_out(
+    source: Source, sources: list[Source], policy: str, leave_one_out: bool
+) -> list[tuple[str, ...]]:
+    """Mixes to replay `source` with: its own (empty), and for the fragmentation policy
+    the other lists' (their pod lists) unless left out."""
+    if policy != "gpu-fragmentation" or not leave_one_out or len(sources) < 2:
+        return [()]
+    return [(), tuple(pods for _, pods, _ in sources if pods != source[1])]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", default=",".join(openb.POD_LISTS))
     parser.add_argument("--seeds", default="42-51", help="a range 42-51 or a list 42,43")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--trace-dir", default=str(openb.TRACE_DIR))
+    parser.add_argument("--nodes", help="the node list; default: the trace's GPU nodes")
+    parser.add_argument(
+        "--no-leave-one-out",
+        dest="leave_one_out",
+        action="store_false",
+        help="skip the replays whose mix comes from the other lists",
+    )
     derived = parser.add_mutually_exclusive_group()
     derived.add_argument("--derive-spec", type=float, help="write a list, do not replay")
     derived.add_argument("--derive-share", type=float, help="write a list, do not replay")
@@ -172,20 +265,24 @@ def main() -> None:
             args.source = "gpuspec10" if args.derive_spec is not None else "default"
         write_derived(args)
         return
+    sources = [_source(args.trace_dir, args.nodes, trace) for trace in args.traces.split(",")]
     jobs = [
-        (args.trace_dir, trace, policy, seed)
-        for trace in args.traces.split(",")
+        (source, policy, seed, others)
+        for source in sources
         for policy in POLICIES
+        for others in _held_out(source, sources, policy, args.leave_one_out)
         for seed in seeds(args.seeds)
     ]
     started = time.perf_counter()
     with Pool(args.workers) as pool:
         runs = pool.map(run, jobs, chunksize=1)
+    summary = summarise(runs)
     report = {
-        "summary": summarise(runs),
+        "summary": summary,
         "runs": runs,
         "elapsed_seconds": round(time.perf_counter() - started, 1),
     }
+    print(table(summary), file=sys.stderr)
     print(json.dumps(report, indent=2))
 
 

@@ -44,6 +44,13 @@ class GpuFragmentation:
         self.mix: Counter[TaskClass] = Counter()
         # Uids of the pending pods counted so far that were still pending last session.
         self._counted: set[str] = set()
+        self._learning = True
+
+    def assume(self, mix: Mapping[TaskClass, int]) -> None:
+        """Score by `mix` from now on and learn nothing from the pods seen: how a policy
+        tuned on one workload does on another (bench/replay.py's leave-one-out)."""
+        self.mix = Counter(mix)
+        self._learning = False
 
     def open(self, session: Session) -> None:
         self.session = session
@@ -115,6 +122,8 @@ class GpuFragmentation:
         return found
 
     def _learn(self, session: Session) -> None:
+        if not self._learning:
+            return
         pending = {
             task.task.uid: task.task
             for job in session.snapshot.jobs.values()

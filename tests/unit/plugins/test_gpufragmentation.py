@@ -163,3 +163,11 @@ def test_weight_is_checked_at_load() -> None:
         "- plugins: [{name: gpufragmentation, arguments: {weight: 3}}]\n"
     )
     assert config.tiers[1][0].name == "gpufragmentation"
+
+
+def test_a_plugin_given_a_mix_learns_nothing_from_the_pods_it_sees() -> None:
+    plugin = GpuFragmentation({})
+    plugin.assume({WHOLE: 3})
+    objects = [gpu_node("a", 1), pod("p", requests={GPU_MILLI: "300"})]
+    Session(snapshot_of(objects), tiers=[[plugin]])
+    assert plugin.mix == Counter({WHOLE: 3})
