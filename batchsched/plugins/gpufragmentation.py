@@ -10,6 +10,16 @@ The mix is learnt from the pending pods the scheduler sees, each counted once wh
 first appears, so it follows the workload in the operator and is the whole trace in a
 replay. The plugin also picks the card a share goes to, so the binding's card is the one
 that was scored.
+
+Everything the score depends on comes from that mix, none of it fitted to a trace. A
+class counts only on the nodes its constraints allow, so each GPU model is weighed by
+the tasks that may use it. A placement's score falls with its excess: the GPU it
+strands for the average task of the mix beyond what it takes itself. The excess is
+measured in units of the smallest GPU request in the mix: less than one such unit is
+stranded space no task of the mix could have used, so such placements score almost
+alike; past a few units the placement is poor either way, and the scores, rounded to
+integers, tie so that those nodes go to the session's first-fit order, which keeps
+filling the same nodes rather than spreading pods.
 """
 
 from collections import Counter
@@ -19,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from batchsched.api.gpu import GpuDemand
+from batchsched.api.gpu import CARD_MILLI, GpuDemand
 from batchsched.api.resources import CPU
 from batchsched.cache.snapshot import IntArray, TaskInfo
 from batchsched.framework.plugin import MAX_NODE_SCORE
@@ -30,9 +40,6 @@ from batchsched.plugins.fragmentation import (
     TaskClass,
     task_class,
 )
-
-# Excess fragmentation, in milli, that halves a node's score (see _points).
-HALF_SCORE = 50.0
 
 
 class GpuFragmentation:
@@ -56,6 +63,7 @@ class GpuFragmentation:
         self.session = session
         self._learn(session)
         self.model = InstanceFragmentationModel(self.mix, session.snapshot.nodes)
+        self.unit = smallest_request(self.mix)
         cpu = session.snapshot.column[CPU]
         self.cpu_allocatable = session.snapshot.allocatable[:, cpu]
         self.cpu_column = cpu
@@ -109,7 +117,7 @@ class GpuFragmentation:
     def _evaluate(self, task: TaskClass, rows: IntArray) -> tuple[IntArray, IntArray]:
         free, sums, cpu_free = self.session.gpu.free[rows], self._sums[rows], self._cpu_free(rows)
         placement = self.model.placement(rows, free, sums, cpu_free, task, self._base[rows])
-        return _points(placement.delta, self.model.total_weight, task), placement.card
+        return _points(placement.delta, self.model.total_weight, task, self.unit), placement.card
 
     def _cpu_free(self, rows: IntArray) -> IntArray:
         free: IntArray = self.cpu_allocatable[rows] - self.session.requested[rows, self.cpu_column]
@@ -146,17 +154,22 @@ def _rows(touched: list[int]) -> IntArray:
     return np.array(touched if len(touched) == 1 else sorted(set(touched)), dtype=np.int64)
 
 
-def _points(delta: IntArray, total_weight: int, task: TaskClass) -> IntArray:
+def smallest_request(mix: Mapping[TaskClass, int]) -> int:
+    """The least GPU milli one task of the mix asks of a card (a whole card if none asks)."""
+    asked = [c.demand.milli for c, count in mix.items() if count > 0 and c.demand.cards]
+    return min(asked, default=CARD_MILLI)
+
+
+def _points(delta: IntArray, total_weight: int, task: TaskClass, unit: int) -> IntArray:
     """0..100, more for less added fragmentation.
 
     A placement can lower fragmentation by at most the GPU it takes, so `excess` >= 0
-    is how far it falls short of that ideal, in milli; the score halves at HALF_SCORE.
-    Steps are under a milli wide near the ideal and coarse far from it, so nodes that
-    are about equally poor tie and go to the session's first-fit order, which keeps
-    filling the same nodes (on the openb traces, ranking by exact deltas spreads pods
-    and allocates up to 0.3 % less).
+    is how far it falls short of that ideal, in milli; the score halves at an excess of
+    one `unit` (the mix's smallest request). Steps are under a milli wide near the ideal
+    for the openb traces' unit of 50 and coarse far from it, so nodes that are about
+    equally poor tie and go to the session's first-fit order.
     """
     if total_weight == 0:
         return np.zeros(len(delta), dtype=np.int64)
     excess = np.maximum(delta / total_weight + task.demand.total, 0.0)
-    return np.rint(MAX_NODE_SCORE * HALF_SCORE / (HALF_SCORE + excess)).astype(np.int64)
+    return np.rint(MAX_NODE_SCORE * unit / (unit + excess)).astype(np.int64)

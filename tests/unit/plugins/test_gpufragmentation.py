@@ -16,7 +16,7 @@ from batchsched.plugins.fragmentation import (
     Placement,
     TaskClass,
 )
-from batchsched.plugins.gpufragmentation import GpuFragmentation
+from batchsched.plugins.gpufragmentation import GpuFragmentation, _points, smallest_request
 
 from ..builders import Obj, decide, node, pod, snapshot_of
 
@@ -171,3 +171,23 @@ def test_a_plugin_given_a_mix_learns_nothing_from_the_pods_it_sees() -> None:
     objects = [gpu_node("a", 1), pod("p", requests={GPU_MILLI: "300"})]
     Session(snapshot_of(objects), tiers=[[plugin]])
     assert plugin.mix == Counter({WHOLE: 3})
+
+
+def test_the_score_scale_is_the_smallest_gpu_request_of_the_mix() -> None:
+    assert smallest_request(MIX) == 500
+    assert smallest_request({WHOLE: 2, CPU_ONLY: 5}) == 1000
+    assert smallest_request({CPU_ONLY: 1}) == 1000
+    # A placement short of the ideal by one unit scores half; by none, full marks.
+    delta = np.array([-1000 * 4, (500 - 1000) * 4], dtype=np.int64)
+    assert _points(delta, 4, WHOLE, 500).tolist() == [100, 50]
+
+
+def test_a_plugin_scores_by_the_unit_of_its_mix() -> None:
+    plugin = GpuFragmentation({})
+    objects = [
+        gpu_node("a", 1),
+        pod("p", requests={GPU_MILLI: "300"}),
+        pod("q", requests={GPU: "1"}),
+    ]
+    Session(snapshot_of(objects), tiers=[[plugin]])
+    assert plugin.unit == 300

@@ -100,7 +100,7 @@ def test_scores_kept_per_shape_follow_placements_on_any_pod_of_that_shape() -> N
         )
         kept = plugin._scores(task)
         assert kept.card.tolist() == fresh.card.tolist()
-        expected = _points(fresh.delta, plugin.model.total_weight, found)
+        expected = _points(fresh.delta, plugin.model.total_weight, found, plugin.unit)
         assert kept.points.tolist() == expected.tolist()
         node_row = session.best_node(task)
         assert node_row is not None
