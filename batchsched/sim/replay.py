@@ -11,7 +11,6 @@ Only the order differs (arrival, not queue share), and no reasons are worked out
 pods that fail, which would cost more than the replay itself.
 """
 
-import copy
 import dataclasses
 import time
 from collections import Counter
@@ -142,9 +141,12 @@ def arrivals(
     while any(demands) and requested < inflate * capacity:
         pick = int(rng.integers(len(pods)))
         copies += 1
-        extra = copy.deepcopy(pods[pick])
-        extra["metadata"]["name"] = f"{pods[pick]['metadata']['name']}-copy{copies}"
-        order.append(extra)
+        # Parsing never changes a pod, so a copy shares all but its metadata.
+        metadata = {
+            **pods[pick]["metadata"],
+            "name": f"{pods[pick]['metadata']['name']}-copy{copies}",
+        }
+        order.append({**pods[pick], "metadata": metadata})
         requested += demands[pick]
     return order
 

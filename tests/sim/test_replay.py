@@ -50,10 +50,13 @@ def test_arrivals_shuffle_the_trace_then_resample_up_to_the_inflation(
     trace: tuple[Path, Path],
 ) -> None:
     pods = read_pods(trace[1], scheduler_name=SCHEDULER)
+    given = [p["metadata"]["name"] for p in pods]
     capacity = 30 * 1000
     order = arrivals(pods, seed=42, inflate=1.3, capacity=capacity)
     names = [p["metadata"]["name"] for p in order]
-    originals = sorted(p["metadata"]["name"] for p in pods)
+    # Copies are renamed, never the pods they copy.
+    assert [p["metadata"]["name"] for p in pods] == given
+    originals = sorted(given)
     assert sorted(names[: len(pods)]) == originals
     assert names[: len(pods)] != [p["metadata"]["name"] for p in pods]
     assert len(order) > len(pods)
