@@ -10,6 +10,10 @@ scheduling gates gone), room freed on a node (a bound pod of any scheduler finis
 deleted), a node added or changed that may take pods, a new PodGroup. The rest (another
 scheduler's pending pod, a pod starting to run, a status the scheduler wrote itself)
 wait for the next periodic tick, so they cannot chain sessions back to back.
+
+It also times each pod of ours, and each gang, from when it could be scheduled to when
+it is seen bound (the SLI histograms of metrics.py): the watch is where both moments
+show, to the millisecond, where creationTimestamp has whole seconds only.
 """
 
 import asyncio
