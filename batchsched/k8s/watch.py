@@ -6,7 +6,7 @@ the session loop. The watch only reads: it writes nothing to the objects it sees
 
 Of the changes that get through, those a session would act on at once wake the loop
 (`Changes.note(urgent=True)`): a pod of ours that may now be scheduled (new, or its
-scheduling gates gone), room freed on a node (a bound pod of any scheduler finished or
+scheduling gates gone; in a gang, once as many members wait as its group asks for), room freed on a node (a bound pod of any scheduler finished or
 deleted), a node added or changed that may take pods, a new PodGroup. The rest (another
 scheduler's pending pod, a pod starting to run, a status the scheduler wrote itself)
 wait for the next periodic tick, so they cannot chain sessions back to back.
@@ -227,7 +227,7 @@ class Watch:
         if watched is PODS and self._confirms_bind(key, fingerprint, previous):
             self._time(key, obj)
             return key
-        self.changes.note(urgent=self._urgent(watched, key, obj, new=previous is None))
+        before = self.cache.tasks.get(key) if watched is PODS else None
         try:
             self.cache.apply(obj)
         except InvalidObject as error:
@@ -237,6 +237,7 @@ class Watch:
             self._logged.pop((watched.kind, key), None)
         if watched is PODS:
             self._time(key, obj)
+        self.changes.note(urgent=self._urgent(watched, key, obj, before, new=previous is None))
         return key
 
     def _time(self, key: str, obj: JSON) -> None:
@@ -291,22 +292,37 @@ class Watch:
             self.cache.tasks[key].placement = parse_placement(record)
         return True
 
-    def _urgent(self, watched: Watched, key: str, obj: JSON, *, new: bool) -> bool:
-        """Whether a session should run at once for this change (the module says which)."""
+    def _urgent(
+        self, watched: Watched, key: str, obj: JSON, before: Task | None, *, new: bool
+    ) -> bool:
+        """Whether a session should run at once for this change (the module says which);
+        `before` is the pod as the cache held it until then."""
         if watched.kind == "Node":
             return _takes_pods(obj)
         if watched.kind == "PodGroup":
             return new
         if watched is not PODS:
             return False
-        spec, before = obj["spec"], self.cache.tasks.get(key)
+        spec = obj["spec"]
         if _frees_room(before) and obj["status"].get("phase") in FINISHED:
             return True
         if spec.get("schedulerName", "default-scheduler") not in self.scheduler_names:
             return False
         if spec.get("nodeName") or spec.get("schedulingGates"):
             return False
-        return before is None or before.blocked is not None
+        return (before is None or before.blocked is not None) and self._gang_complete(key)
+
+    def _gang_complete(self, key: str) -> bool:
+        """Whether the pod's gang has the members waiting that its group asks for: a
+        session could place none of it before. A gang whose other members are bound
+        already (a member replaced) is placed at the next tick."""
+        gang_key = self._waiting[key][1] if key in self._waiting else None
+        if gang_key is None:
+            return True
+        task = self.cache.tasks[key]
+        group = self.cache.pod_groups.get(gang_key)
+        least = group.min_member if group is not None else task.group and task.group.min_available
+        return len(self._gangs[gang_key].waiting) >= (least or 1)
 
     def delete(self, watched: Watched, key: str) -> None:
         urgent = watched is PODS and _frees_room(self.cache.tasks.get(key))

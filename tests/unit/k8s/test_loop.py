@@ -267,3 +267,16 @@ async def test_a_steady_stream_is_not_held_back_past_the_longest_wait(
         await asyncio.sleep(0.001)
     assert len(started) > 2, "sessions ran while the stream went on"
     assert len(started) < i / 5, "and each took many pods"
+
+
+async def test_a_gang_starts_a_session_once_its_members_are_all_there(
+    running: tuple[SessionLoop, list[float]],
+) -> None:
+    loop, started = running
+    loop.watch.apply(GROUPS, pod_group("h", 3))
+    await sessions(started, 2)
+    for i in range(2):
+        loop.watch.apply(PODS, pod(f"h-{i}", group="h"))
+    await no_session_after(started, 2)
+    loop.watch.apply(PODS, pod("h-2", group="h"))
+    await sessions(started, 3)
