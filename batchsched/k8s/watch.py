@@ -6,8 +6,9 @@ the session loop. The watch only reads: it writes nothing to the objects it sees
 
 Of the changes that get through, those a session would act on at once wake the loop
 (`Changes.note(urgent=True)`): a pod of ours that may now be scheduled (new, or its
-scheduling gates gone; in a gang, once as many members wait as its group asks for), room freed on a node (a bound pod of any scheduler finished or
-deleted), a node added or changed that may take pods, a new PodGroup. The rest (another
+scheduling gates gone; in a gang, once as many members wait as its group asks for),
+room freed on a node (a bound pod of any scheduler finished or deleted), a node added or
+changed that may take pods, a new PodGroup. The rest (another
 scheduler's pending pod, a pod starting to run, a status the scheduler wrote itself)
 wait for the next periodic tick, so they cannot chain sessions back to back.
 
