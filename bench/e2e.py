@@ -224,7 +224,7 @@ async def raw_ceiling(
     # Timed as the end-to-end run is: until a watch has seen every pod bound.
     bound: dict[str, float] = {}
     done = asyncio.Event()
-    watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
+    watcher = asyncio.create_task(watch_bound(api, namespace, bound, expected=pods, done=done))
     await asyncio.sleep(1.0)
     collections = await settle(api, server)
     processes = {"control_plane": server, "client": [os.getpid()]}
@@ -266,9 +266,15 @@ async def delete_pods(api: Api, namespace: str, pods: int) -> None:
 
 
 async def watch_bound(
-    api: Api, namespace: str, expected: int, bound: dict[str, float], done: asyncio.Event
+    api: Api,
+    namespace: str,
+    bound: dict[str, float],
+    *,
+    expected: int | None = None,
+    done: asyncio.Event | None = None,
 ) -> None:
-    """Record when each pod is first seen with a node, until `expected` are.
+    """Record when each pod is first seen with a node; `done` is set once `expected`
+    are (without them, it records until cancelled).
 
     The API server drops a watcher that falls behind (this process is busy binding in
     the raw phase), so the watch resumes from the last version seen.
@@ -288,7 +294,7 @@ async def watch_bound(
                 name = obj["metadata"].get("name")
                 if event["type"] != "BOOKMARK" and obj["spec"].get("nodeName"):
                     bound.setdefault(name, time.monotonic())
-                    if len(bound) >= expected:
+                    if done is not None and expected is not None and len(bound) >= expected:
                         done.set()
                         return
 
@@ -410,7 +416,7 @@ async def timed_process(
     """Start the process on a quiet control plane and time it; stops it on leaving."""
     bound: dict[str, float] = {}
     done = asyncio.Event()
-    watcher = asyncio.create_task(watch_bound(api, namespace, pods, bound, done))
+    watcher = asyncio.create_task(watch_bound(api, namespace, bound, expected=pods, done=done))
     await asyncio.sleep(1.0)  # the watch is established before the process starts
     collections = await settle(api, server)
     processes = {"control_plane": server, "bench_watch": [os.getpid()]}

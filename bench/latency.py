@@ -42,14 +42,12 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from urllib.parse import urlencode
 
 from e2e import (
     CREATE_CONCURRENCY,
     POD_REQUESTS,
     REPO,
     SCHEDULER,
-    WATCH_SILENCE_SECONDS,
     bounded,
     control_plane_cpus,
     cpu_set,
@@ -57,6 +55,7 @@ from e2e import (
     create_nodes,
     free_port,
     pin,
+    watch_bound,
 )
 
 from batchsched.api.groups import OUR_API
@@ -133,24 +132,6 @@ async def until_scheduling(process: subprocess.Popen[bytes], port: int) -> None:
         if process.poll() is not None:
             raise RuntimeError(f"the operator exited with code {process.returncode}")
         await asyncio.sleep(0.2)
-
-
-async def watch_bound(api: Api, namespace: str, bound: dict[str, float]) -> None:
-    """Record when each pod of `namespace` is first seen with a node, until cancelled."""
-    listed = await api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1")
-    version = listed["metadata"]["resourceVersion"]
-    while True:
-        params = {"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true"}
-        path = f"/api/v1/namespaces/{namespace}/pods?{urlencode(params)}"
-        async with api.stream(path, silence=WATCH_SILENCE_SECONDS) as reply:
-            async for line in reply.lines():
-                event = json.loads(line)
-                obj = event["object"]
-                if event["type"] == "ERROR":
-                    raise RuntimeError(f"watch failed: {obj}")
-                version = obj["metadata"]["resourceVersion"]
-                if event["type"] != "BOOKMARK" and obj["spec"].get("nodeName"):
-                    bound.setdefault(obj["metadata"]["name"], time.monotonic())
 
 
 async def arrive(api: Api, namespace: str, name: str, size: int, created: dict[str, float]) -> None:
