@@ -92,16 +92,14 @@ class Proportion:
             for q in self.demand
             if not self.children[q] and (self.demand[q] > self.allocated[q])[self.shared].any()
         }
-        # Per victims of this session: each entry's queue as an index into `_names`, or -1.
+        # Queues in a fixed order, for arrays over queues (reclaim's checks).
         self._names = list(self.queues)
-        position = {name: i for i, name in enumerate(self._names)}
+        self._position = {name: i for i, name in enumerate(self._names)}
         # Each queue's parent as an index into `_names`, -1 at the top.
         self._up = np.array(
-            [-1 if q.parent is None else position[q.parent] for q in self.queues.values()],
+            [-1 if q.parent is None else self._position[q.parent] for q in self.queues.values()],
             dtype=np.int64,
         )
-        self._victims: Victims | None = None
-        self._victim_queue: IntArray = np.zeros(0, dtype=np.int64)
         session.valid_checks.append(self._invalid)
         session.enqueue_checks.append(self._enqueue_blocked)
         session.allocate_checks.append(self._over_capability)
@@ -349,17 +347,13 @@ class Proportion:
         return allowed
 
     def _victim_queues(self, victims: "Victims") -> IntArray:
-        """Each victim's queue as an index into `_names` (-1: none we share out), worked
-        out once per session's victims rather than per preemptor."""
-        if self._victims is not victims:
-            position = {name: i for i, name in enumerate(self._names)}
-            self._victim_queue = np.fromiter(
-                (position.get(name, -1) for name in victims.queue),
-                dtype=np.int64,
-                count=len(victims),
-            )
-            self._victims = victims
-        return self._victim_queue
+        """Each victim's queue as an index into `_names` (-1: none we share out), from
+        the victims' own queue numbering."""
+        lookup = np.full(len(victims.queue_names), -1, dtype=np.int64)
+        for name, number in victims.queue_names.items():
+            lookup[number] = self._position.get(name, -1)
+        found: IntArray = lookup[victims.queue_ids]
+        return found
 
     def _allocated(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         for name in self.lineage.get(job.queue, ()):
