@@ -39,8 +39,7 @@ class Victims:
     vecs: IntArray
     priority: IntArray
     creation: FloatArray
-    queue: list[str]
-    # Per entry, the index of its queue in `queue_names`, for masks by queue.
+    # Per entry, the number of its queue in `queue_names` ("" for no queue), for masks.
     queue_ids: IntArray
     queue_names: dict[str, int]
     # May be evicted at all (see the module docstring).
@@ -140,7 +139,8 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
     jobs: list[JobInfo | None] = []
     rows: list[int] = []
     priority: list[int] = []
-    queue: list[str] = []
+    queue_names: dict[str, int] = {}
+    queue_ids: list[int] = []
     evictable: list[bool] = []
     protected_by: list[tuple[int, ...]] = []
     members: dict[str, list[int]] = {}
@@ -154,7 +154,8 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
         jobs.append(job)
         rows.append(row)
         priority.append(_priority(task, job, classes, default))
-        queue.append(job.queue if job is not None else "")
+        name = job.queue if job is not None else ""
+        queue_ids.append(queue_names.setdefault(name, len(queue_names)))
         ours = task.scheduler_name in snapshot.scheduler_names
         evictable.append(
             (ours or other_schedulers)
@@ -181,8 +182,6 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
         if tasks
         else np.zeros((0, len(column)), dtype=np.int64)
     )
-    queue_names: dict[str, int] = {}
-    queue_ids = [queue_names.setdefault(name, len(queue_names)) for name in queue]
     gangs = {key: g for g, key in enumerate(k for k in members if snapshot.jobs[k].is_gang)}
     gang_ids = [-1 if job is None else gangs.get(job.key, -1) for job in jobs]
     return Victims(
@@ -192,7 +191,6 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
         vecs=vecs,
         priority=np.array(priority, dtype=np.int64),
         creation=np.array([t.creation for t in tasks], dtype=np.float64),
-        queue=queue,
         queue_ids=np.array(queue_ids, dtype=np.int64),
         queue_names=queue_names,
         evictable=np.array(evictable, dtype=np.bool_),
