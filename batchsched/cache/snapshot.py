@@ -128,6 +128,15 @@ class Snapshot:
     def column(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.resources)}
 
+    def job_of(self, task: Task) -> JobInfo | None:
+        """The job a pod belongs to, if the session knows it (ours, or a PodGroup)."""
+        return self.jobs.get(job_key(task))
+
+
+def job_key(task: Task) -> str:
+    """Its group's key, or for a pod of no group its own, marked apart from groups'."""
+    return task.group.key if task.group is not None else f"pod:{task.key}"
+
 
 def take_snapshot(cache: ClusterCache, *, now: float, scheduler_names: Collection[str]) -> Snapshot:
     names = set(BASE_RESOURCES)
@@ -360,7 +369,7 @@ class _JobBuilder:
         if ref is None:
             if not ours:
                 return None
-            key = f"pod:{task.key}"
+            key = job_key(task)
             job = JobInfo(
                 key=key,
                 namespace=task.namespace,

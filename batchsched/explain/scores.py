@@ -31,7 +31,7 @@ def scores_of(ran: Ran, key: str) -> list[NodeScore]:
         return []
     row, pod = found
     info = TaskInfo(task=pod, vec=ran.vector(pod.request), priority=0, gpu=gpu_demand(pod.request))
-    job = ran.snapshot.jobs.get(pod.group.key if pod.group is not None else f"pod:{key}")
+    job = ran.snapshot.job_of(pod)
     if pod.gpu_index:
         session.gpu.placed.setdefault(key, pod.gpu_index)
     if job is not None:

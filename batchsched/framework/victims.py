@@ -148,7 +148,7 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
     for row, task in snapshot.placed:
         if task.deleting:
             continue
-        job = snapshot.jobs.get(task.group.key if task.group else f"pod:{task.key}")
+        job = snapshot.job_of(task)
         index = len(tasks)
         tasks.append(task)
         jobs.append(job)

@@ -236,7 +236,7 @@ class Proportion:
                     allowed[constraints] = self.session.allowed(constraints)
                 mask |= allowed[constraints]
         for row, pod in snapshot.placed:
-            owner = snapshot.jobs.get(pod.group.key if pod.group else f"pod:{pod.key}")
+            owner = snapshot.job_of(pod)
             if owner is not None and owner.queue in top:
                 reach[top[owner.queue]][row] = True
         return reach
