@@ -29,7 +29,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.groups import POD_GROUP_APIS
 from batchsched.api.meta import describe
-from batchsched.api.objects import Task
+from batchsched.api.objects import Node, Task
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.cache.cluster import QUEUE_APIS, ClusterCache
 from batchsched.k8s.status import ObjectRef, StatusWriter, object_ref, target_kind
@@ -258,7 +258,7 @@ class Watch:
         # Listed at start-up: it has waited since it was created, as far as anyone knows.
         since = now if task is None or self.synced.is_set() else min(task.creation, now)
         group = task.group if task is not None else None
-        gang_key = None if group is None else f"{group.namespace}/{group.name}"
+        gang_key = None if group is None else group.key
         self._waiting[key] = (since, gang_key)
         if gang_key is not None:
             gang = self._gangs.setdefault(gang_key, _Gang(set(), since))
@@ -299,7 +299,7 @@ class Watch:
         """Whether a session should run at once for this change (the module says which);
         `before` is the pod as the cache held it until then."""
         if watched.kind == "Node":
-            return _takes_pods(obj)
+            return _takes_pods(self.cache.nodes.get(key))
         if watched.kind == "PodGroup":
             return new
         if watched is not PODS:
@@ -368,17 +368,15 @@ class Watch:
             log.warning("%s cannot be used: %s", describe(obj), message)
 
 
-def _takes_pods(node: JSON) -> bool:
-    """Whether a node may take pods now: not cordoned, nor (as every node comes in, until
-    its kubelet reports) tainted not ready. A node that may not is looked at on the next
-    tick; the change that readies it wakes the loop."""
-    spec = node["spec"]
-    taints = spec.get("taints") or []
-    ready = [c.get("status") for c in node["status"].get("conditions") or []]
+def _takes_pods(node: Node | None) -> bool:
+    """Whether a node, as parsed, may take pods now: not cordoned, nor (as every node
+    comes in, until its kubelet reports) not ready. A node that may not is looked at on
+    the next tick; the change that readies it wakes the loop."""
     return (
-        not spec.get("unschedulable")
-        and not any(t.get("key") in NOT_READY_TAINTS for t in taints)
-        and ready in ([], ["True"])
+        node is not None
+        and node.ready
+        and not node.unschedulable
+        and not any(t.key in NOT_READY_TAINTS for t in node.taints)
     )
 
 
