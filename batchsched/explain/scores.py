@@ -5,7 +5,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from batchsched.api.gpu import gpu_demand
 from batchsched.cache.snapshot import IntArray, TaskInfo
 from batchsched.explain.session import Ran, filter_name
 from batchsched.framework.plugin import BoolArray
@@ -25,29 +24,21 @@ class NodeScore:
 def scores_of(ran: Ran, key: str) -> list[NodeScore]:
     """The pod's node and the best others that pass every filter, best first; empty
     when the pod holds no node or nothing scores."""
-    found = next(((row, pod) for row, pod in ran.snapshot.placed if pod.key == key), None)
     session = ran.session
-    if found is None or not (session.scorers or session.normalized_scorers):
+    if not (session.scorers or session.normalized_scorers):
         return []
-    row, pod = found
-    info = TaskInfo(task=pod, vec=ran.vector(pod.request), priority=0, gpu=gpu_demand(pod.request))
-    job = ran.snapshot.job_of(pod)
-    if pod.gpu_index:
-        session.gpu.placed.setdefault(key, pod.gpu_index)
-    if job is not None:
-        # Through the session, so every plugin forgets the pod as it would a victim.
-        session.deallocate(job, info, row)
-    else:
-        session.requested[row] -= info.vec
-        session.free[row] += info.vec
+    # Scored as if it were not there yet: taken off its node as a victim would be, so
+    # every plugin forgets it, then put back. A pod already terminating is not scored.
+    victims = session.victims
+    index = next((i for i, pod in enumerate(victims.tasks) if pod.key == key), None)
+    if index is None:
+        return []
+    row, info = int(victims.rows[index]), victims.info(index)
+    session.evict(index)
     try:
         feasible, parts = _score(ran, info)
     finally:
-        if job is not None:
-            session.allocate(job, info, row)
-        else:
-            session.requested[row] += info.vec
-            session.free[row] -= info.vec
+        session.restore(index)
     feasible[row] = True  # it runs there, whatever the filters say of a second copy
     total = sum(parts.values(), np.zeros(session.node_count, dtype=np.int64))
     ranked = np.flatnonzero(feasible)
