@@ -199,19 +199,36 @@ class FragmentationModel:
 
 
 class InstanceFragmentationModel(FragmentationModel):
-    """Idle milli a class cannot use once as many of its tasks as fit are counted."""
+    """Idle milli a class cannot use once as many of its tasks as fit are counted.
+
+    How many tasks fit by cards depends on a shape's GPU demand only, and how many by CPU
+    on its CPU only, so both are counted per distinct demand and per distinct CPU request
+    and then combined per shape: a workload has far fewer of each than shapes, and
+    counting per card (a division per card) is most of the work.
+    """
 
     def __init__(self, mix: Mapping[TaskClass, int], nodes: Sequence[Node]) -> None:
         super().__init__(mix, nodes)
-        self.shares = (self.cards == 1) & (self.milli < CARD_MILLI)
-        # A task's GPU milli, and how many of the counted cards one task takes.
+        demands, self.demand_of = np.unique(
+            np.column_stack((self.cards, self.milli)).reshape(-1, 2), axis=0, return_inverse=True
+        )
+        cards, milli = demands[:, 0], demands[:, 1]
+        self.demand_of = self.demand_of.ravel()
+        cpus, self.cpu_of = np.unique(self.cpu, return_inverse=True)
+        self.cpu_of = self.cpu_of.ravel()
+        # Per demand: is it a share of one card, what it divides a card's free milli by,
+        # and how many of the counted cards one task takes.
+        self.shares: IntArray = (cards == 1) & (milli < CARD_MILLI)
+        self.divisor: IntArray = np.maximum(milli, 1)
+        self.per_task: IntArray = np.where(self.shares, 1, np.maximum(cards, 1))
+        # Per CPU request: its divisor; a request of none fits without limit.
+        self.cpu_divisor: IntArray = np.maximum(cpus, 1)
+        self.cpu_unlimited: BoolArray = cpus == 0
+        # Per shape: a task's GPU milli.
         self.each: IntArray = self.cards * self.milli
-        self.per_task: IntArray = np.where(self.shares, 1, np.maximum(self.cards, 1))
-        self.divisor: IntArray = np.maximum(self.milli, 1)
-        self.cpu_divisor: IntArray = np.maximum(self.cpu, 1)
 
     def per_card(self, free: IntArray) -> IntArray:
-        """How many tasks of a share class fit on the card; for the rest, is it whole."""
+        """How many tasks of a share demand fit on the card; for the rest, is it whole."""
         whole = free[..., None] == CARD_MILLI
         counted: IntArray = np.where(self.shares, free[..., None] // self.divisor, whole)
         return counted[..., None, :]
@@ -219,6 +236,7 @@ class InstanceFragmentationModel(FragmentationModel):
     def usable(self, sums: IntArray, idle: IntArray, cpu_free: IntArray) -> IntArray:
         by_cards = sums[:, 0] // self.per_task
         fit_cpu = np.maximum(cpu_free, 0)[:, None] // self.cpu_divisor
-        by_cpu = np.where(self.cpu > 0, fit_cpu, _UNLIMITED)
-        usable: IntArray = np.minimum(np.minimum(by_cards, by_cpu) * self.each, idle[:, None])
+        by_cpu = np.where(self.cpu_unlimited, _UNLIMITED, fit_cpu)
+        fit = np.minimum(by_cards[:, self.demand_of], by_cpu[:, self.cpu_of])
+        usable: IntArray = np.minimum(fit * self.each, idle[:, None])
         return usable

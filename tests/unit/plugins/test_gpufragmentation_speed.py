@@ -107,3 +107,25 @@ def test_scores_kept_per_shape_follow_placements_on_any_pod_of_that_shape() -> N
         statement = Statement(session, job)
         statement.allocate(task, node_row)
         statement.commit()
+
+
+def test_counts_per_demand_and_per_cpu_combine_into_each_shape_as_alone() -> None:
+    # Shapes crossing three CPU requests with three demands, several sharing each.
+    crossed = {
+        TaskClass(cpu, demand, Constraints()): 1 + i
+        for i, (cpu, demand) in enumerate(
+            (cpu, demand)
+            for cpu in (0, 2000, 6000)
+            for demand in (GpuDemand(1, 300), GpuDemand(1, 1000), GpuDemand(2, 1000))
+        )
+    }
+    model = InstanceFragmentationModel(crossed, NODES)
+    assert len(model.cpu) == 9 and len(model.divisor) == 3 and len(model.cpu_divisor) == 3
+    rows = np.arange(3, dtype=np.int64)
+    free = np.array([[1000, 1000], [700, 1000], [300, 0]], dtype=np.int64)
+    cpu = np.array([16000, 5000, 1000], dtype=np.int64)
+    separate = [
+        InstanceFragmentationModel({c: n}, NODES).measure(rows, free, cpu)
+        for c, n in crossed.items()
+    ]
+    assert model.measure(rows, free, cpu).tolist() == np.sum(separate, axis=0).tolist()
