@@ -19,7 +19,7 @@ from typing import Any
 
 from batchsched.api.groups import OUR_API
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import take_snapshot
+from batchsched.cache.keeper import take_snapshot
 from batchsched.explain.analysis import explain
 from batchsched.explain.render import to_text
 from batchsched.explain.session import run_once

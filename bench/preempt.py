@@ -28,7 +28,7 @@ from typing import Any
 
 from batchsched.api.groups import OUR_API
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import take_snapshot
+from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
 from batchsched.framework.decisions import Decisions
 from batchsched.framework.session import Timings

@@ -6,7 +6,7 @@ they wait instead of disappearing.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from batchsched.api.budgets import DisruptionBudget, budget_from_object
@@ -16,6 +16,7 @@ from batchsched.api.meta import Obj, describe, name_of, namespace_of
 from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.nodes import node_from_object
 from batchsched.api.objects import Namespace, Node, PodGroup, PriorityClass, Queue, Task
+from batchsched.api.placement import Placement
 from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
 from batchsched.api.volumes import (
@@ -80,6 +81,25 @@ class Refusal:
     count: int
 
 
+@dataclass(slots=True)
+class Changes:
+    """What changed since a SnapshotKeeper (keeper.py) last took a snapshot."""
+
+    # Keys of pods added, changed (bound, assumed, refused...) or deleted.
+    pods: set[str] = field(default_factory=set)
+    # Keys of PodGroups added, changed or deleted.
+    groups: set[str] = field(default_factory=set)
+    # A node changed: the node arrays are taken again, and pods' rows too if the set of
+    # nodes did.
+    nodes: bool = False
+    # A queue, priority class or namespace changed: every job may read one.
+    everything: bool = False
+
+
+# Kinds whose change may reach every job: their queues and priorities.
+CONTEXT_KINDS = ("Queue", "PriorityClass", "Namespace")
+
+
 class ClusterCache:
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
@@ -122,6 +142,9 @@ class ClusterCache:
         # Queue name -> the apiVersion of the Queue (valid or not) that stands for it:
         # where its status goes.
         self.queue_apis: dict[str, str] = {}
+        # What changed since snapshots were last taken; None while no SnapshotKeeper
+        # follows the cache (the simulator's), so nothing is logged for nobody.
+        self.changes: Changes | None = None
 
     def apply(self, obj: Obj, *, deleted: bool = False) -> None:
         """Record an added, changed or deleted object of one of KINDS.
@@ -134,6 +157,16 @@ class ClusterCache:
             raise InvalidObject(f"{describe(obj)}: kind {kind!r} is not one of {', '.join(KINDS)}")
         key = self._key(obj, namespaced=kind in NAMESPACED_KINDS)
         self._sequence += 1.0
+        if self.changes is not None:
+            before = self._context(str(kind), key)
+            try:
+                self._apply(str(kind), key, obj, deleted=deleted)
+            finally:
+                self._note(str(kind), key, before)
+        else:
+            self._apply(str(kind), key, obj, deleted=deleted)
+
+    def _apply(self, kind: str, key: str, obj: Obj, *, deleted: bool) -> None:
         if kind == "PodGroup":
             self._apply_group(key, obj, deleted=deleted)
             return
@@ -159,7 +192,7 @@ class ClusterCache:
                 lambda: storage_capacity_from_object(obj),
             ),
         }
-        store, parse = handlers[str(kind)]
+        store, parse = handlers[kind]
         if kind == "Pod":
             self.rejected_pods.pop(key, None)
         elif kind in STORAGE_KINDS:
@@ -182,6 +215,34 @@ class ClusterCache:
             elif kind in STORAGE_KINDS:
                 self.rejected_storage[f"{kind} {key}"] = str(error)
             raise
+
+    def _context(self, kind: str, key: str) -> object:
+        """What snapshots read of a node or a context kind's object, to tell a real
+        change from a rewrite (our own status on a Queue, a node's heartbeat)."""
+        if kind == "Node":
+            return self.nodes.get(key)
+        if kind == "Queue":
+            return (self.queues.get(key), self.rejected_queues.get(key))
+        if kind == "PriorityClass":
+            return self.priority_classes.get(key)
+        if kind == "Namespace":
+            return self.namespaces.get(key)
+        return None
+
+    def _note(self, kind: str, key: str, before: object) -> None:
+        changes = self.changes
+        assert changes is not None
+        if kind == "Pod":
+            changes.pods.add(key)
+        elif kind == "PodGroup":
+            changes.groups.add(key)
+        elif (kind == "Node" or kind in CONTEXT_KINDS) and self._context(kind, key) != before:
+            changes.nodes |= kind == "Node"
+            changes.everything |= kind != "Node"
+
+    def _changed_pod(self, key: str) -> None:
+        if self.changes is not None:
+            self.changes.pods.add(key)
 
     def _apply_group(self, key: str, obj: Obj, *, deleted: bool) -> None:
         """PodGroups of one name in several APIs are kept apart, so deleting one leaves
@@ -237,6 +298,7 @@ class ClusterCache:
         task.node_name = node_name
         task.gpu_index = gpu_index
         self.assumed[task_key] = (node_name, gpu_index)
+        self._changed_pod(task_key)
 
     def forget(self, task_key: str) -> None:
         """Undo an assumed bind that the API server refused."""
@@ -245,6 +307,7 @@ class ClusterCache:
         if assumed is not None and task is not None and task.node_name == assumed[0]:
             task.node_name = None
             task.gpu_index = ()
+            self._changed_pod(task_key)
 
     def refuse(self, task_key: str, message: str, *, now: float) -> None:
         """The bind was refused for a reason a retry at once would meet again: the pod
@@ -252,10 +315,15 @@ class ClusterCache:
         count = self.refusals[task_key].count + 1 if task_key in self.refusals else 1
         wait = min(REFUSAL_BACKOFF_SECONDS * 2 ** (count - 1), MAX_REFUSAL_BACKOFF_SECONDS)
         self.refusals[task_key] = Refusal(message, now + wait, count)
+        self._changed_pod(task_key)
 
-    def confirm(self, task_key: str) -> None:
-        """The pod now shows the assumed node: the bind is done, nothing else changed."""
+    def confirm(self, task_key: str, *, placement: Placement | None = None) -> None:
+        """The pod now shows the assumed node: the bind is done, and nothing else changed
+        but the gang's placement record, which rides on its first member's Binding."""
         self.assumed.pop(task_key, None)
+        if placement is not None:
+            self.tasks[task_key].placement = placement
+            self._changed_pod(task_key)
 
     def _keep_assumption(self, key: str, task: Task) -> None:
         """An update that still shows no node keeps the assumed bind; a node ends it."""

@@ -7,7 +7,8 @@ import numpy as np
 
 from batchsched.actions import ACTIONS
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import IntArray, Snapshot, TaskInfo, take_snapshot
+from batchsched.cache.keeper import take_snapshot
+from batchsched.cache.snapshot import IntArray, Snapshot, TaskInfo
 from batchsched.framework.config import SchedulerConfig
 from batchsched.framework.decisions import Decisions
 from batchsched.framework.plugin import NodeFilter, Plugin

@@ -106,23 +106,40 @@ class GpuCards:
     def _hold_bound(self, holders: Iterable[tuple[int, Task, tuple[int, ...]]]) -> None:
         """Count the cards of pods already bound.
 
-        Pods that name valid cards keep them; the rest (bound by another scheduler, or
-        before their annotation was written) are put best fit after them. A card claimed
-        beyond its size is clamped at zero rather than trusted to be free.
+        Pods that name valid cards keep them, counted together in one pass over the
+        arrays (a large cluster has tens of thousands); the rest (bound by another
+        scheduler, or before their annotation was written) are put best fit after them.
+        A card claimed beyond its size is clamped at zero rather than trusted to be free.
         """
         later: list[tuple[int, GpuDemand]] = []
-        for row, task, cards in holders:
-            demand = gpu_demand(task.request)
-            if len(set(cards)) == demand.cards and all(c < self.count[row] for c in cards):
-                self._hold(row, cards, demand.milli)
+        demands: dict[tuple[object, ...], GpuDemand] = {}
+        counts: list[int] = self.count.tolist()
+        rows: list[int] = []
+        cards: list[int] = []
+        milli: list[int] = []
+        for row, task, named in holders:
+            demand = demands.get(task.shape_key)
+            if demand is None:
+                demand = demands[task.shape_key] = gpu_demand(task.request)
+            if len(set(named)) == demand.cards and all(c < counts[row] for c in named):
+                rows += [row] * len(named)
+                cards += named
+                milli += [demand.milli] * len(named)
             else:
                 later.append((row, demand))
+        if rows:
+            taken = np.zeros_like(self.free)
+            np.add.at(taken, (rows, cards), milli)
+            self.free = np.maximum(self.free - taken, 0)
+            self.idle = self.free.sum(axis=1)
+            self.whole = (self.free == CARD_MILLI).sum(axis=1)
+            self.largest = self.free.max(axis=1, initial=0)
         for row, demand in later:
             if self.fits(demand, np.array([row]))[0]:
-                cards = self._best_fit(row, demand)
+                chosen = self._best_fit(row, demand)
             else:
-                cards = tuple(int(c) for c in np.argsort(-self.free[row], kind="stable"))
-            self._hold(row, cards[: demand.cards], demand.milli)
+                chosen = tuple(int(c) for c in np.argsort(-self.free[row], kind="stable"))
+            self._hold(row, chosen[: demand.cards], demand.milli)
 
     def _hold(self, row: int, cards: tuple[int, ...], milli: int) -> None:
         for card in cards:

@@ -12,8 +12,9 @@ still go in a few sessions; and events that arrive while a session runs are take
 the next one, which starts when it ends. Other changes (another scheduler's pending
 pods, queues, storage) are acted on at the next periodic tick, every `schedulePeriod`.
 
-Each session runs in a forked child process at a lower CPU priority (forked.py says
-why), which takes its snapshot of the cache as it was at the fork, so a long session
+Each session's snapshot is taken in the event loop from the last one and what changed
+since (cache/keeper.py), which costs the changes, not the cluster. The session then runs
+in a forked child process at a lower CPU priority (forked.py says why), so a long session
 (tens of thousands of pods) does not stall watches, binds in flight or the lease. Each
 job's bindings come back to the event loop the moment the session commits them and go to
 the binder at once, so the API server is binding the first gangs while later ones are
@@ -51,7 +52,8 @@ from prometheus_client import Gauge
 
 from batchsched.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, ResourceList, to_base_units
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import take_snapshot
+from batchsched.cache.keeper import SnapshotKeeper
+from batchsched.cache.snapshot import Snapshot
 from batchsched.framework.config import SchedulerConfig, run_session
 from batchsched.framework.decisions import Binding, Decisions
 from batchsched.framework.session import Timings
@@ -106,6 +108,7 @@ class SessionLoop:
         self.evictor = evictor
         self.leading = leading
         self.revisit_seconds = revisit_seconds
+        self.keeper = SnapshotKeeper(self.cache, scheduler_names=config.scheduler_names)
         self._last: float | None = None
         self._waiting = False
         self._peak_rss = 0
@@ -182,8 +185,9 @@ class SessionLoop:
         self._dropped.clear()
         self._decided = 0
         with self.binder.deciding():
+            snapshot = self.keeper.take(now=time.time())
             finished = await run_forked(
-                partial(_decide, self.cache, self.config, time.time()), on_message=self._accept
+                partial(_decide, snapshot, self.config), on_message=self._accept
             )
         decisions, usage, timings = finished.result
         self._peak_rss = max(self._peak_rss, finished.peak_rss_bytes)
@@ -246,16 +250,12 @@ class SessionLoop:
 
 
 def _decide(
-    cache: ClusterCache,
+    snapshot: Snapshot,
     config: SchedulerConfig,
-    now: float,
     commit: Callable[[Sequence[Binding]], None],
 ) -> tuple[Decisions, Usage, Timings]:
-    """The session, as the forked child runs it on the cache as it was at the fork; the
-    event loop goes on meanwhile, even while the snapshot is taken (a quarter of a
-    second at 50,000 pods). The bindings reached the loop job by job (`commit`), so
-    they do not travel again."""
-    snapshot = take_snapshot(cache, now=now, scheduler_names=config.scheduler_names)
+    """The session, as the forked child runs it; the event loop goes on meanwhile. The
+    bindings reached the loop job by job (`commit`), so they do not travel again."""
     timings = Timings()
     decisions = run_session(snapshot, config, timings=timings, on_commit=commit)
     return replace(decisions, bindings=[]), summarize(snapshot, decisions), timings

@@ -286,11 +286,10 @@ class Watch:
             return False
         if fingerprint[0] != previous[0]:
             return False
-        self.cache.confirm(key)
-        # The gang's placement record rides on its first member's Binding.
         _, _, record = written
-        if isinstance(record, str):
-            self.cache.tasks[key].placement = parse_placement(record)
+        self.cache.confirm(
+            key, placement=parse_placement(record) if isinstance(record, str) else None
+        )
         return True
 
     def _urgent(

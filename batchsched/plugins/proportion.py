@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from batchsched.api.objects import Constraints
 from batchsched.api.resources import PODS, format_amount
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
+from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo, job_key
 from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
@@ -235,10 +235,15 @@ class Proportion:
                 if constraints not in allowed:
                     allowed[constraints] = self.session.allowed(constraints)
                 mask |= allowed[constraints]
+        # The rows of the pods running in each top-level queue, marked at once.
+        rows: dict[str, list[int]] = {name: [] for name in reach}
+        queue_of = {key: top[job.queue] for key, job in snapshot.jobs.items() if job.queue in top}
         for row, pod in snapshot.placed:
-            owner = snapshot.job_of(pod)
-            if owner is not None and owner.queue in top:
-                reach[top[owner.queue]][row] = True
+            name = queue_of.get(job_key(pod))
+            if name is not None:
+                rows[name].append(row)
+        for name, marked in rows.items():
+            reach[name][marked] = True
         return reach
 
     def _invalid(self, job: JobInfo) -> str | None:

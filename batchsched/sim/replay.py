@@ -25,7 +25,8 @@ from batchsched.api.gpu import CARD_MILLI, gpu_demand, node_cards
 from batchsched.api.pods import task_from_pod
 from batchsched.api.resources import CPU
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import IntArray, JobInfo, take_snapshot
+from batchsched.cache.keeper import take_snapshot
+from batchsched.cache.snapshot import IntArray, JobInfo
 from batchsched.framework.config import SchedulerConfig
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement

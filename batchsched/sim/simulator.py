@@ -43,7 +43,8 @@ from batchsched.api.meta import annotations_of, creation_of, describe, name_of, 
 from batchsched.api.objects import Requirement
 from batchsched.api.volumes import ClaimRef, NodeTerms, Volume
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import Snapshot, take_snapshot
+from batchsched.cache.keeper import take_snapshot
+from batchsched.cache.snapshot import Snapshot
 from batchsched.framework.config import SchedulerConfig, run_session
 from batchsched.framework.decisions import ClaimBinding, Decisions, Eviction, Nomination
 

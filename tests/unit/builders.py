@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import Snapshot, TaskInfo, take_snapshot
+from batchsched.cache.keeper import take_snapshot
+from batchsched.cache.snapshot import Snapshot, TaskInfo
 from batchsched.framework.config import SchedulerConfig, default_config, load_config, run_session
 from batchsched.framework.decisions import Decisions
 

@@ -9,7 +9,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.objects import Queue
 from batchsched.api.queues import check_hierarchy, queue_from_object
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import take_snapshot
+from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
 
 from ..builders import SCHEDULER, gang, node, placements

@@ -5,7 +5,7 @@ import pytest
 
 from batchsched.api.errors import InvalidObject
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import take_snapshot
+from batchsched.cache.keeper import take_snapshot
 
 from ..builders import (
     SCHEDULER,

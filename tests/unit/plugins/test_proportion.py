@@ -6,7 +6,7 @@ import pytest
 
 from batchsched.api.errors import InvalidObject
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import take_snapshot
+from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
 
 from ..builders import SCHEDULER, Obj, decide, gang, node, placements, pod, pod_group, queue

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.cache.snapshot import take_snapshot
+from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
 from batchsched.framework.decisions import ClaimBinding
 from batchsched.plugins.volumebinding import BIND_CONFLICT, MAX_VOLUME_COUNT

@@ -1,0 +1,281 @@
+"""Jobs from pods and PodGroups: which pods go together, their priorities and queues.
+
+Everything a job needs beyond its own members and group is read from the cache's
+cluster-wide kinds (queues, priority classes, namespaces), which is why a change to
+one of those rebuilds every job (keeper.py).
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from batchsched.api.gpu import gpu_demand
+from batchsched.api.objects import GroupRef, PodGroup, Queue, QueueName, Task
+from batchsched.api.placement import Placement
+from batchsched.api.pods import LIGHTWEIGHT_MIN_LABEL
+from batchsched.api.queues import DEFAULT_QUEUE, check_hierarchy
+from batchsched.cache.cluster import ClusterCache
+from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo, job_key
+
+
+def _reserve(job: JobInfo, placements: list[Placement], node_rows: Mapping[str, int]) -> None:
+    """Hold for each pending member the node its newest recorded placement gave it; a
+    member whose node is gone holds nothing and is placed afresh, still ahead of others."""
+    for info in job.pending:
+        for placement in reversed(placements):
+            node = placement.node_for(info.task.name, info.task.uid)
+            if node is not None:
+                info.reserved = node_rows.get(node)
+                job.resumes = True
+                break
+
+
+def _some(names: list[str], *, shown: int = 3) -> str:
+    """Up to `shown` names, then how many more: a message stays readable for a big gang."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def usable_queues(cache: ClusterCache) -> tuple[dict[str, Queue], dict[str, str]]:
+    """The queues jobs may use, and why each other Queue may not: as parsed, or for its
+    place in the tree of parents, which only all the queues together can tell."""
+    queues = dict(cache.queues)
+    # The default queue is implied only while no Queue of that name exists.
+    if DEFAULT_QUEUE not in cache.rejected_queues:
+        queues.setdefault(DEFAULT_QUEUE, Queue(name=DEFAULT_QUEUE))
+    rejected = dict(cache.rejected_queues)
+    rejected.update(check_hierarchy(queues, rejected=rejected))
+    return {name: q for name, q in queues.items() if name not in rejected}, rejected
+
+
+class JobBuilder:
+    """Groups tasks into jobs, resolving priorities, queues and group references on the way.
+
+    A job is built from its PodGroup (if any) and its own members alone, so any set of
+    jobs can be built afresh: every job of the cluster for a whole snapshot, or just
+    those whose pods or group changed (keeper.py). The members of each job must all be
+    added, those of no other job are needed."""
+
+    def __init__(
+        self,
+        cache: ClusterCache,
+        *,
+        scheduler_names: frozenset[str],
+        width: int,
+        now: float,
+        queues: Mapping[str, Queue],
+        rejected_queues: Mapping[str, str],
+        groups: Iterable[PodGroup],
+    ) -> None:
+        self.cache = cache
+        self.queues = queues
+        # Why each Queue that is not in `queues` was refused, its place in the tree included.
+        self.rejected_queues = rejected_queues
+        self.width = width
+        self.now = now
+        self.scheduler_names = scheduler_names
+        self.jobs: dict[str, JobInfo] = {}
+        # Job key -> the placements recorded on its members.
+        self.placements: dict[str, list[Placement]] = defaultdict(list)
+        # Job key -> the queue its first member to name one names (jobs without a PodGroup).
+        self.pod_queues: dict[str, QueueName] = {}
+        # Group key -> other schedulers' pods naming a group with no PodGroup, seen
+        # before any pod of ours made it a job: they count once it is, whatever the order.
+        self.strays: dict[str, list[tuple[Task, IntArray]]] = defaultdict(list)
+        default = [pc.value for pc in cache.priority_classes.values() if pc.global_default]
+        self.default_priority = max(default, default=0)
+        for group in groups:
+            self.jobs[group.key] = self._job_for_group(group)
+
+    def add(self, task: Task, vec: IntArray) -> None:
+        ours = task.scheduler_name in self.scheduler_names
+        job = self._job_of(task, ours=ours)
+        if job is None:
+            if task.group is not None:
+                self.strays[task.group.key].append((task, vec))
+            return
+        job.total += 1
+        job.served |= ours
+        if task.queue is not None and job.group is None:
+            self._pod_names_queue(job, task.queue)
+        if task.placement is not None:
+            self.placements[job.key].append(task.placement)
+        if task.phase == "Succeeded":
+            job.succeeded += 1
+        elif task.phase == "Failed":
+            job.failed += 1
+        elif task.node_name is not None:
+            job.bound += 1
+            job.allocated = job.allocated + vec
+            job.running += task.phase == "Running"
+        elif ours and not task.deleting:
+            priority, error = self._priority(task.priority, task.priority_class_name)
+            refusal = self.cache.refusals.get(task.key)
+            if refusal is not None and self.now < refusal.until:
+                error = error or refusal.message
+            job.pending.append(
+                TaskInfo(
+                    task=task,
+                    vec=vec,
+                    priority=priority,
+                    error=error,
+                    gpu=gpu_demand(task.request),
+                    preempts=self._policy(task) != "Never",
+                )
+            )
+
+    def finish(self, node_rows: Mapping[str, int]) -> dict[str, JobInfo]:
+        for key, strays in self.strays.items():
+            if key in self.jobs:
+                for task, vec in strays:
+                    self.add(task, vec)
+        for job in self.jobs.values():
+            if job.group is None or not job.group.priority_class_name:
+                # A job whose PodGroup names no class is as urgent as its pods.
+                job.priority = max((t.priority for t in job.pending), default=job.priority)
+            named = self._named_queue(job)
+            if named is not None:
+                job.queue = named.name
+                job.error = job.error or self._missing_queue(named)
+        for key, placements in self.placements.items():
+            _reserve(self.jobs[key], sorted(placements, key=lambda p: p.at), node_rows)
+        for job in self.jobs.values():
+            for info in job.pending:
+                if info.task.nominated_node is not None:
+                    info.nominated = node_rows.get(info.task.nominated_node)
+                    job.nominated = True
+        return self.jobs
+
+    def _pod_names_queue(self, job: JobInfo, named: QueueName) -> None:
+        """Members of one group that name different queues leave it waiting: picking
+        either would put the other's work under a share it was not meant for."""
+        first = self.pod_queues.setdefault(job.key, named)
+        if first.name != named.name:
+            job.error = job.error or (
+                f"gang {job.key}: its pods name different queues, {first.name!r} "
+                f"(named by {first.source}) and {named.name!r} (named by {named.source})"
+            )
+
+    def _named_queue(self, job: JobInfo) -> QueueName | None:
+        """Where the job's queue is named, unless by its PodGroup's spec.queue, which
+        always wins; then its pods' annotation (jobs without a PodGroup), then its
+        namespace's. None leaves the job where it is: its PodGroup's queue or the default."""
+        if job.group is not None and job.group.queue_explicit:
+            return None
+        if job.group is None and job.key in self.pod_queues:
+            return self.pod_queues[job.key]
+        namespace = self.cache.namespaces.get(job.namespace)
+        return None if namespace is None else namespace.queue
+
+    def _missing_queue(self, named: QueueName) -> str | None:
+        """The proportion plugin's words for a queue that is not there, plus where it was
+        named: unlike a PodGroup's spec.queue, an annotation or a namespace's setting is
+        not in plain sight of whoever reads why the pod waits."""
+        if named.name in self.queues:
+            return None
+        why = self.rejected_queues.get(named.name)
+        state = "does not exist" if why is None else f"is invalid: {why}"
+        return f"queue {named.name!r} {state} (named by {named.source})"
+
+    def _job_of(self, task: Task, *, ours: bool) -> JobInfo | None:
+        ref = task.group
+        if ref is None:
+            if not ours:
+                return None
+            key = job_key(task)
+            job = JobInfo(
+                key=key,
+                namespace=task.namespace,
+                name=task.name,
+                min_member=1,
+                queue=DEFAULT_QUEUE,
+                priority=self.default_priority,
+                creation=task.creation,
+                allocated=np.zeros(self.width, dtype=np.int64),
+            )
+            self.jobs[key] = job
+            return job
+        existing = self.jobs.get(ref.key)
+        if existing is not None and existing.group is None:
+            # A group without an object is as old as its oldest pod, in whatever order
+            # the pods reached the cache.
+            existing.creation = min(existing.creation, task.creation)
+            if existing.label_only:
+                existing.error = existing.error or self._label_member_conflict(existing, ref)
+        if existing is not None or not ours:
+            return existing
+        job = JobInfo(
+            key=ref.key,
+            namespace=ref.namespace,
+            name=ref.name,
+            min_member=ref.min_available or 1,
+            queue=DEFAULT_QUEUE,
+            priority=self.default_priority,
+            creation=task.creation,
+            label_only=ref.min_available is not None,
+            allocated=np.zeros(self.width, dtype=np.int64),
+        )
+        if ref.min_available is None:
+            job.error = f"PodGroup {ref.key} does not exist"
+        self.jobs[ref.key] = job
+        return job
+
+    def _label_member_conflict(self, job: JobInfo, ref: GroupRef) -> str | None:
+        """Why a label-only group must wait for this member, if it must. A member that
+        names it by a PodGroup key makes it need that object, whichever member reached
+        the cache first; members that name different min-available values leave it
+        waiting, since starting it at either breaks the promise the others carry."""
+        if ref.min_available is None:
+            return f"PodGroup {ref.key} does not exist"
+        if ref.min_available != job.min_member:
+            return self._minimums_disagree(job, ref.min_available)
+        return None
+
+    def _minimums_disagree(self, job: JobInfo, other: int) -> str:
+        """Names the pods behind each value (a few of them), found only on this rare path."""
+        holders: dict[int, list[str]] = {job.min_member: [], other: []}
+        for task in self.cache.tasks.values():
+            ref = task.group
+            if ref is not None and ref.key == job.key and ref.min_available in holders:
+                holders[ref.min_available].append(task.key)
+        values = [f"{value} (on {_some(sorted(pods))})" for value, pods in holders.items()]
+        return (
+            f"gang {job.key}: its pods' label {LIGHTWEIGHT_MIN_LABEL} disagree: "
+            f"{' and '.join(values)}"
+        )
+
+    def _job_for_group(self, group: PodGroup) -> JobInfo:
+        priority, error = self._priority(None, group.priority_class_name)
+        return JobInfo(
+            key=group.key,
+            namespace=group.namespace,
+            name=group.name,
+            min_member=group.min_member,
+            queue=group.queue,
+            priority=priority,
+            creation=group.creation,
+            group=group,
+            min_resources=group.min_resources,
+            error=group.error or error,
+            phase=group.phase,
+            allocated=np.zeros(self.width, dtype=np.int64),
+        )
+
+    def _policy(self, task: Task) -> str:
+        """spec.preemptionPolicy, which admission copies from the pod's PriorityClass;
+        read from the class when a pod was written without it (the simulator's)."""
+        if task.preemption_policy:
+            return task.preemption_policy
+        found = self.cache.priority_classes.get(task.priority_class_name)
+        return found.preemption_policy if found is not None else ""
+
+    def _priority(self, explicit: int | None, class_name: str) -> tuple[int, str | None]:
+        if explicit is not None:
+            return explicit, None
+        if not class_name:
+            return self.default_priority, None
+        found = self.cache.priority_classes.get(class_name)
+        if found is None:
+            return self.default_priority, f"PriorityClass {class_name!r} does not exist"
+        return found.value, None

@@ -1,0 +1,292 @@
+"""Taking snapshots of the cache: once (take_snapshot), or kept up to date (SnapshotKeeper).
+
+A snapshot's cost is in its pods: what those holding nodes add up to per node, and the
+jobs they make. The operator takes one per session, and most sessions follow a few
+changes (a pod created, a bind confirmed), so SnapshotKeeper keeps the last one's state
+and redoes only what changed since: each changed pod's part of the node sums is taken
+back and counted again, and only the jobs those pods or changed PodGroups belong to are
+built again. A one-pod session on a large cluster then costs its change, not the cluster.
+
+Some changes reach everything: a new resource name (the arrays get a column), nodes
+added or removed (pods' rows move), a queue, priority class or namespace (every job may
+read one). Those take the snapshot whole again, as take_snapshot does, which is also
+how the first one is taken. A node that changed in place only has the node arrays taken
+again. Refused binds are the one part that changes with time alone: the jobs of pods
+whose refusal might have ended since the last snapshot are built again too.
+"""
+
+from collections import Counter
+from collections.abc import Collection, Iterable
+
+import numpy as np
+
+from batchsched.api.gpu import GPU_MILLI
+from batchsched.api.objects import Node, PodGroup, Task
+from batchsched.api.resources import BASE_RESOURCES, GPU, ResourceList
+from batchsched.api.volumes import Storage
+from batchsched.cache.cluster import Changes, ClusterCache
+from batchsched.cache.jobs import JobBuilder, usable_queues
+from batchsched.cache.snapshot import NO_EXTRA, IntArray, JobInfo, Snapshot, job_key
+
+
+def take_snapshot(cache: ClusterCache, *, now: float, scheduler_names: Collection[str]) -> Snapshot:
+    """The cache as it is now, taken whole."""
+    return _State(cache, scheduler_names=frozenset(scheduler_names), now=now).snapshot(now)
+
+
+class SnapshotKeeper:
+    """Takes snapshots of one cache, each from the last and what changed since (the
+    module says how). Every change must reach the cache through its methods (apply,
+    assume, forget, refuse, confirm), which log it for the keeper."""
+
+    def __init__(self, cache: ClusterCache, *, scheduler_names: Collection[str]) -> None:
+        self.cache = cache
+        self.scheduler_names = frozenset(scheduler_names)
+        cache.changes = Changes(everything=True)
+        self._state: _State | None = None
+        # Snapshots taken afresh, whole, since the keeper started: the first, and one
+        # per change that reaches everything.
+        self.whole = 0
+
+    def take(self, *, now: float) -> Snapshot:
+        changes = self.cache.changes
+        assert changes is not None
+        self.cache.changes = Changes()
+        state = self._state
+        # Following more than half the pods costs more than taking them all afresh (a
+        # replica that stood by while the cluster changed, say).
+        many = len(changes.pods) > len(self.cache.tasks) // 2
+        if state is None or changes.everything or many or not state.follow(changes, now=now):
+            state = self._state = _State(self.cache, scheduler_names=self.scheduler_names, now=now)
+            self.whole += 1
+        return state.snapshot(now)
+
+
+class _Held:
+    """A pod as the state counted it: a pod's node changes in place (an assumed bind),
+    so what it added must be remembered to be taken back."""
+
+    __slots__ = ("job", "row", "task", "vec")
+
+    def __init__(self, task: Task, vec: IntArray, row: int | None, job: str) -> None:
+        self.task = task
+        self.vec = vec
+        self.row = row
+        self.job = job
+
+
+class _State:
+    """Everything a snapshot is made of, as of the last one taken."""
+
+    def __init__(self, cache: ClusterCache, *, scheduler_names: frozenset[str], now: float) -> None:
+        self.cache = cache
+        self.scheduler_names = scheduler_names
+        self.now = now
+        # Some name no pod or group asks for any more: the columns may shrink.
+        self.dropped = False
+        self._take_nodes()
+        # The columns are the nodes' resource names and those pods and groups ask for:
+        # how many pods ask for each name no node has, and each group's names.
+        self.pod_names: Counter[str] = Counter()
+        for task in cache.tasks.values():
+            self._name(task, 1)
+        self.group_names: Counter[str] = Counter()
+        self.group_requests: dict[str, ResourceList] = {}
+        for key, group in cache.pod_groups.items():
+            self._name_group(key, group)
+        self.resources = self._columns()
+        self.column = {name: i for i, name in enumerate(self.resources)}
+        self.allocatable = self._allocatable()
+        width = len(self.resources)
+        self.used = np.zeros((len(self.nodes), width), dtype=np.int64)
+        self.extra = np.zeros((len(self.nodes), 2), dtype=np.int64)
+        self.extra_pods = 0
+        self.ports: dict[tuple[str, int], Counter[int]] = {}
+        self.placed: dict[str, tuple[int, Task]] = {}
+        self.gpu_holders: dict[str, tuple[int, Task, tuple[int, ...]]] = {}
+        self.vectors: dict[tuple[object, ...], IntArray] = {}
+        self.held: dict[str, _Held] = {}
+        # Job key -> the keys of its pods, in the order they were counted.
+        self.members: dict[str, dict[str, None]] = {}
+        self.queues, self.rejected_queues = usable_queues(cache)
+        for key, task in cache.tasks.items():
+            self._count(key, task)
+        builder = self._builder(cache.pod_groups.values())
+        for key, task in cache.tasks.items():
+            builder.add(task, self.held[key].vec)
+        self.jobs: dict[str, JobInfo] = builder.finish(self.index)
+
+    def follow(self, changes: Changes, *, now: float) -> bool:
+        """Catch up with `changes`; False if they need the state taken whole again."""
+        tasks, groups = self.cache.tasks, self.cache.pod_groups
+        column = self.column
+        asked = [tasks[key].request for key in changes.pods if key in tasks]
+        asked += [groups[key].min_resources for key in changes.groups if key in groups]
+        if any(not request.keys() <= column.keys() for request in asked):
+            return False
+        if changes.nodes:
+            rows, names = self.index, self.node_names
+            self._take_nodes()
+            if self.index != rows or self.node_names != names:
+                return False
+        for key in changes.groups:
+            self._name_group(key, groups.get(key))
+        dirty = set(changes.groups)
+        for key in changes.pods:
+            held = self.held.pop(key, None)
+            if held is not None:
+                self._take_back(key, held)
+                self._name(held.task, -1)
+                dirty.add(held.job)
+            if key in tasks:
+                self._name(tasks[key], 1)
+                dirty.add(self._count(key, tasks[key]))
+        if self.dropped and self._columns() != self.resources:
+            return False
+        if changes.nodes:
+            self.allocatable = self._allocatable()
+        for key, refusal in self.cache.refusals.items():
+            if refusal.until > self.now and key in self.held:
+                dirty.add(self.held[key].job)
+        self.now = now
+        self._rebuild(dirty)
+        return True
+
+    def snapshot(self, now: float) -> Snapshot:
+        cache = self.cache
+        return Snapshot(
+            now=now,
+            resources=self.resources,
+            nodes=list(self.nodes),
+            allocatable=self.allocatable,
+            used=self.used.copy(),
+            port_users={port: set(rows) for port, rows in self.ports.items()},
+            jobs=dict(self.jobs),
+            queues=self.queues,
+            scheduler_names=self.scheduler_names,
+            rejected_queues=self.rejected_queues,
+            gpu_holders=list(self.gpu_holders.values()),
+            placed=list(self.placed.values()),
+            score_extra=self.extra.copy() if self.extra_pods else None,
+            namespace_labels={name: ns.labels for name, ns in cache.namespaces.items()},
+            storage=Storage(
+                claims=dict(cache.claims),
+                volumes=dict(cache.volumes),
+                classes=dict(cache.storage_classes),
+                csi_nodes=dict(cache.csi_nodes),
+                drivers=dict(cache.csi_drivers),
+                capacities=dict(cache.storage_capacities),
+                rejected=dict(cache.rejected_storage),
+            ),
+            priority_classes=dict(cache.priority_classes),
+            budgets=list(cache.budgets.values()),
+        )
+
+    def _take_nodes(self) -> None:
+        self.nodes: list[Node] = sorted(self.cache.nodes.values(), key=lambda n: n.name)
+        self.index = {node.name: i for i, node in enumerate(self.nodes)}
+        self.node_names = {name for node in self.nodes for name in node.allocatable}
+        self.node_names.update(BASE_RESOURCES)
+
+    def _name_group(self, key: str, group: PodGroup | None) -> None:
+        old = self.group_requests.pop(key, {})
+        self.group_names.subtract(old.keys())
+        if group is not None:
+            self.group_requests[key] = group.min_resources
+            self.group_names.update(group.min_resources.keys())
+        self.dropped |= any(self.group_names[name] <= 0 for name in old)
+
+    def _name(self, task: Task, sign: int) -> None:
+        """Count the names the pod asks for that no node has (most pods ask for none)
+        in (1) or out (-1)."""
+        request = task.request
+        if request.keys() <= self.node_names:
+            return
+        for name in request.keys() - self.node_names:
+            self.pod_names[name] += sign
+            self.dropped |= self.pod_names[name] <= 0
+
+    def _columns(self) -> tuple[str, ...]:
+        self.dropped = False
+        names = {name for name, count in self.group_names.items() if count > 0}
+        names.update(name for name, count in self.pod_names.items() if count > 0)
+        names |= self.node_names
+        return BASE_RESOURCES + tuple(sorted(names - set(BASE_RESOURCES)))
+
+    def _allocatable(self) -> IntArray:
+        allocatable = np.zeros((len(self.nodes), len(self.resources)), dtype=np.int64)
+        for row, node in enumerate(self.nodes):
+            for name, value in node.allocatable.items():
+                allocatable[row, self.column[name]] = value
+        return allocatable
+
+    def _count(self, key: str, task: Task) -> str:
+        """Add the pod's part to the node sums and its job's members; its job's key."""
+        vec = self.vectors.get(task.shape_key)
+        if vec is None:
+            vec = np.zeros(len(self.resources), dtype=np.int64)
+            for name, value in task.request.items():
+                vec[self.column[name]] = value
+            self.vectors[task.shape_key] = vec
+        row = None
+        if task.node_name is not None and not task.terminal:
+            row = self.index.get(task.node_name)
+        job = job_key(task)
+        self.held[key] = _Held(task, vec, row, job)
+        self.members.setdefault(job, {})[key] = None
+        if row is None:
+            return job
+        self.used[row] += vec
+        self.placed[key] = (row, task)
+        for port in task.host_ports:
+            self.ports.setdefault(port, Counter())[row] += 1
+        if GPU in task.request or GPU_MILLI in task.request:
+            self.gpu_holders[key] = (row, task, task.gpu_index)
+        if task.score_extra != NO_EXTRA:
+            self.extra[row] += task.score_extra
+            self.extra_pods += 1
+        return job
+
+    def _take_back(self, key: str, held: _Held) -> None:
+        members = self.members[held.job]
+        del members[key]
+        if not members:
+            del self.members[held.job]
+        row, task = held.row, held.task
+        if row is None:
+            return
+        self.used[row] -= held.vec
+        del self.placed[key]
+        for port in task.host_ports:
+            users = self.ports[port]
+            users[row] -= 1
+            if not users[row]:
+                del users[row]
+                if not users:
+                    del self.ports[port]
+        self.gpu_holders.pop(key, None)
+        if task.score_extra != NO_EXTRA:
+            self.extra[row] -= task.score_extra
+            self.extra_pods -= 1
+
+    def _rebuild(self, keys: set[str]) -> None:
+        """Build the jobs of `keys` again from their groups and members."""
+        groups = self.cache.pod_groups
+        builder = self._builder(groups[key] for key in keys if key in groups)
+        for key in keys:
+            self.jobs.pop(key, None)
+            for member in self.members.get(key, ()):
+                held = self.held[member]
+                builder.add(held.task, held.vec)
+        self.jobs.update(builder.finish(self.index))
+
+    def _builder(self, groups: Iterable[PodGroup]) -> JobBuilder:
+        return JobBuilder(
+            self.cache,
+            scheduler_names=self.scheduler_names,
+            width=len(self.resources),
+            now=self.now,
+            queues=self.queues,
+            rejected_queues=self.rejected_queues,
+            groups=groups,
+        )

@@ -1,0 +1,198 @@
+"""SnapshotKeeper: a snapshot kept up to date equals one taken whole, after any changes."""
+
+import random
+from typing import Any
+
+import pytest
+
+from batchsched.api.errors import InvalidObject
+from batchsched.api.placement import Placement
+from batchsched.cache.cluster import ClusterCache
+from batchsched.cache.keeper import SnapshotKeeper, take_snapshot
+from batchsched.cache.snapshot import JobInfo, Snapshot
+
+from ..builders import SCHEDULER, Obj, node, pod, pod_group, priority_class, queue
+
+NODES = [f"n{i}" for i in range(6)]
+GROUPS = [f"g{i}" for i in range(5)]
+REQUESTS: list[dict[str, Any]] = [
+    {"cpu": "1", "memory": "1Gi"},
+    {"cpu": "2", "nvidia.com/gpu": "1"},
+    {"nvidia.com/gpumem": "1000", "nvidia.com/gpu": "1"},
+    {},  # no requests: scores count a default beyond them (score_extra)
+    {"cpu": "1", "example.com/rare": "1"},  # a resource name that comes and goes
+]
+
+
+def plain(snapshot: Snapshot) -> dict[str, Any]:
+    """What a snapshot says, without the order pods and jobs happened to be counted in."""
+    return {
+        "resources": snapshot.resources,
+        "nodes": [n.name for n in snapshot.nodes],
+        "allocatable": snapshot.allocatable.tolist(),
+        "used": snapshot.used.tolist(),
+        "ports": snapshot.port_users,
+        "placed": sorted((row, task.key) for row, task in snapshot.placed),
+        "gpu": sorted((row, task.key, cards) for row, task, cards in snapshot.gpu_holders),
+        "extra": None if snapshot.score_extra is None else snapshot.score_extra.tolist(),
+        "queues": sorted(snapshot.queues),
+        "rejected_queues": snapshot.rejected_queues,
+        "jobs": {key: plain_job(job) for key, job in snapshot.jobs.items()},
+    }
+
+
+def plain_job(job: JobInfo) -> dict[str, Any]:
+    fields = {name: getattr(job, name) for name in JobInfo.__slots__}
+    fields["allocated"] = job.allocated.tolist()
+    fields["pending"] = sorted(
+        (
+            t.key,
+            t.vec.tolist(),
+            t.priority,
+            t.error,
+            t.gpu,
+            t.reserved,
+            t.nominated,
+            t.preempts,
+        )
+        for t in job.pending
+    )
+    return fields
+
+
+class Cluster:
+    """A cache under random changes of every kind the keeper follows."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.cache = ClusterCache()
+        self.now = 100.0
+        for name in NODES[:4]:
+            self.cache.apply(node(name, extra={"nvidia.com/gpu": "4", "pods": "110"}))
+        self.keeper = SnapshotKeeper(self.cache, scheduler_names={SCHEDULER})
+        for _ in range(80):
+            self.apply(self.new_pod())
+
+    def apply(self, obj: Obj, *, deleted: bool = False) -> None:
+        try:
+            self.cache.apply(obj, deleted=deleted)
+        except InvalidObject:
+            pass
+
+    def new_pod(self, name: str | None = None) -> Obj:
+        rng = self.rng
+        spec: dict[str, Any] = {}
+        if rng.random() < 0.2:
+            spec["priorityClassName"] = rng.choice(["high", "low", "missing"])
+        if rng.random() < 0.1:
+            spec["containers"] = [
+                {"name": "main", "ports": [{"containerPort": 80, "hostPort": 8080}]}
+            ]
+        labels = {"queue": "q"} if rng.random() < 0.1 else None
+        return pod(
+            name or f"p{rng.randrange(200)}",
+            requests=rng.choice(REQUESTS),
+            group=rng.choice([*GROUPS, None, None]),
+            node_name=rng.choice([None, None, *NODES]),
+            phase=rng.choice([None, "Running", "Succeeded"]),
+            scheduler=rng.choice([SCHEDULER, SCHEDULER, "other"]),
+            labels=labels,
+            created=rng.uniform(0, 100),
+            spec=spec,
+        )
+
+    def change(self) -> None:
+        rng, cache = self.rng, self.cache
+        pods = sorted(cache.tasks)
+        step = rng.randrange(14)
+        if step < 4 or not pods:
+            self.apply(self.new_pod())
+        elif step == 4:
+            self.apply(self.new_pod(rng.choice(pods).split("/")[1]), deleted=True)
+        elif step == 5:
+            cache.assume(rng.choice(pods), rng.choice(NODES), gpu_index=(rng.randrange(4),))
+        elif step == 6:
+            cache.forget(rng.choice(pods))
+        elif step == 7:
+            cache.refuse(rng.choice(pods), "forbidden", now=self.now)
+        elif step == 8:
+            key = rng.choice(pods)
+            cache.assume(key, rng.choice(NODES))
+            members = {key.split("/")[1]: (rng.choice(NODES), "")}
+            cache.confirm(key, placement=Placement(at=self.now, members=members))
+        elif step == 9:
+            group = pod_group(rng.choice(GROUPS), rng.randint(1, 4), minResources={"cpu": "1"})
+            group["status"] = {"phase": rng.choice(["Pending", "Inqueue", "Running"])}
+            self.apply(group, deleted=rng.random() < 0.2)
+        elif step == 10:
+            labels = {"zone": rng.choice("ab")}
+            self.apply(node(rng.choice(NODES), labels=labels), deleted=rng.random() < 0.2)
+        elif step == 11:
+            self.apply(queue("q", weight=rng.randint(1, 2)), deleted=rng.random() < 0.3)
+        elif step == 12:
+            self.apply(priority_class(rng.choice(["high", "low"]), rng.randrange(1000)))
+        else:
+            self.now += rng.choice([0.5, 5.0])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_kept_snapshot_equals_one_taken_whole_after_any_changes(seed: int) -> None:
+    cluster = Cluster(random.Random(seed))
+    for _ in range(60):
+        for _ in range(cluster.rng.randint(1, 4)):
+            cluster.change()
+        kept = cluster.keeper.take(now=cluster.now)
+        whole = take_snapshot(cluster.cache, now=cluster.now, scheduler_names={SCHEDULER})
+        assert plain(kept) == plain(whole)
+    # Most snapshots followed their changes rather than being taken whole again.
+    assert cluster.keeper.whole < 30
+
+
+def test_a_pod_bound_rebuilds_only_its_own_job() -> None:
+    cluster = Cluster(random.Random(1))
+    before = cluster.keeper.take(now=cluster.now)
+    whole = cluster.keeper.whole
+    key = next(k for k, t in cluster.cache.tasks.items() if t.node_name is None and t.group)
+    cluster.cache.assume(key, "n0")
+    after = cluster.keeper.take(now=cluster.now)
+    assert cluster.keeper.whole == whole
+    own = after.job_of(cluster.cache.tasks[key])
+    assert own is not None and own is not before.job_of(cluster.cache.tasks[key])
+    others = [k for k in after.jobs if k != own.key]
+    assert others and all(after.jobs[k] is before.jobs[k] for k in others)
+
+
+@pytest.mark.parametrize(
+    ("change", "whole"),
+    [
+        (queue("default", weight=2), True),
+        (queue("default"), False),  # written again as it was (its status, say)
+        (node("n0", extra={"nvidia.com/gpu": "4", "pods": "110"}), False),
+        (node("n0", labels={"zone": "a"}, extra={"nvidia.com/gpu": "4", "pods": "110"}), False),
+        (node("n9"), True),
+        (pod("fresh", requests={"example.com/new": "1"}), True),
+        (pod("fresh", requests={"cpu": "1"}), False),
+    ],
+)
+def test_what_takes_the_snapshot_whole_again(change: Obj, whole: bool) -> None:
+    cluster = Cluster(random.Random(2))
+    cluster.apply(queue("default"))
+    cluster.keeper.take(now=cluster.now)
+    taken = cluster.keeper.whole
+    cluster.apply(change)
+    kept = cluster.keeper.take(now=cluster.now)
+    assert cluster.keeper.whole == taken + whole
+    assert plain(kept) == plain(
+        take_snapshot(cluster.cache, now=cluster.now, scheduler_names={SCHEDULER})
+    )
+
+
+def test_a_refusal_that_ends_with_time_alone_is_seen() -> None:
+    cluster = Cluster(random.Random(3))
+    first = cluster.keeper.take(now=cluster.now)
+    key = next(t.key for j in first.jobs.values() for t in j.pending if not t.error)
+    cluster.cache.refuse(key, "namespace is being terminated", now=cluster.now)
+    refused = cluster.keeper.take(now=cluster.now)
+    assert any(t.error for j in refused.jobs.values() for t in j.pending if t.key == key)
+    later = cluster.keeper.take(now=cluster.now + 2.0)
+    assert not any(t.error for j in later.jobs.values() for t in j.pending if t.key == key)
