@@ -11,9 +11,11 @@ over the seeds beside the paper's published figures (DESIGN section 8); the same
 summary goes to stderr as a table.
 
 Leave-one-out: the fragmentation policy derives what it scores by from the task mix it
-sees, which in a replay is the replayed list itself. Its leave-one-out runs replay each
-list with the mix of the other lists given (GpuFragmentation.assume) and nothing learnt
-from the replayed one, so a figure cannot owe anything to having seen the list scored.
+sees, and a replay holds every pod it will place pending from the start, so the plain
+runs score by the replayed arrivals' whole mix, as the paper's FGD does. Its
+leave-one-out runs start from the mix of the other lists (GpuFragmentation.assume) and
+count the replayed list's pods only as they are tried, one by one in arrival order, so
+a figure owes nothing to pods that have not arrived yet, as for a scheduler in a cluster.
 
 --derive-spec and --derive-share write a pod list like openb's gpuspec or gpushare
 families, which shared/ holds only one of each, into DIR (never into the trace): GPU
@@ -86,7 +88,7 @@ def run(job: tuple[Source, str, int, tuple[str, ...]]) -> dict[str, Any]:
         for tier in config.tiers:
             for plugin in tier:
                 if isinstance(plugin, GpuFragmentation):
-                    plugin.assume(_mix(nodes_path, others))
+                    plugin.assume(_mix(nodes_path, others), lookahead=False)
     result = replay(nodes, pods, config, seed=seed, inflate=1.3)
     at_100 = result.at_100
     return {

@@ -70,7 +70,14 @@ class FragmentationModel:
     in the total weight only.
     """
 
-    def __init__(self, mix: Mapping[TaskClass, int], nodes: Sequence[Node]) -> None:
+    def __init__(
+        self,
+        mix: Mapping[TaskClass, int],
+        nodes: Sequence[Node],
+        masks: dict[Constraints, BoolArray] | None = None,
+    ) -> None:
+        """`masks`, the nodes each class's constraints allow, is filled as needed; pass
+        the same dict to models of other mixes over the same nodes to work them out once."""
         classes = [c for c, count in mix.items() if count > 0]
         self.total_weight = sum(mix[c] for c in classes)
         shapes: dict[tuple[int, GpuDemand], int] = {}
@@ -80,17 +87,24 @@ class FragmentationModel:
         self.cpu: IntArray = np.array([cpu for cpu, _ in shapes], dtype=np.int64)
         self.cards: IntArray = np.array([d.cards for _, d in shapes], dtype=np.int64)
         self.milli: IntArray = np.array([d.milli for _, d in shapes], dtype=np.int64)
-        masks: dict[Constraints, BoolArray] = {}
+        masks = {} if masks is None else masks
         # Node row x shape: the weight of the classes of that shape that may use the node.
         self.weights: IntArray = np.zeros((len(nodes), len(shapes)), dtype=np.int64)
+        used: dict[Constraints, None] = {}
         for c in classes:
             if c.demand.cards == 0:
                 continue
             if c.constraints not in masks:
                 masks[c.constraints] = allowed_nodes(nodes, c.constraints)
+            used[c.constraints] = None
             self.weights[:, shapes[c.cpu, c.demand]] += mix[c] * masks[c.constraints]
-        # Rows with equal weights (nodes of one GPU model, mostly) share a group number.
-        self.group: IntArray = np.unique(self.weights, axis=0, return_inverse=True)[1].ravel()
+        # Rows that the same constraints allow (nodes of one GPU model, mostly) have equal
+        # weights and share a group number.
+        allowed = np.zeros((len(nodes), 1), dtype=np.bool_)
+        if used:
+            allowed = np.column_stack([masks[constraints] for constraints in used])
+        packed = np.packbits(allowed, axis=1)
+        self.group: IntArray = np.unique(packed, axis=0, return_inverse=True)[1].ravel()
 
     def per_card(self, free: IntArray) -> IntArray:
         """free (any shape) -> free.shape x statistics x shapes, summed over a node's cards.
@@ -133,6 +147,8 @@ class FragmentationModel:
         cpu_free: IntArray,
         task: TaskClass,
         base: IntArray | None = None,
+        *,
+        distinct: bool = False,
     ) -> Placement:
         """The fragmentation change of placing `task` on each node row, on its best card.
 
@@ -141,18 +157,19 @@ class FragmentationModel:
         meaningless ones, as the card filter rules those rows out anyway. Rows in the
         same state (weights, free CPU, free milli of each card) are evaluated once: a
         cluster has few node types, and most of its nodes stay in a handful of states.
-        `base`, the rows' weighted fragmentation now, may be given when already known.
+        `base`, the rows' weighted fragmentation now, may be given when already known;
+        `distinct` says the rows are known to be in distinct states already.
         """
-        if len(rows) >= _FEW_ROWS:
+        if len(rows) >= _FEW_ROWS and not distinct:
             state = np.column_stack((self.group[rows], cpu_free, free))
             _, first, inverse = np.unique(state, axis=0, return_index=True, return_inverse=True)
             if len(first) < len(rows):
                 known = None if base is None else base[first]
-                distinct = self._placement(
+                each = self._placement(
                     rows[first], free[first], sums[first], cpu_free[first], task, known
                 )
                 inverse = inverse.ravel()
-                return Placement(distinct.delta[inverse], distinct.card[inverse])
+                return Placement(each.delta[inverse], each.card[inverse])
         return self._placement(rows, free, sums, cpu_free, task, base)
 
     def _placement(
@@ -207,8 +224,13 @@ class InstanceFragmentationModel(FragmentationModel):
     counting per card (a division per card) is most of the work.
     """
 
-    def __init__(self, mix: Mapping[TaskClass, int], nodes: Sequence[Node]) -> None:
-        super().__init__(mix, nodes)
+    def __init__(
+        self,
+        mix: Mapping[TaskClass, int],
+        nodes: Sequence[Node],
+        masks: dict[Constraints, BoolArray] | None = None,
+    ) -> None:
+        super().__init__(mix, nodes, masks)
         demands, self.demand_of = np.unique(
             np.column_stack((self.cards, self.milli)).reshape(-1, 2), axis=0, return_inverse=True
         )

@@ -5,11 +5,19 @@ of a card, all cards) pick the one whose fragmentation, measured against the wor
 task-class mix, grows least. Fragmentation is measured by InstanceFragmentationModel
 (plugins/fragmentation.py), which counts how many tasks of each class still fit by cards
 and CPU together; on the openb traces that allocates more than the paper's own measure.
+The plugin also picks the card a share goes to, so the binding's card is the one that
+was scored.
 
-The mix is learnt from the pending pods the scheduler sees, each counted once when it
-first appears, so it follows the workload in the operator and is the whole trace in a
-replay. The plugin also picks the card a share goes to, so the binding's card is the one
-that was scored.
+The mix is what the plugin has seen of the workload: each pod counts once, when it is
+first seen pending at a session's open (the queue ahead of the scheduler) or first tried.
+A scheduler never has the whole workload in advance, so a prior mix (assume; e.g. other
+clusters' workloads) may stand in while little has been seen. The two combine as a
+Dirichlet prior with its multinomial observations do: the prior counts as `strength`
+pods spread as its own mix, and each pod seen counts as one, so the observed mix takes
+over as it accumulates and the prior only decides while fewer pods than that were seen.
+The model is rebuilt each time the evidence (strength plus pods seen) has doubled, so the
+mix in use never rests on less than half of what was seen, at a logarithmic count of
+rebuilds.
 
 Everything the score depends on comes from that mix, none of it fitted to a trace. A
 class counts only on the nodes its constraints allow, so each GPU model is weighed by
@@ -25,14 +33,16 @@ filling the same nodes rather than spreading pods.
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from math import gcd
 from typing import Any
 
 import numpy as np
 
 from batchsched.api.gpu import CARD_MILLI, GpuDemand
+from batchsched.api.objects import Constraints
 from batchsched.api.resources import CPU
-from batchsched.cache.snapshot import IntArray, TaskInfo
-from batchsched.framework.plugin import MAX_NODE_SCORE
+from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
+from batchsched.framework.plugin import MAX_NODE_SCORE, BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys, integer
 from batchsched.plugins.fragmentation import (
@@ -41,6 +51,9 @@ from batchsched.plugins.fragmentation import (
     task_class,
 )
 
+# A shape's score and card on a node state not evaluated yet.
+_UNKNOWN = -1
+
 
 class GpuFragmentation:
     name = "gpufragmentation"
@@ -48,49 +61,125 @@ class GpuFragmentation:
     def __init__(self, arguments: Mapping[str, Any]) -> None:
         check_keys(self.name, arguments, {"weight"})
         self.weight = integer(self.name, "weight", arguments.get("weight", 1), low=1, high=100)
-        self.mix: Counter[TaskClass] = Counter()
-        # Uids of the pending pods counted so far that were still pending last session.
+        self.prior: Counter[TaskClass] = Counter()
+        self.strength = 0
+        self.observed: Counter[TaskClass] = Counter()
+        self._observed_pods = 0
+        # Whether pods pending at a session's open count as seen: they have arrived in
+        # a cluster, but a replay holds every pod it will ever place pending from the
+        # start, so its evaluation turns this off and counts pods as they are tried.
+        self.lookahead = True
+        # Uids of the pods counted so far that were still pending at the last open.
         self._counted: set[str] = set()
-        self._learning = True
 
-    def assume(self, mix: Mapping[TaskClass, int]) -> None:
-        """Score by `mix` from now on and learn nothing from the pods seen: how a policy
-        tuned on one workload does on another (bench/replay.py's leave-one-out)."""
-        self.mix = Counter(mix)
-        self._learning = False
+    def assume(self, prior: Mapping[TaskClass, int], *, lookahead: bool = True) -> None:
+        """Start from `prior` until pods are seen; without `lookahead`, count pods only
+        as they are tried (bench/replay.py's leave-one-out: a mix from other workloads,
+        and nothing of the replayed one before it arrives).
+
+        The prior counts as one pod per class it has (`strength`): it says which classes
+        exist and in what proportion, but no more than one sighting of each would.
+        """
+        self.prior = +Counter(prior)
+        self.strength = len(self.prior)
+        self.lookahead = lookahead
+
+    @property
+    def mix(self) -> Counter[TaskClass]:
+        """The prior scaled to `strength` pods plus the pods seen, in integers (both
+        sides multiplied by the prior's size, over their common divisor)."""
+        size = self.prior.total()
+        if size == 0:
+            return +self.observed
+        common = gcd(self.strength, size)
+        mix = Counter({c: count * (self.strength // common) for c, count in self.prior.items()})
+        for c, count in self.observed.items():
+            mix[c] += count * (size // common)
+        return +mix
 
     def open(self, session: Session) -> None:
         self.session = session
-        self._learn(session)
-        self.model = InstanceFragmentationModel(self.mix, session.snapshot.nodes)
-        self.unit = smallest_request(self.mix)
+        self._classes: dict[tuple[object, ...], TaskClass] = {}
+        # The nodes each constraint allows, for every model of this session's nodes.
+        self._masks: dict[Constraints, BoolArray] = {}
+        pending = {
+            task.task.uid: task for job in session.snapshot.jobs.values() for task in job.pending
+        }
+        self._counted &= pending.keys()
+        if self.lookahead:
+            for task in pending.values():
+                self._count(task)
         cpu = session.snapshot.column[CPU]
         self.cpu_allocatable = session.snapshot.allocatable[:, cpu]
         self.cpu_column = cpu
-        self._classes: dict[tuple[object, ...], TaskClass] = {}
-        # Per node row, its card sums and weighted fragmentation, as of the first
-        # `_seen` entries of Session.touched.
-        self._sums = self.model.card_sums(session.gpu.free)
-        self._base = self.model.weighted(
-            session.all_nodes, self._sums, session.gpu.idle, self._cpu_free(session.all_nodes)
-        )
-        self._seen = len(session.touched)
-        # Per shape (CPU and GPU demand, which alone decide a placement's effect): its
-        # scores and chosen cards over all node rows, refreshed on the rows placements
-        # touched since. Pods that differ in memory or constraints share them.
-        self._shapes: dict[tuple[int, GpuDemand], _ShapeScores] = {}
+        self._build()
         session.scorers.append((self, self.weight))
+        session.allocate_checks.append(self._tried)
         session.gpu.chooser = self._choose
 
+    def _build(self) -> None:
+        """The model of the mix as it is now, and everything kept per node state."""
+        session = self.session
+        self._evidence = self.strength + self._observed_pods
+        mix = self.mix
+        self.model = InstanceFragmentationModel(mix, session.snapshot.nodes, self._masks)
+        self.unit = smallest_request(mix)
+        # Per node row: its card sums, weighted fragmentation and state number, as of
+        # the first `_seen` entries of Session.touched. A node's state (its classes'
+        # weights there, free CPU and each card's free milli) alone decides what a
+        # placement on it does, and a cluster revisits states, so scores are kept per
+        # shape and state: pods that differ in memory or constraints share them.
+        rows = session.all_nodes
+        self._sums = self.model.card_sums(session.gpu.free)
+        self._base = self.model.weighted(rows, self._sums, session.gpu.idle, self._cpu_free(rows))
+        self._states: dict[bytes, int] = {}
+        self._state = np.zeros(session.node_count, dtype=np.int64)
+        self._number(rows)
+        self._seen = len(session.touched)
+        self._shapes: dict[tuple[int, GpuDemand], _ShapeScores] = {}
+
+    def _tried(self, job: JobInfo, task: TaskInfo) -> str | None:
+        """Count a pod tried for the first time; rebuild once the evidence has doubled.
+
+        Every cached score predates the new mix, so every node row is marked touched:
+        the session then asks for its scores afresh, as it does after a reservation.
+        """
+        if self._count(task) and self.strength + self._observed_pods >= max(2 * self._evidence, 1):
+            self._build()
+            self.session.touched.extend(self.session.all_nodes.tolist())
+            self._seen = len(self.session.touched)
+        return None
+
+    def _count(self, task: TaskInfo) -> bool:
+        uid = task.task.uid
+        if uid in self._counted:
+            return False
+        self._counted.add(uid)
+        self.observed[self._class(task)] += 1
+        self._observed_pods += 1
+        return True
+
     def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
-        return self._scores(task).points[nodes]
+        found = self._class(task)
+        scores = self._scores(found)
+        states = self._state[nodes]
+        points = scores.points[states]
+        unknown = points == _UNKNOWN
+        if unknown.any():
+            new, first = np.unique(states[unknown], return_index=True)
+            scores.points[new], scores.card[new] = self._evaluate(found, nodes[unknown][first])
+            points = scores.points[states]
+        return points
 
     def _choose(self, task: TaskInfo, node: int) -> tuple[int, ...]:
         if not task.gpu.shared:
             return self.session.gpu.best_fit(task, node)
-        return (int(self._scores(task).card[node]),)
+        rows = np.array([node], dtype=np.int64)
+        self.score(task, rows)
+        return (int(self._scores(self._class(task)).card[self._state[node]]),)
 
-    def _scores(self, task: TaskInfo) -> "_ShapeScores":
+    def _scores(self, found: TaskClass) -> "_ShapeScores":
+        """The shape's scores per state, with room for every state numbered so far."""
         touched = self.session.touched
         if self._seen < len(touched):
             changed = _rows(touched[self._seen :])
@@ -101,22 +190,29 @@ class GpuFragmentation:
                 self.session.gpu.idle[changed],
                 self._cpu_free(changed),
             )
+            self._number(changed)
             self._seen = len(touched)
-        found = self._class(task)
         key = (found.cpu, found.demand)
         scores = self._shapes.get(key)
         if scores is None:
-            rows = self.session.all_nodes
-            scores = self._shapes[key] = _ShapeScores(*self._evaluate(found, rows), len(touched))
-        elif scores.seen < len(touched):
-            rows = _rows(touched[scores.seen :])
-            scores.points[rows], scores.card[rows] = self._evaluate(found, rows)
-            scores.seen = len(touched)
+            scores = self._shapes[key] = _ShapeScores.empty(len(self._states))
+        elif len(scores.points) < len(self._states):
+            scores.grow(len(self._states))
         return scores
+
+    def _number(self, rows: IntArray) -> None:
+        """Give each row the number of its state, numbering states not met before."""
+        group = self.model.group[rows]
+        state = np.column_stack((group, self._cpu_free(rows), self.session.gpu.free[rows]))
+        numbers = self._states
+        for i, row in enumerate(rows.tolist()):
+            self._state[row] = numbers.setdefault(state[i].tobytes(), len(numbers))
 
     def _evaluate(self, task: TaskClass, rows: IntArray) -> tuple[IntArray, IntArray]:
         free, sums, cpu_free = self.session.gpu.free[rows], self._sums[rows], self._cpu_free(rows)
-        placement = self.model.placement(rows, free, sums, cpu_free, task, self._base[rows])
+        placement = self.model.placement(
+            rows, free, sums, cpu_free, task, self._base[rows], distinct=True
+        )
         return _points(placement.delta, self.model.total_weight, task, self.unit), placement.card
 
     def _cpu_free(self, rows: IntArray) -> IntArray:
@@ -129,25 +225,26 @@ class GpuFragmentation:
             found = self._classes[task.task.shape_key] = task_class(task.task)
         return found
 
-    def _learn(self, session: Session) -> None:
-        if not self._learning:
-            return
-        pending = {
-            task.task.uid: task.task
-            for job in session.snapshot.jobs.values()
-            for task in job.pending
-        }
-        for uid, task in pending.items():
-            if uid not in self._counted:
-                self.mix[task_class(task)] += 1
-        self._counted = set(pending)
-
 
 @dataclass(slots=True)
 class _ShapeScores:
+    """Per node state: the shape's score, and the card a share goes to (-1 otherwise)."""
+
     points: IntArray
-    card: IntArray  # the card a share goes to on each row; -1 otherwise
-    seen: int  # how much of Session.touched `points` and `card` reflect
+    card: IntArray
+
+    @staticmethod
+    def empty(states: int) -> "_ShapeScores":
+        size = max(2 * states, 64)
+        return _ShapeScores(
+            np.full(size, _UNKNOWN, dtype=np.int64), np.full(size, _UNKNOWN, dtype=np.int64)
+        )
+
+    def grow(self, states: int) -> None:
+        more = _ShapeScores.empty(states)
+        more.points[: len(self.points)] = self.points
+        more.card[: len(self.card)] = self.card
+        self.points, self.card = more.points, more.card
 
 
 def _rows(touched: list[int]) -> IntArray:

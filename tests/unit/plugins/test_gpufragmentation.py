@@ -10,6 +10,7 @@ from batchsched.api.resources import GPU
 from batchsched.cache.snapshot import IntArray
 from batchsched.framework.config import load_config
 from batchsched.framework.session import Session
+from batchsched.framework.statement import Statement
 from batchsched.plugins.fragmentation import (
     FragmentationModel,
     InstanceFragmentationModel,
@@ -165,12 +166,79 @@ def test_weight_is_checked_at_load() -> None:
     assert config.tiers[1][0].name == "gpufragmentation"
 
 
-def test_a_plugin_given_a_mix_learns_nothing_from_the_pods_it_sees() -> None:
+def tried(session: Session) -> None:
+    """Try every pending pod of the session once, in name order, as a replay does."""
+    for job in sorted(session.snapshot.jobs.values(), key=lambda j: j.key):
+        task = job.pending[0]
+        assert session.not_allocatable(job, task) is None
+        node_row = session.best_node(task)
+        if node_row is not None:
+            statement = Statement(session, job)
+            statement.allocate(task, node_row)
+            statement.commit()
+
+
+def test_a_prior_counts_as_one_pod_per_class_until_pods_are_seen() -> None:
     plugin = GpuFragmentation({})
-    plugin.assume({WHOLE: 3})
-    objects = [gpu_node("a", 1), pod("p", requests={GPU_MILLI: "300"})]
-    Session(snapshot_of(objects), tiers=[[plugin]])
-    assert plugin.mix == Counter({WHOLE: 3})
+    plugin.assume({WHOLE: 3, HALF: 1}, lookahead=False)
+    objects = [gpu_node("a", 2), pod("p", requests={"cpu": "1", GPU_MILLI: "500"})]
+    session = Session(snapshot_of(objects), tiers=[[plugin]])
+    # Two classes: the prior weighs as two pods, spread 3:1, and no pod is seen yet.
+    assert plugin.strength == 2
+    assert plugin.observed == Counter()
+    assert plugin.model.total_weight == 4
+    tried(session)
+    # One HALF pod seen: 2 * (3:1) / 4 + (0:1), in integers x4 over gcd(2, 4) = 2.
+    assert plugin.observed == Counter({HALF: 1})
+    assert plugin.mix == Counter({WHOLE: 3, HALF: 1 + 2})
+
+
+def test_without_lookahead_pending_pods_count_only_once_tried() -> None:
+    plugin = GpuFragmentation({})
+    plugin.assume({}, lookahead=False)
+    objects = [gpu_node("a", 2), *(pod(f"p{i}", requests={GPU_MILLI: "300"}) for i in range(3))]
+    session = Session(snapshot_of(objects), tiers=[[plugin]])
+    assert plugin.mix == Counter()
+    tried(session)
+    assert plugin.mix == Counter({TaskClass(0, GpuDemand(1, 300), Constraints()): 3})
+
+
+def test_scores_follow_the_mix_rebuilt_mid_session_on_every_node() -> None:
+    # A prior of four-card tasks, then shares and whole cards of several sizes filling
+    # the nodes: the mix the plugin scores by is rebuilt at 1, 3, 7 and 15 pods seen
+    # (the prior weighs as one), and the session's choice must be the best by the mix
+    # of the moment on every node, not only on those placements touched since.
+    rng = np.random.default_rng(7)
+    nodes = [gpu_node(f"n{i}", 4) for i in range(6)]
+    pods = [
+        pod(
+            f"p{i:02}",
+            requests={"cpu": str(int(rng.integers(1, 8))), GPU_MILLI: str(m)}
+            if m < 1000
+            else {"cpu": "2", GPU: str(m // 1000)},
+        )
+        for i, m in enumerate(rng.choice([200, 300, 600, 1000, 2000], size=24))
+    ]
+    plugin = GpuFragmentation({})
+    plugin.assume({TaskClass(16000, GpuDemand(4, 1000), Constraints()): 5}, lookahead=False)
+    session = Session(snapshot_of([*nodes, *pods]), tiers=[[plugin]])
+    rows = session.all_nodes
+    rebuilt = 0
+    for job in sorted(session.snapshot.jobs.values(), key=lambda j: j.key):
+        task = job.pending[0]
+        model = plugin.model
+        assert session.not_allocatable(job, task) is None
+        rebuilt += plugin.model is not model
+        fits = np.array([session.fits(task, row) for row in rows])
+        if not fits.any():
+            continue
+        fresh = np.where(fits, plugin.score(task, rows), -1)
+        node_row = session.best_node(task)
+        assert node_row == int(fresh.argmax())
+        statement = Statement(session, job)
+        statement.allocate(task, node_row)
+        statement.commit()
+    assert rebuilt == 4
 
 
 def test_the_score_scale_is_the_smallest_gpu_request_of_the_mix() -> None:

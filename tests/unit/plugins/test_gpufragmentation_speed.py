@@ -67,7 +67,7 @@ def test_rows_in_equal_states_get_what_each_gets_alone() -> None:
             assert together.card[row] == alone.card[0]
 
 
-def test_scores_kept_per_shape_follow_placements_on_any_pod_of_that_shape() -> None:
+def test_scores_kept_per_shape_and_state_follow_placements_on_any_pod_of_that_shape() -> None:
     objects = [
         *(
             node(
@@ -98,10 +98,11 @@ def test_scores_kept_per_shape_follow_placements_on_any_pod_of_that_shape() -> N
         fresh = plugin.model.placement(
             rows, session.gpu.free, plugin.model.card_sums(session.gpu.free), cpu_free, found
         )
-        kept = plugin._scores(task)
-        assert kept.card.tolist() == fresh.card.tolist()
+        points = plugin.score(task, rows)
+        card = plugin._scores(found).card[plugin._state[rows]]
+        assert card.tolist() == fresh.card.tolist()
         expected = _points(fresh.delta, plugin.model.total_weight, found, plugin.unit)
-        assert kept.points.tolist() == expected.tolist()
+        assert points.tolist() == expected.tolist()
         node_row = session.best_node(task)
         assert node_row is not None
         statement = Statement(session, job)
