@@ -39,6 +39,7 @@ from typing import Any
 from batchsched.api.gpu import CARD_MILLI
 from batchsched.api.pods import task_from_pod
 from batchsched.cli import read_config
+from batchsched.framework.config import SchedulerConfig
 from batchsched.plugins.fragmentation import TaskClass, task_class
 from batchsched.plugins.gpufragmentation import GpuFragmentation
 from batchsched.sim import openb
@@ -78,18 +79,25 @@ def _mix(nodes_path: str, pods_paths: tuple[str, ...]) -> Counter[TaskClass]:
     )
 
 
-def run(job: tuple[Source, str, int, tuple[str, ...]]) -> dict[str, Any]:
-    """One replay; `others`, when given, are the pod lists the policy's mix is taken
-    from instead of the replayed one."""
-    (nodes_path, pods_path, trace), policy, seed, others = job
-    nodes, pods = _read(nodes_path, pods_path)
+def configure(policy: str, nodes_path: str, others: tuple[str, ...]) -> SchedulerConfig:
+    """The policy's configuration; with `others`, the fragmentation policy starts from
+    their mix and counts the replayed pods only as they are tried, never as the queue
+    ahead, which in a replay is every pod still to arrive."""
     config = read_config(str(CONFIGS / POLICIES[policy]))
     if others:
         for tier in config.tiers:
             for plugin in tier:
                 if isinstance(plugin, GpuFragmentation):
                     plugin.assume(_mix(nodes_path, others), lookahead=False)
-    result = replay(nodes, pods, config, seed=seed, inflate=1.3)
+    return config
+
+
+def run(job: tuple[Source, str, int, tuple[str, ...]]) -> dict[str, Any]:
+    """One replay; `others`, when given, are the pod lists the policy's mix is taken
+    from instead of the replayed one."""
+    (nodes_path, pods_path, trace), policy, seed, others = job
+    nodes, pods = _read(nodes_path, pods_path)
+    result = replay(nodes, pods, configure(policy, nodes_path, others), seed=seed, inflate=1.3)
     at_100 = result.at_100
     return {
         "trace": trace,

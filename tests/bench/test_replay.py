@@ -3,12 +3,18 @@
 Timings and allocations are not checked: they matter only at the trace's full size."""
 
 import csv
+import importlib.util
 import json
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from batchsched.api.gpu import GpuDemand
+from batchsched.api.objects import Constraints
+from batchsched.plugins.fragmentation import TaskClass
+from batchsched.plugins.gpufragmentation import GpuFragmentation
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "replay.py"
 POD_HEADER = ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec"]
@@ -67,3 +73,23 @@ def test_derived_lists_constrain_or_share_the_fraction_asked(tmp_path: Path) -> 
     with open(out / "openb_pod_list_gpushare100x.csv", newline="") as handle:
         shares = [int(row["gpu_milli"]) for row in csv.DictReader(handle)]
     assert shares == [500] * 6
+
+
+def test_leave_one_out_starts_from_the_other_lists_and_never_looks_ahead(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("replay_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source = trace(tmp_path)
+    nodes = str(source / "openb_node_list_gpu_node.csv")
+    config = module.configure("gpu-fragmentation", nodes, (str(source / "openb_pod_list_a.csv"),))
+    (plugin,) = [p for tier in config.tiers for p in tier if isinstance(p, GpuFragmentation)]
+    # A replay holds the pods still to arrive pending: counting them would see ahead.
+    assert plugin.lookahead is False
+    assert plugin.prior == {
+        TaskClass(4000, GpuDemand(1, 500), Constraints()): 3,
+        TaskClass(4000, GpuDemand(1, 1000), Constraints()): 3,
+    }
+    own = module.configure("gpu-fragmentation", nodes, ())
+    (plain,) = [p for tier in own.tiers for p in tier if isinstance(p, GpuFragmentation)]
+    assert plain.lookahead is True and not plain.prior
