@@ -92,12 +92,14 @@ class Changes:
     # A node changed: the node arrays are taken again, and pods' rows too if the set of
     # nodes did.
     nodes: bool = False
-    # A queue, priority class or namespace changed: every job may read one.
+    # Names of namespaces changed: their jobs may be sent to another queue.
+    namespaces: set[str] = field(default_factory=set)
+    # A queue or priority class changed: every job may read one.
     everything: bool = False
 
 
 # Kinds whose change may reach every job: their queues and priorities.
-CONTEXT_KINDS = ("Queue", "PriorityClass", "Namespace")
+CONTEXT_KINDS = ("Queue", "PriorityClass")
 
 
 class ClusterCache:
@@ -236,9 +238,14 @@ class ClusterCache:
             changes.pods.add(key)
         elif kind == "PodGroup":
             changes.groups.add(key)
-        elif (kind == "Node" or kind in CONTEXT_KINDS) and self._context(kind, key) != before:
-            changes.nodes |= kind == "Node"
-            changes.everything |= kind != "Node"
+        elif self._context(kind, key) == before:
+            return
+        elif kind == "Namespace":
+            changes.namespaces.add(key)
+        elif kind == "Node":
+            changes.nodes = True
+        elif kind in CONTEXT_KINDS:
+            changes.everything = True
 
     def _changed_pod(self, key: str) -> None:
         if self.changes is not None:

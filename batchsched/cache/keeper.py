@@ -7,12 +7,13 @@ and redoes only what changed since: each changed pod's part of the node sums is 
 back and counted again, and only the jobs those pods or changed PodGroups belong to are
 built again. A one-pod session on a large cluster then costs its change, not the cluster.
 
-Some changes reach everything: a new resource name (the arrays get a column), nodes
-added or removed (pods' rows move), a queue, priority class or namespace (every job may
-read one). Those take the snapshot whole again, as take_snapshot does, which is also
-how the first one is taken. A node that changed in place only has the node arrays taken
-again. Refused binds are the one part that changes with time alone: the jobs of pods
-whose refusal might have ended since the last snapshot are built again too.
+Some changes reach everything: a resource name that comes or goes (the arrays' columns),
+a queue or a priority class (every job may read one). Those take the snapshot whole
+again, as take_snapshot does, which is also how the first one is taken. Nodes added or
+removed move the kept nodes' sums to their new rows (nodes are in name order); a node
+changed in place only has the node arrays taken again; a namespace changed has its own
+jobs built again. Refused binds are the one part that changes with time alone: the jobs
+of pods whose refusal might have ended since the last snapshot are built again too.
 """
 
 from collections import Counter
@@ -124,14 +125,19 @@ class _State:
         asked += [groups[key].min_resources for key in changes.groups if key in groups]
         if any(not request.keys() <= column.keys() for request in asked):
             return False
+        dirty = set(changes.groups)
         if changes.nodes:
-            rows, names = self.index, self.node_names
+            before, names = self.nodes, self.node_names
             self._take_nodes()
-            if self.index != rows or self.node_names != names:
+            if self.node_names != names:
                 return False
+            if len(self.nodes) != len(before) or any(
+                a.name != b.name for a, b in zip(self.nodes, before, strict=True)
+            ):
+                dirty |= self._move_rows(before)
         for key in changes.groups:
             self._name_group(key, groups.get(key))
-        dirty = set(changes.groups)
+        dirty |= {key for key, job in self.jobs.items() if job.namespace in changes.namespaces}
         for key in changes.pods:
             held = self.held.pop(key, None)
             if held is not None:
@@ -181,6 +187,51 @@ class _State:
             priority_classes=dict(cache.priority_classes),
             budgets=list(cache.budgets.values()),
         )
+
+    def _move_rows(self, before: list[Node]) -> set[str]:
+        """Nodes were added or removed, so rows moved (nodes are in name order): move
+        each kept node's sums to its new row, and count pods on removed nodes as holding
+        none, as a snapshot taken whole would. The jobs whose pending pods name a node
+        (a recorded placement, a nomination) are to be built again, and the jobs of pods
+        bound to a node that only now appeared."""
+        moved = np.array([self.index.get(node.name, -1) for node in before], dtype=np.int64)
+        kept = moved >= 0
+        used = np.zeros((len(self.nodes), self.used.shape[1]), dtype=np.int64)
+        used[moved[kept]] = self.used[kept]
+        extra = np.zeros((len(self.nodes), 2), dtype=np.int64)
+        extra[moved[kept]] = self.extra[kept]
+        self.used, self.extra = used, extra
+        to: list[int] = moved.tolist()
+        arrived: list[tuple[str, _Held]] = []
+        for key, held in self.held.items():
+            if held.row is None:
+                task = held.task
+                if task.node_name in self.index and not task.terminal:
+                    arrived.append((key, held))
+                continue
+            row = to[held.row]
+            if row < 0:
+                held.row = None
+                self.placed.pop(key)
+                self.gpu_holders.pop(key, None)
+                self.extra_pods -= held.task.score_extra != NO_EXTRA
+                continue
+            held.row = row
+            self.placed[key] = (row, held.task)
+            if key in self.gpu_holders:
+                self.gpu_holders[key] = (row, *self.gpu_holders[key][1:])
+        for port, users in list(self.ports.items()):
+            moved_users = Counter({to[row]: n for row, n in users.items() if to[row] >= 0})
+            if moved_users:
+                self.ports[port] = moved_users
+            else:
+                del self.ports[port]
+        # Pods bound to a node before it was seen hold it now.
+        for key, held in arrived:
+            self._take_back(key, held)
+            self._count(key, held.task)
+        named = {key for key, job in self.jobs.items() if job.resumes or job.nominated}
+        return named | {held.job for _, held in arrived}
 
     def _take_nodes(self) -> None:
         self.nodes: list[Node] = sorted(self.cache.nodes.values(), key=lambda n: n.name)

@@ -1,5 +1,6 @@
 """SnapshotKeeper: a snapshot kept up to date equals one taken whole, after any changes."""
 
+import contextlib
 import random
 from typing import Any
 
@@ -7,11 +8,23 @@ import pytest
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.placement import Placement
+from batchsched.api.pods import OUR_QUEUE_KEY
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import SnapshotKeeper, take_snapshot
 from batchsched.cache.snapshot import JobInfo, Snapshot
 
 from ..builders import SCHEDULER, Obj, node, pod, pod_group, priority_class, queue
+
+
+def namespace_object(name: str, *, queue: str) -> Obj:
+    """A Namespace whose pods go to `queue` (batchsched's namespace annotation)."""
+    annotations = {OUR_QUEUE_KEY: queue}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "annotations": annotations},
+    }
+
 
 NODES = [f"n{i}" for i in range(6)]
 GROUPS = [f"g{i}" for i in range(5)]
@@ -74,10 +87,8 @@ class Cluster:
             self.apply(self.new_pod())
 
     def apply(self, obj: Obj, *, deleted: bool = False) -> None:
-        try:
+        with contextlib.suppress(InvalidObject):
             self.cache.apply(obj, deleted=deleted)
-        except InvalidObject:
-            pass
 
     def new_pod(self, name: str | None = None) -> Obj:
         rng = self.rng
@@ -126,7 +137,9 @@ class Cluster:
             self.apply(group, deleted=rng.random() < 0.2)
         elif step == 10:
             labels = {"zone": rng.choice("ab")}
-            self.apply(node(rng.choice(NODES), labels=labels), deleted=rng.random() < 0.2)
+            self.apply(node(rng.choice(NODES), labels=labels), deleted=rng.random() < 0.3)
+            if rng.random() < 0.3:
+                self.apply(namespace_object("default", queue=rng.choice(["q", "default"])))
         elif step == 11:
             self.apply(queue("q", weight=rng.randint(1, 2)), deleted=rng.random() < 0.3)
         elif step == 12:
@@ -169,7 +182,9 @@ def test_a_pod_bound_rebuilds_only_its_own_job() -> None:
         (queue("default"), False),  # written again as it was (its status, say)
         (node("n0", extra={"nvidia.com/gpu": "4", "pods": "110"}), False),
         (node("n0", labels={"zone": "a"}, extra={"nvidia.com/gpu": "4", "pods": "110"}), False),
-        (node("n9"), True),
+        (node("n9"), False),  # rows move: n9 sorts after n0..n5
+        (node("a0"), False),  # every row moves
+        (namespace_object("default", queue="q"), False),
         (pod("fresh", requests={"example.com/new": "1"}), True),
         (pod("fresh", requests={"cpu": "1"}), False),
     ],
