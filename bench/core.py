@@ -1,7 +1,7 @@
 """Throughput of the scheduling core alone: a synthetic cluster through one session.
 
 Usage: python bench/core.py [--nodes 5000] [--pods 20000] [--seed 1] [--anti-affinity]
-    [--zone-spread DoNotSchedule|ScheduleAnyway] [--placeable]
+    [--zone-spread DoNotSchedule|ScheduleAnyway] [--placeable] [--caught-up K]
 Prints one JSON object. Nodes are a mix of CPU and 8-GPU machines; pods come in gangs
 of 1 to 32 members sharing one shape (plus a CPU launcher for GPU gangs), sized so
 that most, but not all, fit. With --anti-affinity every pod keeps away from the other
@@ -13,19 +13,26 @@ out that a gang cannot be placed: gangs of 1 to 32 in six shapes, a quarter of t
 on GPUs (1, 2 or 4 cards) and the rest on CPU nodes only (a node selector), asking
 about half the cluster's CPU and three quarters of its cards at 20,000 pods on 5,000
 nodes.
+With --caught-up K the first session's binds are assumed, then K sessions follow, each
+for one more pod (every other one a gang of 8 instead) on the cluster now holding them,
+with the snapshot kept as the operator keeps it (cache/keeper.py): their median and
+slowest snapshot and session times are what a cluster that has caught up pays per
+arrival.
 """
 
 import argparse
 import json
 import random
 import resource
+import statistics
 import time
 from typing import Any
 
 from batchsched.api.groups import OUR_API
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.keeper import take_snapshot
+from batchsched.cache.keeper import SnapshotKeeper, take_snapshot
 from batchsched.framework.config import default_config, run_session
+from batchsched.framework.decisions import Decisions
 from batchsched.framework.session import Timings
 
 SCHEDULER = "batch-scheduler"
@@ -182,6 +189,9 @@ def main() -> None:
     parser.add_argument(
         "--placeable", action="store_true", help="a workload in which every pod fits"
     )
+    parser.add_argument(
+        "--caught-up", type=int, default=0, metavar="K", help="sessions for arrivals after"
+    )
     args = parser.parse_args()
     if args.placeable and (args.anti_affinity or args.zone_spread):
         parser.error("--placeable takes neither --anti-affinity nor --zone-spread")
@@ -205,6 +215,7 @@ def main() -> None:
 
     session_seconds = finished - snapped
     decided = len(decisions.bindings) + len(decisions.pending)
+    caught_up = arrivals(cache, decisions, args.caught_up) if args.caught_up else {}
     print(
         json.dumps(
             {
@@ -221,10 +232,54 @@ def main() -> None:
                 "seconds": round(session_seconds, 3),
                 "pods_per_second": round(decided / session_seconds),
                 "action_seconds": {a: round(t, 3) for a, t in timings.actions.items()},
+                **caught_up,
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             }
         )
     )
+
+
+def arrivals(cache: ClusterCache, first: Decisions, sessions: int) -> dict[str, Any]:
+    """Sessions for pods arriving one job at a time once `first` is bound (the module
+    says which): their snapshot and session seconds, median and slowest."""
+    for binding in first.bindings:
+        cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
+    keeper = SnapshotKeeper(cache, scheduler_names={SCHEDULER})
+    whole_started = time.perf_counter()
+    keeper.take(now=0.0)
+    whole = time.perf_counter() - whole_started
+    config = default_config()
+    snapshots: list[float] = []
+    runs: list[float] = []
+    for index in range(sessions):
+        size = 8 if index % 2 else 1
+        name = f"arrival-{index:04d}"
+        objects = [pod_group(name, size)] if size > 1 else []
+        shape = {"cpu": "1", "memory": "2Gi"}
+        objects += [pod(f"{name}-{i}", name, shape, apart=False, spread=None) for i in range(size)]
+        if size == 1:
+            del objects[0]["metadata"]["annotations"]
+        for obj in objects:
+            cache.apply(obj)
+        started = time.perf_counter()
+        snapshot = keeper.take(now=float(index + 1))
+        taken = time.perf_counter()
+        decisions = run_session(snapshot, config)
+        runs.append(time.perf_counter() - taken)
+        snapshots.append(taken - started)
+        for binding in decisions.bindings:
+            cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
+    return {
+        "whole_snapshot_seconds": round(whole, 3),
+        "caught_up_sessions": sessions,
+        "caught_up_snapshot_seconds": _spread(snapshots),
+        "caught_up_session_seconds": _spread(runs),
+        "caught_up_snapshots_taken_whole": keeper.whole - 1,
+    }
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 4), "max": round(max(values), 4)}
 
 
 if __name__ == "__main__":

@@ -95,10 +95,11 @@ class GroupRef:
     namespace: str
     name: str
     min_available: int | None = None
+    # "namespace/name", made once: sessions look jobs up by it for every pod they count.
+    key: str = field(init=False, compare=False, repr=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
 
 @dataclass(slots=True)
@@ -166,10 +167,11 @@ class Task:
     # shape_key without what the session evaluates afresh at each choice (pod affinity,
     # topology spread); None when that is nothing.
     fit_key: tuple[object, ...] | None = None
+    # "namespace/name", made once, for the same reason as GroupRef.key.
+    key: str = field(init=False, compare=False, repr=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        self.key = f"{self.namespace}/{self.name}"
 
     @property
     def terminal(self) -> bool:

@@ -112,16 +112,15 @@ class GpuCards:
         A card claimed beyond its size is clamped at zero rather than trusted to be free.
         """
         later: list[tuple[int, GpuDemand]] = []
-        demands: dict[tuple[object, ...], GpuDemand] = {}
         counts: list[int] = self.count.tolist()
         rows: list[int] = []
         cards: list[int] = []
         milli: list[int] = []
         for row, task, named in holders:
-            demand = demands.get(task.shape_key)
-            if demand is None:
-                demand = demands[task.shape_key] = gpu_demand(task.request)
-            if len(set(named)) == demand.cards and all(c < counts[row] for c in named):
+            demand = gpu_demand(task.request)
+            if not demand.cards:
+                continue  # asks for zero of them
+            if len(set(named)) == demand.cards and max(named) < counts[row]:
                 rows += [row] * len(named)
                 cards += named
                 milli += [demand.milli] * len(named)
