@@ -15,7 +15,9 @@ pods, queues, storage) are acted on at the next periodic tick, every `schedulePe
 Each session's snapshot is taken in the event loop from the last one and what changed
 since (cache/keeper.py), which costs the changes, not the cluster. The session then runs
 in a forked child process at a lower CPU priority (forked.py says why), so a long session
-(tens of thousands of pods) does not stall watches, binds in flight or the lease. Each
+(tens of thousands of pods) does not stall watches, binds in flight or the lease; one
+with a few pods to place on a small cluster costs less than the fork and runs in the
+event loop itself. Each
 job's bindings come back to the event loop the moment the session commits them and go to
 the binder at once, so the API server is binding the first gangs while later ones are
 still being placed. The victims a session chose to preempt, and the nodes it holds for
@@ -84,6 +86,10 @@ UNITS = {CPU: "core", MEMORY: "byte", EPHEMERAL_STORAGE: "byte"}
 # How long after the first of a burst of events its session starts at the latest, in
 # burst windows: a steady stream of pods gets a session every 100 ms by default.
 BURST_WINDOWS_AT_MOST = 20
+# A session with at most this many pods to place, on a cluster of at most this many
+# nodes and placed pods together, runs in the event loop rather than a forked child.
+INLINE_PENDING_PODS = 16
+INLINE_CLUSTER_OBJECTS = 5000
 # Listing even 50,000 pods takes seconds: a cache not synced by then is waiting on the
 # cluster (permissions, an unreachable API server), not on parsing.
 SYNC_GRACE_SECONDS = 60.0
@@ -186,12 +192,15 @@ class SessionLoop:
         self._decided = 0
         with self.binder.deciding():
             snapshot = self.keeper.take(now=time.time())
-            finished = await run_forked(
-                partial(_decide, snapshot, self.config), on_message=self._accept
-            )
-        decisions, usage, timings = finished.result
-        self._peak_rss = max(self._peak_rss, finished.peak_rss_bytes)
-        SESSION_PEAK_RSS.set(self._peak_rss)
+            if _small(snapshot):
+                decisions, usage, timings = _decide(snapshot, self.config, self._accept)
+            else:
+                finished = await run_forked(
+                    partial(_decide, snapshot, self.config), on_message=self._accept
+                )
+                decisions, usage, timings = finished.result
+                self._peak_rss = max(self._peak_rss, finished.peak_rss_bytes)
+                SESSION_PEAK_RSS.set(self._peak_rss)
         self._publish(decisions, usage, timings)
         self.evictor.submit(decisions.evictions, decisions.nominations)
         seconds = time.perf_counter() - started
@@ -247,6 +256,18 @@ class SessionLoop:
             for key, (scheduler, message) in self.cache.rejected_pods.items()
             if scheduler in served
         }
+
+
+def _small(snapshot: Snapshot) -> bool:
+    """Whether the session is cheaper than the fork that would keep it off the event
+    loop: few pods to place on a small cluster (docs/benchmarks.md has the costs). Its
+    cost grows with the pods and nodes it looks at, a fork's with the cache's size."""
+    pending = 0
+    for job in snapshot.jobs.values():
+        pending += len(job.pending)
+        if pending > INLINE_PENDING_PODS:
+            return False
+    return len(snapshot.nodes) + len(snapshot.placed) <= INLINE_CLUSTER_OBJECTS
 
 
 def _decide(
