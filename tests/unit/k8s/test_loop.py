@@ -6,6 +6,7 @@ import gc
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
@@ -15,6 +16,7 @@ from batchsched.framework.decisions import Binding
 from batchsched.k8s import loop as session_loop
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.evictor import Evictor
+from batchsched.k8s.forked import run_forked
 from batchsched.k8s.leader import unbounded
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.watch import PODS, WATCHED
@@ -44,7 +46,19 @@ def binding(member: int, *, node: str = "n1") -> Binding:
     )
 
 
-async def test_a_session_assumes_and_sends_every_binding() -> None:
+@pytest.mark.parametrize("small", [True, False], ids=["in the event loop", "forked"])
+async def test_a_session_assumes_and_sends_every_binding(
+    monkeypatch: pytest.MonkeyPatch, small: bool
+) -> None:
+    forks: list[object] = []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        forks.append(args)
+        return await run_forked(*args, **kwargs)
+
+    monkeypatch.setattr(session_loop, "run_forked", counted)
+    if not small:
+        monkeypatch.setattr(session_loop, "INLINE_CLUSTER_OBJECTS", 0)
     loop, api = setup()
     runner = asyncio.create_task(loop.binder.run())
     await loop.session()
@@ -52,6 +66,7 @@ async def test_a_session_assumes_and_sends_every_binding() -> None:
     runner.cancel()
     assert sorted(p["metadata"]["name"] for p in api.sent("POST", "/binding")) == ["g-0", "g-1"]
     assert loop.cache.tasks["default/g-0"].node_name == "n1"
+    assert len(forks) == (0 if small else 1)
 
 
 @pytest.mark.parametrize(
