@@ -256,9 +256,11 @@ class InstanceFragmentationModel(FragmentationModel):
         return counted[..., None, :]
 
     def usable(self, sums: IntArray, idle: IntArray, cpu_free: IntArray) -> IntArray:
+        """What fits by cards never exceeds the idle milli it is counted from, so unlike
+        the paper's measure no cap at `idle` is needed (the arrays are the largest here)."""
         by_cards = sums[:, 0] // self.per_task
         fit_cpu = np.maximum(cpu_free, 0)[:, None] // self.cpu_divisor
         by_cpu = np.where(self.cpu_unlimited, _UNLIMITED, fit_cpu)
-        fit = np.minimum(by_cards[:, self.demand_of], by_cpu[:, self.cpu_of])
-        usable: IntArray = np.minimum(fit * self.each, idle[:, None])
+        usable: IntArray = np.minimum(by_cards[:, self.demand_of], by_cpu[:, self.cpu_of])
+        np.multiply(usable, self.each, out=usable)
         return usable
