@@ -22,7 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from batchsched.api.gpu import CARD_MILLI, gpu_demand, node_cards
-from batchsched.api.pods import task_from_pod
+from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.resources import CPU
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
@@ -135,7 +135,9 @@ def arrivals(
     """The trace shuffled, then resampled with replacement up to `inflate` x capacity."""
     rng = np.random.default_rng(seed)
     order = [pods[i] for i in rng.permutation(len(pods))]
-    demands = [_gpu_milli(pod) for pod in pods]
+    # Pods of a trace come in few shapes: each is parsed once.
+    shapes = ShapeMemo()
+    demands = [gpu_demand(task_from_pod(pod, shapes=shapes).request).total for pod in pods]
     requested = sum(demands)
     copies = 0
     # Pods without GPUs never raise GPU demand: a trace of only those is not resampled.
@@ -150,10 +152,6 @@ def arrivals(
         order.append({**pods[pick], "metadata": metadata})
         requested += demands[pick]
     return order
-
-
-def _gpu_milli(pod: dict[str, Any]) -> int:
-    return gpu_demand(task_from_pod(pod).request).total
 
 
 def _place(session: Session, job: JobInfo) -> bool:
