@@ -270,6 +270,7 @@ def test_non_default_values_pass_a_server_side_dry_run(
     assert loaded.scheduler_names == ("research-scheduler", "volcano")
     assert yaml.safe_load(config_map["data"]["config.yaml"]) == {
         **{k: v for k, v in config.items() if v is not None},
+        "burstWindow": "5ms",
         "starvationThreshold": "5m",
     }  # maps merge with the defaults, lists are replaced
     # Without `actions`, the default list less preempt and reclaim, whose plugins the
