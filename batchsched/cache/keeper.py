@@ -18,6 +18,7 @@ of pods whose refusal might have ended since the last snapshot are built again t
 
 from collections import Counter
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -63,17 +64,15 @@ class SnapshotKeeper:
         return state.snapshot(now)
 
 
+@dataclass(slots=True)
 class _Held:
     """A pod as the state counted it: a pod's node changes in place (an assumed bind),
     so what it added must be remembered to be taken back."""
 
-    __slots__ = ("job", "row", "task", "vec")
-
-    def __init__(self, task: Task, vec: IntArray, row: int | None, job: str) -> None:
-        self.task = task
-        self.vec = vec
-        self.row = row
-        self.job = job
+    task: Task
+    vec: IntArray
+    row: int | None
+    job: str
 
 
 class _State:
@@ -110,10 +109,9 @@ class _State:
         # Job key -> the keys of its pods, in the order they were counted.
         self.members: dict[str, dict[str, None]] = {}
         self.queues, self.rejected_queues = usable_queues(cache)
-        for key, task in cache.tasks.items():
-            self._count(key, task)
         builder = self._builder(cache.pod_groups.values())
         for key, task in cache.tasks.items():
+            self._count(key, task)
             builder.add(task, self.held[key].vec)
         self.jobs: dict[str, JobInfo] = builder.finish(self.index)
 

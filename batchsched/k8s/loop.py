@@ -262,12 +262,14 @@ def _small(snapshot: Snapshot) -> bool:
     """Whether the session is cheaper than the fork that would keep it off the event
     loop: few pods to place on a small cluster (docs/benchmarks.md has the costs). Its
     cost grows with the pods and nodes it looks at, a fork's with the cache's size."""
+    if len(snapshot.nodes) + len(snapshot.placed) > INLINE_CLUSTER_OBJECTS:
+        return False
     pending = 0
     for job in snapshot.jobs.values():
         pending += len(job.pending)
         if pending > INLINE_PENDING_PODS:
             return False
-    return len(snapshot.nodes) + len(snapshot.placed) <= INLINE_CLUSTER_OBJECTS
+    return True
 
 
 def _decide(
@@ -275,8 +277,9 @@ def _decide(
     config: SchedulerConfig,
     commit: Callable[[Sequence[Binding]], None],
 ) -> tuple[Decisions, Usage, Timings]:
-    """The session, as the forked child runs it; the event loop goes on meanwhile. The
-    bindings reached the loop job by job (`commit`), so they do not travel again."""
+    """The session, in a forked child (the event loop goes on meanwhile) or, when small,
+    in the event loop itself. The bindings reached the loop job by job (`commit`), so
+    they do not travel again."""
     timings = Timings()
     decisions = run_session(snapshot, config, timings=timings, on_commit=commit)
     return replace(decisions, bindings=[]), summarize(snapshot, decisions), timings

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from batchsched.api.objects import Constraints
 from batchsched.api.resources import PODS, format_amount
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
+from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo, job_key
 from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
@@ -239,8 +239,7 @@ class Proportion:
         rows: dict[str, list[int]] = {name: [] for name in reach}
         queue_of = {key: top[job.queue] for key, job in snapshot.jobs.items() if job.queue in top}
         for row, pod in snapshot.placed:
-            # job_key(pod), spelt out: this runs for every pod on the cluster.
-            name = queue_of.get(pod.group.key if pod.group is not None else "pod:" + pod.key)
+            name = queue_of.get(job_key(pod))
             if name is not None:
                 rows[name].append(row)
         for name, marked in rows.items():
