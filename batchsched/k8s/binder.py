@@ -57,7 +57,7 @@ from batchsched.k8s.client import (
     error_code,
     with_retries,
 )
-from batchsched.k8s.leader import Fenced, fenced
+from batchsched.k8s.fence import Fenced, fenced
 from batchsched.k8s.protobuf import PROTOBUF
 from batchsched.k8s.status import NAMESPACE_TERMINATING, pod_ref
 from batchsched.k8s.watch import CLAIMS, PODS, VOLUMES, Watch, resource_version, version_key

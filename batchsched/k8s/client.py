@@ -23,7 +23,7 @@ import aiohttp
 from yarl import URL
 
 from batchsched import __version__
-from batchsched.k8s import protobuf
+from batchsched.k8s import fence, protobuf
 from batchsched.k8s.credentials import (
     REFRESH_SECONDS,
     Credentials,
@@ -223,6 +223,8 @@ class Api(Requests):
     ) -> bytes:
         session = (self._sessions or await self._open())[0]
         url = URL(self.server + path, encoded=True)
+        check = fence.guard()
+        payload = data if data is None or check is None else _FencedBody(data, check=check)
         renewed = False
         while True:
             sent = await self.headers()
@@ -231,7 +233,7 @@ class Api(Requests):
                 async with session.request(
                     method,
                     url,
-                    data=data,
+                    data=payload,
                     headers=headers,
                     timeout=self._timeout,
                     proxy=self._proxy,
@@ -242,6 +244,8 @@ class Api(Requests):
                     status = response.status
                     body = await response.read()
             except TRANSPORT_ERRORS as error:
+                if isinstance(error.__cause__, fence.Fenced):
+                    raise error.__cause__ from None
                 API_REQUESTS.labels(method, error_code(error)).inc()
                 raise
             API_REQUESTS.labels(method, str(status)).inc()
@@ -382,6 +386,22 @@ class _Attempts:
             API_REQUEST_RETRIES.labels("stale_connection").inc()
         self.sent = True
         return await handler(request)
+
+
+class _FencedBody(aiohttp.BytesPayload):
+    """A fenced write's body (fence.py): the lease is checked again as it is written,
+    in the same step of the event loop that hands the request to the socket; aiohttp
+    holds the headers back until then, so a refused write sends nothing at all."""
+
+    def __init__(self, value: bytes, *, check: Callable[[], None]) -> None:
+        super().__init__(value)
+        self._check = check
+
+    async def write_with_length(
+        self, writer: aiohttp.abc.AbstractStreamWriter, content_length: int | None
+    ) -> None:
+        self._check()
+        await super().write_with_length(writer, content_length)
 
 
 def _encode(body: object, content_type: str) -> bytes:

@@ -44,7 +44,7 @@ from batchsched.k8s.client import (
     Requests,
     with_retries,
 )
-from batchsched.k8s.leader import Fenced, fenced
+from batchsched.k8s.fence import Fenced, fenced
 from batchsched.k8s.status import pod_ref, rfc3339
 from batchsched.k8s.watch import Watch
 from batchsched.k8s.workers import run_workers

@@ -9,21 +9,18 @@ always stopped first, whatever the two clocks read. A holder that loses the leas
 replica takes over at most lease + 2 x retry = 19 s after the holder died; a holder
 that shuts down cleanly hands the lease over at once.
 
-Stopping is fencing, and every writer does it itself: `valid_for()` is asked before
-each request and each retry, and bounds how long the request may take (`fenced`), so
-none is still on the wire when the renew deadline passes. Lease requests have a
-deadline of their own, so a hung lease request cannot hold the loop past the renew
-deadline. The clock is CLOCK_BOOTTIME where there is one: unlike the monotonic clock it
-keeps counting while the machine is suspended or its VM paused, so a leader that wakes
-up knows it slept.
+Stopping is fencing, and every writer does it itself (fence.py): `valid_for()` is asked
+before each request and each retry, and again as its bytes are sent, and it bounds how
+long the request may take, so none is still on the wire when the renew deadline passes.
+Lease requests have a deadline of their own, so a hung lease request cannot hold the
+loop past the renew deadline. The clock is CLOCK_BOOTTIME where there is one: unlike the
+monotonic clock it keeps counting while the machine is suspended or its VM paused, so a
+leader that wakes up knows it slept.
 """
 
 import asyncio
-import contextlib
 import logging
-import math
 import time
-from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,26 +40,6 @@ def _now() -> float:
 
 
 _CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
-
-
-class Fenced(Exception):
-    """This replica can no longer prove that it holds the lease: nothing more is sent."""
-
-
-@contextlib.asynccontextmanager
-async def fenced(valid_for: Callable[[], float]) -> AsyncIterator[None]:
-    """Around one write: refused outright once the lease is not provably ours, and cut
-    off (TimeoutError) when the renew deadline comes while it is still on its way."""
-    valid = valid_for()
-    if valid <= 0:
-        raise Fenced
-    async with asyncio.timeout(None if math.isinf(valid) else valid):
-        yield
-
-
-def unbounded() -> float:
-    """`valid_for` of a replica that runs without leader election: it may always write."""
-    return math.inf
 
 
 def _micro_time() -> str:

@@ -36,8 +36,9 @@ from batchsched.k8s.client import TRANSPORT_ERRORS, Api, ApiError
 from batchsched.k8s.credentials import load_credentials, service_account_dir
 from batchsched.k8s.endpoints import BindAddress, MetricsAuth, serve
 from batchsched.k8s.evictor import Evictor
+from batchsched.k8s.fence import unbounded
 from batchsched.k8s.informer import Informer
-from batchsched.k8s.leader import LeaderElection, LeadershipLost, unbounded
+from batchsched.k8s.leader import LeaderElection, LeadershipLost
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import WATCHED, Watch

@@ -35,7 +35,7 @@ from batchsched.k8s.client import (
     error_code,
     with_retries,
 )
-from batchsched.k8s.leader import Fenced, fenced, unbounded
+from batchsched.k8s.fence import Fenced, fenced, unbounded
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES
 

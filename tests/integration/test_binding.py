@@ -13,7 +13,7 @@ from batchsched.framework.decisions import Binding
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.client import Api, ApiError
 from batchsched.k8s.credentials import load_credentials
-from batchsched.k8s.leader import unbounded
+from batchsched.k8s.fence import unbounded
 from batchsched.k8s.protobuf import PROTOBUF
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch

@@ -33,7 +33,7 @@ from batchsched.framework.decisions import Eviction, Nomination
 from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.evictor import Evictor
-from batchsched.k8s.leader import unbounded
+from batchsched.k8s.fence import unbounded
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
 from batchsched.testing import JSON, ClusterObjects, Kube

@@ -26,6 +26,7 @@ from batchsched.k8s.client import (
     with_retries,
 )
 from batchsched.k8s.credentials import Credentials, StaticToken, TokenFile, TokenSource
+from batchsched.k8s.fence import Fenced, fenced
 from batchsched.k8s.protobuf import PROTOBUF
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -173,6 +174,34 @@ async def test_a_request_past_its_timeout(
         await api.get("/slow")
     assert requests("GET", "timeout") == timeouts + 1
     assert await api.get("/fast") == {}
+
+
+async def test_a_fenced_write_is_checked_again_as_it_is_sent_and_then_sends_nothing(
+    serve: Callable[..., Awaitable[str]], closing: list[Api]
+) -> None:
+    reached: list[str] = []
+
+    async def record(request: web.Request) -> web.StreamResponse:
+        # Called on the headers alone: a request cut off before its body shows here too.
+        reached.append(request.path)
+        await request.read()
+        return web.json_response({})
+
+    api = client(closing, await serve(record))
+    # A keep-alive connection is ready, as a leader's always is.
+    assert await api.get("/warm") == {}
+    failed = requests("POST", "connection")
+    # Valid at fenced()'s own check, lapsed by the time the bytes would go: a replica
+    # paused in between (SIGSTOP, a VM stall) wakes up here.
+    lease = iter([5.0, 0.0])
+    with pytest.raises(Fenced):
+        async with fenced(lambda: next(lease)):
+            await api.post("/late", {"kind": "Binding"})
+    async with fenced(lambda: 5.0):
+        assert await api.post("/on-time", {}) == {}
+    assert await api.post("/unfenced", {}) == {}
+    assert reached == ["/warm", "/on-time", "/unfenced"]
+    assert requests("POST", "connection") == failed
 
 
 async def test_stream_lines_longer_than_any_buffer(

@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 from batchsched.framework.decisions import Eviction, Nomination
 from batchsched.k8s.client import JSON, ApiError
 from batchsched.k8s.evictor import Evictor
-from batchsched.k8s.leader import unbounded
+from batchsched.k8s.fence import unbounded
 from batchsched.k8s.watch import PODS, Watch
 
 from ..builders import pod

@@ -16,8 +16,8 @@ from batchsched.framework.decisions import Binding
 from batchsched.k8s import loop as session_loop
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.evictor import Evictor
+from batchsched.k8s.fence import unbounded
 from batchsched.k8s.forked import run_forked
-from batchsched.k8s.leader import unbounded
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.watch import PODS, WATCHED
 
