@@ -7,6 +7,7 @@ looks at raw Kubernetes dictionaries.
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from batchsched.api.gpu import node_cards
 from batchsched.api.placement import Placement
 from batchsched.api.resources import ResourceList
 
@@ -17,6 +18,12 @@ if TYPE_CHECKING:
 
 # Pod phases after which a pod no longer holds resources on its node.
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+# Taint effects that keep pods not tolerating them off a node, and the one that only
+# counts against it in scores.
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +117,19 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+    # Read by every session for every node, so derived once per node object (a node
+    # that changes is parsed again): whether a pod tolerating nothing may run here
+    # (ready, schedulable, no NoSchedule or NoExecute taint), its PreferNoSchedule
+    # taints, and its GPU cards.
+    plain: bool = field(init=False, compare=False, repr=False)
+    soft_taints: tuple[Taint, ...] = field(init=False, compare=False, repr=False)
+    gpu_cards: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        blocked = any(t.effect in BLOCKING_EFFECTS for t in self.taints)
+        self.plain = self.ready and not self.unschedulable and not blocked
+        self.soft_taints = tuple(t for t in self.taints if t.effect == PREFER_NO_SCHEDULE)
+        self.gpu_cards = node_cards(self.allocatable)
 
 
 @dataclass(slots=True)

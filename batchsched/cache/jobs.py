@@ -107,6 +107,7 @@ class JobBuilder:
             job.failed += 1
         elif task.node_name is not None:
             job.bound += 1
+            job.hosts.append(task.node_name)
             job.allocated = job.allocated + vec
             job.running += task.phase == "Running"
         elif ours and not task.deleting:

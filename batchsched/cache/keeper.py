@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from batchsched.api.gpu import GPU_MILLI
+from batchsched.api.gpu import GPU_MILLI, GpuDemand, gpu_demand
 from batchsched.api.objects import Node, PodGroup, Task
 from batchsched.api.resources import BASE_RESOURCES, GPU, ResourceList
 from batchsched.api.volumes import Storage
@@ -103,7 +103,9 @@ class _State:
         self.extra_pods = 0
         self.ports: dict[tuple[str, int], Counter[int]] = {}
         self.placed: dict[str, tuple[int, Task]] = {}
-        self.gpu_holders: dict[str, tuple[int, Task, tuple[int, ...]]] = {}
+        # The placed pods that state pod affinity or anti-affinity terms.
+        self.affine: dict[str, tuple[int, Task]] = {}
+        self.gpu_holders: dict[str, tuple[int, tuple[int, ...], GpuDemand]] = {}
         self.vectors: dict[tuple[object, ...], IntArray] = {}
         self.held: dict[str, _Held] = {}
         # Job key -> the keys of its pods, in the order they were counted.
@@ -171,6 +173,7 @@ class _State:
             rejected_queues=self.rejected_queues,
             gpu_holders=list(self.gpu_holders.values()),
             placed=list(self.placed.values()),
+            placed_affine=list(self.affine.values()),
             score_extra=self.extra.copy() if self.extra_pods else None,
             namespace_labels={name: ns.labels for name, ns in cache.namespaces.items()},
             storage=Storage(
@@ -211,11 +214,14 @@ class _State:
             if row < 0:
                 held.row = None
                 self.placed.pop(key)
+                self.affine.pop(key, None)
                 self.gpu_holders.pop(key, None)
                 self.extra_pods -= held.task.score_extra != NO_EXTRA
                 continue
             held.row = row
             self.placed[key] = (row, held.task)
+            if key in self.affine:
+                self.affine[key] = (row, held.task)
             if key in self.gpu_holders:
                 self.gpu_holders[key] = (row, *self.gpu_holders[key][1:])
         for port, users in list(self.ports.items()):
@@ -287,10 +293,14 @@ class _State:
             return job
         self.used[row] += vec
         self.placed[key] = (row, task)
+        if task.affinity is not None:
+            self.affine[key] = (row, task)
         for port in task.host_ports:
             self.ports.setdefault(port, Counter())[row] += 1
         if GPU in task.request or GPU_MILLI in task.request:
-            self.gpu_holders[key] = (row, task, task.gpu_index)
+            demand = gpu_demand(task.request)
+            if demand.cards:
+                self.gpu_holders[key] = (row, task.gpu_index, demand)
         if task.score_extra != NO_EXTRA:
             self.extra[row] += task.score_extra
             self.extra_pods += 1
@@ -306,6 +316,7 @@ class _State:
             return
         self.used[row] -= held.vec
         del self.placed[key]
+        self.affine.pop(key, None)
         for port in task.host_ports:
             users = self.ports[port]
             users[row] -= 1

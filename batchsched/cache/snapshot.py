@@ -67,6 +67,9 @@ class JobInfo:
     # Sum of the requests of members bound to nodes (the queue's usage by this job).
     allocated: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     bound: int = 0
+    # The nodes its bound members are on (one name per member), which the queue's
+    # reach counts.
+    hosts: list[str] = field(default_factory=list)
     running: int = 0
     succeeded: int = 0
     failed: int = 0
@@ -101,12 +104,15 @@ class Snapshot:
     scheduler_names: frozenset[str]
     # Queues that exist but could not be parsed, by name -> why (not in `queues`).
     rejected_queues: dict[str, str] = field(default_factory=dict)
-    # Bound pods that hold GPU cards, with their node rows and their cards as of the
-    # snapshot (an assumed bind may be forgotten while a session runs): per-card usage
-    # is rebuilt from them.
-    gpu_holders: list[tuple[int, Task, tuple[int, ...]]] = field(default_factory=list)
+    # Bound pods that hold GPU cards: their node rows, the cards they name as of the
+    # snapshot (an assumed bind may be forgotten while a session runs) and what they
+    # ask for. Per-card usage is rebuilt from them.
+    gpu_holders: list[tuple[int, tuple[int, ...], GpuDemand]] = field(default_factory=list)
     # Every pod holding a node, with its node row: what pod affinity terms select from.
     placed: list[tuple[int, Task]] = field(default_factory=list)
+    # Those of them that state pod affinity or anti-affinity terms, so that a session
+    # finds out whether it needs the affinity plugins without walking every pod.
+    placed_affine: list[tuple[int, Task]] = field(default_factory=list)
     # Namespace -> labels, for the namespace selectors of pod affinity terms.
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     # Per node row, the CPU and memory its pods' scores count beyond their requests

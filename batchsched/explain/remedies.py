@@ -10,13 +10,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from batchsched.api.objects import Node, Taint, Task
+from batchsched.api.objects import BLOCKING_EFFECTS, Node, Taint, Task
 from batchsched.api.resources import PODS, format_amount
 from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
 from batchsched.explain.session import Ran
 
 Finding = tuple[str, str]
-BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 # Running jobs tried, most helpful first, before saying more would have to finish.
 MOST_JOBS = 3
 

@@ -11,8 +11,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from batchsched.api.gpu import CARD_MILLI, GPU_MILLI, GpuDemand, gpu_demand, node_cards
-from batchsched.api.objects import Task
+from batchsched.api.gpu import CARD_MILLI, GPU_MILLI, GpuDemand
 from batchsched.api.resources import GPU
 from batchsched.cache.snapshot import IntArray, Snapshot, TaskInfo
 from batchsched.framework.plugin import BoolArray, Explained
@@ -30,7 +29,7 @@ class GpuCards:
         self.columns = np.array(
             [column[n] for n in (GPU, GPU_MILLI) if n in column], dtype=np.int64
         )
-        counts = [node_cards(node.allocatable) for node in snapshot.nodes]
+        counts = [node.gpu_cards for node in snapshot.nodes]
         width = max(counts, default=0)
         self.count: IntArray = np.array(counts, dtype=np.int64)
         # Free milli per node row and card; cards a node does not have are 0, never free.
@@ -103,7 +102,7 @@ class GpuCards:
         self.whole[node] = (free == CARD_MILLI).sum()
         self.largest[node] = free.max(initial=0)
 
-    def _hold_bound(self, holders: Iterable[tuple[int, Task, tuple[int, ...]]]) -> None:
+    def _hold_bound(self, holders: Iterable[tuple[int, tuple[int, ...], GpuDemand]]) -> None:
         """Count the cards of pods already bound.
 
         Pods that name valid cards keep them, counted together in one pass over the
@@ -116,10 +115,7 @@ class GpuCards:
         rows: list[int] = []
         cards: list[int] = []
         milli: list[int] = []
-        for row, task, named in holders:
-            demand = gpu_demand(task.request)
-            if not demand.cards:
-                continue  # asks for zero of them
+        for row, named, demand in holders:
             if len(set(named)) == demand.cards and max(named) < counts[row]:
                 rows += [row] * len(named)
                 cards += named

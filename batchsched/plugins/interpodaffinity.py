@@ -56,7 +56,7 @@ class InterPodAffinity(PodCounts):
     def needed(session: Session) -> bool:
         """Whether any placed pod has required anti-affinity or any pending pod of ours
         states a required term: otherwise the filter would pass every node."""
-        if any(t.affinity and t.affinity.anti_affinity for _, t in session.snapshot.placed):
+        if any(t.affinity and t.affinity.anti_affinity for _, t in session.snapshot.placed_affine):
             return True
         return any(
             t.task.affinity is not None

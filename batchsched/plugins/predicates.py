@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from batchsched.api.objects import Constraints, Node, Taint, Toleration
+from batchsched.api.objects import BLOCKING_EFFECTS, Constraints, Node, Taint, Toleration
 from batchsched.api.resources import PODS
 from batchsched.api.selectors import term_matches
 from batchsched.cache.snapshot import IntArray, TaskInfo
@@ -27,7 +27,6 @@ from batchsched.plugins.interpodaffinity import InterPodAffinity
 from batchsched.plugins.topologyspread import TopologySpread, own_constraints, stated
 from batchsched.plugins.volumebinding import VolumeBinding
 
-BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
 
@@ -48,8 +47,7 @@ class Predicates:
         self.resources = session.snapshot.resources
         self._static: dict[Constraints, BoolArray] = {}
         self._needs: dict[tuple[object, ...], IntArray] = {}
-        plain = [not _blocking_taints(n) and n.ready and not n.unschedulable for n in self.nodes]
-        self._plain: BoolArray = np.array(plain, dtype=np.bool_)
+        self._plain: BoolArray = np.array([n.plain for n in self.nodes], dtype=np.bool_)
         session.filters.append(self)
         session.allowed = self._static_mask
         # In kube-scheduler's order of filters, which is the order of pending reasons.
@@ -115,10 +113,6 @@ class Predicates:
 def allowed_nodes(nodes: Sequence[Node], constraints: Constraints) -> BoolArray:
     """Where pods with these constraints may run, whatever runs there already."""
     return np.array([_constraint_failure(n, constraints) is None for n in nodes], dtype=np.bool_)
-
-
-def _blocking_taints(node: Node) -> bool:
-    return any(t.effect in BLOCKING_EFFECTS for t in node.taints)
 
 
 def _constraint_failure(node: Node, constraints: Constraints) -> str | None:

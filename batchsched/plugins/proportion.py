@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from batchsched.api.objects import Constraints
 from batchsched.api.resources import PODS, format_amount
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo, job_key
+from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
 from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
@@ -226,24 +226,22 @@ class Proportion:
             if queue.parent is None
         }
         allowed: dict[Constraints, BoolArray] = {}
+        # The nodes of the pods running in each top-level queue, marked at once.
+        hosts: dict[str, list[str]] = {name: [] for name in reach}
         for job in snapshot.jobs.values():
-            if job.queue not in top:
+            name = top.get(job.queue)
+            if name is None:
                 continue
-            mask = reach[top[job.queue]]
+            hosts[name] += job.hosts
+            mask = reach[name]
             for task in job.pending:
                 constraints = task.task.constraints
                 if constraints not in allowed:
                     allowed[constraints] = self.session.allowed(constraints)
                 mask |= allowed[constraints]
-        # The rows of the pods running in each top-level queue, marked at once.
-        rows: dict[str, list[int]] = {name: [] for name in reach}
-        queue_of = {key: top[job.queue] for key, job in snapshot.jobs.items() if job.queue in top}
-        for row, pod in snapshot.placed:
-            name = queue_of.get(job_key(pod))
-            if name is not None:
-                rows[name].append(row)
-        for name, marked in rows.items():
-            reach[name][marked] = True
+        row = {node.name: i for i, node in enumerate(snapshot.nodes)}
+        for name, names in hosts.items():
+            reach[name][[row[n] for n in names if n in row]] = True
         return reach
 
     def _invalid(self, job: JobInfo) -> str | None:

@@ -14,13 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from batchsched.api.objects import Taint, Toleration
+from batchsched.api.objects import PREFER_NO_SCHEDULE, Taint, Toleration
 from batchsched.cache.snapshot import IntArray, TaskInfo
 from batchsched.framework.plugin import MAX_NODE_SCORE, BoolArray
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys, integer
-
-PREFER_NO_SCHEDULE = "PreferNoSchedule"
 
 
 class TaintTolerationScore:
@@ -31,10 +29,7 @@ class TaintTolerationScore:
         self.weight = integer(self.name, "weight", arguments.get("weight", 3), low=1, high=100)
 
     def open(self, session: Session) -> None:
-        self.taints: list[tuple[Taint, ...]] = [
-            tuple(t for t in node.taints if t.effect == PREFER_NO_SCHEDULE)
-            for node in session.snapshot.nodes
-        ]
+        self.taints: list[tuple[Taint, ...]] = [node.soft_taints for node in session.snapshot.nodes]
         # Tolerations that count -> per node, the taints they leave untolerated.
         self._raw: dict[tuple[Toleration, ...], IntArray] = {}
         if any(self.taints):

@@ -46,7 +46,8 @@ def plain(snapshot: Snapshot) -> dict[str, Any]:
         "used": snapshot.used.tolist(),
         "ports": snapshot.port_users,
         "placed": sorted((row, task.key) for row, task in snapshot.placed),
-        "gpu": sorted((row, task.key, cards) for row, task, cards in snapshot.gpu_holders),
+        "affine": sorted((row, task.key) for row, task in snapshot.placed_affine),
+        "gpu": sorted(snapshot.gpu_holders),
         "extra": None if snapshot.score_extra is None else snapshot.score_extra.tolist(),
         "queues": sorted(snapshot.queues),
         "rejected_queues": snapshot.rejected_queues,
@@ -57,6 +58,7 @@ def plain(snapshot: Snapshot) -> dict[str, Any]:
 def plain_job(job: JobInfo) -> dict[str, Any]:
     fields = {name: getattr(job, name) for name in JobInfo.__slots__}
     fields["allocated"] = job.allocated.tolist()
+    fields["hosts"] = sorted(job.hosts)
     fields["pending"] = sorted(
         (
             t.key,
@@ -99,6 +101,11 @@ class Cluster:
             spec["containers"] = [
                 {"name": "main", "ports": [{"containerPort": 80, "hostPort": 8080}]}
             ]
+        if rng.random() < 0.1:
+            term = {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "zone"}
+            spec["affinity"] = {
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+            }
         labels = {"queue": "q"} if rng.random() < 0.1 else None
         return pod(
             name or f"p{rng.randrange(200)}",
