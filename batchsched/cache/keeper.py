@@ -106,6 +106,11 @@ class _State:
         # The placed pods that state pod affinity or anti-affinity terms.
         self.affine: dict[str, tuple[int, Task]] = {}
         self.gpu_holders: dict[str, tuple[int, tuple[int, ...], GpuDemand]] = {}
+        # The milli per node row and card taken by holders naming cards the node has,
+        # and the other holders, whom a session gives cards best fit. None while nodes
+        # are being taken again: then every holder is counted afresh (_count_cards).
+        self.cards_used: IntArray | None = None
+        self.unnamed: dict[str, tuple[int, GpuDemand]] = {}
         self.vectors: dict[tuple[object, ...], IntArray] = {}
         self.held: dict[str, _Held] = {}
         # Job key -> the keys of its pods, in the order they were counted.
@@ -116,6 +121,9 @@ class _State:
             self._count(key, task)
             builder.add(task, self.held[key].vec)
         self.jobs: dict[str, JobInfo] = builder.finish(self.index)
+        self._count_cards()
+        # The jobs built again by the last follow(); None: all of them.
+        self.changed: frozenset[str] | None = None
 
     def follow(self, changes: Changes, *, now: float) -> bool:
         """Catch up with `changes`; False if they need the state taken whole again."""
@@ -127,6 +135,7 @@ class _State:
             return False
         dirty = set(changes.groups)
         if changes.nodes:
+            self.cards_used = None
             before, names = self.nodes, self.node_names
             self._take_nodes()
             if self.node_names != names:
@@ -151,11 +160,13 @@ class _State:
             return False
         if changes.nodes:
             self.allocatable = self._allocatable()
+            self._count_cards()
         for key, refusal in self.cache.refusals.items():
             if refusal.until > self.now and key in self.held:
                 dirty.add(self.held[key].job)
         self.now = now
         self._rebuild(dirty)
+        self.changed = frozenset(dirty)
         return True
 
     def snapshot(self, now: float) -> Snapshot:
@@ -168,10 +179,12 @@ class _State:
             used=self.used.copy(),
             port_users={port: set(rows) for port, rows in self.ports.items()},
             jobs=dict(self.jobs),
+            changed_jobs=self.changed,
             queues=self.queues,
             scheduler_names=self.scheduler_names,
             rejected_queues=self.rejected_queues,
-            gpu_holders=list(self.gpu_holders.values()),
+            gpu_used=None if self.cards_used is None else self.cards_used.copy(),
+            gpu_unnamed=list(self.unnamed.values()),
             placed=list(self.placed.values()),
             placed_affine=list(self.affine.values()),
             score_extra=self.extra.copy() if self.extra_pods else None,
@@ -301,6 +314,8 @@ class _State:
             demand = gpu_demand(task.request)
             if demand.cards:
                 self.gpu_holders[key] = (row, task.gpu_index, demand)
+                if self.cards_used is not None:
+                    self._hold_cards(key, 1)
         if task.score_extra != NO_EXTRA:
             self.extra[row] += task.score_extra
             self.extra_pods += 1
@@ -324,10 +339,33 @@ class _State:
                 del users[row]
                 if not users:
                     del self.ports[port]
-        self.gpu_holders.pop(key, None)
+        if key in self.gpu_holders:
+            if self.cards_used is not None:
+                self._hold_cards(key, -1)
+            del self.gpu_holders[key]
         if task.score_extra != NO_EXTRA:
             self.extra[row] -= task.score_extra
             self.extra_pods -= 1
+
+    def _count_cards(self) -> None:
+        width = max((node.gpu_cards for node in self.nodes), default=0)
+        self.cards_used = np.zeros((len(self.nodes), width), dtype=np.int64)
+        self.unnamed = {}
+        for key in self.gpu_holders:
+            self._hold_cards(key, 1)
+
+    def _hold_cards(self, key: str, sign: int) -> None:
+        """Count a holder's cards in (1) or out (-1). Those it names are its own if they
+        are distinct cards of its node, as many as it asks for; otherwise it is given
+        some by each session, after the others."""
+        assert self.cards_used is not None
+        row, named, demand = self.gpu_holders[key]
+        if sign < 0 and self.unnamed.pop(key, None) is not None:
+            return
+        if len(set(named)) == demand.cards and max(named) < self.nodes[row].gpu_cards:
+            self.cards_used[row, list(named)] += sign * demand.milli
+        else:
+            self.unnamed[key] = (row, demand)
 
     def _rebuild(self, keys: set[str]) -> None:
         """Build the jobs of `keys` again from their groups and members."""

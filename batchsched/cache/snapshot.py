@@ -104,15 +104,20 @@ class Snapshot:
     scheduler_names: frozenset[str]
     # Queues that exist but could not be parsed, by name -> why (not in `queues`).
     rejected_queues: dict[str, str] = field(default_factory=dict)
-    # Bound pods that hold GPU cards: their node rows, the cards they name as of the
-    # snapshot (an assumed bind may be forgotten while a session runs) and what they
-    # ask for. Per-card usage is rebuilt from them.
-    gpu_holders: list[tuple[int, tuple[int, ...], GpuDemand]] = field(default_factory=list)
+    # GPU cards held by bound pods: milli taken per node row and card (None: none) by
+    # those naming valid cards, and the node rows and asks of the others, which each
+    # session gives cards best fit (api/gpu.py says how a bound pod names its cards).
+    gpu_used: IntArray | None = None
+    gpu_unnamed: list[tuple[int, GpuDemand]] = field(default_factory=list)
     # Every pod holding a node, with its node row: what pod affinity terms select from.
     placed: list[tuple[int, Task]] = field(default_factory=list)
     # Those of them that state pod affinity or anti-affinity terms, so that a session
     # finds out whether it needs the affinity plugins without walking every pod.
     placed_affine: list[tuple[int, Task]] = field(default_factory=list)
+    # The jobs built afresh since the previous snapshot the keeper took; None when all
+    # were (a snapshot taken whole). A group neither among them nor with anything to
+    # place has the status it had then.
+    changed_jobs: frozenset[str] | None = None
     # Namespace -> labels, for the namespace selectors of pod affinity terms.
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     # Per node row, the CPU and memory its pods' scores count beyond their requests

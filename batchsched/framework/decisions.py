@@ -1,5 +1,6 @@
 """What a session decides: the only output of the scheduling core."""
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from batchsched.api.resources import ResourceList
@@ -121,8 +122,11 @@ class Decisions:
     bindings: list[Binding] = field(default_factory=list)
     # "ns/name" of every pod of ours still pending after the session -> why.
     pending: dict[str, str] = field(default_factory=dict)
-    # PodGroup key -> status; lone pods are not listed.
+    # PodGroup key -> status; lone pods are not listed, nor groups running unchanged
+    # since the last snapshot (see Snapshot.changed_jobs), whose status is written.
     jobs: dict[str, JobStatus] = field(default_factory=dict)
+    # Queue -> how many of those running groups it holds, for its counts.
+    running_unchanged: Counter[str] = field(default_factory=Counter)
     # Queue -> its fair share in this session, in the core's units (set by proportion).
     deserved: dict[str, ResourceList] = field(default_factory=dict)
     # Pods to evict, and pending pods' nominated nodes to write (preempt and reclaim).

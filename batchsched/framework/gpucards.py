@@ -7,7 +7,7 @@ the `chooser`'s decision, best fit unless a plugin (gpufragmentation) installs i
 """
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -44,7 +44,7 @@ class GpuCards:
         # Task key -> cards taken by this session's placements, for bindings and undo.
         self.placed: dict[str, tuple[int, ...]] = {}
         self.chooser: CardChooser = self.best_fit
-        self._hold_bound(snapshot.gpu_holders)
+        self._hold_bound(snapshot.gpu_used, snapshot.gpu_unnamed)
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         return self.fits(task.gpu, nodes)
@@ -102,34 +102,17 @@ class GpuCards:
         self.whole[node] = (free == CARD_MILLI).sum()
         self.largest[node] = free.max(initial=0)
 
-    def _hold_bound(self, holders: Iterable[tuple[int, tuple[int, ...], GpuDemand]]) -> None:
-        """Count the cards of pods already bound.
-
-        Pods that name valid cards keep them, counted together in one pass over the
-        arrays (a large cluster has tens of thousands); the rest (bound by another
-        scheduler, or before their annotation was written) are put best fit after them.
-        A card claimed beyond its size is clamped at zero rather than trusted to be free.
-        """
-        later: list[tuple[int, GpuDemand]] = []
-        counts: list[int] = self.count.tolist()
-        rows: list[int] = []
-        cards: list[int] = []
-        milli: list[int] = []
-        for row, named, demand in holders:
-            if len(set(named)) == demand.cards and max(named) < counts[row]:
-                rows += [row] * len(named)
-                cards += named
-                milli += [demand.milli] * len(named)
-            else:
-                later.append((row, demand))
-        if rows:
-            taken = np.zeros_like(self.free)
-            np.add.at(taken, (rows, cards), milli)
-            self.free = np.maximum(self.free - taken, 0)
+    def _hold_bound(self, used: IntArray | None, unnamed: list[tuple[int, GpuDemand]]) -> None:
+        """Count the cards of pods already bound: those naming valid cards, summed per
+        card by the snapshot, then the rest (bound by another scheduler, or before
+        their annotation was written) best fit. A card claimed beyond its size is
+        clamped at zero rather than trusted to be free."""
+        if used is not None and used.size:
+            self.free = np.maximum(self.free - used, 0)
             self.idle = self.free.sum(axis=1)
             self.whole = (self.free == CARD_MILLI).sum(axis=1)
             self.largest = self.free.max(axis=1, initial=0)
-        for row, demand in later:
+        for row, demand in unnamed:
             if self.fits(demand, np.array([row]))[0]:
                 chosen = self._best_fit(row, demand)
             else:

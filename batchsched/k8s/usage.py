@@ -47,6 +47,8 @@ def summarize(snapshot: Snapshot, decisions: Decisions) -> Usage:
         field_name = QUEUE_COUNTS.get(status.phase)
         if field_name is not None:
             counts[snapshot.jobs[key].queue][field_name] += 1
+    for name, running in decisions.running_unchanged.items():
+        counts[name]["running"] += running
     queues = {
         name: QueueUsage(allocated=_resources(snapshot, queue_allocated[name]), **counts[name])
         for name in snapshot.queues

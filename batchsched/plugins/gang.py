@@ -75,23 +75,27 @@ class Gang:
     def _write_statuses(self) -> None:
         """For our PodGroups, and peers' ones whose pods name a scheduler served here:
         a peer's group whose pods are all another scheduler's is not ours to report on."""
-        for job in self.session.snapshot.jobs.values():
+        snapshot, decisions = self.session.snapshot, self.session.decisions
+        changed = snapshot.changed_jobs
+        for job in snapshot.jobs.values():
             foreign = job.group is not None and job.group.api_version != OUR_API
-            if job.is_gang and (job.served or not foreign):
-                self.session.decisions.jobs[job.key] = self._status(job)
+            if not job.is_gang or (foreign and not job.served):
+                continue
+            # A large cluster's thousands of running groups would otherwise cost every
+            # session, and the event loop, their statuses again.
+            if changed is not None and job.key not in changed and not job.pending:
+                phase = _phase(job, job.bound)
+                if phase is not None:
+                    decisions.running_unchanged[job.queue] += phase == "Running"
+                    continue
+            decisions.jobs[job.key] = self._status(job)
 
     def _status(self, job: JobInfo) -> JobStatus:
         session = self.session
         scheduled = job.bound + session.placed[job.key]
-        active = scheduled + job.succeeded
         overdue = None
-        if job.failed and job.total - job.failed < job.min_member:
-            phase = "Failed"
-        elif job.succeeded >= job.min_member and scheduled == 0 and not job.pending:
-            phase = "Completed"
-        elif active >= job.min_member:
-            phase = "Running"
-        else:
+        phase = _phase(job, scheduled)
+        if phase is None:
             overdue = self._overdue(job)
             if overdue is not None and self.fail_on_timeout:
                 phase = "Failed"
@@ -139,6 +143,18 @@ class Gang:
         if self.fail_on_timeout:
             return _failed(job, timeout)
         return f"still short of minMember after {timeout:g}s: {message}"
+
+
+def _phase(job: JobInfo, scheduled: int) -> str | None:
+    """Failed, Completed or Running, as `scheduled` members make it; None while it is
+    short of minMember, when admission and time decide."""
+    if job.failed and job.total - job.failed < job.min_member:
+        return "Failed"
+    if job.succeeded >= job.min_member and scheduled == 0 and not job.pending:
+        return "Completed"
+    if scheduled + job.succeeded >= job.min_member:
+        return "Running"
+    return None
 
 
 def _failed(job: JobInfo, timeout: float) -> str:

@@ -3,9 +3,24 @@
 import pytest
 
 from batchsched.api.unsupported import GATED_MESSAGE
+from batchsched.cache.keeper import SnapshotKeeper
+from batchsched.framework.config import run_session
 from batchsched.framework.decisions import Condition
+from batchsched.k8s.usage import summarize
 
-from ..builders import Obj, at, decide, gang, node, placements, pod, pod_group
+from ..builders import (
+    SCHEDULER,
+    Obj,
+    at,
+    cache_of,
+    config_of,
+    decide,
+    gang,
+    node,
+    placements,
+    pod,
+    pod_group,
+)
 
 ONE_CPU = {"cpu": "1"}
 
@@ -239,6 +254,32 @@ def test_phase_from_member_phases(phases: list[str | None], phase: str) -> None:
     ]
     decisions = decide([node("n1"), pod_group("g", 3), *members])
     assert decisions.jobs["default/g"].phase == phase
+
+
+def test_a_kept_snapshot_leaves_out_running_groups_nothing_changed_and_counts_them() -> None:
+    def running(name: str) -> list[Obj]:
+        members = [pod(f"{name}-{i}", requests=ONE_CPU, group=name, node_name="n1") for i in (0, 1)]
+        return [pod_group(name, 2), *members]
+
+    cache = cache_of(
+        [node("n1"), *running("a"), *running("b"), *gang("c", 2, requests={"cpu": "5"})]
+    )
+    keeper = SnapshotKeeper(cache, scheduler_names={SCHEDULER})
+    config = config_of(None)
+    whole = run_session(keeper.take(now=1.0), config)
+    assert {key: s.phase for key, s in whole.jobs.items()} == {
+        "default/a": "Running",
+        "default/b": "Running",
+        "default/c": "Inqueue",
+    }
+    cache.apply(pod("b-0", requests=ONE_CPU, group="b", node_name="n1", phase="Succeeded"))
+    snapshot = keeper.take(now=2.0)
+    kept = run_session(snapshot, config)
+    # a is as the last session reported it; b changed; c has pods to place.
+    assert set(kept.jobs) == {"default/b", "default/c"}
+    assert kept.running_unchanged == {"default": 1}
+    assert summarize(snapshot, kept).queues["default"].running == 2
+    assert summarize(snapshot, kept).queues["default"].inqueue == 1
 
 
 def test_lone_pods_have_no_group_status() -> None:
