@@ -31,7 +31,10 @@ def allocate(session: Session) -> None:
     by_queue: dict[str, list[JobInfo]] = defaultdict(list)
     resumed: list[JobInfo] = []
     nominated: list[JobInfo] = []
+    set_aside = session.set_aside
     for job in session.snapshot.jobs.values():
+        if job.key in set_aside:
+            continue
         if any(not t.best_effort for t in job.pending) and eligible(session, job):
             if job.resumes:
                 resumed.append(job)
@@ -58,30 +61,32 @@ def allocate(session: Session) -> None:
             continue
         job = jobs[cursor[name]]
         cursor[name] += 1
-        if not place_job(session, job, job.pending):
-            _reserve_if_starving(session, job)
+        if not place_job(session, job, job.pending) and not _reserve_if_starving(session, job):
+            session.unplaced.add(job.key)
         if cursor[name] == len(jobs):
             del queues[name]
 
 
-def _reserve_if_starving(session: Session, job: JobInfo) -> None:
+def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
     """Hold room for the job if it is short of minMember past the threshold yet able to
     fit the cluster once it drains. A job already at minMember runs, so it is not
     starving; and holding room for a gang that could not fit even an empty cluster
-    would hold it for ever."""
+    would hold it for ever. Whether it holds room."""
     limit = session.starvation_seconds
     if limit is None or session.snapshot.now - job.creation <= limit:
-        return
+        return False
     if job.bound >= job.min_member:
-        return
+        return False
     packing = _pack_drained_cluster(session, job)
-    if packing is not None:
-        rows, vecs = packing
-        session.reserve(job.key, rows, vecs)
-        names = ", ".join(sorted({session.snapshot.nodes[r].name for r in rows}))
-        session.job_messages[job.key] += (
-            f" It has waited past the starvation threshold: room is held for it on node(s) {names}."
-        )
+    if packing is None:
+        return False
+    rows, vecs = packing
+    session.reserve(job.key, rows, vecs)
+    names = ", ".join(sorted({session.snapshot.nodes[r].name for r in rows}))
+    session.job_messages[job.key] += (
+        f" It has waited past the starvation threshold: room is held for it on node(s) {names}."
+    )
+    return True
 
 
 def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:

@@ -16,8 +16,9 @@ jobs built again. Refused binds are the one part that changes with time alone: t
 of pods whose refusal might have ended since the last snapshot are built again too.
 """
 
+import math
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,14 @@ from batchsched.api.volumes import Storage
 from batchsched.cache.cluster import Changes, ClusterCache
 from batchsched.cache.jobs import JobBuilder, usable_queues
 from batchsched.cache.snapshot import NO_EXTRA, IntArray, JobInfo, Snapshot, job_key
+from batchsched.framework.decisions import Unplaced
+
+
+def _placed_by_others(task: Task) -> bool:
+    """Whether other pods, or volumes, rather than room alone decide where it fits."""
+    affinity = task.affinity
+    required = affinity is not None and bool(affinity.affinity or affinity.anti_affinity)
+    return required or bool(task.spread) or bool(task.claims)
 
 
 def take_snapshot(cache: ClusterCache, *, now: float, scheduler_names: Collection[str]) -> Snapshot:
@@ -50,7 +59,10 @@ class SnapshotKeeper:
         # per change that reaches everything.
         self.whole = 0
 
-    def take(self, *, now: float) -> Snapshot:
+    def take(self, *, now: float, retry_all: bool = False) -> Snapshot:
+        """The cache as it is now; `retry_all` tries every job set aside again (what
+        changes with time alone, such as a gang's schedule timeout or the starvation
+        threshold, is seen when the caller says so)."""
         changes = self.cache.changes
         assert changes is not None
         self.cache.changes = Changes()
@@ -61,7 +73,23 @@ class SnapshotKeeper:
         if state is None or changes.everything or many or not state.follow(changes, now=now):
             state = self._state = _State(self.cache, scheduler_names=self.scheduler_names, now=now)
             self.whole += 1
+        if retry_all:
+            state.resting.clear()
         return state.snapshot(now)
+
+    def set_aside(self, unplaced: Mapping[str, Unplaced]) -> None:
+        """After a session over the last snapshot: the jobs it could place nowhere are
+        skipped by the next ones, until something that could place them happens (the
+        module says what) or the caller retries all. Jobs whose pods state pod
+        affinity, topology spread or volume claims are not: what places those is more
+        than freed room."""
+        state = self._state
+        if state is None:
+            return
+        for key, why in unplaced.items():
+            job = state.jobs.get(key)
+            if job is not None and not any(_placed_by_others(t.task) for t in job.pending):
+                state.resting[key] = why
 
 
 @dataclass(slots=True)
@@ -124,6 +152,8 @@ class _State:
         self._count_cards()
         # The jobs built again by the last follow(); None: all of them.
         self.changed: frozenset[str] | None = None
+        # Jobs set aside, and what the session said of them.
+        self.resting: dict[str, Unplaced] = {}
 
     def follow(self, changes: Changes, *, now: float) -> bool:
         """Catch up with `changes`; False if they need the state taken whole again."""
@@ -147,6 +177,9 @@ class _State:
         for key in changes.groups:
             self._name_group(key, groups.get(key))
         dirty |= {key for key, job in self.jobs.items() if job.namespace in changes.namespaces}
+        # Room freed, and pods newly on nodes (_wake says why these).
+        freed = changes.nodes
+        arrived: list[_Held] = []
         for key in changes.pods:
             held = self.held.pop(key, None)
             if held is not None:
@@ -156,6 +189,15 @@ class _State:
             if key in tasks:
                 self._name(tasks[key], 1)
                 dirty.add(self._count(key, tasks[key]))
+            now_held = self.held.get(key)
+            row = None if now_held is None else now_held.row
+            if held is not None:
+                freed |= now_held is None or held.task.nominated_node is not None
+                if held.row is not None:
+                    freed |= row != held.row
+                    freed |= now_held is not None and bool((now_held.vec < held.vec).any())
+            if now_held is not None and row is not None and (held is None or held.row != row):
+                arrived.append(now_held)
         if self.dropped and self._columns() != self.resources:
             return False
         if changes.nodes:
@@ -167,7 +209,32 @@ class _State:
         self.now = now
         self._rebuild(dirty)
         self.changed = frozenset(dirty)
+        self._wake(dirty, freed=freed, arrived=arrived)
         return True
+
+    def _wake(self, dirty: set[str], *, freed: bool, arrived: list[_Held]) -> None:
+        """Take back from the jobs set aside those that might be placed now: those
+        that changed, and all of them when room may have been freed: nodes changed, a
+        pod left its node or asks less there, a pod was deleted or a nominated one
+        changed (a pending pod may hold room: its nomination, a starving gang's
+        reservation, its gang's recorded placement). A pod newly on a node makes room
+        for none, but it may be evicted: by a job of higher priority (preempt) or of
+        another queue (reclaim)."""
+        if freed:
+            self.resting.clear()
+            return
+        for key in dirty:
+            self.resting.pop(key, None)
+        if not arrived or not self.resting:
+            return
+        lowest = min(
+            (-math.inf if held.task.priority is None else held.task.priority) for held in arrived
+        )
+        queues = {self.jobs[held.job].queue for held in arrived if held.job in self.jobs}
+        for key in list(self.resting):
+            job = self.jobs.get(key)
+            if job is None or job.priority > lowest or queues - {job.queue}:
+                del self.resting[key]
 
     def snapshot(self, now: float) -> Snapshot:
         cache = self.cache
@@ -180,6 +247,7 @@ class _State:
             port_users={port: set(rows) for port, rows in self.ports.items()},
             jobs=dict(self.jobs),
             changed_jobs=self.changed,
+            set_aside=dict(self.resting),
             queues=self.queues,
             scheduler_names=self.scheduler_names,
             rejected_queues=self.rejected_queues,

@@ -15,6 +15,7 @@ from batchsched.api.gpu import NO_GPU, GpuDemand
 from batchsched.api.objects import Node, PodGroup, PriorityClass, Queue, Task
 from batchsched.api.resources import PODS, ResourceList
 from batchsched.api.volumes import Storage
+from batchsched.framework.decisions import Unplaced
 
 IntArray = npt.NDArray[np.int64]
 NO_EXTRA = (0, 0)
@@ -118,6 +119,9 @@ class Snapshot:
     # were (a snapshot taken whole). A group neither among them nor with anything to
     # place has the status it had then.
     changed_jobs: frozenset[str] | None = None
+    # Jobs a recent session could place nowhere, and nothing since could have changed
+    # that (cache/keeper.py says what wakes them): skipped, with what it said of them.
+    set_aside: dict[str, Unplaced] = field(default_factory=dict)
     # Namespace -> labels, for the namespace selectors of pod affinity terms.
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     # Per node row, the CPU and memory its pods' scores count beyond their requests

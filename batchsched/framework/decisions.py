@@ -118,6 +118,16 @@ class JobStatus(_PickledAsFields):
 
 
 @dataclass(slots=True)
+class Unplaced(_PickledAsFields):
+    """Why a job allocate could place nowhere waits, as the session said it: kept with
+    the job while it is set aside (SnapshotKeeper.set_aside), so that the sessions that
+    skip it say the same."""
+
+    job_message: str | None
+    task_messages: dict[str, str]
+
+
+@dataclass(slots=True)
 class Decisions:
     bindings: list[Binding] = field(default_factory=list)
     # "ns/name" of every pod of ours still pending after the session -> why.
@@ -132,3 +142,6 @@ class Decisions:
     # Pods to evict, and pending pods' nominated nodes to write (preempt and reclaim).
     evictions: list[Eviction] = field(default_factory=list)
     nominations: list[Nomination] = field(default_factory=list)
+    # Jobs allocate tried and could place nowhere, that made no room by evicting and
+    # hold none (starving): nothing in this session would place them.
+    unplaced: dict[str, Unplaced] = field(default_factory=dict)

@@ -14,7 +14,7 @@ import numpy as np
 
 from batchsched.api.objects import Constraints, Task
 from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
-from batchsched.framework.decisions import Binding, ClaimBinding, Decisions
+from batchsched.framework.decisions import Binding, ClaimBinding, Decisions, Unplaced
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import BoolArray, Explained, NodeFilter, NodeScorer, Plugin
 from batchsched.framework.reservations import Reservations
@@ -126,6 +126,14 @@ class Session:
         # Job key -> why it is not (yet) placed; filled by actions, read at close.
         self.job_messages: dict[str, str] = {}
         self.task_messages: dict[str, str] = {}
+        # Jobs set aside are not tried: they wait for the reasons they were given.
+        self.set_aside = snapshot.set_aside
+        for key, unplaced in self.set_aside.items():
+            if unplaced.job_message is not None:
+                self.job_messages[key] = unplaced.job_message
+            self.task_messages.update(unplaced.task_messages)
+        # Jobs allocate tried and could place nowhere.
+        self.unplaced: set[str] = set()
         self.enqueued: set[str] = set()
         # Jobs enqueue held back only because the cluster lacks idle room for them.
         self.short_of_room: set[str] = set()
@@ -388,9 +396,22 @@ class Session:
                         or self.job_messages.get(job.key)
                         or "not attempted in this session"
                     )
+        self._report_unplaced()
         for closer in self.closers:
             closer()
         return self.decisions
+
+    def _report_unplaced(self) -> None:
+        """The jobs allocate could place nowhere and no eviction made room for."""
+        making_room = {e.preemptor for e in self.decisions.evictions}
+        making_room.update(n.job for n in self.decisions.nominations if n.node)
+        jobs = self.snapshot.jobs
+        for key in self.unplaced - making_room - self.held:
+            tasks = self.task_messages
+            self.decisions.unplaced[key] = Unplaced(
+                job_message=self.job_messages.get(key),
+                task_messages={t.key: tasks[t.key] for t in jobs[key].pending if t.key in tasks},
+            )
 
 
 def _first(checks: list[JobCheck], job: JobInfo) -> str | None:

@@ -45,6 +45,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -116,6 +117,8 @@ class SessionLoop:
         self.revisit_seconds = revisit_seconds
         self.keeper = SnapshotKeeper(self.cache, scheduler_names=config.scheduler_names)
         self._last: float | None = None
+        # When every job set aside was last tried again (monotonic).
+        self._retried = -math.inf
         self._waiting = False
         self._peak_rss = 0
         # Pods the running session has decided so far.
@@ -191,7 +194,11 @@ class SessionLoop:
         self._dropped.clear()
         self._decided = 0
         with self.binder.deciding():
-            snapshot = self.keeper.take(now=time.time())
+            now = time.monotonic()
+            retry_all = now - self._retried >= self.revisit_seconds
+            if retry_all:
+                self._retried = now
+            snapshot = self.keeper.take(now=time.time(), retry_all=retry_all)
             if _small(snapshot):
                 decisions, usage, timings = _decide(snapshot, self.config, self._accept)
             else:
@@ -202,6 +209,7 @@ class SessionLoop:
                 self._peak_rss = max(self._peak_rss, finished.peak_rss_bytes)
                 SESSION_PEAK_RSS.set(self._peak_rss)
         self._publish(decisions, usage, timings)
+        self.keeper.set_aside(decisions.unplaced)
         self.evictor.submit(decisions.evictions, decisions.nominations)
         seconds = time.perf_counter() - started
         SESSION_DURATION.observe(seconds)

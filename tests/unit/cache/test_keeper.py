@@ -12,6 +12,8 @@ from batchsched.api.pods import OUR_QUEUE_KEY
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import SnapshotKeeper, take_snapshot
 from batchsched.cache.snapshot import JobInfo, Snapshot
+from batchsched.framework.config import default_config, run_session
+from batchsched.framework.decisions import Decisions
 
 from ..builders import SCHEDULER, Obj, node, pod, pod_group, priority_class, queue
 
@@ -169,6 +171,54 @@ def test_a_kept_snapshot_equals_one_taken_whole_after_any_changes(seed: int) -> 
     assert cluster.keeper.whole < 30
 
 
+def decided(decisions: Decisions) -> tuple[list[object], list[object]]:
+    return (
+        sorted((b.key, b.node, b.gpu_index) for b in decisions.bindings),
+        sorted((e.key, e.preemptor) for e in decisions.evictions),
+    )
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_skipping_the_jobs_set_aside_changes_no_decision(seed: int) -> None:
+    """After any changes, a session on the kept snapshot, which skips the jobs set
+    aside, binds and evicts what one on a snapshot taken whole decides. Time passing
+    tries them all again, as the operator does at its revisit period."""
+    cluster = Cluster(random.Random(seed))
+    rng = cluster.rng
+    # Room for some of the pods to come, which they fill and deletions free.
+    for name in ("m0", "m1"):
+        cluster.apply(node(name, cpu="6", extra={"nvidia.com/gpu": "2"}))
+    config = default_config()
+    last = cluster.now
+    skipped = 0
+    for step in range(80):
+        # Mostly pods arriving, which wake nothing, and pods leaving the room they
+        # filled, between changes of every kind.
+        roll = rng.random()
+        on_room = sorted(k for k, t in cluster.cache.tasks.items() if t.node_name in ("m0", "m1"))
+        if roll < 0.5:
+            spec = {"priorityClassName": rng.choice(["high", "low"])} if rng.random() < 0.3 else {}
+            requests = rng.choice([{"cpu": "1"}, {"cpu": "2"}, {"cpu": "1", "nvidia.com/gpu": "1"}])
+            # Created apart: victims created at the same time are told apart by the
+            # order the snapshot lists them in, which a kept one need not share.
+            created = cluster.now + step / 1000
+            cluster.apply(pod(f"new-{step}", requests=requests, created=created, spec=spec))
+        elif roll < 0.65 and on_room:
+            cluster.apply(cluster.new_pod(rng.choice(on_room).split("/")[1]), deleted=True)
+        else:
+            cluster.change()
+        kept = cluster.keeper.take(now=cluster.now, retry_all=cluster.now != last)
+        last = cluster.now
+        whole = take_snapshot(cluster.cache, now=cluster.now, scheduler_names={SCHEDULER})
+        skipped += len(kept.set_aside)
+        ours = run_session(kept, config)
+        assert decided(ours) == decided(run_session(whole, config))
+        cluster.keeper.set_aside(ours.unplaced)
+        for binding in ours.bindings:
+            cluster.cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
+    assert skipped
+
+
 def test_a_pod_bound_rebuilds_only_its_own_job() -> None:
     cluster = Cluster(random.Random(1))
     before = cluster.keeper.take(now=cluster.now)
@@ -219,3 +269,61 @@ def test_a_refusal_that_ends_with_time_alone_is_seen() -> None:
     assert any(t.error for j in refused.jobs.values() for t in j.pending if t.key == key)
     later = cluster.keeper.take(now=cluster.now + 2.0)
     assert not any(t.error for j in later.jobs.values() for t in j.pending if t.key == key)
+
+
+def priority(value: int) -> dict[str, Any]:
+    return {"priority": value}
+
+
+@pytest.mark.parametrize(
+    ("change", "woken"),
+    [
+        # Another pod to place, or one bound that no waiting job may evict: nothing
+        # that could place it.
+        (pod("later", requests={"cpu": "1"}, spec=priority(100)), False),
+        (pod("beside", requests={"cpu": "1"}, node_name="n1", spec=priority(100)), False),
+        # A pod bound that the waiting job (priority 100) may preempt.
+        (pod("low", requests={"cpu": "1"}, node_name="n1", spec=priority(1)), True),
+        # Room freed, or maybe: a pod gone from its node, a pod deleted, a node.
+        (pod("full", requests={"cpu": "2"}, node_name="n1", phase="Succeeded"), True),
+        (node("n2"), True),
+        # The job itself.
+        (pod("waiting", requests={"cpu": "1"}, spec=priority(50)), True),
+    ],
+)
+def test_what_tries_a_job_set_aside_again(change: Obj, woken: bool) -> None:
+    cache = ClusterCache()
+    cache.apply(node("n1", cpu="2"))
+    cache.apply(pod("full", requests={"cpu": "2"}, node_name="n1", spec=priority(1000)))
+    cache.apply(pod("waiting", requests={"cpu": "1"}, spec=priority(100)))
+    keeper = SnapshotKeeper(cache, scheduler_names={SCHEDULER})
+    config = default_config()
+    decisions = run_session(keeper.take(now=1.0), config)
+    assert list(decisions.unplaced) == ["pod:default/waiting"]
+    keeper.set_aside(decisions.unplaced)
+    assert list(keeper.take(now=2.0).set_aside) == ["pod:default/waiting"]
+    cache.apply(change)
+    snapshot = keeper.take(now=3.0)
+    assert ("pod:default/waiting" not in snapshot.set_aside) == woken
+    if not woken:
+        # Skipped, it waits for the reason it was given.
+        reason = run_session(snapshot, config).pending["default/waiting"]
+        assert reason == decisions.pending["default/waiting"]
+    assert not keeper.take(now=4.0, retry_all=True).set_aside
+
+
+def test_jobs_placed_by_other_pods_are_not_set_aside() -> None:
+    cache = ClusterCache()
+    cache.apply(node("n1", cpu="2"))
+    cache.apply(pod("full", requests={"cpu": "2"}, node_name="n1"))
+    term = {
+        "labelSelector": {"matchLabels": {"app": "db"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    cache.apply(pod("near-db", requests={"cpu": "1"}, spec={"affinity": affinity}))
+    keeper = SnapshotKeeper(cache, scheduler_names={SCHEDULER})
+    decisions = run_session(keeper.take(now=1.0), default_config())
+    assert "pod:default/near-db" in decisions.unplaced
+    keeper.set_aside(decisions.unplaced)
+    assert not keeper.take(now=2.0).set_aside
