@@ -171,7 +171,7 @@ def test_a_kept_snapshot_equals_one_taken_whole_after_any_changes(seed: int) -> 
     assert cluster.keeper.whole < 30
 
 
-def decided(decisions: Decisions) -> tuple[list[object], list[object]]:
+def decided(decisions: Decisions) -> tuple[list[tuple[object, ...]], list[tuple[str, str]]]:
     return (
         sorted((b.key, b.node, b.gpu_index) for b in decisions.bindings),
         sorted((e.key, e.preemptor) for e in decisions.evictions),
