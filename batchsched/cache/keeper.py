@@ -14,6 +14,10 @@ removed move the kept nodes' sums to their new rows (nodes are in name order); a
 changed in place only has the node arrays taken again; a namespace changed has its own
 jobs built again. Refused binds are the one part that changes with time alone: the jobs
 of pods whose refusal might have ended since the last snapshot are built again too.
+
+The keeper also holds the jobs set aside: those a session could place nowhere, which
+later sessions skip until something that could place them happens (_wake says what)
+or the caller retries them all (the operator does every 10 s).
 """
 
 import math

@@ -27,9 +27,10 @@ or bound meanwhile, or its node is gone, none of the job is bound and the next s
 looks again.
 
 A tick on which nothing the core reads has changed skips the session: an idle cluster
-costs a counter increment per period. Pods left pending are looked at again every
-`revisit_seconds` even so, because some reasons change with time alone (schedule
-timeouts, starvation).
+costs a counter increment per period. Jobs a session could place nowhere are set aside
+by the keeper until something could place them; every `revisit_seconds` a session tries
+them all again, and pods left pending are looked at again that often even when nothing
+changed, because some reasons change with time alone (schedule timeouts, starvation).
 
 Python's cyclic collector is kept out of the way of startup: listing a large cluster
 builds hundreds of thousands of long-lived objects, and every full collection would
