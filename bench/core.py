@@ -15,9 +15,10 @@ about half the cluster's CPU and three quarters of its cards at 20,000 pods on 5
 nodes.
 With --caught-up K the first session's binds are assumed, then K sessions follow, each
 for one more pod (every other one a gang of 8 instead) on the cluster now holding them,
-with the snapshot kept as the operator keeps it (cache/keeper.py): their median and
+with the snapshot kept as the operator keeps it (cache/keeper.py), and the jobs a
+session could place nowhere set aside as the operator sets them aside: their median and
 slowest snapshot and session times are what a cluster that has caught up pays per
-arrival.
+arrival, and `caught_up_jobs_set_aside` how many waiting jobs they skipped.
 """
 
 import argparse
@@ -248,9 +249,11 @@ def arrivals(cache: ClusterCache, first: Decisions, sessions: int) -> dict[str, 
     whole_started = time.perf_counter()
     keeper.take(now=0.0)
     whole = time.perf_counter() - whole_started
+    keeper.set_aside(first.unplaced)
     config = default_config()
     snapshots: list[float] = []
     runs: list[float] = []
+    set_aside: list[int] = []
     for index in range(sessions):
         size = 8 if index % 2 else 1
         name = f"arrival-{index:04d}"
@@ -267,6 +270,8 @@ def arrivals(cache: ClusterCache, first: Decisions, sessions: int) -> dict[str, 
         decisions = run_session(snapshot, config)
         runs.append(time.perf_counter() - taken)
         snapshots.append(taken - started)
+        set_aside.append(len(snapshot.set_aside))
+        keeper.set_aside(decisions.unplaced)
         for binding in decisions.bindings:
             cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
     return {
@@ -275,6 +280,7 @@ def arrivals(cache: ClusterCache, first: Decisions, sessions: int) -> dict[str, 
         "caught_up_snapshot_seconds": _spread(snapshots),
         "caught_up_session_seconds": _spread(runs),
         "caught_up_snapshots_taken_whole": keeper.whole - 1,
+        "caught_up_jobs_set_aside": statistics.median(set_aside),
     }
 
 

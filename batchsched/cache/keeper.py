@@ -20,7 +20,6 @@ later sessions skip until something that could place them happens (_wake says wh
 or the caller retries them all (the operator does every 10 s).
 """
 
-import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -33,7 +32,15 @@ from batchsched.api.resources import BASE_RESOURCES, GPU, ResourceList
 from batchsched.api.volumes import Storage
 from batchsched.cache.cluster import Changes, ClusterCache
 from batchsched.cache.jobs import JobBuilder, usable_queues
-from batchsched.cache.snapshot import NO_EXTRA, IntArray, JobInfo, Snapshot, job_key
+from batchsched.cache.snapshot import (
+    NO_EXTRA,
+    IntArray,
+    JobInfo,
+    Snapshot,
+    default_priority,
+    job_key,
+    placed_priority,
+)
 from batchsched.framework.decisions import Unplaced
 
 
@@ -231,8 +238,11 @@ class _State:
             self.resting.pop(key, None)
         if not arrived or not self.resting:
             return
+        classes = self.cache.priority_classes
+        default = default_priority(classes)
         lowest = min(
-            (-math.inf if held.task.priority is None else held.task.priority) for held in arrived
+            placed_priority(held.task, self.jobs.get(held.job), classes, default)
+            for held in arrived
         )
         queues = {self.jobs[held.job].queue for held in arrived if held.job in self.jobs}
         for key in list(self.resting):

@@ -5,6 +5,7 @@ name); a task's request is one row vector over the same columns, shared by every
 the same shape. keeper.py takes snapshots of the cache; jobs.py groups pods into jobs.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,6 +141,25 @@ class Snapshot:
     def job_of(self, task: Task) -> JobInfo | None:
         """The job a pod belongs to, if the session knows it (ours, or a PodGroup)."""
         return self.jobs.get(job_key(task))
+
+
+def default_priority(classes: Mapping[str, PriorityClass]) -> int:
+    """The priority of a pod that names no class: the global default class's, or 0."""
+    return max((pc.value for pc in classes.values() if pc.global_default), default=0)
+
+
+def placed_priority(
+    task: Task, job: JobInfo | None, classes: Mapping[str, PriorityClass], default: int
+) -> int:
+    """The priority a pod holding a node has as a victim: the one the session ordered its
+    job by, which is its PodGroup's class when it names one, else the pod's own
+    (spec.priority, set on admission, or its class)."""
+    if job is not None and job.group is not None and job.group.priority_class_name:
+        return job.priority
+    if task.priority is not None:
+        return task.priority
+    found = classes.get(task.priority_class_name)
+    return found.value if found is not None else default
 
 
 def job_key(task: Task) -> str:

@@ -14,8 +14,15 @@ import numpy.typing as npt
 
 from batchsched.api.budgets import DisruptionBudget
 from batchsched.api.gpu import gpu_demand
-from batchsched.api.objects import PriorityClass, Task
-from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
+from batchsched.api.objects import Task
+from batchsched.cache.snapshot import (
+    IntArray,
+    JobInfo,
+    Snapshot,
+    TaskInfo,
+    default_priority,
+    placed_priority,
+)
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -129,7 +136,7 @@ class Victims:
 def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
     """Every pod holding a node that is not already terminating."""
     classes = snapshot.priority_classes
-    default = max((pc.value for pc in classes.values() if pc.global_default), default=0)
+    default = default_priority(classes)
     column = snapshot.column
     budgets = list(snapshot.budgets)
     by_namespace: dict[str, list[int]] = {}
@@ -153,7 +160,7 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
         tasks.append(task)
         jobs.append(job)
         rows.append(row)
-        priority.append(_priority(task, job, classes, default))
+        priority.append(placed_priority(task, job, classes, default))
         name = job.queue if job is not None else ""
         queue_ids.append(queue_names.setdefault(name, len(queue_names)))
         ours = task.scheduler_name in snapshot.scheduler_names
@@ -203,19 +210,6 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
         budget_left=np.array([b.disruptions_allowed for b in budgets], dtype=np.int64),
         taken=np.zeros(len(tasks), dtype=np.bool_),
     )
-
-
-def _priority(
-    task: Task, job: JobInfo | None, classes: dict[str, PriorityClass], default: int
-) -> int:
-    """The priority the session ordered the pod's job by: its PodGroup's class when it
-    names one, else the pod's own (spec.priority, set on admission, or its class)."""
-    if job is not None and job.group is not None and job.group.priority_class_name:
-        return job.priority
-    if task.priority is not None:
-        return task.priority
-    found = classes.get(task.priority_class_name)
-    return found.value if found is not None else default
 
 
 def queue_mask(victims: Victims, queue: str) -> BoolArray:
