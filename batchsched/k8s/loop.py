@@ -269,15 +269,18 @@ class SessionLoop:
 
 def _small(snapshot: Snapshot) -> bool:
     """Whether the session is cheaper than the fork that would keep it off the event
-    loop: few pods to place on a small cluster (docs/benchmarks.md has the costs). Its
-    cost grows with the pods and nodes it looks at, a fork's with the cache's size."""
+    loop: few pods to place (jobs set aside are not tried) on a small cluster
+    (docs/benchmarks.md has the costs). Its cost grows with the pods and nodes it looks
+    at, a fork's with the cache's size."""
     if len(snapshot.nodes) + len(snapshot.placed) > INLINE_CLUSTER_OBJECTS:
         return False
     pending = 0
+    set_aside = snapshot.set_aside
     for job in snapshot.jobs.values():
-        pending += len(job.pending)
-        if pending > INLINE_PENDING_PODS:
-            return False
+        if job.key not in set_aside:
+            pending += len(job.pending)
+            if pending > INLINE_PENDING_PODS:
+                return False
     return True
 
 

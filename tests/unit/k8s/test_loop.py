@@ -69,6 +69,33 @@ async def test_a_session_assumes_and_sends_every_binding(
     assert len(forks) == (0 if small else 1)
 
 
+async def test_jobs_set_aside_are_not_tried_and_leave_a_session_small(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    forks: list[object] = []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        forks.append(args)
+        return await run_forked(*args, **kwargs)
+
+    monkeypatch.setattr(session_loop, "run_forked", counted)
+    loop, _ = setup()
+    for i in range(session_loop.INLINE_PENDING_PODS + 1):
+        loop.watch.apply(PODS, pod(f"huge-{i}", requests={"cpu": "64"}))
+    runner = asyncio.create_task(loop.binder.run())
+    await loop.session()
+    assert len(forks) == 1
+    loop.watch.apply(PODS, pod("small", requests={"cpu": "1"}))
+    await loop.session()
+    await asyncio.wait_for(loop.binder.idle.wait(), 5)
+    runner.cancel()
+    # The huge pods were set aside: the second session placed the small pod alone, in
+    # the event loop, and said of them what the first did.
+    assert len(forks) == 1
+    assert loop.cache.tasks["default/small"].node_name == "n1"
+    assert len(loop.keeper.take(now=time.time()).set_aside) == session_loop.INLINE_PENDING_PODS + 1
+
+
 @pytest.mark.parametrize(
     "change",
     ["recreated", "deleted", "bound elsewhere", "node removed"],
