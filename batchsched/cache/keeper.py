@@ -430,24 +430,38 @@ class _State:
             self.extra_pods -= 1
 
     def _count_cards(self) -> None:
+        """Every holder counted afresh, in one pass over the arrays (a large cluster
+        has tens of thousands)."""
         width = max((node.gpu_cards for node in self.nodes), default=0)
         self.cards_used = np.zeros((len(self.nodes), width), dtype=np.int64)
         self.unnamed = {}
-        for key in self.gpu_holders:
-            self._hold_cards(key, 1)
+        rows: list[int] = []
+        cards: list[int] = []
+        milli: list[int] = []
+        for key, (row, named, demand) in self.gpu_holders.items():
+            if self._owns(row, named, demand):
+                rows += [row] * len(named)
+                cards += named
+                milli += [demand.milli] * len(named)
+            else:
+                self.unnamed[key] = (row, demand)
+        np.add.at(self.cards_used, (rows, cards), milli)
 
     def _hold_cards(self, key: str, sign: int) -> None:
-        """Count a holder's cards in (1) or out (-1). Those it names are its own if they
-        are distinct cards of its node, as many as it asks for; otherwise it is given
-        some by each session, after the others."""
+        """Count a holder's cards in (1) or out (-1)."""
         assert self.cards_used is not None
         row, named, demand = self.gpu_holders[key]
         if sign < 0 and self.unnamed.pop(key, None) is not None:
             return
-        if len(set(named)) == demand.cards and max(named) < self.nodes[row].gpu_cards:
+        if self._owns(row, named, demand):
             self.cards_used[row, list(named)] += sign * demand.milli
         else:
             self.unnamed[key] = (row, demand)
+
+    def _owns(self, row: int, named: tuple[int, ...], demand: GpuDemand) -> bool:
+        """Whether a holder's cards are the ones it names: distinct cards of its node,
+        as many as it asks for. Otherwise each session gives it some, after the others."""
+        return len(set(named)) == demand.cards and max(named) < self.nodes[row].gpu_cards
 
     def _rebuild(self, keys: set[str]) -> None:
         """Build the jobs of `keys` again from their groups and members."""
