@@ -31,10 +31,7 @@ def allocate(session: Session) -> None:
     by_queue: dict[str, list[JobInfo]] = defaultdict(list)
     resumed: list[JobInfo] = []
     nominated: list[JobInfo] = []
-    set_aside = session.set_aside
-    for job in session.snapshot.jobs.values():
-        if job.key in set_aside:
-            continue
+    for job in session.placing:
         if any(not t.best_effort for t in job.pending) and eligible(session, job):
             if job.resumes:
                 resumed.append(job)

@@ -9,11 +9,7 @@ from batchsched.framework.session import Session
 
 
 def backfill(session: Session) -> None:
-    jobs = [
-        job
-        for job in session.snapshot.jobs.values()
-        if job.pending and all(t.best_effort for t in job.pending)
-    ]
+    jobs = [job for job in session.placing if all(t.best_effort for t in job.pending)]
     for job in session.job_order(jobs):
         if eligible(session, job):
             place_job(session, job, job.pending)

@@ -14,7 +14,7 @@ from batchsched.framework.victims import Victims, queue_mask
 
 
 def preempt(session: Session) -> None:
-    jobs = [job for job in session.snapshot.jobs.values() if wants_room(session, job)]
+    jobs = [job for job in session.placing if wants_room(session, job)]
     failed: set[object] = set()
     for job in session.job_order(jobs):
         place_by_evicting(

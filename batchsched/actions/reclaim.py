@@ -18,7 +18,7 @@ from batchsched.framework.victims import Victims, queue_mask
 
 def reclaim(session: Session) -> None:
     by_queue: dict[str, list[JobInfo]] = defaultdict(list)
-    for job in session.snapshot.jobs.values():
+    for job in session.placing:
         if wants_room(session, job):
             by_queue[job.queue].append(job)
     failed: set[object] = set()

@@ -7,10 +7,7 @@ from batchsched.framework.session import Session
 def wants_room(session: Session, job: JobInfo) -> bool:
     """Short of minMember after allocate, allowed to run, and with a member that may
     evict. A job enqueue held back only for want of idle resources counts: making room
-    is what it waits for. Jobs that ask for nothing but a pod slot never evict, and jobs
-    set aside are not tried."""
-    if job.key in session.set_aside:
-        return False
+    is what it waits for. Jobs that ask for nothing but a pod slot never evict."""
     if job.bound >= job.min_member or job.key in session.held or session.placed[job.key]:
         return False
     if not any(t.preempts and not t.best_effort for t in job.pending):

@@ -80,6 +80,21 @@ class Constraints:
     node_selector: tuple[tuple[str, str], ...] = ()
     affinity: tuple[tuple[Requirement, ...], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    # Sessions look masks up by constraints for every pending pod: hashing the nested
+    # terms each time cost more than the lookups.
+    _hash: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "_hash", hash((self.node_selector, self.affinity, self.tolerations))
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type["Constraints"], tuple[object, ...]]:
+        # Rebuilt, so that the hash is the receiving process's own.
+        return Constraints, (self.node_selector, self.affinity, self.tolerations)
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,6 +128,11 @@ class Session:
         self.task_messages: dict[str, str] = {}
         # Jobs set aside are not tried: they wait for the reasons they were given.
         self.set_aside = snapshot.set_aside
+        # The jobs with pods to place in this session: what actions try, and what
+        # plugins look at to know whether they are needed.
+        self.placing = [
+            job for job in snapshot.jobs.values() if job.pending and job.key not in self.set_aside
+        ]
         for key, unplaced in self.set_aside.items():
             if unplaced.job_message is not None:
                 self.job_messages[key] = unplaced.job_message

@@ -70,7 +70,7 @@ class Binpack:
         session places pods, or None in sessions where no pod has any."""
         snapshot = session.snapshot
         pending = any(
-            t.task.score_extra != NO_EXTRA for job in snapshot.jobs.values() for t in job.pending
+            t.task.score_extra != NO_EXTRA for job in session.placing for t in job.pending
         )
         if snapshot.score_extra is None and not pending:
             return None

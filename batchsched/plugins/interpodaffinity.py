@@ -61,7 +61,7 @@ class InterPodAffinity(PodCounts):
         return any(
             t.task.affinity is not None
             and (t.task.affinity.affinity or t.task.affinity.anti_affinity)
-            for job in session.snapshot.jobs.values()
+            for job in session.placing
             for t in job.pending
         )
 

@@ -31,7 +31,7 @@ class NodeAffinityScore:
         self.nodes = session.snapshot.nodes
         # Preferences -> raw score per node; a node's labels do not change in a session.
         self._raw: dict[tuple[PreferredTerm, ...], IntArray] = {}
-        if any(t.task.node_preferences for j in session.snapshot.jobs.values() for t in j.pending):
+        if any(t.task.node_preferences for j in session.placing for t in j.pending):
             session.normalized_scorers.append((self, self.weight))
 
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:

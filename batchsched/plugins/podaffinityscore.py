@@ -123,5 +123,5 @@ def _needed(session: Session) -> bool:
 
     snapshot = session.snapshot
     return any(weighs(t) for _, t in snapshot.placed_affine) or any(
-        weighs(t.task) for job in snapshot.jobs.values() for t in job.pending
+        weighs(t.task) for job in session.placing for t in job.pending
     )

@@ -81,7 +81,7 @@ class PodTopologySpreadScore:
 
     def open(self, session: Session) -> None:
         session.scored.add(self.name)
-        pending = [t.task for job in session.snapshot.jobs.values() for t in job.pending]
+        pending = [t.task for job in session.placing for t in job.pending]
         defaults = self.defaults
         held = own_constraints if not defaults else lambda pod: pod.spread or defaults.of(pod)
         # One cache of node tests for the filter and the score.

@@ -52,9 +52,7 @@ def own_constraints(pod: Task) -> Spread:
 
 def stated(session: Session) -> bool:
     """Whether any pending pod of ours states a DoNotSchedule constraint."""
-    return any(
-        c.hard for job in session.snapshot.jobs.values() for t in job.pending for c in t.task.spread
-    )
+    return any(c.hard for job in session.placing for t in job.pending for c in t.task.spread)
 
 
 @dataclass(slots=True)

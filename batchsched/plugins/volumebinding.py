@@ -113,7 +113,7 @@ class VolumeBinding(CheckedFilter):
 
     @staticmethod
     def needed(session: Session) -> bool:
-        return any(t.task.claims for job in session.snapshot.jobs.values() for t in job.pending)
+        return any(t.task.claims for job in session.placing for t in job.pending)
 
     def blocker(self, task: TaskInfo) -> str | None:
         """What kube-scheduler's volume plugins find before looking at any node."""
