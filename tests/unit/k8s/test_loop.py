@@ -46,17 +46,23 @@ def binding(member: int, *, node: str = "n1") -> Binding:
     )
 
 
-@pytest.mark.parametrize("small", [True, False], ids=["in the event loop", "forked"])
-async def test_a_session_assumes_and_sends_every_binding(
-    monkeypatch: pytest.MonkeyPatch, small: bool
-) -> None:
-    forks: list[object] = []
+@pytest.fixture
+def forks(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The sessions run in a forked child, as they are."""
+    forked: list[object] = []
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
-        forks.append(args)
+        forked.append(args)
         return await run_forked(*args, **kwargs)
 
     monkeypatch.setattr(session_loop, "run_forked", counted)
+    return forked
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["in the event loop", "forked"])
+async def test_a_session_assumes_and_sends_every_binding(
+    monkeypatch: pytest.MonkeyPatch, forks: list[object], small: bool
+) -> None:
     if not small:
         monkeypatch.setattr(session_loop, "INLINE_CLUSTER_OBJECTS", 0)
     loop, api = setup()
@@ -70,15 +76,8 @@ async def test_a_session_assumes_and_sends_every_binding(
 
 
 async def test_jobs_set_aside_are_not_tried_and_leave_a_session_small(
-    monkeypatch: pytest.MonkeyPatch,
+    forks: list[object],
 ) -> None:
-    forks: list[object] = []
-
-    async def counted(*args: Any, **kwargs: Any) -> Any:
-        forks.append(args)
-        return await run_forked(*args, **kwargs)
-
-    monkeypatch.setattr(session_loop, "run_forked", counted)
     loop, _ = setup()
     for i in range(session_loop.INLINE_PENDING_PODS + 1):
         loop.watch.apply(PODS, pod(f"huge-{i}", requests={"cpu": "64"}))
