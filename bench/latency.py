@@ -59,7 +59,7 @@ from e2e import (
 )
 
 from batchsched.api.groups import OUR_API
-from batchsched.k8s.client import JSON, Api
+from batchsched.k8s.client import JSON, Api, with_retries
 from batchsched.k8s.credentials import load_credentials
 from batchsched.testing import ControlPlane, find_assets
 from batchsched.testing.objects import load_manifests, pod, pod_group
@@ -203,10 +203,15 @@ async def round_of(api: Api, args: argparse.Namespace, index: int) -> JSON:
         },
         "gang": {f"of_{s}": percentiles(times) for s, times in sorted(gangs.items())},
     }
-    await api.request(
-        "DELETE",
-        f"/api/v1/namespaces/{namespace}/pods",
-        {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+    # Deleting tens of thousands may outlast the API server's request timeout (504)
+    # while it goes on deleting: asked again until it answers.
+    await with_retries(
+        lambda: api.request(
+            "DELETE",
+            f"/api/v1/namespaces/{namespace}/pods",
+            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        ),
+        seconds=600,
     )
     while (await api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1"))["items"]:
         await asyncio.sleep(0.2)
