@@ -16,8 +16,9 @@ jobs built again. Refused binds are the one part that changes with time alone: t
 of pods whose refusal might have ended since the last snapshot are built again too.
 
 The keeper also holds the jobs set aside: those a session could place nowhere, which
-later sessions skip until something that could place them happens (_wake says what)
-or the caller retries them all (the operator does every 10 s).
+later sessions skip until something that could place them happens (_wake says what),
+the time the session gave them comes, or the caller retries them all (the operator
+does every 5 minutes).
 """
 
 from collections import Counter
@@ -71,9 +72,7 @@ class SnapshotKeeper:
         self.whole = 0
 
     def take(self, *, now: float, retry_all: bool = False) -> Snapshot:
-        """The cache as it is now; `retry_all` tries every job set aside again (what
-        changes with time alone, such as a gang's schedule timeout or the starvation
-        threshold, is seen when the caller says so)."""
+        """The cache as it is now; `retry_all` tries every job set aside again."""
         changes = self.cache.changes
         assert changes is not None
         self.cache.changes = Changes()
@@ -252,6 +251,9 @@ class _State:
 
     def snapshot(self, now: float) -> Snapshot:
         cache = self.cache
+        for key, why in list(self.resting.items()):
+            if why.until is not None and why.until <= now:
+                del self.resting[key]
         return Snapshot(
             now=now,
             resources=self.resources,

@@ -125,6 +125,9 @@ class Unplaced(_PickledAsFields):
 
     job_message: str | None
     task_messages: dict[str, str]
+    # When what it waits for changes with time alone (its gang's schedule timeout, the
+    # starvation threshold), on the snapshot's clock: it is tried again then.
+    until: float | None = None
 
 
 @dataclass(slots=True)

@@ -139,6 +139,8 @@ class Session:
             self.task_messages.update(unplaced.task_messages)
         # Jobs allocate tried and could place nowhere.
         self.unplaced: set[str] = set()
+        # When a job's outcome changes with time alone, if it will (plugins' hooks).
+        self.deadlines: list[Callable[[JobInfo], float | None]] = []
         self.enqueued: set[str] = set()
         # Jobs enqueue held back only because the cluster lacks idle room for them.
         self.short_of_room: set[str] = set()
@@ -410,12 +412,17 @@ class Session:
         """The jobs allocate could place nowhere and no eviction made room for."""
         making_room = {e.preemptor for e in self.decisions.evictions}
         making_room.update(n.job for n in self.decisions.nominations if n.node)
-        jobs = self.snapshot.jobs
+        jobs, now = self.snapshot.jobs, self.snapshot.now
         for key in self.unplaced - making_room - self.held:
-            tasks = self.task_messages
+            job, tasks = jobs[key], self.task_messages
+            times = [deadline(job) for deadline in self.deadlines]
+            if self.starvation_seconds is not None:
+                times.append(job.creation + self.starvation_seconds)
+            ahead = [t for t in times if t is not None and t > now]
             self.decisions.unplaced[key] = Unplaced(
                 job_message=self.job_messages.get(key),
-                task_messages={t.key: tasks[t.key] for t in jobs[key].pending if t.key in tasks},
+                task_messages={t.key: tasks[t.key] for t in job.pending if t.key in tasks},
+                until=min(ahead, default=None),
             )
 
 

@@ -27,10 +27,11 @@ or bound meanwhile, or its node is gone, none of the job is bound and the next s
 looks again.
 
 A tick on which nothing the core reads has changed skips the session: an idle cluster
-costs a counter increment per period. Jobs a session could place nowhere are set aside
-by the keeper until something could place them; every `revisit_seconds` a session tries
-them all again, and pods left pending are looked at again that often even when nothing
-changed, because some reasons change with time alone (schedule timeouts, starvation).
+costs a counter increment per period. Pods left pending are looked at again every
+`revisit_seconds` even so, because some reasons change with time alone (schedule
+timeouts, starvation). Jobs a session could place nowhere are set aside by the keeper
+until something could place them or their own time comes (a timeout, the starvation
+threshold); every `RETRY_ALL_SECONDS` a session tries them all again.
 
 Python's cyclic collector is kept out of the way of startup: listing a large cluster
 builds hundreds of thousands of long-lived objects, and every full collection would
@@ -92,6 +93,11 @@ BURST_WINDOWS_AT_MOST = 20
 # nodes and placed pods together, runs in the event loop rather than a forked child.
 INLINE_PENDING_PODS = 16
 INLINE_CLUSTER_OBJECTS = 5000
+# Every job set aside is tried again this often whatever happened, as kube-scheduler
+# moves pods back from its unschedulable queue after podMaxInUnschedulablePodsDuration:
+# a net for what may place a job without waking it. Trying them all costs a session as
+# long as the backlog.
+RETRY_ALL_SECONDS = 300.0
 # Listing even 50,000 pods takes seconds: a cache not synced by then is waiting on the
 # cluster (permissions, an unreachable API server), not on parsing.
 SYNC_GRACE_SECONDS = 60.0
@@ -196,7 +202,7 @@ class SessionLoop:
         self._decided = 0
         with self.binder.deciding():
             now = time.monotonic()
-            retry_all = now - self._retried >= self.revisit_seconds
+            retry_all = now - self._retried >= RETRY_ALL_SECONDS
             if retry_all:
                 self._retried = now
             snapshot = self.keeper.take(now=time.time(), retry_all=retry_all)

@@ -46,6 +46,7 @@ class Gang:
         session.valid_checks.append(self._invalid)
         session.ready_checks.append(lambda job, placed: job.bound + placed >= job.min_member)
         session.closers.append(self._write_statuses)
+        session.deadlines.append(self._times_out_at)
 
     def _invalid(self, job: JobInfo) -> str | None:
         if job.error:
@@ -63,14 +64,20 @@ class Gang:
         """The group's schedule timeout if it passed before the group reached minMember.
         A malformed group keeps its own reason, and a gang cut off mid-bind is finished
         first: failing it would leave part of it bound for nothing."""
+        due = self._times_out_at(job)
+        if due is None or self.session.snapshot.now <= due:
+            return None
+        return job.group.schedule_timeout_seconds if job.group else None
+
+    def _times_out_at(self, job: JobInfo) -> float | None:
+        """When the group's schedule timeout passes, if it applies (see _overdue)."""
         timeout = job.group.schedule_timeout_seconds if job.group else None
         if timeout is None or job.error or job.resumes:
             return None
         if job.bound + job.succeeded >= job.min_member:
             return None
         oldest = min((t.task.creation for t in job.pending), default=job.creation)
-        waited = self.session.snapshot.now - max(job.creation, oldest)
-        return timeout if waited > timeout else None
+        return max(job.creation, oldest) + timeout
 
     def _write_statuses(self) -> None:
         """For our PodGroups, and peers' ones whose pods name a scheduler served here:
