@@ -121,10 +121,9 @@ class JobStatus(_PickledAsFields):
 class Unplaced(_PickledAsFields):
     """Why a job allocate could place nowhere waits, as the session said it: kept with
     the job while it is set aside (SnapshotKeeper.set_aside), so that the sessions that
-    skip it say the same."""
+    skip it say the same of its group."""
 
     job_message: str | None
-    task_messages: dict[str, str]
     # When what it waits for changes with time alone (its gang's schedule timeout, the
     # starvation threshold), on the snapshot's clock: it is tried again then.
     until: float | None = None
@@ -133,8 +132,11 @@ class Unplaced(_PickledAsFields):
 @dataclass(slots=True)
 class Decisions:
     bindings: list[Binding] = field(default_factory=list)
-    # "ns/name" of every pod of ours still pending after the session -> why.
+    # "ns/name" of every pod of ours still pending after the session -> why; but those
+    # of jobs set aside, whose reasons were given when they were set aside.
     pending: dict[str, str] = field(default_factory=dict)
+    # How many pods of jobs set aside wait.
+    waiting_set_aside: int = 0
     # PodGroup key -> status; lone pods are not listed, nor groups running unchanged
     # since the last snapshot (see Snapshot.changed_jobs), whose status is written.
     jobs: dict[str, JobStatus] = field(default_factory=dict)

@@ -136,7 +136,6 @@ class Session:
         for key, unplaced in self.set_aside.items():
             if unplaced.job_message is not None:
                 self.job_messages[key] = unplaced.job_message
-            self.task_messages.update(unplaced.task_messages)
         # Jobs allocate tried and could place nowhere.
         self.unplaced: set[str] = set()
         # When a job's outcome changes with time alone, if it will (plugins' hooks).
@@ -393,9 +392,13 @@ class Session:
         self.allocate(victims.job_of(index), victims.info(index), int(victims.rows[index]))
 
     def close(self) -> Decisions:
-        """Run the plugins' closers and say, for every pod still waiting, why."""
+        """Run the plugins' closers and say, for every pod still waiting, why (but for
+        those of jobs set aside: what they wait for was said)."""
         bound = {b.key for b in self.decisions.bindings}
         for job in self.snapshot.jobs.values():
+            if job.key in self.set_aside:
+                self.decisions.waiting_set_aside += len(job.pending)
+                continue
             for task in job.pending:
                 if task.key not in bound:
                     self.decisions.pending[task.key] = (
@@ -414,15 +417,13 @@ class Session:
         making_room.update(n.job for n in self.decisions.nominations if n.node)
         jobs, now = self.snapshot.jobs, self.snapshot.now
         for key in self.unplaced - making_room - self.held:
-            job, tasks = jobs[key], self.task_messages
+            job = jobs[key]
             times = [deadline(job) for deadline in self.deadlines]
             if self.starvation_seconds is not None:
                 times.append(job.creation + self.starvation_seconds)
             ahead = [t for t in times if t is not None and t > now]
             self.decisions.unplaced[key] = Unplaced(
-                job_message=self.job_messages.get(key),
-                task_messages={t.key: tasks[t.key] for t in job.pending if t.key in tasks},
-                until=min(ahead, default=None),
+                job_message=self.job_messages.get(key), until=min(ahead, default=None)
             )
 
 

@@ -225,7 +225,7 @@ class SessionLoop:
             log.info(
                 "session: %d pods to bind, %d pending, %.0f ms",
                 self._decided,
-                len(decisions.pending),
+                len(decisions.pending) + decisions.waiting_set_aside,
                 seconds * 1000,
             )
 
@@ -253,7 +253,7 @@ class SessionLoop:
     def _publish(self, decisions: Decisions, usage: Usage, timings: Timings) -> None:
         """Pod conditions, group and queue status, and metrics for one session."""
         pending = {**decisions.pending, **self._rejected()}
-        self._waiting = bool(pending)
+        self._waiting = bool(pending) or bool(decisions.waiting_set_aside)
         self.status.pods(pending, self.cache.tasks)
         # A dropped job's status would claim a placement never sent; the next session,
         # which runs at once, writes it.
@@ -311,7 +311,7 @@ def _record(
     for plugin, seconds in timings.plugins.items():
         PLUGIN_DURATION.labels(plugin).observe(seconds)
     SCHEDULE_ATTEMPTS.labels("unschedulable").inc(len(pending))
-    PENDING_PODS.set(len(pending))
+    PENDING_PODS.set(len(pending) + decisions.waiting_set_aside)
     PENDING_GROUPS.set(usage.pending_groups)
     NOMINATED_PODS.set(usage.nominated)
     for gauge in (QUEUE_ALLOCATED, QUEUE_DESERVED):
