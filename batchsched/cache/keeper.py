@@ -205,7 +205,12 @@ class _State:
                 freed |= now_held is None or held.task.nominated_node is not None
                 if held.row is not None:
                     freed |= row != held.row
-                    freed |= now_held is not None and bool((now_held.vec < held.vec).any())
+                    # Pods of one shape share their vector: most updates compare nothing.
+                    freed |= (
+                        now_held is not None
+                        and now_held.vec is not held.vec
+                        and bool((now_held.vec < held.vec).any())
+                    )
             if now_held is not None and row is not None and (held is None or held.row != row):
                 arrived.append(now_held)
         if self.dropped and self._columns() != self.resources:

@@ -416,7 +416,7 @@ class Session:
         making_room = {e.preemptor for e in self.decisions.evictions}
         making_room.update(n.job for n in self.decisions.nominations if n.node)
         jobs, now = self.snapshot.jobs, self.snapshot.now
-        for key in self.unplaced - making_room - self.held:
+        for key in sorted(self.unplaced - making_room - self.held):
             job = jobs[key]
             times = [deadline(job) for deadline in self.deadlines]
             if self.starvation_seconds is not None:

@@ -17,14 +17,13 @@ since (cache/keeper.py), which costs the changes, not the cluster. The session t
 in a forked child process at a lower CPU priority (forked.py says why), so a long session
 (tens of thousands of pods) does not stall watches, binds in flight or the lease; one
 with a few pods to place on a small cluster costs less than the fork and runs in the
-event loop itself. Each
-job's bindings come back to the event loop the moment the session commits them and go to
-the binder at once, so the API server is binding the first gangs while later ones are
-still being placed. The victims a session chose to preempt, and the nodes it holds for
-their preemptors, go to the evictor once it ends. Before a job's bindings are assumed
-they are checked against the cache as it is by then: if a member was deleted, recreated
-or bound meanwhile, or its node is gone, none of the job is bound and the next session
-looks again.
+event loop itself. Each job's bindings come back to the event loop the moment the
+session commits them and go to the binder at once, so the API server is binding the
+first gangs while later ones are still being placed. The victims a session chose to
+preempt, and the nodes it holds for their preemptors, go to the evictor once it ends.
+Before a job's bindings are assumed they are checked against the cache as it is by
+then: if a member was deleted, recreated or bound meanwhile, or its node is gone, none
+of the job is bound and the next session looks again.
 
 A tick on which nothing the core reads has changed skips the session: an idle cluster
 costs a counter increment per period. Pods left pending are looked at again every
