@@ -205,6 +205,8 @@ COSCHEDULING_ARGUMENTS = {
     "in Permit for the rest; a PodGroup's scheduleTimeoutSeconds bounds its whole wait",
     "podGroupBackoffSeconds": "a gang that does not fit is tried again every session, "
     "undone entirely in between",
+    "podGroupRejectPercentage": "a gang is placed whole in one session or not at all, so no "
+    "placed member is left waiting to be rejected",
     "podGroupGCIntervalSeconds": "no PodGroup state is kept between sessions",
     "podGroupExpirationTimeSeconds": "no PodGroup state is kept between sessions",
     "deniedPGExpirationTimeSeconds": "no PodGroup state is kept between sessions",

@@ -433,9 +433,10 @@ def test_scheduler_plugins_coscheduling_profile_loads(caplog: pytest.LogCaptureF
     reserve: {enabled: [{name: Coscheduling}]}
   pluginConfig:
   - name: Coscheduling
-    args: {permitWaitingTimeSeconds: 10, podGroupBackoffSeconds: 5}
+    args: {permitWaitingTimeSeconds: 10, podGroupBackoffSeconds: 5, podGroupRejectPercentage: 10}
 """
     )
     assert config.scheduler_names == ("scheduler-plugins-scheduler",)
     assert "gang" in {plugin.name for tier in config.tiers for plugin in tier}
     assert "permitWaitingTimeSeconds has no effect here" in caplog.text
+    assert "podGroupRejectPercentage has no effect here" in caplog.text
