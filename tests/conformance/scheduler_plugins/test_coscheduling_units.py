@@ -65,8 +65,15 @@ def decides(
     )
 
 
-def ns_pod(name: str, group: str | None = None, **kwargs: object) -> JSON:
-    return pod(name, "ns", group=group, **kwargs)  # type: ignore[arg-type]
+def ns_pod(
+    name: str,
+    group: str | None = None,
+    *,
+    requests: dict[str, int] | None = None,
+    node_name: str | None = None,
+    gates: tuple[str, ...] = (),
+) -> JSON:
+    return pod(name, "ns", requests, group=group, node_name=node_name, gates=gates)
 
 
 PREFILTER_NODES = nodes("node-a", "node-b")
@@ -288,7 +295,7 @@ CHECK_CLUSTER_RESOURCE = [
         "Cluster resource enough as p1's resource needs to be excluded from minResources",
         (
             ns_pod("p1", "pg1", requests={"cpu": 2}, node_name="node-a"),
-            ns_pod("p2", requests={"cpu": 2 - 1}, node_name="node-b"),
+            ns_pod("p2", requests={"cpu": 1}, node_name="node-b"),
         ),
         1,
         True,
