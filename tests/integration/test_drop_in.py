@@ -32,6 +32,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from .peer_modules import SCHEDULER_PLUGINS, install_released_crds, module_dir
 
 pytestmark = pytest.mark.integration
 
@@ -311,6 +312,37 @@ def test_volcano_queue_and_gangs(
     assert queue["running"] >= 1
 
 
+COSCHEDULING_PAGE = Path("site/content/en/docs/plugins/coscheduling.md")
+FENCE = "```"
+
+
+def code_blocks(markdown: str) -> dict[str, list[str]]:
+    """A Markdown page's fenced code blocks, by the heading they are under."""
+    blocks: dict[str, list[str]] = {}
+    heading = ""
+    block: list[str] | None = None
+    for line in markdown.splitlines():
+        if block is not None:
+            if line.startswith(FENCE):
+                blocks.setdefault(heading, []).append("\n".join(block))
+                block = None
+            else:
+                block.append(line)
+        elif line.startswith(FENCE):
+            block = []
+        elif line.startswith("#"):
+            heading = line.lstrip("#").strip()
+    return blocks
+
+
+@pytest.fixture(name="scheduler_plugins", scope="module")
+def scheduler_plugins_fixture(kube: Kube) -> Path:
+    """scheduler-plugins' released module, its coscheduling CRD installed as shipped."""
+    directory = module_dir(*SCHEDULER_PLUGINS)
+    install_released_crds(kube, [directory / "manifests" / "coscheduling" / "crd.yaml"])
+    return directory
+
+
 # scheduler-plugins' doc/install.md: its PodGroup and Deployment, with the schedulerName
 # its note asks for when it runs as a second scheduler. First as the current release
 # writes them (scheduling.x-k8s.io), then as its first CRD-based release did
@@ -346,6 +378,7 @@ spec:
 """
 
 
+@pytest.mark.usefixtures("scheduler_plugins")
 @pytest.mark.parametrize(
     ("api_version", "label", "placed_phase", "counts"),
     [
@@ -404,6 +437,52 @@ def test_coscheduling_install_walkthrough(
     )
     assert {k: placed[k] for k in counts} == {k: 3 if k == "scheduled" else 0 for k in counts}
     assert placed["scheduleStartTime"] == waiting["scheduleStartTime"]
+
+
+@pytest.mark.parametrize(
+    ("config_heading", "min_member", "placed", "phase"),
+    [("Config", 3, 3, "Scheduling"), ("Advanced Configuration", 4, 0, "Pending")],
+)
+def test_coscheduling_page_demo(
+    config_heading: str,
+    min_member: int,
+    placed: int,
+    phase: str,
+    scheduler_plugins: Path,
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+    tmp_path: Path,
+) -> None:
+    """The Demo of scheduler-plugins' Coscheduling page, read from its released module: a
+    PodGroup and a ReplicaSet of six pods of 3 CPUs on a cluster that "can only afford 3
+    nginx pods". With minMember 3, three run and three wait; "if minMember is set to 4",
+    all six wait. batchsched runs on one of the page's configurations, as written."""
+    blocks = code_blocks((scheduler_plugins / COSCHEDULING_PAGE).read_text())
+    group, replicaset = documents(blocks["Demo"][0])
+    assert (group["spec"]["minMember"], replicaset["spec"]["replicas"]) == (3, 6)
+    group["spec"]["minMember"] = min_member
+    config = tmp_path / "config.yaml"
+    (written,) = blocks[config_heading]
+    config.write_text(written)
+    room = node(f"n-{namespace}", {"cpu": "10", "memory": "8Gi"})
+    apply_all(kube, cluster_objects, [room, group, *expand(replicaset)], namespace)
+    start_scheduler(config=config)
+
+    eventually(
+        lambda: all(
+            p["spec"].get("nodeName") or unschedulable_message(p)
+            for p in pods(kube, namespace).values()
+        ),
+        what="every pod bound or told why not",
+    )
+    assert len(bound(kube, namespace)) == placed
+    api_version = group["apiVersion"]
+    eventually(
+        lambda: status_of(kube, api_version, namespace, "nginx").get("phase") == phase,
+        what=f"PodGroup nginx {phase}",
+    )
 
 
 def test_binpack_seed_under_its_own_configuration(
