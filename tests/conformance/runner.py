@@ -72,6 +72,7 @@ def placements(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 def check(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The peer's assertion, on batchsched's placements of the case."""
-    bound = placements(case, tmp_path, capsys)
-    assert not case.scheduled - set(bound), f"not scheduled: {sorted(case.scheduled - set(bound))}"
-    assert not case.unscheduled & set(bound), f"scheduled: {sorted(case.unscheduled & set(bound))}"
+    bound = set(placements(case, tmp_path, capsys))
+    where = f"{case.source} {case.id}"
+    assert not case.scheduled - bound, f"{where}: not scheduled {sorted(case.scheduled - bound)}"
+    assert not case.unscheduled & bound, f"{where}: scheduled {sorted(case.unscheduled & bound)}"

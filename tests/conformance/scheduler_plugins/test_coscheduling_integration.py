@@ -22,10 +22,10 @@ NS = "integration-test"
 PodRow = tuple[str, int, int, str | None]
 
 
-def rows(*rows: PodRow) -> list[dict[str, object]]:
+def rows(*table: PodRow) -> list[dict[str, object]]:
     return [
         pod(name, NS, {"memory": memory}, priority=priority, group=group)
-        for name, memory, priority, group in rows
+        for name, memory, priority, group in table
     ]
 
 
@@ -57,8 +57,8 @@ def gang_rows(group: str, prefix: str, count: int, memory: int, priority: int) -
 
 def interleave(*lists: list[PodRow]) -> list[PodRow]:
     """The members of several groups created in turn (the "not sequentially" cases)."""
-    longest = max(len(rows) for rows in lists)
-    return [rows[i] for i in range(longest) for rows in lists if i < len(rows)]
+    longest = max(len(members) for members in lists)
+    return [members[i] for i in range(longest) for members in lists if i < len(members)]
 
 
 PLUGIN_CASES = [
