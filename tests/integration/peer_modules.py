@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+import pytest
 import yaml
 
 from batchsched.testing import JSON, Kube
@@ -66,3 +67,11 @@ def install_released_crds(kube: Kube, files: Iterable[Path]) -> list[JSON]:
         served = next(v["name"] for v in spec["versions"] if v["storage"])
         kube.wait_for(f"/apis/{spec['group']}/{served}/{spec['names']['plural']}", lambda _: True)
     return crds
+
+
+@pytest.fixture(name="scheduler_plugins", scope="module")
+def scheduler_plugins_fixture(kube: Kube) -> Path:
+    """scheduler-plugins' released module, its coscheduling CRD installed as shipped."""
+    directory = module_dir(*SCHEDULER_PLUGINS)
+    install_released_crds(kube, [directory / "manifests" / "coscheduling" / "crd.yaml"])
+    return directory

@@ -32,7 +32,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
-from .peer_modules import SCHEDULER_PLUGINS, install_released_crds, module_dir
+from .peer_modules import scheduler_plugins_fixture  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -333,14 +333,6 @@ def code_blocks(markdown: str) -> dict[str, list[str]]:
         elif line.startswith("#"):
             heading = line.lstrip("#").strip()
     return blocks
-
-
-@pytest.fixture(name="scheduler_plugins", scope="module")
-def scheduler_plugins_fixture(kube: Kube) -> Path:
-    """scheduler-plugins' released module, its coscheduling CRD installed as shipped."""
-    directory = module_dir(*SCHEDULER_PLUGINS)
-    install_released_crds(kube, [directory / "manifests" / "coscheduling" / "crd.yaml"])
-    return directory
 
 
 # scheduler-plugins' doc/install.md: its PodGroup and Deployment, with the schedulerName
