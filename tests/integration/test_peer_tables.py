@@ -1,14 +1,16 @@
-"""scheduler-plugins' coscheduling integration test (test/integration/coscheduling_test.go),
-its cases as tests/conformance translates them for the simulator, run by `batchsched run`
-on a real API server with the peer's released PodGroup CRD: the operator is held to
-the same assertions as the simulator.
+"""scheduler-plugins' coscheduling and capacity scheduling tests, their cases as
+tests/conformance translates them for the simulator, run by `batchsched run` on a real
+API server with the peer's released PodGroup CRD: the operator is held to the same
+assertions as the simulator.
 
-A case's objects are created as they are written, but for what a cluster needs: the
-test's namespace stands for the case's, cluster-scoped names (nodes, priority classes)
-carry it, a pod's priority is given by a PriorityClass (the API server's Priority
-admission refuses a bare `spec.priority`), and a succeeded pod's phase is written
-through the status subresource. The scheduler starts once everything exists, as the
-simulator sees it all at once.
+A case's objects are created as they are written, but for what a cluster needs:
+- the test's namespace stands for the case's (the capacity scheduling cases without
+  ElasticQuota have two, which decide nothing there and hold pods of distinct names);
+- cluster-scoped names (nodes, priority classes) carry the test's namespace;
+- a pod's priority is given by a PriorityClass (the API server's Priority admission
+  refuses a bare `spec.priority`);
+- a succeeded pod's phase is written through the status subresource.
+The scheduler starts once everything exists, as the simulator sees it all at once.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conformance.runner import Case
+from conformance.scheduler_plugins.test_capacity_scheduling import POST_FILTER, REGULAR_PREEMPTION
 from conformance.scheduler_plugins.test_coscheduling_integration import (
     BACKOFF,
     COMPLETED,
@@ -70,15 +73,19 @@ def create_case(kube: Kube, cluster_objects: ClusterObjects, case: Case, namespa
 
 
 def names(keys: frozenset[str]) -> set[str]:
-    """The pod names of "namespace/name" keys (a case here has one namespace)."""
+    """The pod names of "namespace/name" keys."""
     return {key.partition("/")[2] for key in keys}
 
 
 @pytest.mark.usefixtures("scheduler_plugins")
 @pytest.mark.parametrize(
-    "case", [pytest.param(c, id=c.id) for c in [*PLUGIN_CASES, COMPLETED, BACKOFF]]
+    "case",
+    [
+        pytest.param(c, id=c.id)
+        for c in [*PLUGIN_CASES, COMPLETED, BACKOFF, REGULAR_PREEMPTION, POST_FILTER]
+    ],
 )
-def test_coscheduling_case(
+def test_case(
     case: Case,
     kube: Kube,
     namespace: str,

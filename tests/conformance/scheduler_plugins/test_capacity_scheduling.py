@@ -62,7 +62,9 @@ REGULAR_PREEMPTION = Case(
 )
 
 # TestPostFilter's PostFilter nominates node-a for t1-p1 (a victim of lower priority is
-# evicted there); its node has 150 bytes of memory and st.MakeNode's 32 pods.
+# evicted there); its node has 150 bytes of memory and st.MakeNode's 32 pods. makePod's
+# request of 0 GPUs is left out: it asks for nothing, and an API server refuses an
+# extended resource requested without a limit.
 POST_FILTER = Case(
     source=UNIT,
     test="TestPostFilter",
@@ -73,7 +75,7 @@ POST_FILTER = Case(
             pod(
                 name,
                 ns,
-                {"memory": 50, "cpu": "0m", "nvidia.com/gpu": 0},
+                {"memory": 50, "cpu": "0m"},
                 priority=MID,
                 node_name="node-a",
             )
@@ -82,7 +84,7 @@ POST_FILTER = Case(
         pod(
             "t1-p1",
             "ns1",
-            {"memory": 50, "cpu": "0m", "nvidia.com/gpu": 0},
+            {"memory": 50, "cpu": "0m"},
             priority=HIGH,
             created=LATER,
         ),
