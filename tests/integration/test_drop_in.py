@@ -462,12 +462,13 @@ def test_coscheduling_page_demo(
     apply_all(kube, cluster_objects, [room, group, *expand(replicaset)], namespace)
     start_scheduler(config=config)
 
+    eventually(lambda: len(bound(kube, namespace)) >= placed, what=f"{placed} pods bound")
     eventually(
         lambda: all(
             p["spec"].get("nodeName") or unschedulable_message(p)
             for p in pods(kube, namespace).values()
         ),
-        what="every pod bound or told why not",
+        what="every other pod told why it waits",
     )
     assert len(bound(kube, namespace)) == placed
     api_version = group["apiVersion"]
