@@ -192,7 +192,8 @@ def _check(expect: Mapping[str, Any], run: Run, placed: set[str]) -> None:
     binds = {key: node for key, node in run.bound().items() if key not in placed}
     if "binds" in expect:
         assert binds == expect["binds"]
-    assert len(binds) == expect["bindCount"]
+    if "bindCount" in expect:
+        assert len(binds) == expect["bindCount"]
     evicted = sorted(e["pod"] for e in run.report["evictions"])
     assert evicted == expect["evicted"]
     assert len(evicted) == expect["evictCount"]
