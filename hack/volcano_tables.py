@@ -589,6 +589,202 @@ CLASSES = {"TestPreempt": [HIGH, LOW], "TestTopologyAwarePreempt": [HIGH, LOW]}
 KINDS = ("PriClass", "SCs", "PVs", "PVCs", "Queues", "Nodes", "PodGroups", "Pods")
 
 
+# Volcano's e2e scheduling cases (test/e2e/schedulingaction), written by hand: each runs
+# Go steps on a kind cluster rather than a table. What a case sees is rebuilt: the nodes
+# InitTestContext leaves room on (NodesNumLimit nodes with NodesResourceLimit idle; its
+# placeholder pods fill the rest), its queues, and for each Volcano Job what Volcano's job
+# controller writes for it (a PodGroup with the job's minAvailable, per-task minimum,
+# queue and minResources; pods annotated with group and task), created once the job
+# before it is ready. Its scheduler configuration is the chart's CI configuration.
+E2E = "test/e2e/schedulingaction"
+E2E_NAMESPACE = "e2e"
+CI_CONFIGURATION: Obj = {
+    "actions": "enqueue, allocate, backfill, reclaim, preempt",
+    "tiers": [
+        {
+            "plugins": [
+                {"name": "priority"},
+                {"name": "gang", "enablePreemptable": False},
+                {"name": "conformance"},
+                {"name": "sla"},
+            ]
+        },
+        {
+            "plugins": [
+                {"name": "overcommit"},
+                {"name": "drf", "enablePreemptable": False},
+                {
+                    "name": "predicates",
+                    "arguments": {"predicate.DynamicResourceAllocationEnable": True},
+                },
+                {"name": "proportion"},
+                {"name": "nodeorder"},
+                {"name": "binpack"},
+                {"name": "network-topology-aware"},
+            ]
+        },
+    ],
+    "schedulerNames": [SCHEDULER],
+}
+SLOT = {"cpu": "2000m", "memory": "2048Mi"}
+HALF = {"cpu": "500m", "memory": "512Mi"}
+ONE = {"cpu": "1000m", "memory": "1024Mi"}
+
+
+def e2e_node(index: int, idle: Mapping[str, str]) -> Obj:
+    name = f"worker-{index}"
+    return node(name, {**idle, "pods": "110"}, {"kubernetes.io/hostname": name})
+
+
+def e2e_queue(name: str, guarantee: Mapping[str, str] | None = None) -> Obj:
+    """CreateQueueWithQueueSpec: weight 1, and a guarantee is deserved too."""
+    built = queue(name, 1, None)
+    if guarantee:
+        built["spec"]["guarantee"] = {"resource": dict(guarantee)}
+        built["spec"]["deserved"] = dict(guarantee)
+    return built
+
+
+def vcjob(
+    name: str,
+    req: Mapping[str, str],
+    minute: int,
+    *,
+    queue_name: str = "default",
+    labels: Mapping[str, str] | None = None,
+    affinity: Obj | None = None,
+) -> list[Obj]:
+    """A one-task, one-replica e2eutil.JobSpec (Min 1, Rep 1) as the job controller
+    writes it, created `minute` minutes into the case."""
+    task = f"{name}-task-0"
+    created = f"2025-01-01T00:{minute:02d}:00Z"
+    group = pod_group(name, E2E_NAMESPACE, queue_name, 1, {task: 1}, "Pending")
+    group["metadata"]["creationTimestamp"] = created
+    group["spec"]["minResources"] = dict(req)
+    member = pod(E2E_NAMESPACE, f"{name}-{task}-0", "", "Pending", req, name, labels, None)
+    member["metadata"]["creationTimestamp"] = created
+    member["metadata"]["annotations"] |= {
+        "volcano.sh/job-name": name,
+        "volcano.sh/task-spec": task,
+        "volcano.sh/queue-name": queue_name,
+    }
+    member["spec"]["containers"][0] |= {"name": task, "image": "nginx:1.14"}
+    member["spec"]["containers"][0]["resources"]["limits"] = dict(req)
+    if affinity:
+        member["spec"]["affinity"] = affinity
+    return [group, member]
+
+
+PREDICATE_LABEL = {"job": "for-test-predicate"}
+ANTI_AFFINITY: Obj = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {
+                    "matchExpressions": [
+                        {"key": "job", "operator": "In", "values": ["for-test-predicate"]}
+                    ]
+                },
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
+}
+# file, Describe, It, objects, jobs WaitJobReady waits for, jobs WaitJobPending waits for.
+E2E_CASES: list[tuple[str, str, str, list[Obj], list[str], list[str]]] = [
+    (
+        "allocate.go",
+        "Job E2E Test",
+        "allocate work when resource is enough",
+        [
+            e2e_queue("default"),
+            e2e_node(1, SLOT),
+            e2e_node(2, SLOT),
+            *vcjob("low", HALF, 0),
+            *vcjob("high", ONE, 1),
+        ],
+        ["low", "high"],
+        [],
+    ),
+    (
+        "allocate.go",
+        "Job E2E Test",
+        "allocate don't work when resource is NOT enough",
+        [
+            e2e_queue("default"),
+            e2e_node(1, SLOT),
+            *vcjob("middle", ONE, 0),
+            *vcjob("low", HALF, 1),
+            *vcjob("high", {"cpu": "3000m", "memory": "3072Mi"}, 2),
+        ],
+        ["middle", "low"],
+        ["high"],
+    ),
+    (
+        "allocate.go",
+        "Job E2E Test",
+        "allocate don't work when job NOT satisfy predicates",
+        [
+            e2e_queue("default"),
+            e2e_node(1, SLOT),
+            *vcjob("j1", HALF, 0, labels=PREDICATE_LABEL),
+            *vcjob("j2", HALF, 1, labels=PREDICATE_LABEL, affinity=ANTI_AFFINITY),
+        ],
+        ["j1"],
+        ["j2"],
+    ),
+    (
+        "guarantee.go",
+        "Guarantee reserved resource E2E Test",
+        "one queue reserve all cluster resource",
+        [
+            e2e_queue("default"),
+            e2e_queue("queue1", SLOT),
+            e2e_queue("queue2"),
+            e2e_node(1, SLOT),
+            *vcjob("queue2-job", HALF, 0, queue_name="queue2"),
+        ],
+        [],
+        ["queue2-job"],
+    ),
+    (
+        "guarantee.go",
+        "Guarantee reserved resource E2E Test",
+        "one queue reserve some cluster resource, so it  is NOT enough to create job",
+        [
+            e2e_queue("default"),
+            e2e_queue("queue1", ONE),
+            e2e_queue("queue2"),
+            e2e_node(1, SLOT),
+            *vcjob("queue2-job", {"cpu": "1500m", "memory": "512Mi"}, 0, queue_name="queue2"),
+        ],
+        [],
+        ["queue2-job"],
+    ),
+]
+
+
+def write_e2e(out: Path) -> None:
+    for rel, describe, it, objects, ready, pending in E2E_CASES:
+        expect: Obj = {}
+        if ready:
+            expect["ready"] = {f"{E2E_NAMESPACE}/{job}": 1 for job in ready}
+        if pending:
+            expect["pending"] = {f"{E2E_NAMESPACE}/{job}": 1 for job in pending}
+        scenario = {
+            "source": f"{MODULE}/{E2E}/{rel}",
+            "test": describe,
+            "case": it,
+            "config": CI_CONFIGURATION,
+            "expect": expect,
+            "objects": objects,
+        }
+        name = slug(it if it.startswith(Path(rel).stem) else f"{Path(rel).stem} {it}")
+        path = out / "e2e" / f"{name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(scenario, sort_keys=False, width=100))
+
+
 def module_dir() -> Path:
     listing = subprocess.run(
         ["go", "mod", "download", "-json", MODULE], check=True, capture_output=True, text=True
@@ -616,6 +812,7 @@ def main(out: Path) -> None:
             path = out / action / f"{prefix}{slug(case['Name'])}.yaml"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(yaml.safe_dump(scenario, sort_keys=False, width=100))
+    write_e2e(out)
 
 
 if __name__ == "__main__":
