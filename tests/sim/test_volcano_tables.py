@@ -1,8 +1,10 @@
-"""Volcano's own action tests as a conformance suite: each file under
+"""Volcano's own tests as a conformance suite: each file under
 tests/conformance/volcano/<action>/ is one table case of Volcano v1.15.1's
 pkg/scheduler/actions/*/*_test.go, its objects built as Volcano's test helpers build them,
 its configuration the tiers and flags the test sets, and its expectation the test's own
-assertion (docs/conformance.md). Each runs through `batchsched simulate`."""
+assertion; under e2e/, a case of its e2e scheduling tests rebuilt (docs/conformance.md).
+hack/volcano_tables.py writes them from Volcano's module. Each runs through
+`batchsched simulate`."""
 
 from collections.abc import Mapping
 from pathlib import Path
