@@ -650,29 +650,48 @@ def vcjob(
     req: Mapping[str, str],
     minute: int,
     *,
+    replicas: int = 1,
+    least: int = 1,
     queue_name: str = "default",
     labels: Mapping[str, str] | None = None,
     affinity: Obj | None = None,
+    host_port: int | None = None,
 ) -> list[Obj]:
-    """A one-task, one-replica e2eutil.JobSpec (Min 1, Rep 1) as the job controller
-    writes it, created `minute` minutes into the case."""
+    """A one-task e2eutil.JobSpec (Min `least`, Rep `replicas`) as Volcano's webhook and
+    job controller write it, created `minute` minutes into the case: the task's
+    minAvailable defaults to its replicas, the group's minResources are its first
+    `least` pods' requests."""
     task = f"{name}-task-0"
     created = f"2025-01-01T00:{minute:02d}:00Z"
-    group = pod_group(name, E2E_NAMESPACE, queue_name, 1, {task: 1}, "Pending")
+    group = pod_group(name, E2E_NAMESPACE, queue_name, least, {task: replicas}, "Pending")
     group["metadata"]["creationTimestamp"] = created
-    group["spec"]["minResources"] = dict(req)
-    member = pod(E2E_NAMESPACE, f"{name}-{task}-0", "", "Pending", req, name, labels, None)
-    member["metadata"]["creationTimestamp"] = created
-    member["metadata"]["annotations"] |= {
-        "volcano.sh/job-name": name,
-        "volcano.sh/task-spec": task,
-        "volcano.sh/queue-name": queue_name,
-    }
-    member["spec"]["containers"][0] |= {"name": task, "image": "nginx:1.14"}
-    member["spec"]["containers"][0]["resources"]["limits"] = dict(req)
-    if affinity:
-        member["spec"]["affinity"] = affinity
-    return [group, member]
+    group["spec"]["minResources"] = {key: times(value, least) for key, value in req.items()}
+    members = []
+    for index in range(replicas):
+        member = pod(
+            E2E_NAMESPACE, f"{name}-{task}-{index}", "", "Pending", req, name, labels, None
+        )
+        member["metadata"]["creationTimestamp"] = created
+        member["metadata"]["annotations"] |= {
+            "volcano.sh/job-name": name,
+            "volcano.sh/task-spec": task,
+            "volcano.sh/queue-name": queue_name,
+        }
+        container = member["spec"]["containers"][0]
+        container |= {"name": task, "image": "nginx:1.29.3-alpine"}
+        if host_port is not None:
+            container["ports"] = [{"containerPort": host_port, "hostPort": host_port}]
+        if affinity:
+            member["spec"]["affinity"] = affinity
+        members.append(member)
+    return [group, *members]
+
+
+def times(quantity: str, count: int) -> str:
+    """A quantity `count` times over, in its own suffix (1000m x 4 = 4000m)."""
+    match = re.fullmatch(r"(\d+)([A-Za-z]*)", quantity)
+    assert match is not None, quantity
+    return f"{int(match.group(1)) * count}{match.group(2)}"
 
 
 PREDICATE_LABEL = {"job": "for-test-predicate"}
@@ -690,8 +709,97 @@ ANTI_AFFINITY: Obj = {
         ]
     }
 }
-# file, Describe, It, objects, jobs WaitJobReady waits for, jobs WaitJobPending waits for.
-E2E_CASES: list[tuple[str, str, str, list[Obj], list[str], list[str]]] = [
+ONE_CPU = {"cpu": "1000m"}
+HALF_CPU = {"cpu": "500m"}
+# The predicates cases read the cluster (ClusterNodeNumber, ComputeNode): they are given
+# kind's four workers, here with 4 CPUs and 8Gi idle each.
+KIND = [e2e_node(i, {"cpu": "4", "memory": "8Gi"}) for i in range(1, 5)]
+FOO = {"foo": "bar"}
+
+
+def on_hostname(kind: str, selector: Obj) -> Obj:
+    term = {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+    return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+ON_WORKER_1: Obj = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": ["worker-1"]}
+                    ]
+                }
+            ]
+        }
+    }
+}
+# file, Describe, It, objects, expectation (ready and pending: at least so many of a job's
+# pods bound, or not, as WaitTasksReady and WaitTasksPending wait; onNodes: every bound pod
+# of the job on these nodes; sameNode and apart: the job's pods on one node, or each on
+# its own).
+E2E_CASES: list[tuple[str, str, str, list[Obj], Obj]] = [
+    (
+        "predicates.go",
+        "Predicates E2E Test",
+        "Hostport",
+        [
+            e2e_queue("default"),
+            *KIND,
+            *vcjob("hp-spec", ONE_CPU, 0, replicas=8, least=4, host_port=28080),
+        ],
+        {"ready": {"hp-spec": 4}, "pending": {"hp-spec": 4}},
+    ),
+    (
+        "predicates.go",
+        "Predicates E2E Test",
+        "NodeAffinity",
+        [
+            e2e_queue("default"),
+            *KIND,
+            *vcjob("na-job", ONE_CPU, 0, replicas=4, affinity=ON_WORKER_1),
+        ],
+        {"ready": {"na-job": 4}, "onNodes": {"na-job": ["worker-1"]}},
+    ),
+    (
+        "predicates.go",
+        "Predicates E2E Test",
+        "Pod Affinity",
+        [
+            e2e_queue("default"),
+            *KIND,
+            *vcjob(
+                "pa-job",
+                HALF_CPU,
+                0,
+                replicas=4,
+                least=4,
+                labels=FOO,
+                affinity=on_hostname("podAffinity", {"matchLabels": FOO}),
+            ),
+        ],
+        {"ready": {"pa-job": 4}, "sameNode": ["pa-job"]},
+    ),
+    (
+        "predicates.go",
+        "Predicates E2E Test",
+        "Pod Anti-Affinity",
+        [
+            e2e_queue("default"),
+            *KIND,
+            *vcjob(
+                "pa-job",
+                ONE_CPU,
+                0,
+                replicas=2,
+                least=2,
+                labels=FOO,
+                affinity=on_hostname("podAntiAffinity", {"matchLabels": FOO}),
+            ),
+        ],
+        {"ready": {"pa-job": 2}, "apart": ["pa-job"]},
+    ),
     (
         "allocate.go",
         "Job E2E Test",
@@ -703,8 +811,7 @@ E2E_CASES: list[tuple[str, str, str, list[Obj], list[str], list[str]]] = [
             *vcjob("low", HALF, 0),
             *vcjob("high", ONE, 1),
         ],
-        ["low", "high"],
-        [],
+        {"ready": {"low": 1, "high": 1}},
     ),
     (
         "allocate.go",
@@ -717,8 +824,7 @@ E2E_CASES: list[tuple[str, str, str, list[Obj], list[str], list[str]]] = [
             *vcjob("low", HALF, 1),
             *vcjob("high", {"cpu": "3000m", "memory": "3072Mi"}, 2),
         ],
-        ["middle", "low"],
-        ["high"],
+        {"ready": {"middle": 1, "low": 1}, "pending": {"high": 1}},
     ),
     (
         "allocate.go",
@@ -730,8 +836,7 @@ E2E_CASES: list[tuple[str, str, str, list[Obj], list[str], list[str]]] = [
             *vcjob("j1", HALF, 0, labels=PREDICATE_LABEL),
             *vcjob("j2", HALF, 1, labels=PREDICATE_LABEL, affinity=ANTI_AFFINITY),
         ],
-        ["j1"],
-        ["j2"],
+        {"ready": {"j1": 1}, "pending": {"j2": 1}},
     ),
     (
         "guarantee.go",
@@ -744,8 +849,7 @@ E2E_CASES: list[tuple[str, str, str, list[Obj], list[str], list[str]]] = [
             e2e_node(1, SLOT),
             *vcjob("queue2-job", HALF, 0, queue_name="queue2"),
         ],
-        [],
-        ["queue2-job"],
+        {"pending": {"queue2-job": 1}},
     ),
     (
         "guarantee.go",
@@ -758,19 +862,21 @@ E2E_CASES: list[tuple[str, str, str, list[Obj], list[str], list[str]]] = [
             e2e_node(1, SLOT),
             *vcjob("queue2-job", {"cpu": "1500m", "memory": "512Mi"}, 0, queue_name="queue2"),
         ],
-        [],
-        ["queue2-job"],
+        {"pending": {"queue2-job": 1}},
     ),
 ]
 
 
 def write_e2e(out: Path) -> None:
-    for rel, describe, it, objects, ready, pending in E2E_CASES:
-        expect: Obj = {}
-        if ready:
-            expect["ready"] = {f"{E2E_NAMESPACE}/{job}": 1 for job in ready}
-        if pending:
-            expect["pending"] = {f"{E2E_NAMESPACE}/{job}": 1 for job in pending}
+    for rel, describe, it, objects, jobs in E2E_CASES:
+        expect = {
+            key: (
+                {f"{E2E_NAMESPACE}/{job}": value for job, value in wanted.items()}
+                if isinstance(wanted, Mapping)
+                else [f"{E2E_NAMESPACE}/{job}" for job in wanted]
+            )
+            for key, wanted in jobs.items()
+        }
         scenario = {
             "source": f"{MODULE}/{E2E}/{rel}",
             "test": describe,

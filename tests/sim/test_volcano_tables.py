@@ -138,6 +138,10 @@ FAILS |= {
     "e2e/allocate-don-t-work-when-job-not-satisfy-predicates": CI_CONFIG,
     "e2e/allocate-don-t-work-when-resource-is-not-enough": CI_CONFIG,
     "e2e/allocate-work-when-resource-is-enough": CI_CONFIG,
+    "e2e/predicates-hostport": CI_CONFIG,
+    "e2e/predicates-nodeaffinity": CI_CONFIG,
+    "e2e/predicates-pod-affinity": CI_CONFIG,
+    "e2e/predicates-pod-anti-affinity": CI_CONFIG,
     "e2e/guarantee-one-queue-reserve-all-cluster-resource": (*CI_CONFIG, GUARANTEE),
     "e2e/guarantee-one-queue-reserve-some-cluster-resource-so-it-is-not-e": (
         *CI_CONFIG,
@@ -226,11 +230,21 @@ def _check(expect: Mapping[str, Any], run: Run, placed: set[str]) -> None:
         assert all(n in nodes for n in waiting if n), f"{job}: pipelined to {waiting}"
     for job, phase in expect.get("phases", {}).items():
         assert run.podgroups[job]["phase"] == phase, job
-    # Volcano's e2e waits: at least so many of a job's pods running, or pending.
+    # Volcano's e2e waits (at least so many of a job's pods running, or pending) and its
+    # checks of where they run.
     for job, count in expect.get("ready", {}).items():
         assert sum(bool(p["node"]) for p in run.pods.values() if p["group"] == job) >= count, job
     for job, count in expect.get("pending", {}).items():
         assert sum(not p["node"] for p in run.pods.values() if p["group"] == job) >= count, job
+    for job, nodes in expect.get("onNodes", {}).items():
+        assert {p["node"] for p in run.pods.values() if p["group"] == job and p["node"]} <= set(
+            nodes
+        ), job
+    for job in expect.get("sameNode", []):
+        assert len({p["node"] for p in run.pods.values() if p["group"] == job}) == 1, job
+    for job in expect.get("apart", []):
+        on = [p["node"] for p in run.pods.values() if p["group"] == job]
+        assert len(set(on)) == len(on), job
     for job, counts in expect.get("taskStatus", {}).items():
         members = [pod for key, pod in run.pods.items() if pod["group"] == job]
         for status, count in counts.items():
