@@ -656,16 +656,20 @@ def vcjob(
     labels: Mapping[str, str] | None = None,
     affinity: Obj | None = None,
     host_port: int | None = None,
+    priority: PriorityClass | None = None,
 ) -> list[Obj]:
     """A one-task e2eutil.JobSpec (Min `least`, Rep `replicas`) as Volcano's webhook and
     job controller write it, created `minute` minutes into the case: the task's
     minAvailable defaults to its replicas, the group's minResources are its first
-    `least` pods' requests."""
+    `least` pods' requests. A job's `Min` (`least`) given apart from its task's is the
+    job's minAvailable; the task's own minimum is still its replicas."""
     task = f"{name}-task-0"
     created = f"2025-01-01T00:{minute:02d}:00Z"
     group = pod_group(name, E2E_NAMESPACE, queue_name, least, {task: replicas}, "Pending")
     group["metadata"]["creationTimestamp"] = created
     group["spec"]["minResources"] = {key: times(value, least) for key, value in req.items()}
+    if priority is not None:
+        group["spec"]["priorityClassName"] = priority["metadata"]["name"]
     members = []
     for index in range(replicas):
         member = pod(
@@ -683,6 +687,10 @@ def vcjob(
             container["ports"] = [{"containerPort": host_port, "hostPort": host_port}]
         if affinity:
             member["spec"]["affinity"] = affinity
+        if priority is not None:
+            # The controller gives the pod the job's class; admission, its value.
+            member["spec"]["priorityClassName"] = priority["metadata"]["name"]
+            member["spec"]["priority"] = priority.Value
         members.append(member)
     return [group, *members]
 
@@ -735,11 +743,187 @@ ON_WORKER_1: Obj = {
         }
     }
 }
-# file, Describe, It, objects, expectation (ready and pending: at least so many of a job's
-# pods bound, or not, as WaitTasksReady and WaitTasksPending wait; onNodes: every bound pod
-# of the job on these nodes; sameNode and apart: the job's pods on one node, or each on
-# its own).
-E2E_CASES: list[tuple[str, str, str, list[Obj], Obj]] = [
+E2E_HIGH = priority_class("high-priority", 100)
+E2E_LOW = priority_class("low-priority", 10)
+PREEMPTABLE = {"volcano.sh/preemptable": "true"}
+# ClusterSize(OneCPU) on those workers.
+KIND_SLOTS = 16
+WITHOUT_ENQUEUE: Obj = {**CI_CONFIGURATION, "actions": "allocate, backfill, reclaim, preempt"}
+
+
+def pending_group() -> list[Obj]:
+    """preempt.go's `pending-pg`: a PodGroup asking for 30 CPUs, and a high-priority pod
+    of it."""
+    group = pod_group("pending-pg", E2E_NAMESPACE, "default", 1, None, "Pending")
+    group["spec"]["minResources"] = {"cpu": "30000m"}
+    del group["status"]
+    group["metadata"]["creationTimestamp"] = "2025-01-01T00:01:00Z"
+    member = pod(E2E_NAMESPACE, "preemptor-pod", "", "Pending", ONE_CPU, "pending-pg", None, None)
+    member["metadata"]["creationTimestamp"] = "2025-01-01T00:01:00Z"
+    member["spec"]["containers"][0]["resources"]["limits"] = dict(ONE_CPU)
+    member["spec"] |= {"priorityClassName": "high-priority", "priority": E2E_HIGH.Value}
+    return [group, member]
+
+
+# file, Describe, It, objects, expectation, and the configuration when the case changes
+# the CI one. The expectation is the waits after the last job is created (the waits
+# before gate the next job's creation, and become its creation time): ready and pending,
+# at least so many of a job's pods bound, or not (WaitTasksReady, WaitTasksPending);
+# notReady, fewer than so many bound (a WaitTasksReady expected to time out); onNodes,
+# every bound pod of the job on these nodes; sameNode and apart, the job's pods on one
+# node, or each on its own.
+E2E_CASES: list[
+    tuple[str, str, str, list[Obj], Obj] | tuple[str, str, str, list[Obj], Obj, Obj]
+] = [
+    (
+        "preempt.go",
+        "Job E2E Test",
+        "schedule high priority job without preemption when resource is enough",
+        [
+            e2e_queue("default"),
+            E2E_HIGH,
+            E2E_LOW,
+            *KIND,
+            *vcjob("preemptee-0", ONE_CPU, 0, labels=PREEMPTABLE, priority=E2E_LOW),
+            *vcjob("preemptor-0", ONE_CPU, 1, labels=PREEMPTABLE, priority=E2E_HIGH),
+        ],
+        {"ready": {"preemptee-0": 1, "preemptor-0": 1}},
+    ),
+    (
+        "preempt.go",
+        "Job E2E Test",
+        "schedule high priority job with preemption when idle resource is NOT enough but "
+        "preemptee resource is enough",
+        [
+            e2e_queue("default"),
+            E2E_HIGH,
+            E2E_LOW,
+            *KIND,
+            *vcjob(
+                "preemptee-1",
+                ONE_CPU,
+                0,
+                replicas=KIND_SLOTS,
+                labels=PREEMPTABLE,
+                priority=E2E_LOW,
+            ),
+            *vcjob(
+                "preemptor-1",
+                ONE_CPU,
+                1,
+                replicas=KIND_SLOTS,
+                least=KIND_SLOTS // 2,
+                labels=PREEMPTABLE,
+                priority=E2E_HIGH,
+            ),
+        ],
+        {"ready": {"preemptee-1": KIND_SLOTS // 2, "preemptor-1": KIND_SLOTS // 2}},
+        WITHOUT_ENQUEUE,
+    ),
+    (
+        "preempt.go",
+        "Job E2E Test",
+        "preemption doesn't work when podgroup is pending due to insufficient resource",
+        [
+            e2e_queue("default"),
+            E2E_HIGH,
+            E2E_LOW,
+            *KIND,
+            *vcjob("preemptee-2", ONE_CPU, 0, replicas=KIND_SLOTS, priority=E2E_LOW),
+            *pending_group(),
+        ],
+        {"ready": {"preemptee-2": KIND_SLOTS}},
+    ),
+    (
+        "preempt.go",
+        "Job E2E Test",
+        # Its configuration change drops reclaim from a list it then does not write back.
+        "preemption only works in the same queue",
+        [
+            e2e_queue("default"),
+            e2e_queue("q1-preemption"),
+            e2e_queue("q2-reference"),
+            E2E_HIGH,
+            E2E_LOW,
+            *KIND,
+            *vcjob(
+                "j1-q1",
+                ONE_CPU,
+                0,
+                replicas=KIND_SLOTS // 2,
+                least=KIND_SLOTS // 2,
+                queue_name="q1-preemption",
+                labels=PREEMPTABLE,
+                priority=E2E_LOW,
+            ),
+            *vcjob(
+                "j2-q2",
+                ONE_CPU,
+                1,
+                replicas=KIND_SLOTS // 2,
+                least=KIND_SLOTS // 2,
+                queue_name="q2-reference",
+                labels=PREEMPTABLE,
+                priority=E2E_LOW,
+            ),
+            *vcjob(
+                "j3-q1",
+                ONE_CPU,
+                2,
+                replicas=KIND_SLOTS,
+                least=KIND_SLOTS // 2,
+                queue_name="q1-preemption",
+                labels=PREEMPTABLE,
+                priority=E2E_HIGH,
+            ),
+        ],
+        {"ready": {"j3-q1": KIND_SLOTS // 2, "j1-q1": 0}},
+    ),
+    (
+        "preempt.go",
+        "Job E2E Test",
+        "preemption doesn't work when total resource of idle resource and preemptee is NOT enough",
+        [
+            e2e_queue("default"),
+            e2e_queue("q1-preemption"),
+            e2e_queue("q2-reference"),
+            E2E_HIGH,
+            E2E_LOW,
+            *KIND,
+            *vcjob(
+                "j1-q1",
+                ONE_CPU,
+                0,
+                queue_name="q1-preemption",
+                labels=PREEMPTABLE,
+                priority=E2E_LOW,
+            ),
+            *vcjob(
+                "j2-q2",
+                ONE_CPU,
+                1,
+                replicas=KIND_SLOTS // 2,
+                least=KIND_SLOTS // 2,
+                queue_name="q2-reference",
+                labels=PREEMPTABLE,
+                priority=E2E_LOW,
+            ),
+            *vcjob(
+                "j3-q1",
+                ONE_CPU,
+                2,
+                replicas=KIND_SLOTS,
+                least=KIND_SLOTS,
+                queue_name="q1-preemption",
+                labels=PREEMPTABLE,
+                priority=E2E_HIGH,
+            ),
+        ],
+        {
+            "notReady": {"j3-q1": KIND_SLOTS},
+            "ready": {"j1-q1": 1, "j2-q2": KIND_SLOTS // 2},
+        },
+    ),
     (
         "predicates.go",
         "Predicates E2E Test",
@@ -811,7 +995,7 @@ E2E_CASES: list[tuple[str, str, str, list[Obj], Obj]] = [
             *vcjob("low", HALF, 0),
             *vcjob("high", ONE, 1),
         ],
-        {"ready": {"low": 1, "high": 1}},
+        {"ready": {"high": 1}},
     ),
     (
         "allocate.go",
@@ -824,7 +1008,7 @@ E2E_CASES: list[tuple[str, str, str, list[Obj], Obj]] = [
             *vcjob("low", HALF, 1),
             *vcjob("high", {"cpu": "3000m", "memory": "3072Mi"}, 2),
         ],
-        {"ready": {"middle": 1, "low": 1}, "pending": {"high": 1}},
+        {"pending": {"high": 1}},
     ),
     (
         "allocate.go",
@@ -836,7 +1020,7 @@ E2E_CASES: list[tuple[str, str, str, list[Obj], Obj]] = [
             *vcjob("j1", HALF, 0, labels=PREDICATE_LABEL),
             *vcjob("j2", HALF, 1, labels=PREDICATE_LABEL, affinity=ANTI_AFFINITY),
         ],
-        {"ready": {"j1": 1}, "pending": {"j2": 1}},
+        {"pending": {"j2": 1}},
     ),
     (
         "guarantee.go",
@@ -868,7 +1052,7 @@ E2E_CASES: list[tuple[str, str, str, list[Obj], Obj]] = [
 
 
 def write_e2e(out: Path) -> None:
-    for rel, describe, it, objects, jobs in E2E_CASES:
+    for rel, describe, it, objects, jobs, *changed in E2E_CASES:
         expect = {
             key: (
                 {f"{E2E_NAMESPACE}/{job}": value for job, value in wanted.items()}
@@ -881,9 +1065,9 @@ def write_e2e(out: Path) -> None:
             "source": f"{MODULE}/{E2E}/{rel}",
             "test": describe,
             "case": it,
-            "config": CI_CONFIGURATION,
+            "config": changed[0] if changed else CI_CONFIGURATION,
             "expect": expect,
-            "objects": objects,
+            "objects": [dict(o) for o in objects],
         }
         name = slug(it if it.startswith(Path(rel).stem) else f"{Path(rel).stem} {it}")
         path = out / "e2e" / f"{name}.yaml"

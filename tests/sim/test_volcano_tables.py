@@ -26,6 +26,12 @@ SLA_PLUGIN = "Volcano's sla plugin is refused at start-up"
 TOPOLOGY_PLUGIN = "Volcano's network-topology-aware plugin is refused at start-up"
 DRA_ARGUMENT = "predicates' predicate.DynamicResourceAllocationEnable argument is refused"
 GUARANTEE = "a queue's guarantee is a floor, not held back from other queues as Volcano does"
+BEYOND_MIN_MEMBER = (
+    "preemption evicts for a gang's members beyond minMember (Volcano stops once it can start)"
+)
+HELD_BACK_PREEMPTS = (
+    "a PodGroup enqueue holds back for its minResources preempts (Volcano: Pending never does)"
+)
 MIN_MEMBER_ZERO = "a PodGroup's minMember: 0 is refused"
 MIN_TASK_MEMBER = "minTaskMember is ignored"
 AT_CAPABILITY = "no preemption inside a queue at its capability"
@@ -142,6 +148,17 @@ FAILS |= {
     "e2e/predicates-nodeaffinity": CI_CONFIG,
     "e2e/predicates-pod-affinity": CI_CONFIG,
     "e2e/predicates-pod-anti-affinity": CI_CONFIG,
+    "e2e/preempt-schedule-high-priority-job-with-preemption-when-idle-res": (
+        *CI_CONFIG,
+        BEYOND_MIN_MEMBER,
+    ),
+    "e2e/preempt-schedule-high-priority-job-without-preemption-when-resou": CI_CONFIG,
+    "e2e/preemption-doesn-t-work-when-podgroup-is-pending-due-to-insuffic": (
+        *CI_CONFIG,
+        HELD_BACK_PREEMPTS,
+    ),
+    "e2e/preemption-doesn-t-work-when-total-resource-of-idle-resource-and": CI_CONFIG,
+    "e2e/preemption-only-works-in-the-same-queue": CI_CONFIG,
     "e2e/guarantee-one-queue-reserve-all-cluster-resource": (*CI_CONFIG, GUARANTEE),
     "e2e/guarantee-one-queue-reserve-some-cluster-resource-so-it-is-not-e": (
         *CI_CONFIG,
