@@ -772,6 +772,7 @@ def pending_group() -> list[Obj]:
 # notReady, fewer than so many bound (a WaitTasksReady expected to time out); onNodes,
 # every bound pod of the job on these nodes; sameNode and apart, the job's pods on one
 # node, or each on its own.
+NO_ENQUEUE: Obj = {**CI_CONFIGURATION, "actions": "allocate,backfill,reclaim,preempt"}
 E2E_CASES: list[
     tuple[str, str, str, list[Obj], Obj] | tuple[str, str, str, list[Obj], Obj, Obj]
 ] = [
@@ -1021,6 +1022,20 @@ E2E_CASES: list[
             *vcjob("j2", HALF, 1, labels=PREDICATE_LABEL, affinity=ANTI_AFFINITY),
         ],
         {"pending": {"j2": 1}},
+    ),
+    (
+        "enqueue.go",
+        "Enqueue E2E Test",
+        "allocate work even not config enqueue action",
+        [
+            e2e_queue("default"),
+            e2e_node(1, SLOT),
+            e2e_node(2, SLOT),
+            *vcjob("low", HALF, 0),
+            *vcjob("high", ONE, 1),
+        ],
+        {"ready": {"high": 1}},
+        NO_ENQUEUE,
     ),
     (
         "guarantee.go",

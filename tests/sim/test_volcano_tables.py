@@ -144,6 +144,7 @@ FAILS |= {
     "e2e/allocate-don-t-work-when-job-not-satisfy-predicates": CI_CONFIG,
     "e2e/allocate-don-t-work-when-resource-is-not-enough": CI_CONFIG,
     "e2e/allocate-work-when-resource-is-enough": CI_CONFIG,
+    "e2e/enqueue-allocate-work-even-not-config-enqueue-action": CI_CONFIG,
     "e2e/predicates-hostport": CI_CONFIG,
     "e2e/predicates-nodeaffinity": CI_CONFIG,
     "e2e/predicates-pod-affinity": CI_CONFIG,
