@@ -197,19 +197,29 @@ FAILS |= {
 }
 
 
+def _name(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
 def _cases() -> list[Any]:
     params = []
     for path in sorted(CASES.glob("*/*.yaml")):
-        name = f"{path.parent.name}/{path.stem}"
+        name = _name(path)
         why = FAILS.get(name)
         marks = [pytest.mark.xfail(strict=True, reason="; then ".join(why))] if why else []
         params.append(pytest.param(path, id=name, marks=marks))
     return params
 
 
+def test_every_case_said_to_fail_is_there() -> None:
+    """A renamed or removed scenario takes its entry out of FAILS with it."""
+    assert set(FAILS) <= {_name(path) for path in CASES.glob("*/*.yaml")}
+
+
 @pytest.mark.parametrize("path", _cases())
 def test_volcano_case(path: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     scenario = yaml.safe_load(path.read_text())
+    assert {"source", "test", "case", "config", "expect", "objects"} <= set(scenario)
     objects = tmp_path / "objects.yaml"
     objects.write_text(yaml.safe_dump_all(scenario["objects"]))
     config = tmp_path / "config.yaml"
