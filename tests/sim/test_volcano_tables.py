@@ -1,0 +1,292 @@
+"""Volcano's own tests as a conformance suite: each file under
+tests/conformance/volcano/<action>/ is one table case of Volcano v1.15.1's
+pkg/scheduler/actions/*/*_test.go, its objects built as Volcano's test helpers build them,
+its configuration the tiers and flags the test sets, and its expectation the test's own
+assertion; under e2e/, a case of its e2e scheduling tests rebuilt (docs/conformance.md).
+hack/volcano_tables.py writes them from Volcano's module. Each runs through
+`batchsched simulate`."""
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .harness import Run, simulate
+
+CASES = Path(__file__).resolve().parents[1] / "conformance" / "volcano"
+
+# Why a case fails today, as the defects it runs into in turn. A case leaves this table
+# when its last defect is fixed: the marks are strict, so a fixed case fails until then.
+OVERUSED_FLAG = "enabledOverused, a Volcano tier flag, is refused at start-up"
+PREEMPT_ARGUMENT = "preempt's enableTopologyAwarePreemption argument is refused at start-up"
+CAPACITY_PLUGIN = "Volcano's capacity plugin is refused at start-up"
+SLA_PLUGIN = "Volcano's sla plugin is refused at start-up"
+TOPOLOGY_PLUGIN = "Volcano's network-topology-aware plugin is refused at start-up"
+DRA_ARGUMENT = "predicates' predicate.DynamicResourceAllocationEnable argument is refused"
+GUARANTEE = "a queue's guarantee is a floor, not held back from other queues as Volcano does"
+BEYOND_MIN_MEMBER = (
+    "preemption evicts for a gang's members beyond minMember (Volcano stops once it can start)"
+)
+HELD_BACK_PREEMPTS = (
+    "a PodGroup enqueue holds back for its minResources preempts (Volcano: Pending never does)"
+)
+MIN_MEMBER_ZERO = "a PodGroup's minMember: 0 is refused"
+MIN_TASK_MEMBER = "minTaskMember is ignored"
+AT_CAPABILITY = "no preemption inside a queue at its capability"
+BEST_EFFORT = "a BestEffort pod never preempts another BestEffort pod"
+QUEUE_PRIORITY = "a Volcano Queue's spec.priority is refused (Volcano reclaims from lower first)"
+NO_PODS_NO_STATUS = "a PodGroup without pods gets no phase (Volcano: Pending)"
+MISSING_PRIORITY_CLASS = (
+    "a PodGroup naming a PriorityClass that does not exist waits (Volcano: default priority)"
+)
+# Where a case differs by a decision written in docs/drop-in.md.
+GANG_CANNOT_START = (
+    "decided (docs/drop-in.md): nothing is evicted for a gang that still cannot start"
+)
+RUNNING_WITHOUT_NODE = (
+    "decided (docs/drop-in.md): a pod without spec.nodeName is pending, whatever its status.phase"
+)
+
+FAILS: dict[str, tuple[str, ...]] = {
+    "allocate/high-priority-queue-should-not-block-others": (OVERUSED_FLAG, MIN_MEMBER_ZERO),
+    "allocate/master-s-min-member-can-not-be-allocated-break-from-allocating": (
+        OVERUSED_FLAG,
+        MIN_TASK_MEMBER,
+    ),
+    "allocate/one-job-with-two-pods-on-one-node": (OVERUSED_FLAG, MIN_MEMBER_ZERO),
+    "allocate/prepredicate-failed-and-tasks-are-not-used-up-continue-on-until": (OVERUSED_FLAG,),
+    "allocate/prepredicate-failed-node-selector-does-not-match": (OVERUSED_FLAG,),
+    "allocate/queue-s-drf-share-value-will-be-updated-and-its-priority-will-ch": (
+        OVERUSED_FLAG,
+        MIN_MEMBER_ZERO,
+    ),
+    "allocate/queue-s-one-jobs-has-no-pending-tasks-should-be-put-back-to-queu": (OVERUSED_FLAG,),
+    "allocate/queue-with-low-drf-share-value-has-high-priority-should-allocate": (
+        OVERUSED_FLAG,
+        MIN_MEMBER_ZERO,
+    ),
+    "allocate/two-jobs-on-one-node": (OVERUSED_FLAG, MIN_MEMBER_ZERO),
+    "enqueue/pggroup-cannot-enqueue-because-queue-resources-are-less-than-pod": (
+        OVERUSED_FLAG,
+        SLA_PLUGIN,
+        NO_PODS_NO_STATUS,
+    ),
+    "enqueue/pggroup-cannot-enqueue-because-the-specified-queue-is-c1-but-the": (
+        OVERUSED_FLAG,
+        SLA_PLUGIN,
+    ),
+    "enqueue/when-podgroup-status-is-inqueue": (OVERUSED_FLAG, SLA_PLUGIN),
+    "enqueue/when-podgroup-status-is-pending": (OVERUSED_FLAG, SLA_PLUGIN),
+    "enqueue/when-podgroup-status-is-running": (OVERUSED_FLAG, SLA_PLUGIN, RUNNING_WITHOUT_NODE),
+    "preempt/besteffort-high-priority-pod-preempt-besteffort-low-priority-pod": (
+        PREEMPT_ARGUMENT,
+        MIN_MEMBER_ZERO,
+        BEST_EFFORT,
+    ),
+    "preempt/can-not-preempt-resources-when-task-preemption-policy-is-never": (PREEMPT_ARGUMENT,),
+    "preempt/do-not-preempt-if-job-is-pipelined": (PREEMPT_ARGUMENT,),
+    "preempt/do-not-preempt-if-there-are-enough-idle-resources": (PREEMPT_ARGUMENT,),
+    "preempt/multi-queue-preemptortasks-must-not-be-overwritten-by-intra-job": (
+        PREEMPT_ARGUMENT,
+        MIN_MEMBER_ZERO,
+    ),
+    "preempt/only-commit-evictions-on-the-node-where-preemption-succeeds": (
+        PREEMPT_ARGUMENT,
+        MIN_MEMBER_ZERO,
+        AT_CAPABILITY,
+    ),
+    "preempt/preempt-enough-tasks-to-fit-large-task-of-different-job": (PREEMPT_ARGUMENT,),
+    "preempt/preempt-low-priority-job-in-same-queue-allocatable-and-has-enoug": (PREEMPT_ARGUMENT,),
+    "preempt/preempt-low-priority-job-in-same-queue-but-not-pod-with-preempta": (
+        PREEMPT_ARGUMENT,
+        AT_CAPABILITY,
+    ),
+    "preempt/preempt-low-priority-job-in-same-queue": (
+        PREEMPT_ARGUMENT,
+        MIN_MEMBER_ZERO,
+        AT_CAPABILITY,
+    ),
+    "preempt/preempt-one-task-of-different-job-to-fit-both-jobs-on-one-node": (PREEMPT_ARGUMENT,),
+    "preempt/rollback-evictions-when-preemptor-exceeds-queue-capacity-after-e": (PREEMPT_ARGUMENT,),
+    "preempt/unbesteffort-high-priority-pod-preempt-besteffort-low-priority-p": (
+        PREEMPT_ARGUMENT,
+        MIN_MEMBER_ZERO,
+    ),
+    "reclaim/can-not-reclaim-resources-when-queue-is-not-open-capacity-plugin": (CAPACITY_PLUGIN,),
+    "reclaim/can-not-reclaim-resources-when-queue-is-not-open-proportion-plug": (OVERUSED_FLAG,),
+    "reclaim/can-not-reclaim-resources-when-task-preemption-policy-is-never": (OVERUSED_FLAG,),
+    "reclaim/node-available-resources-should-be-included-in-reclaimed-resourc": (
+        OVERUSED_FLAG,
+        MIN_MEMBER_ZERO,
+        QUEUE_PRIORITY,
+    ),
+    "reclaim/only-commit-evictions-on-the-node-where-reclaim-succeeds": (OVERUSED_FLAG,),
+    "reclaim/reclaim-succeeds-for-second-task-when-first-task-has-preemptionp": (
+        OVERUSED_FLAG,
+        GANG_CANNOT_START,
+    ),
+    "reclaim/sort-reclaimees-when-reclaiming-from-overusing-queue": (OVERUSED_FLAG,),
+    "reclaim/sort-reclaimees-when-reclaiming-from-overusing-queues-with-diffe": (
+        OVERUSED_FLAG,
+        QUEUE_PRIORITY,
+        MISSING_PRIORITY_CLASS,
+    ),
+    "reclaim/two-queue-with-one-queue-overusing-resource-should-reclaim": (
+        OVERUSED_FLAG,
+        MISSING_PRIORITY_CLASS,
+    ),
+}
+# Volcano's e2e runs take the CI scheduler configuration of its chart.
+CI_CONFIG = (SLA_PLUGIN, DRA_ARGUMENT, TOPOLOGY_PLUGIN)
+FAILS |= {
+    "e2e/allocate-don-t-work-when-job-not-satisfy-predicates": CI_CONFIG,
+    "e2e/allocate-don-t-work-when-resource-is-not-enough": CI_CONFIG,
+    "e2e/allocate-work-when-resource-is-enough": CI_CONFIG,
+    "e2e/enqueue-allocate-work-even-not-config-enqueue-action": CI_CONFIG,
+    "e2e/predicates-hostport": CI_CONFIG,
+    "e2e/predicates-nodeaffinity": CI_CONFIG,
+    "e2e/predicates-pod-affinity": CI_CONFIG,
+    "e2e/predicates-pod-anti-affinity": CI_CONFIG,
+    "e2e/preempt-schedule-high-priority-job-with-preemption-when-idle-res": (
+        *CI_CONFIG,
+        BEYOND_MIN_MEMBER,
+    ),
+    "e2e/preempt-schedule-high-priority-job-without-preemption-when-resou": CI_CONFIG,
+    "e2e/preemption-doesn-t-work-when-podgroup-is-pending-due-to-insuffic": (
+        *CI_CONFIG,
+        HELD_BACK_PREEMPTS,
+    ),
+    "e2e/preemption-doesn-t-work-when-total-resource-of-idle-resource-and": CI_CONFIG,
+    "e2e/preemption-only-works-in-the-same-queue": CI_CONFIG,
+    "e2e/guarantee-one-queue-reserve-all-cluster-resource": (*CI_CONFIG, GUARANTEE),
+    "e2e/guarantee-one-queue-reserve-some-cluster-resource-so-it-is-not-e": (
+        *CI_CONFIG,
+        GUARANTEE,
+    ),
+}
+# TestTopologyAwarePreempt repeats TestPreempt's cases with the topology-aware search,
+# and Volcano's capacity plugin beside proportion.
+FAILS |= {
+    name.replace("preempt/", "preempt/topology-aware-"): (
+        PREEMPT_ARGUMENT,
+        CAPACITY_PLUGIN,
+        *why[1:],
+    )
+    for name, why in FAILS.items()
+    if name.startswith("preempt/")
+    and not name.startswith("preempt/multi-queue")
+    and not name.startswith("preempt/only-commit")
+    and not name.startswith("preempt/rollback")
+}
+FAILS |= {
+    "preempt/topology-aware-preempt-low-priority-pod-when-high-priority-pod-has-podantiaffin": (
+        PREEMPT_ARGUMENT,
+        CAPACITY_PLUGIN,
+        MIN_MEMBER_ZERO,
+        AT_CAPABILITY,
+    ),
+    "preempt/topology-aware-preemption-with-priority-queues": (
+        PREEMPT_ARGUMENT,
+        CAPACITY_PLUGIN,
+        QUEUE_PRIORITY,
+        MIN_MEMBER_ZERO,
+        AT_CAPABILITY,
+    ),
+}
+
+
+def _name(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+def _cases() -> list[Any]:
+    params = []
+    for path in sorted(CASES.glob("*/*.yaml")):
+        name = _name(path)
+        why = FAILS.get(name)
+        marks = [pytest.mark.xfail(strict=True, reason="; then ".join(why))] if why else []
+        params.append(pytest.param(path, id=name, marks=marks))
+    return params
+
+
+def test_every_case_said_to_fail_is_there() -> None:
+    """A renamed or removed scenario takes its entry out of FAILS with it."""
+    assert set(FAILS) <= {_name(path) for path in CASES.glob("*/*.yaml")}
+
+
+@pytest.mark.parametrize("path", _cases())
+def test_volcano_case(path: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    scenario = yaml.safe_load(path.read_text())
+    assert {"source", "test", "case", "config", "expect", "objects"} <= set(scenario)
+    objects = tmp_path / "objects.yaml"
+    objects.write_text(yaml.safe_dump_all(scenario["objects"]))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(scenario["config"]))
+    run = simulate(capsys, objects, config=str(config))
+    assert run.code == 0, run.stderr
+    placed = {
+        f"{o['metadata']['namespace']}/{o['metadata']['name']}"
+        for o in scenario["objects"]
+        if o["kind"] == "Pod" and o["spec"].get("nodeName")
+    }
+    _check(scenario["expect"], run, placed)
+
+
+def _check(expect: Mapping[str, Any], run: Run, placed: set[str]) -> None:
+    """Volcano's CheckAll, on what the simulator reports: the binds it made (pods that
+    had no node), the pods it evicted, the node each pipelined job's pods wait for
+    (nominated, or bound once room was freed), and the PodGroups' phases."""
+    binds = {key: node for key, node in run.bound().items() if key not in placed}
+    if "binds" in expect:
+        assert binds == expect["binds"]
+    if "bindCount" in expect:
+        assert len(binds) == expect["bindCount"]
+    evicted = sorted(e["pod"] for e in run.report["evictions"])
+    if "evicted" in expect:
+        assert evicted == expect["evicted"]
+    if "evictCount" in expect:
+        assert len(evicted) == expect["evictCount"]
+    for job, nodes in expect.get("pipelined", {}).items():
+        waiting = [
+            pod.get("nominated_node") or pod["node"]
+            for key, pod in run.pods.items()
+            if pod["group"] == job and key not in placed
+        ]
+        assert [n for n in waiting if n], f"{job}: nothing pipelined"
+        assert all(n in nodes for n in waiting if n), f"{job}: pipelined to {waiting}"
+    for job, phase in expect.get("phases", {}).items():
+        assert run.podgroups[job]["phase"] == phase, job
+    # Volcano's e2e waits (at least so many of a job's pods running, or pending) and its
+    # checks of where they run.
+    for job, count in expect.get("ready", {}).items():
+        assert sum(bool(p["node"]) for p in run.pods.values() if p["group"] == job) >= count, job
+    for job, count in expect.get("pending", {}).items():
+        assert sum(not p["node"] for p in run.pods.values() if p["group"] == job) >= count, job
+    for job, nodes in expect.get("onNodes", {}).items():
+        assert {p["node"] for p in run.pods.values() if p["group"] == job and p["node"]} <= set(
+            nodes
+        ), job
+    for job in expect.get("sameNode", []):
+        assert len({p["node"] for p in run.pods.values() if p["group"] == job}) == 1, job
+    for job in expect.get("apart", []):
+        on = [p["node"] for p in run.pods.values() if p["group"] == job]
+        assert len(set(on)) == len(on), job
+    for job, counts in expect.get("taskStatus", {}).items():
+        members = [pod for key, pod in run.pods.items() if pod["group"] == job]
+        for status, count in counts.items():
+            shown = BOUND if status in BOUND_STATUSES else status
+            assert sum(_status(pod) == shown for pod in members) == count, (job, status)
+
+
+# Volcano's task statuses of a pod given a node, which the simulator shows as bound.
+BOUND_STATUSES = ("Allocated", "Binding", "Bound", "Running")
+BOUND = "bound"
+
+
+def _status(pod: Mapping[str, Any]) -> str:
+    """A pod's task status as far as the simulator shows it."""
+    if pod["node"]:
+        return BOUND
+    return "Pipelined" if pod.get("nominated_node") else "Pending"
