@@ -167,15 +167,23 @@ class _Plan:
 
     def prune(self) -> None:
         """Give back each group of victims (the costliest first) whose room the job
-        does without, placed afresh as many as before: no victim is taken that the
-        placement does not need."""
+        does without, placed afresh as many as before, until none can be: no smaller
+        set of these victims would do."""
         statement = self.statement
         count = len(statement.placed)
-        for unit in self._units():
+        tried: set[frozenset[int]] = set()
+        units = self._units()
+        while units:
+            unit = units.pop(0)
+            if frozenset(unit) in tried:
+                continue
+            tried.add(frozenset(unit))
             placed = list(statement.placed)
             statement.discard()
             saved = self._release(unit)
             if self._place_plainly(count):
+                # What may be given back has changed (a gang now partly running).
+                units = self._units()
                 continue
             statement.discard()
             self._take(saved, check=False)
@@ -185,8 +193,9 @@ class _Plan:
             self._recount_budgets()
 
     def _units(self) -> list[list[int]]:
-        """What may be given back alone: a pod, or every taken member of a gang that
-        was evicted whole; the costliest first."""
+        """What may be given back alone, the costliest first: a pod whose gang keeps
+        minMember with it back (or that is in none), and every taken member of a gang
+        evicted whole."""
         victims = self.victims
         in_gang = (victims.gang_ids >= 0) & ~victims.taken
         untaken = np.bincount(victims.gang_ids[in_gang], minlength=len(victims.gang_min))
@@ -194,11 +203,11 @@ class _Plan:
         units: list[list[int]] = []
         for index in self.taken:
             gang = int(victims.gang_ids[index])
+            if gang < 0 or untaken[gang] + victims.pinned[gang] + 1 >= victims.gang_min[gang]:
+                units.append([index])
             if gang >= 0 and not untaken[gang]:
                 by_gang.setdefault(gang, []).append(index)
-            else:
-                units.append([index])
-        units.extend(by_gang.values())
+        units.extend(group for group in by_gang.values() if len(group) > 1)
 
         def cost(unit: list[int]) -> tuple[int, int, int, float]:
             return (
@@ -291,10 +300,11 @@ class _Plan:
         else:
             self._release(list(chosen))
             return
-        # Spare what turned out not to be needed, most costly first.
+        # Spare what turned out not to be needed, most costly first, unless that would
+        # leave a gang short.
         for group in reversed(groups[:-1]):
             saved = self._release(group)
-            if session.over_capacity(job, task) is not None:
+            if session.over_capacity(job, task) is not None or victims.leaves_short(set(), group):
                 self._take(saved, check=False)
 
     def make_room(self, task: TaskInfo) -> int | None:
@@ -402,11 +412,13 @@ class _Plan:
                 break
         else:
             return None
-        # Spare what turned out not to be needed, most costly first.
+        # Spare what turned out not to be needed, most costly first, unless the gang of
+        # a later group went whole counting on it.
         for group in reversed(groups[:-1]):
             kept = free - self._on_node(group, node)[:, wanted].sum(axis=0)
-            if (kept >= need).all():
+            if (kept >= need).all() and not victims.leaves_short(chosen - set(group), group):
                 groups.remove(group)
+                chosen -= set(group)
                 free = kept
         taken = [i for group in groups for i in group]
         return _Choice(

@@ -11,7 +11,7 @@ such members can never be evicted whole: it loses only members above its minMemb
 """
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -161,6 +161,20 @@ class Victims:
         if len(left) + pinned - 1 >= job.min_member:
             return [index]
         return None if pinned else left
+
+    def leaves_short(self, chosen: set[int], among: Iterable[int]) -> bool:
+        """Whether evicting `chosen` beside the entries taken leaves a gang of `among`
+        running short of minMember: what sparing a pod of a gang whose other members
+        went whole counting on it would do."""
+        for key in {job.key for i in among if (job := self.jobs[i]) is not None}:
+            gang = self.gang_index.get(key)
+            if gang is None:
+                continue
+            left = sum(1 for m in self.members[key] if not self.taken[m] and m not in chosen)
+            left += int(self.pinned[gang])
+            if 0 < left < self.gang_min[gang]:
+                return True
+        return False
 
     def job_of(self, index: int) -> JobInfo:
         """Its job, or for a pod of no job the session knows (another scheduler's), a
