@@ -177,3 +177,122 @@ def test_a_gang_completed_from_its_placement_record_loses_no_member(
     assert set(gone) in (set(), {f"default/job-{i}" for i in range(4)})
     running = {key for key, where in run.bound().items() if key.startswith("default/job")}
     assert len(running) in (0, 4)
+
+
+# Volcano v1.15.1, pkg/scheduler/actions/preempt/preempt_test.go, TestPreempt: its
+# objects as Volcano's test helpers build them (util.BuildPodGroupWithPrio, BuildPod,
+# BuildNode, BuildQueue), each expectation from the case's ExpectEvicted/ExpectEvictNum.
+VOLCANO_CLASSES = """---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high-priority}
+value: 100000
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: low-priority}
+value: 10
+"""
+
+
+def volcano_queue(capability: str) -> str:
+    return f"""---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {{name: q1}}
+spec: {{weight: 1, capability: {capability}}}
+"""
+
+
+def volcano_group(name: str, min_member: int, priority: str) -> str:
+    return f"""---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {{name: {name}, namespace: c1, creationTimestamp: "{stamp(0)}"}}
+spec: {{minMember: {min_member}, queue: q1, priorityClassName: {priority}}}
+status: {{phase: Inqueue}}
+"""
+
+
+def volcano_pod(name: str, group: str, requests: str, *, node_name: str = "") -> str:
+    """A pod of `group`; running on `node_name` (and preemptable, as the case marks its
+    victims) when given."""
+    notes = f"scheduling.k8s.io/group-name: {group}"
+    if node_name:
+        notes += ', volcano.sh/preemptable: "true"'
+    placed = f"  nodeName: {node_name}\n" if node_name else ""
+    phase = "Running" if node_name else "Pending"
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: c1
+  creationTimestamp: "{stamp(0)}"
+  annotations: {{{notes}}}
+spec:
+  schedulerName: batch-scheduler
+{placed}  containers: [{{name: c, resources: {{requests: {requests}}}}}]
+status: {{phase: {phase}}}
+"""
+
+
+def volcano_case(capability: str, victim: str, preemptor: str, *, pods: int = 10) -> str:
+    """pg1 (low-priority) runs preemptee1 on n1 (12 CPU, 12G); pg2 (high-priority,
+    minMember 1) waits with preemptor1; both in q1. pg1's minMember is 0 in Volcano's
+    cases; 1 here changes nothing they check: its one running pod is all of it."""
+    return (
+        VOLCANO_CLASSES
+        + node("n1", 12, pods=pods, memory="12G")
+        + volcano_queue(capability)
+        + volcano_group("pg1", 1, "low-priority")
+        + volcano_group("pg2", 1, "high-priority")
+        + volcano_pod("preemptee1", "pg1", victim, node_name="n1")
+        + volcano_pod("preemptor1", "pg2", preemptor)
+    )
+
+
+THREE = '{cpu: "3", memory: 3G}'
+
+
+@pytest.mark.parametrize(
+    ("capability", "expected"),
+    [
+        # "preempt low priority job in same queue" (case about #3161)
+        ("{cpu: 4, memory: 4G}", ["c1/preemptee1"]),
+        # "preempt low priority job in same queue: allocatable and has enough resource,
+        # don't preempt" (case about #3161)
+        ("{cpu: 6, memory: 6G}", []),
+    ],
+    ids=["at-capability", "room-in-capability"],
+)
+def test_volcano_preemption_inside_a_queue_at_its_capability(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, capability: str, expected: list[str]
+) -> None:
+    """The node has room; the queue's capability (3 of 4 CPUs in use) does not. The
+    higher-priority job of the same queue evicts the lower-priority one to fit in it."""
+    run = run_input(capsys, tmp_path, volcano_case(capability, THREE, THREE))
+    assert sorted(evicted(run)) == expected
+    assert run.pods["c1/preemptor1"]["node"] == "n1"
+
+
+@pytest.mark.parametrize(
+    "preemptor",
+    [
+        # "unBestEffort high-priority pod preempt BestEffort low-priority pod in same
+        # queue" (case about #3335)
+        THREE,
+        # "BestEffort high-priority pod preempt BestEffort low-priority pod in same
+        # queue" (case about #3335)
+        "{}",
+    ],
+    ids=["burstable-preemptor", "besteffort-preemptor"],
+)
+def test_volcano_a_besteffort_pod_is_preempted_for_its_pod_slot(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, preemptor: str
+) -> None:
+    """n1 takes one pod, a BestEffort one holds it: the high-priority pod, BestEffort
+    or not, evicts it."""
+    run = run_input(capsys, tmp_path, volcano_case("{cpu: 6, memory: 6G}", "{}", preemptor, pods=1))
+    assert sorted(evicted(run)) == ["c1/preemptee1"]
+    assert run.pods["c1/preemptor1"]["node"] == "n1"
