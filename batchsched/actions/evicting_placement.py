@@ -279,6 +279,7 @@ class _Plan:
             np.lexsort(
                 (
                     -victims.creation[candidates],
+                    victims.own_priority[candidates],
                     costs[candidates],
                     victims.priority[candidates],
                     victims.exceeding()[candidates],
@@ -335,10 +336,11 @@ class _Plan:
         exceeding = victims.exceeding()
         # Candidates by node, and on each node in the order they would go: those
         # sparing every budget, lowest priority, alone rather than with their gang,
-        # most recently created.
+        # lowest priority of the pod's own, most recently created.
         order = np.lexsort(
             (
                 -victims.creation[candidates],
+                victims.own_priority[candidates],
                 costs[candidates],
                 victims.priority[candidates],
                 exceeding[candidates],

@@ -51,6 +51,9 @@ class Victims:
     rows: IntArray
     vecs: IntArray
     priority: IntArray
+    # Per entry, the pod's own priority: among victims of one priority (their PodGroup's
+    # class), the pods of lower priority go first, as Volcano orders a job's tasks.
+    own_priority: IntArray
     creation: FloatArray
     # Per entry, the number of its queue in `queue_names` ("" for no queue), for masks.
     queue_ids: IntArray
@@ -210,6 +213,7 @@ def build_victims(
     jobs: list[JobInfo | None] = []
     rows: list[int] = []
     priority: list[int] = []
+    own_priority: list[int] = []
     queue_names: dict[str, int] = {}
     queue_ids: list[int] = []
     evictable: list[bool] = []
@@ -231,6 +235,7 @@ def build_victims(
         jobs.append(job)
         rows.append(row)
         priority.append(placed_priority(task, job, classes, default))
+        own_priority.append(placed_priority(task, None, classes, default))
         name = job.queue if job is not None else ""
         queue_ids.append(queue_names.setdefault(name, len(queue_names)))
         ours = task.scheduler_name in snapshot.scheduler_names
@@ -267,6 +272,7 @@ def build_victims(
         rows=np.array(rows, dtype=np.int64),
         vecs=vecs,
         priority=np.array(priority, dtype=np.int64),
+        own_priority=np.array(own_priority, dtype=np.int64),
         creation=np.array([t.creation for t in tasks], dtype=np.float64),
         queue_ids=np.array(queue_ids, dtype=np.int64),
         queue_names=queue_names,

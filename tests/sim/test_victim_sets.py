@@ -214,13 +214,23 @@ status: {{phase: Inqueue}}
 """
 
 
-def volcano_pod(name: str, group: str, requests: str, *, node_name: str = "") -> str:
-    """A pod of `group`; running on `node_name` (and preemptable, as the case marks its
-    victims) when given."""
+def volcano_pod(
+    name: str,
+    group: str,
+    requests: str,
+    *,
+    node_name: str = "",
+    preemptable: str = "true",
+    priority: int | None = None,
+) -> str:
+    """A pod of `group`; running on `node_name` (with the case's `volcano.sh/preemptable`
+    annotation) when given."""
     notes = f"scheduling.k8s.io/group-name: {group}"
     if node_name:
-        notes += ', volcano.sh/preemptable: "true"'
+        notes += f', volcano.sh/preemptable: "{preemptable}"'
     placed = f"  nodeName: {node_name}\n" if node_name else ""
+    if priority is not None:
+        placed += f"  priority: {priority}\n"
     phase = "Running" if node_name else "Pending"
     return f"""---
 apiVersion: v1
@@ -273,6 +283,31 @@ def test_volcano_preemption_inside_a_queue_at_its_capability(
     higher-priority job of the same queue evicts the lower-priority one to fit in it."""
     run = run_input(capsys, tmp_path, volcano_case(capability, THREE, THREE))
     assert sorted(evicted(run)) == expected
+    assert run.pods["c1/preemptor1"]["node"] == "n1"
+
+
+def test_volcano_preemption_at_capability_spares_what_may_not_go(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """ "preempt low priority job in same queue but not pod with preemptable=false or
+    higher priority" (case about issue #2232): q1 (capability 3) holds three of pg1's
+    one-CPU pods; one is not preemptable, one has a pod priority of high-priority (listed
+    first here, so that input order cannot pick the expected victim)."""
+    one = '{cpu: "1", memory: 1G}'
+    run = run_input(
+        capsys,
+        tmp_path,
+        VOLCANO_CLASSES
+        + node("n1", 12, pods=10, memory="12G")
+        + volcano_queue('{cpu: "3", memory: 3G}')
+        + volcano_group("pg1", 1, "low-priority")
+        + volcano_group("pg2", 1, "high-priority")
+        + volcano_pod("preemptee1", "pg1", one, node_name="n1", preemptable="false")
+        + volcano_pod("preemptee3", "pg1", one, node_name="n1", priority=100000)
+        + volcano_pod("preemptee2", "pg1", one, node_name="n1")
+        + volcano_pod("preemptor1", "pg2", one),
+    )
+    assert sorted(evicted(run)) == ["c1/preemptee2"]
     assert run.pods["c1/preemptor1"]["node"] == "n1"
 
 
