@@ -244,6 +244,8 @@ class _Plan:
         fits = 0
         for task in {t.task.shape_key: t for t in self.ordered}.values():
             wanted = task.vec > 0
+            if not wanted.any():
+                return True
             slots = (free[:, wanted] // task.vec[wanted]).min(axis=1).clip(min=0).sum()
             fits += min(shapes[task.task.shape_key], int(slots))
         return fits >= count
