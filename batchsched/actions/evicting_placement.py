@@ -1,10 +1,11 @@
 """Placing one job by evicting running pods: what preempt and reclaim share.
 
 The job is placed inside a Statement as allocate places it; a member no node has room
-for gets room made on the node where that disturbs least, and the evictions are
-tentative with the statement. If the job cannot reach minMember even so, nothing is
-evicted. When it can, its pods are nominated to their nodes rather than bound: the
-victims still hold them until they terminate.
+for gets room made on the node where that disturbs least, and one its queue's
+capability refuses gets room made in its queue (preempt: lowest priority first), the
+evictions tentative with the statement. If the job cannot reach minMember even so,
+nothing is evicted. When it can, its pods are nominated to their nodes rather than
+bound: the victims still hold them until they terminate.
 
 Victims follow kube-scheduler's preemption where it has a rule: a node is chosen by
 the fewest PodDisruptionBudgets exceeded, then the lowest highest-priority victim, the
@@ -12,6 +13,12 @@ lowest sum of priorities, the fewest victims, the most recently created victims;
 node, victims go lowest priority first and any the pod turns out not to need are
 spared. Gangs add one rule: a running gang loses only members above its minMember, or
 all of them, never enough to leave it running short.
+
+Member by member is node by node: a gang evicted whole for one member frees room on
+other nodes that the next members use. So the whole set is ranked (`_Plan.rank`), and
+the first member's other choices that free room beyond their node are tried too, the
+cheapest set kept; then every victim the job turns out not to need is given back
+(`_Plan.prune`), so that no smaller set of the same victims would have done.
 """
 
 from collections import Counter
@@ -25,7 +32,7 @@ from batchsched.framework.decisions import Eviction
 from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session, VictimCheck
 from batchsched.framework.statement import Statement
-from batchsched.framework.victims import Victims
+from batchsched.framework.victims import Victims, queue_mask
 
 # Nodes whose victims are worked out exactly for one pod, after a cheap ranking: as
 # kube-scheduler's minCandidateNodesAbsolute, enough to find a good node without
@@ -35,6 +42,11 @@ CANDIDATE_NODES = 100
 _PRIORITY_OFFSET = 2**31
 # Which victims an action may take from, for a job: its own queue or the others.
 Scope = Callable[[JobInfo, Victims], BoolArray]
+# Other first choices tried for a job, beside the one member-by-member placement takes.
+ALTERNATIVES = 3
+# A victim set's cost, least first: budgets exceeded, highest priority, pods, gangs
+# evicted whole, sum of priorities, then the most recently created victim first.
+Rank = tuple[int, int, int, int, int, float]
 
 
 @dataclass(slots=True)
@@ -44,25 +56,266 @@ class _Choice:
     rank: tuple[int, int, int, int, float]
 
 
+@dataclass(slots=True)
+class _Outcome:
+    """A placement found: its victims' cost, the victims in the order they went (each
+    group a pod or a gang evicted whole) and where the members went."""
+
+    rank: Rank
+    groups: list[list[int]]
+    placed: list[tuple[TaskInfo, int]]
+
+
 class _Plan:
     """Evictions made for one job, undone together unless committed."""
 
-    def __init__(self, session: Session, job: JobInfo, *, action: str) -> None:
+    def __init__(
+        self, session: Session, job: JobInfo, *, action: str, allowed: Callable[[], BoolArray]
+    ) -> None:
         self.session = session
         self.victims = session.victims
         self.job = job
         self.action = action
+        self.allowed = allowed
+        self.statement = Statement(session, job)
+        self.ordered = session.task_order(job.pending)
+        self.needed = job.min_member - job.bound
         # Victim index -> the budget its eviction exceeds ("" when none).
         self.taken: dict[int, str] = {}
         # Victim index -> its gang, when evicted whole.
         self.whole: dict[int, str] = {}
+        # What was taken, group by group, in order.
+        self.groups: list[list[int]] = []
+        # The choices the first member that needed room was offered (None: none yet),
+        # and the one to take for it in this attempt.
+        self.first: list[_Choice] | None = None
+        self.forced: _Choice | None = None
 
-    def make_room(self, task: TaskInfo, allowed: Callable[[], BoolArray]) -> int | None:
+    def attempt(self, forced: _Choice | None = None) -> bool:
+        """Place the job's members, making room as needed (for the first member that
+        needs it, with `forced` when given); whether it reached minMember."""
+        session, job, statement = self.session, self.job, self.statement
+        self.forced = forced
+        for index, task in enumerate(self.ordered):
+            node = None
+            if task.error is None and session.refused(job, task) is None:
+                if task.preempts:
+                    self.make_quota(task)
+                if session.over_capacity(job, task) is None:
+                    node = session.best_node(task)
+                    if node is None and task.preempts:
+                        node = self.make_room(task)
+            if node is not None:
+                statement.allocate(task, node)
+            elif len(statement.placed) + len(self.ordered) - index - 1 < self.needed:
+                break
+        placed = len(statement.placed)
+        return bool(placed and self.taken and session.ready(job, placed))
+
+    def outcome(self) -> _Outcome:
+        return _Outcome(
+            rank=self.rank(),
+            groups=[list(g) for g in self.groups],
+            placed=list(self.statement.placed),
+        )
+
+    def rank(self) -> Rank:
+        victims = self.victims
+        taken = list(self.taken)
+        priority = victims.priority[taken]
+        return (
+            sum(bool(budget) for budget in self.taken.values()),
+            int(priority.max()),
+            len(taken),
+            len(set(self.whole.values())),
+            int(priority.sum()),
+            -float(victims.creation[taken].max()),
+        )
+
+    def alternatives(self, best: Rank) -> list[_Choice]:
+        """The first member's other choices that free room beyond their own node (a gang
+        evicted whole) and whose victims alone cost less than `best`: the sets that
+        member-by-member placement passes over."""
+        rows = self.victims.rows
+        found = []
+        for choice in self.first or []:
+            spans = any(len(g) > 1 and bool((rows[g] != choice.node).any()) for g in choice.groups)
+            if not spans or choice.groups == self.groups[: len(choice.groups)]:
+                continue
+            taken = [i for group in choice.groups for i in group]
+            bound = (
+                choice.rank[0],
+                choice.rank[1],
+                len(taken),
+                sum(len(group) > 1 for group in choice.groups),
+            )
+            if bound < best[:4]:
+                found.append(choice)
+                if len(found) == ALTERNATIVES:
+                    break
+        return found
+
+    def reset(self) -> None:
+        self.statement.discard()
+        self._release([i for group in self.groups for i in group])
+
+    def replay(self, outcome: _Outcome) -> None:
+        """Take the outcome's victims and placements again (from a reset plan)."""
+        self._take(outcome.groups, check=False)
+        for task, node in outcome.placed:
+            self.statement.allocate(task, node)
+
+    def prune(self) -> None:
+        """Give back each group of victims (the costliest first) whose room the job
+        does without, placed afresh as many as before, until none can be: no smaller
+        set of these victims would do."""
+        statement = self.statement
+        count = len(statement.placed)
+        tried: set[frozenset[int]] = set()
+        units = self._units()
+        while units:
+            unit = units.pop(0)
+            if frozenset(unit) in tried:
+                continue
+            tried.add(frozenset(unit))
+            placed = list(statement.placed)
+            statement.discard()
+            saved = self._release(unit)
+            if self._place_plainly(count):
+                # What may be given back has changed (a gang now partly running).
+                units = self._units()
+                continue
+            statement.discard()
+            self._take(saved, check=False)
+            for task, node in placed:
+                statement.allocate(task, node)
+        if self.victims.budgets:
+            self._recount_budgets()
+
+    def _units(self) -> list[list[int]]:
+        """What may be given back alone, the costliest first: a pod whose gang keeps
+        minMember with it back (or that is in none), and every taken member of a gang
+        evicted whole."""
+        victims = self.victims
+        in_gang = (victims.gang_ids >= 0) & ~victims.taken
+        untaken = np.bincount(victims.gang_ids[in_gang], minlength=len(victims.gang_min))
+        by_gang: dict[int, list[int]] = {}
+        units: list[list[int]] = []
+        for index in self.taken:
+            gang = int(victims.gang_ids[index])
+            if gang < 0 or untaken[gang] + victims.pinned[gang] + 1 >= victims.gang_min[gang]:
+                units.append([index])
+            if gang >= 0 and not untaken[gang]:
+                by_gang.setdefault(gang, []).append(index)
+        units.extend(group for group in by_gang.values() if len(group) > 1)
+
+        def cost(unit: list[int]) -> tuple[int, int, int, float]:
+            return (
+                -any(self.taken[i] for i in unit),
+                -max(int(victims.priority[i]) for i in unit),
+                -len(unit),
+                min(float(victims.creation[i]) for i in unit),
+            )
+
+        return sorted(units, key=cost)
+
+    def _place_plainly(self, count: int) -> bool:
+        """Place `count` members without evicting; whether the job is then ready."""
+        session, job, statement = self.session, self.job, self.statement
+        if not self._room_for(count):
+            return False
+        for index, task in enumerate(self.ordered):
+            if len(statement.placed) == count:
+                break
+            if len(statement.placed) + len(self.ordered) - index < count:
+                return False
+            if task.error is None and session.not_allocatable(job, task) is None:
+                node = session.best_node(task)
+                if node is not None:
+                    statement.allocate(task, node)
+        placed = len(statement.placed)
+        return placed == count and session.ready(job, placed)
+
+    def _room_for(self, count: int) -> bool:
+        """Whether the free room could hold `count` members, counting resources alone:
+        no placement can do better, and most often it cannot, found at once."""
+        free = self.session.free
+        shapes = Counter(t.task.shape_key for t in self.ordered)
+        fits = 0
+        for task in {t.task.shape_key: t for t in self.ordered}.values():
+            wanted = task.vec > 0
+            if not wanted.any():
+                return True
+            slots = (free[:, wanted] // task.vec[wanted]).min(axis=1).clip(min=0).sum()
+            fits += min(shapes[task.task.shape_key], int(slots))
+        return fits >= count
+
+    def _recount_budgets(self) -> None:
+        """Say again which victims exceed a budget, now that some were given back."""
+        order = list(self.taken)
+        for index in order:
+            self.victims.mark(index, taken=False)
+        for index in order:
+            self.taken[index] = self.victims.exceeded(index)
+            self.victims.mark(index, taken=True)
+
+    def allowed_for(self, task: TaskInfo) -> BoolArray:
+        """The victims the task may take: a BestEffort pod takes only BestEffort pods,
+        as Volcano's preempt has it."""
+        mask = self.allowed()
+        if task.best_effort:
+            mask &= self.victims.best_effort
+        return mask
+
+    def make_quota(self, task: TaskInfo) -> None:
+        """Evict pods of the job's queue, lowest priority first, until its capability
+        takes the task; evicting nothing when that cannot be done."""
+        session, victims, job = self.session, self.victims, self.job
+        if session.over_capacity(job, task) is None:
+            return
+        candidates = np.flatnonzero(self.allowed_for(task) & queue_mask(victims, job.queue))
+        if not candidates.size:
+            return
+        costs = victims.costs()
+        order = candidates[
+            np.lexsort(
+                (
+                    -victims.creation[candidates],
+                    victims.own_priority[candidates],
+                    costs[candidates],
+                    victims.priority[candidates],
+                    victims.exceeding()[candidates],
+                )
+            )
+        ]
+        groups: list[list[int]] = []
+        chosen: set[int] = set()
+        for index in order.tolist():
+            group = None if index in chosen else victims.whole(index, chosen)
+            if group is None:
+                continue
+            if self._take([group]) is None:
+                continue
+            groups.append(group)
+            chosen.update(group)
+            if session.over_capacity(job, task) is None:
+                break
+        else:
+            self._release(list(chosen))
+            return
+        # Spare what turned out not to be needed, most costly first, unless that would
+        # leave a gang short.
+        for group in reversed(groups[:-1]):
+            saved = self._release(group)
+            if session.over_capacity(job, task) is not None or victims.leaves_short(set(), group):
+                self._take(saved, check=False)
+
+    def make_room(self, task: TaskInfo) -> int | None:
         """Evict what gives the task a node, and return that node; None, evicting
-        nothing, when no eviction of victims `allowed` (asked afresh, as evictions
+        nothing, when no eviction of the victims allowed (asked afresh, as evictions
         change what queues hold) would do."""
         session, victims = self.session, self.victims
-        candidates = np.flatnonzero(allowed())
+        candidates = np.flatnonzero(self.allowed_for(task))
         if not candidates.size:
             return None
         rows = victims.rows[candidates]
@@ -85,10 +338,11 @@ class _Plan:
         exceeding = victims.exceeding()
         # Candidates by node, and on each node in the order they would go: those
         # sparing every budget, lowest priority, alone rather than with their gang,
-        # most recently created.
+        # lowest priority of the pod's own, most recently created.
         order = np.lexsort(
             (
                 -victims.creation[candidates],
+                victims.own_priority[candidates],
                 costs[candidates],
                 victims.priority[candidates],
                 exceeding[candidates],
@@ -128,11 +382,18 @@ class _Plan:
             choice = self._choose(task, node, candidates[order[low:high]].tolist())
             if choice is not None:
                 choices.append(choice)
-        for choice in sorted(choices, key=lambda c: (c.rank, c.node)):
-            taken = self._take(choice.groups, allowed)
-            if taken is not None and session.fits(task, choice.node):
+        choices.sort(key=lambda c: (c.rank, c.node))
+        if self.first is None:
+            self.first = choices
+        if self.forced is not None:
+            choices.insert(0, self.forced)
+            self.forced = None
+        for choice in choices:
+            if self._take(choice.groups) is None:
+                continue
+            if session.fits(task, choice.node):
                 return choice.node
-            self._give_back(taken or [])
+            self._release([i for group in choice.groups for i in group])
         return None
 
     def _choose(self, task: TaskInfo, node: int, ordered: list[int]) -> _Choice | None:
@@ -145,9 +406,9 @@ class _Plan:
         groups: list[list[int]] = []
         chosen: set[int] = set()
         for index in ordered:
-            if index in chosen:
+            group = None if index in chosen else victims.whole(index, chosen)
+            if group is None:
                 continue
-            group = self._group(index, chosen)
             groups.append(group)
             chosen.update(group)
             free += self._on_node(group, node)[:, wanted].sum(axis=0)
@@ -155,11 +416,13 @@ class _Plan:
                 break
         else:
             return None
-        # Spare what turned out not to be needed, most costly first.
+        # Spare what turned out not to be needed, most costly first, unless the gang of
+        # a later group went whole counting on it.
         for group in reversed(groups[:-1]):
             kept = free - self._on_node(group, node)[:, wanted].sum(axis=0)
-            if (kept >= need).all():
+            if (kept >= need).all() and not victims.leaves_short(chosen - set(group), group):
                 groups.remove(group)
+                chosen -= set(group)
                 free = kept
         taken = [i for group in groups for i in group]
         return _Choice(
@@ -173,16 +436,6 @@ class _Plan:
                 -max(float(victims.creation[i]) for i in taken),
             ),
         )
-
-    def _group(self, index: int, chosen: set[int]) -> list[int]:
-        """What evicting `index` takes: itself, or its whole gang when fewer than
-        minMember would be left running."""
-        victims = self.victims
-        job = victims.jobs[index]
-        if job is None or not job.is_gang:
-            return [index]
-        left = [m for m in victims.members[job.key] if not victims.taken[m] and m not in chosen]
-        return [index] if len(left) - 1 >= job.min_member else left
 
     def _on_node(self, group: list[int], node: int) -> IntArray:
         victims = self.victims
@@ -203,36 +456,42 @@ class _Plan:
                 left[budget] -= 1
         return count
 
-    def _take(self, groups: list[list[int]], allowed: Callable[[], BoolArray]) -> list[int] | None:
+    def _take(self, groups: list[list[int]], *, check: bool = True) -> list[list[int]] | None:
         """Evict the groups one pod at a time, each still allowed once the ones before
         are gone (a queue may lend one pod's worth above its guarantee, not four); None,
-        having given back what it took, when one is not."""
+        having given back what it took, when one is not (`check`: when asked)."""
+        victims = self.victims
         taken: list[int] = []
         for group in groups:
             whole = len(group) > 1
             for index in group:
-                if taken and not allowed()[index]:
-                    self._give_back(taken)
+                if check and taken and not self.allowed()[index]:
+                    self._release(taken)
                     return None
-                self.taken[index] = self.victims.exceeded(index)
-                job = self.victims.jobs[index]
+                self.taken[index] = victims.exceeded(index)
+                job = victims.jobs[index]
                 if whole and job is not None:
                     self.whole[index] = job.key
                 self.session.evict(index)
                 taken.append(index)
-        return taken
+            self.groups.append(list(group))
+        return groups
 
-    def _give_back(self, taken: list[int]) -> None:
-        for index in reversed(taken):
+    def _release(self, indices: list[int]) -> list[list[int]]:
+        """Put the victims back; the groups they were taken in, to take them again."""
+        gone = set(indices)
+        saved = [[i for i in group if i in gone] for group in self.groups]
+        saved = [group for group in saved if group]
+        self.groups = [kept for g in self.groups if (kept := [i for i in g if i not in gone])]
+        for index in reversed(indices):
             self.session.restore(index)
             del self.taken[index]
             self.whole.pop(index, None)
+        return saved
 
-    def discard(self) -> None:
-        self._give_back(list(self.taken))
-
-    def commit(self, placed: list[tuple[TaskInfo, int]]) -> None:
+    def commit(self) -> None:
         session, victims, job = self.session, self.victims, self.job
+        placed = self.statement.placed
         nodes = session.snapshot.nodes
         kind = "gang" if job.is_gang else "pod"
         preemptor = job.key if job.is_gang else job.key.removeprefix("pod:")
@@ -265,6 +524,8 @@ class _Plan:
             f"{self.action}: evicting {len(self.taken)} pod(s) to make room on node(s) "
             f"{', '.join(landing)}; waiting for them to terminate"
         )
+        self.statement.nominate()
+        session.held.add(job.key)
 
 
 def place_by_evicting(
@@ -286,12 +547,10 @@ def place_by_evicting(
     kind = _kind(job)
     if kind in failed:
         return False
-    statement = Statement(session, job)
-    plan = _Plan(session, job, action=action)
     victims = session.victims
 
     def allowed() -> BoolArray:
-        mask = victims.evictable & ~victims.taken & scope(job, victims)
+        mask = victims.evictable & ~victims.taken & ~victims.stuck() & scope(job, victims)
         for check in checks:
             mask &= check(job, victims)
         return mask
@@ -301,29 +560,23 @@ def place_by_evicting(
         if kind is not None:
             failed.add(kind)
         return False
-    needed = job.min_member - job.bound
-    ordered = session.task_order(job.pending)
-    for index, task in enumerate(ordered):
-        node = None
-        if task.error is None and session.not_allocatable(job, task) is None:
-            node = session.best_node(task)
-            if node is None and task.preempts:
-                node = plan.make_room(task, allowed)
-        if node is not None:
-            statement.allocate(task, node)
-        elif len(statement.placed) + len(ordered) - index - 1 < needed:
-            break
-    placed = len(statement.placed)
-    if placed and plan.taken and session.ready(job, placed):
-        plan.commit(statement.placed)
-        statement.nominate()
-        session.held.add(job.key)
-        return True
-    statement.discard()
-    plan.discard()
-    if kind is not None:
-        failed.add(kind)
-    return False
+    plan = _Plan(session, job, action=action, allowed=allowed)
+    if not plan.attempt():
+        plan.reset()
+        if kind is not None:
+            failed.add(kind)
+        return False
+    best = plan.outcome()
+    for choice in plan.alternatives(best.rank):
+        plan.reset()
+        if plan.attempt(forced=choice) and plan.rank() < best.rank:
+            best = plan.outcome()
+            continue
+        plan.reset()
+        plan.replay(best)
+    plan.prune()
+    plan.commit()
+    return True
 
 
 def _kind(job: JobInfo) -> object:

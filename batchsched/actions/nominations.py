@@ -21,6 +21,7 @@ def hold_or_clear(session: Session, job: JobInfo, terminating: set[int]) -> bool
         for task, row in nominated:
             session.allocate(job, task, row)
         session.held.add(job.key)
+        session.pin(job.key, len(nominated))
         names = ", ".join(sorted(session.snapshot.nodes[row].name for row in rows))
         session.job_messages[job.key] = (
             f"nominated to node(s) {names}: waiting for the pods preempted there to terminate"

@@ -2,7 +2,9 @@
 
 Which pods are lower priority is the priority plugin's to say; where they go and which
 are spared is evicting_placement's. Only jobs short of minMember preempt (a running
-gang's extra members do not), and pods whose preemptionPolicy is Never never do.
+gang's extra members do not), and pods whose preemptionPolicy is Never never do. A job
+its queue's capability refuses evicts pods of that queue to fit in it; a BestEffort pod
+evicts only BestEffort pods.
 """
 
 from batchsched.actions.evicting_placement import place_by_evicting

@@ -7,10 +7,11 @@ from batchsched.framework.session import Session
 def wants_room(session: Session, job: JobInfo) -> bool:
     """Short of minMember after allocate, allowed to run, and with a member that may
     evict. A job enqueue held back only for want of idle resources counts: making room
-    is what it waits for. Jobs that ask for nothing but a pod slot never evict."""
+    is what it waits for. A job of BestEffort pods (asking for nothing but a pod slot)
+    evicts only BestEffort pods, as Volcano's preempt has it (evicting_placement.py)."""
     if job.bound >= job.min_member or job.key in session.held or session.placed[job.key]:
         return False
-    if not any(t.preempts and not t.best_effort for t in job.pending):
+    if not any(t.preempts for t in job.pending):
         return False
     admitted = job.key in session.enqueued or job.key in session.short_of_room
     if session.enqueue_ran and not admitted:

@@ -276,6 +276,7 @@ class _State:
             gpu_unnamed=list(self.unnamed.values()),
             placed=list(self.placed.values()),
             placed_affine=list(self.affine.values()),
+            unbound=frozenset(cache.assumed),
             score_extra=self.extra.copy() if self.extra_pods else None,
             namespace_labels={name: ns.labels for name, ns in cache.namespaces.items()},
             storage=Storage(

@@ -116,6 +116,9 @@ class Snapshot:
     # Those of them that state pod affinity or anti-affinity terms, so that a session
     # finds out whether it needs the affinity plugins without walking every pod.
     placed_affine: list[tuple[int, Task]] = field(default_factory=list)
+    # Keys of those of them not bound yet: their Binding was decided (assumed) but is not
+    # seen on the pod, still on its way or waiting for the pod's claims to be bound.
+    unbound: frozenset[str] = frozenset()
     # The jobs built afresh since the previous snapshot the keeper took; None when all
     # were (a snapshot taken whole). A group neither among them nor with anything to
     # place has the status it had then.

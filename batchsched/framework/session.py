@@ -177,6 +177,9 @@ class Session:
         # (the overcommit plugin's); none: only what is idle.
         self.enqueue_headroom: list[IntArray] = []
         self.allocate_checks: list[TaskCheck] = []
+        # Allocate checks a task fails for what its queue holds (its capability), which
+        # evicting pods of that queue can change: preempt makes room there too.
+        self.capacity_checks: list[TaskCheck] = []
         self.overused_checks: list[Callable[[str], bool]] = []
         self.ready_checks: list[Callable[[JobInfo, int], bool]] = []
         self.on_allocate: list[Handler] = []
@@ -187,6 +190,9 @@ class Session:
         # Jobs holding the room a preemption freed while its victims terminate: neither
         # placed elsewhere nor preempting again in this session.
         self.held: set[str] = set()
+        # Job key -> members placed or nominated by this session, which no victim frees:
+        # the job's running members are evicted only as far as they leave it minMember.
+        self.pinned: Counter[str] = Counter()
         self._victims: Victims | None = None
         # Room held for starving gangs, once one is (framework/reservations.py).
         self.reservations: Reservations | None = None
@@ -243,10 +249,21 @@ class Session:
         return None
 
     def not_allocatable(self, job: JobInfo, task: TaskInfo) -> str | None:
+        return self.refused(job, task) or self.over_capacity(job, task)
+
+    def refused(self, job: JobInfo, task: TaskInfo) -> str | None:
+        """Why the task may not be placed now, but for its queue's capability."""
         blocker = self.blocker(task)
         if blocker:
             return blocker
         for check in self.allocate_checks:
+            message = check(job, task)
+            if message:
+                return message
+        return None
+
+    def over_capacity(self, job: JobInfo, task: TaskInfo) -> str | None:
+        for check in self.capacity_checks:
             message = check(job, task)
             if message:
                 return message
@@ -369,9 +386,15 @@ class Session:
         """The running pods preempt and reclaim may evict, built when first asked."""
         if self._victims is None:
             self._victims = build_victims(
-                self.snapshot, other_schedulers=self.evict_other_schedulers
+                self.snapshot, other_schedulers=self.evict_other_schedulers, pinned=self.pinned
             )
         return self._victims
+
+    def pin(self, job: str, count: int) -> None:
+        """`count` members of `job` now hold nodes for the rest of the session."""
+        self.pinned[job] += count
+        if self._victims is not None:
+            self._victims.pin(job, count)
 
     def evict(self, index: int) -> None:
         """Take victim `index` off its node for the rest of the session (or until

@@ -40,12 +40,14 @@ class Statement:
             )
             for task, node in self.placed
         )
+        session.pin(self.job.key, len(self.placed))
         self.placed.clear()
 
     def commit(self) -> None:
         session = self.session
         nodes = session.snapshot.nodes
         session.placed[self.job.key] += len(self.placed)
+        session.pin(self.job.key, len(self.placed))
         bindings = [
             Binding(
                 namespace=task.task.namespace,

@@ -4,9 +4,14 @@ Plugins say which victims a preemptor may take (priority: lower priority, within
 queue; proportion: from queues above their share); the rules no configuration may
 lift are kept here: pods of the control plane, critical pods and pods marked not
 preemptable (api/pods.py PREEMPTABLE_KEYS) are never taken, nor, unless configured,
-pods of other schedulers.
+pods of other schedulers. A pod whose Binding is not yet seen on it (assumed: sent, or
+waiting for its claims) holds nothing to evict and is no victim; it still counts as a
+member of its gang, as do the members a session places or nominates, so a gang with
+such members can never be evicted whole: it loses only members above its minMember.
 """
 
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,6 +20,7 @@ import numpy.typing as npt
 from batchsched.api.budgets import DisruptionBudget
 from batchsched.api.gpu import gpu_demand
 from batchsched.api.objects import Task
+from batchsched.api.resources import PODS
 from batchsched.cache.snapshot import (
     IntArray,
     JobInfo,
@@ -45,6 +51,9 @@ class Victims:
     rows: IntArray
     vecs: IntArray
     priority: IntArray
+    # Per entry, the pod's own priority: among victims of one priority (their PodGroup's
+    # class), the pods of lower priority go first, as Volcano orders a job's tasks.
+    own_priority: IntArray
     creation: FloatArray
     # Per entry, the number of its queue in `queue_names` ("" for no queue), for masks.
     queue_ids: IntArray
@@ -61,6 +70,14 @@ class Victims:
     # evicting each entry costs is known at once for every entry (`costs`).
     gang_ids: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     gang_min: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # Gang key -> its index in `gang_min` and `pinned`.
+    gang_index: dict[str, int] = field(default_factory=dict)
+    # Per gang, its members that hold a node but are no entry (not bound yet, or placed
+    # or nominated by this session): they can be neither evicted nor left short.
+    pinned: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # Per entry, whether it asks for nothing but its pod slot: all a BestEffort
+    # preemptor may take.
+    best_effort: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     # Entries evicted by the session so far (tentatively or for good).
     taken: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     # Per budget, how many more pods it allows to be disrupted, less those evicted so far.
@@ -104,16 +121,63 @@ class Victims:
                 return self.budgets[budget].key
         return ""
 
+    def pin(self, job: str, count: int) -> None:
+        """`count` more members of `job` hold a node that no victim frees."""
+        gang = self.gang_index.get(job)
+        if gang is not None:
+            self.pinned[gang] += count
+
     def costs(self) -> IntArray:
         """Per entry, how many pods evicting it takes: 1, or its whole gang's remaining
-        members when the gang is at its minMember."""
+        members when the gang is at its minMember (see `stuck` for gangs that cannot go
+        whole)."""
         in_gang = self.gang_ids >= 0
         if not in_gang.any():
             return np.ones(len(self.tasks), dtype=np.int64)
-        left = np.bincount(self.gang_ids[in_gang & ~self.taken], minlength=len(self.gang_min))
+        untaken = np.bincount(self.gang_ids[in_gang & ~self.taken], minlength=len(self.gang_min))
         gang = np.where(in_gang, self.gang_ids, 0)
-        alone = ~in_gang | (left[gang] - 1 >= self.gang_min[gang])
-        return np.where(alone, 1, left[gang]).astype(np.int64)
+        alone = ~in_gang | (untaken[gang] + self.pinned[gang] - 1 >= self.gang_min[gang])
+        return np.where(alone, 1, untaken[gang]).astype(np.int64)
+
+    def stuck(self) -> BoolArray:
+        """Per entry, whether it may not go at all: its gang would run short of minMember
+        and has pinned members, so it cannot be evicted whole."""
+        in_gang = self.gang_ids >= 0
+        if not in_gang.any() or not self.pinned.any():
+            return np.zeros(len(self.tasks), dtype=np.bool_)
+        untaken = np.bincount(self.gang_ids[in_gang & ~self.taken], minlength=len(self.gang_min))
+        gang = np.where(in_gang, self.gang_ids, 0)
+        pinned = self.pinned[gang]
+        short = untaken[gang] + pinned - 1 < self.gang_min[gang]
+        return np.asarray(in_gang & short & (pinned > 0), dtype=np.bool_)
+
+    def whole(self, index: int, chosen: set[int]) -> list[int] | None:
+        """What evicting `index` takes, beside `chosen` and the entries taken: itself, or
+        its whole gang when fewer than minMember would be left; None when that gang has
+        pinned members."""
+        job = self.jobs[index]
+        gang = self.gang_index.get(job.key) if job is not None else None
+        if job is None or gang is None:
+            return [index]
+        left = [m for m in self.members[job.key] if not self.taken[m] and m not in chosen]
+        pinned = int(self.pinned[gang])
+        if len(left) + pinned - 1 >= job.min_member:
+            return [index]
+        return None if pinned else left
+
+    def leaves_short(self, chosen: set[int], among: Iterable[int]) -> bool:
+        """Whether evicting `chosen` beside the entries taken leaves a gang of `among`
+        running short of minMember: what sparing a pod of a gang whose other members
+        went whole counting on it would do."""
+        for key in {job.key for i in among if (job := self.jobs[i]) is not None}:
+            gang = self.gang_index.get(key)
+            if gang is None:
+                continue
+            left = sum(1 for m in self.members[key] if not self.taken[m] and m not in chosen)
+            left += int(self.pinned[gang])
+            if 0 < left < self.gang_min[gang]:
+                return True
+        return False
 
     def job_of(self, index: int) -> JobInfo:
         """Its job, or for a pod of no job the session knows (another scheduler's), a
@@ -133,8 +197,11 @@ class Victims:
         return job
 
 
-def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
-    """Every pod holding a node that is not already terminating."""
+def build_victims(
+    snapshot: Snapshot, *, other_schedulers: bool, pinned: Mapping[str, int]
+) -> Victims:
+    """Every bound pod holding a node that is not already terminating; `pinned` counts,
+    per job, the members the session placed or nominated so far."""
     classes = snapshot.priority_classes
     default = default_priority(classes)
     column = snapshot.column
@@ -146,21 +213,29 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
     jobs: list[JobInfo | None] = []
     rows: list[int] = []
     priority: list[int] = []
+    own_priority: list[int] = []
     queue_names: dict[str, int] = {}
     queue_ids: list[int] = []
     evictable: list[bool] = []
     protected_by: list[tuple[int, ...]] = []
     members: dict[str, list[int]] = {}
     vectors: dict[tuple[object, ...], IntArray] = {}
+    unbound: Counter[str] = Counter(pinned)
     for row, task in snapshot.placed:
         if task.deleting:
             continue
         job = snapshot.job_of(task)
+        if task.key in snapshot.unbound:
+            if job is not None:
+                unbound[job.key] += 1
+                members.setdefault(job.key, [])
+            continue
         index = len(tasks)
         tasks.append(task)
         jobs.append(job)
         rows.append(row)
         priority.append(placed_priority(task, job, classes, default))
+        own_priority.append(placed_priority(task, None, classes, default))
         name = job.queue if job is not None else ""
         queue_ids.append(queue_names.setdefault(name, len(queue_names)))
         ours = task.scheduler_name in snapshot.scheduler_names
@@ -197,6 +272,7 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
         rows=np.array(rows, dtype=np.int64),
         vecs=vecs,
         priority=np.array(priority, dtype=np.int64),
+        own_priority=np.array(own_priority, dtype=np.int64),
         creation=np.array([t.creation for t in tasks], dtype=np.float64),
         queue_ids=np.array(queue_ids, dtype=np.int64),
         queue_names=queue_names,
@@ -207,6 +283,9 @@ def build_victims(snapshot: Snapshot, *, other_schedulers: bool) -> Victims:
         members=members,
         gang_ids=np.array(gang_ids, dtype=np.int64),
         gang_min=np.array([snapshot.jobs[k].min_member for k in gangs], dtype=np.int64),
+        gang_index=gangs,
+        pinned=np.array([unbound[k] for k in gangs], dtype=np.int64),
+        best_effort=np.array([t.request.keys() <= {PODS} for t in tasks], dtype=np.bool_),
         budget_left=np.array([b.disruptions_allowed for b in budgets], dtype=np.int64),
         taken=np.zeros(len(tasks), dtype=np.bool_),
     )

@@ -102,7 +102,7 @@ class Proportion:
         )
         session.valid_checks.append(self._invalid)
         session.enqueue_checks.append(self._enqueue_blocked)
-        session.allocate_checks.append(self._over_capability)
+        session.capacity_checks.append(self._over_capability)
         session.queue_keys.append(self._share)
         session.overused_checks.append(self._overused)
         session.reclaimable.append(self._reclaimable)

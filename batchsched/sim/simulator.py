@@ -261,7 +261,9 @@ class _Events:
             self.apply(heapq.heappop(self.arrivals)[2])
 
     def bind(self, key: str, node: str, gpu_index: tuple[int, ...], *, now: float) -> None:
+        # Bound at once, as the API server would answer: the pod is bound, not assumed.
         self.cache.assume(key, node, gpu_index=gpu_index)
+        self.cache.confirm(key)
         task = self.cache.tasks[key]
         task.phase = "Running"
         task.started = now

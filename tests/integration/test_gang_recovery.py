@@ -159,3 +159,63 @@ def recorded_placement(kube: Kube, namespace: str) -> dict[str, str]:
             records.append(placement)
     assert len(records) <= 1, records
     return {name: node for record in records for name, (node, _) in record.members.items()}
+
+
+def test_a_gang_finished_after_a_kill_is_not_left_short_by_preemption(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    scheduler_accounts: SchedulerAccounts,
+    start_scheduler: StartScheduler,
+    start_proxy: StartProxy,
+) -> None:
+    """Killed with only the gang's first member bound (the one carrying the placement
+    record), then higher-priority pods arrive, one more than the room left once the gang
+    is whole. The next leader finishes the gang; the pod left over may not take the one
+    member bound before the kill "with its whole gang": the members it binds in that
+    pass would be left below minMember. The gang is bound whole or (evicted whole by a
+    later pass) not at all, never in part."""
+    nodes = [f"n{i}-{namespace}" for i in range(NODES)]
+    add_nodes(cluster_objects, kube, nodes, {"cpu": str(CPUS_PER_NODE), "memory": "8Gi"})
+    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+    proxy = start_proxy()
+    kubeconfig = scheduler_accounts.kubeconfig("first", server=proxy.url)
+    held = proxy.hang(BINDING_PATHS, after=1)
+    first = start_scheduler(kubeconfig=kubeconfig)
+    create(kube, namespace, pod_group("gang", GANG))
+    for i in range(GANG):
+        create(kube, namespace, pod(f"gang-{i}", CPU, annotations={GROUP_KEY: "gang"}))
+    eventually(lambda: held.held == GANG - 1, what="the bind burst held")
+    eventually(lambda: len(gang_bound(kube, namespace)) == 1, what="the first member bound")
+    first.kill()
+    eventually(lambda: held.held == 0, what="the held Bindings dropped")
+    spare = NODES * CPUS_PER_NODE - GANG
+    for i in range(spare + 1):
+        waiting = pod(f"high-{i}", CPU)
+        waiting["spec"]["priorityClassName"] = high
+        create(kube, namespace, waiting)
+    start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("next"))
+
+    def settled() -> int | None:
+        """The gang's bound members, once every waiting pod is bound or told why not
+        and the gang is whole or gone."""
+        listed = pods(kube, namespace)
+        decided = all(
+            unschedulable_message(p)
+            or p["spec"].get("nodeName")
+            or p["metadata"].get("deletionTimestamp")
+            for name, p in listed.items()
+            if name.startswith("high-")
+        )
+        running = [
+            name
+            for name, p in listed.items()
+            if name.startswith("gang-")
+            and p["spec"].get("nodeName")
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        return len(running) if decided and len(running) in (0, GANG) else None
+
+    eventually(settled, timeout=20, what="the gang whole or gone, every waiting pod decided")
+    crowded = overcommitted(kube, namespace)
+    assert not crowded, f"CPUs requested of allocatable: {crowded}"

@@ -28,6 +28,7 @@ from prometheus_client import REGISTRY
 
 from batchsched.api.groups import OUR_API
 from batchsched.api.pods import OUR_GROUP_KEY as GROUP_ANNOTATION
+from batchsched.api.volumes import SELECTED_NODE_ANNOTATION
 from batchsched.cache.cluster import ClusterCache
 from batchsched.framework.decisions import Eviction, Nomination
 from batchsched.k8s.client import Api
@@ -55,7 +56,9 @@ from .operator_support import (  # noqa: F401 (fixtures)
     scheduler_kubeconfig_fixture,
     start_proxy_fixture,
     start_scheduler_fixture,
+    unschedulable_message,
 )
+from .test_volumes import bind_claim, claim, claims, storage_class, with_claim
 
 pytestmark = pytest.mark.integration
 
@@ -448,3 +451,105 @@ def test_the_operator_reclaims_for_a_queue_below_its_share(
     kept = [n for n in lent if n in shown]
     assert len(kept) == 2 and not any(preempted(shown[n]) for n in kept)
     assert scheduler.metric(f'{VICTIMS}{{action="reclaim"}}') == 2
+
+
+def test_the_operator_never_preempts_a_pod_waiting_for_its_claims(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+) -> None:
+    """A pod placed on the only node waits for its WaitForFirstConsumer claim to be
+    provisioned: decided, its Binding not sent, so it holds nothing on the API server. A
+    higher-priority pod that wants the node finds no victim there: it is told why it
+    waits, and the first pod, untouched, is bound once its claim is."""
+    where = f"n0-{namespace}"
+    add_nodes(cluster_objects, kube, [where], {"cpu": "1", "memory": "4Gi"})
+    low = priority_class(cluster_objects, f"low-{namespace}", 0)
+    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+    storage_class(cluster_objects, f"wait-{namespace}")
+    claim(kube, namespace, "data", storage_class=f"wait-{namespace}")
+    waiting = with_claim("waiting", "data")
+    waiting["spec"]["priorityClassName"] = low
+    create(kube, namespace, waiting)
+    start_scheduler()
+
+    def selected() -> str | None:
+        notes = claims(kube, namespace)["data"]["metadata"].get("annotations") or {}
+        return notes.get(SELECTED_NODE_ANNOTATION)
+
+    assert eventually(selected, what="the claim's node selected") == where
+    urgent = pod("urgent", CPU)
+    urgent["spec"]["priorityClassName"] = high
+    create(kube, namespace, urgent)
+    eventually(
+        lambda: unschedulable_message(pods(kube, namespace)["urgent"]),
+        what="the urgent pod told why it waits",
+    )
+    listed = pods(kube, namespace)
+    assert not listed["waiting"]["metadata"].get("deletionTimestamp")
+    assert disruption_target(listed["waiting"]) is None
+    assert not listed["urgent"]["status"].get("nominatedNodeName")
+    assert events(kube, namespace, "Preempted") == []
+
+    bind_claim(
+        kube,
+        cluster_objects,
+        claims(kube, namespace)["data"],
+        node=where,
+        storage_class=f"wait-{namespace}",
+    )
+    eventually(lambda: placements(kube, namespace).get("waiting") == where, what="bound")
+
+
+def test_the_operator_takes_the_cheapest_victim_set_over_the_cluster(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+) -> None:
+    """Four nodes of 4 CPUs: a gang of six (minMember 6) fills two, four lone pods fill
+    each of the others, all of priority 0. A gang of 2 x 4 CPUs of priority 1000 needs
+    two empty nodes: the gang's six pods, not the eight lone pods that node-by-node
+    choices (four victims per node against six) would take."""
+    nodes = [f"n{i}-{namespace}" for i in range(4)]
+    add_nodes(cluster_objects, kube, nodes, {"cpu": "4", "memory": "8Gi"})
+    low = priority_class(cluster_objects, f"low-{namespace}", 0)
+    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+
+    def running(name: str, cpu: str, where: str, group: str | None = None) -> str:
+        notes = {GROUP_ANNOTATION: group} if group else None
+        manifest = pod(name, {"cpu": cpu, "memory": "64Mi"}, annotations=notes)
+        manifest["spec"]["priorityClassName"] = low
+        manifest["spec"]["nodeName"] = where
+        create(kube, namespace, manifest)
+        return name
+
+    create(kube, namespace, pod_group("wide", 6, priorityClassName=low))
+    wide = [
+        running(f"wide-{n}-{i}", cpu, nodes[n], "wide")
+        for n in (0, 1)
+        for i, cpu in enumerate(("1", "1", "2"))
+    ]
+    lone = [running(f"lone-{n}-{i}", "1", nodes[n]) for n in (2, 3) for i in range(4)]
+    set_running(kube, namespace, wide + lone)
+    scheduler = start_scheduler()
+    create(kube, namespace, pod_group("big", 2, priorityClassName=high))
+    for i in range(2):
+        manifest = pod(
+            f"big-{i}", {"cpu": "4", "memory": "64Mi"}, annotations={GROUP_ANNOTATION: "big"}
+        )
+        manifest["spec"]["priorityClassName"] = high
+        create(kube, namespace, manifest)
+
+    eventually(
+        lambda: all(preempted(p) for n, p in pods(kube, namespace).items() if n in wide),
+        what="the wide gang preempted",
+    )
+    shown = pods(kube, namespace)
+    assert not any(shown[n]["metadata"].get("deletionTimestamp") for n in lone)
+    eventually(
+        lambda: scheduler.metric(f'{VICTIMS}{{action="preempt"}}') == len(wide),
+        what="six victims counted",
+    )
+    assert not any(pods(kube, namespace)[n]["metadata"].get("deletionTimestamp") for n in lone)
