@@ -12,12 +12,10 @@ once the lease cannot be proven ours (`valid_for`), and what is queued then is d
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -35,6 +33,7 @@ from batchsched.k8s.client import (
     error_code,
     with_retries,
 )
+from batchsched.k8s.events import EventRecorder, ObjectRef, Write, rfc3339
 from batchsched.k8s.fence import Fenced, fenced, unbounded
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES
@@ -55,14 +54,12 @@ API_VERSIONS = {
     "CSIDriver": "storage.k8s.io/v1",
     "CSIStorageCapacity": "storage.k8s.io/v1",
 }
-# The API server's limit on an event's note.
-NOTE_LIMIT = 1024
+# How often event series are looked at for counts to write (events.py).
+SERIES_FLUSH_SECONDS = 10.0
 # The cause the API server gives for refusing to create anything, events included, in a
 # namespace being deleted; events to it are not sent for a while after.
 NAMESPACE_TERMINATING = "NamespaceTerminating"
 TERMINATING_SILENCE_SECONDS = 60.0
-
-ObjectRef = dict[str, str]
 
 
 def object_ref(obj: Mapping[str, Any]) -> ObjectRef:
@@ -103,14 +100,6 @@ def quantity(resource: str, amount: int) -> str:
     if resource == CPU and amount % 1000:
         return f"{amount}m"
     return str(amount // 1000 if resource == CPU else amount)
-
-
-def rfc3339(seconds: float, *, micro: bool = False) -> str:
-    stamp = datetime.fromtimestamp(seconds, UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
-
-
-Write = Callable[[], Awaitable[object]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,7 +207,9 @@ class StatusWriter:
         # Queued writes by target, oldest first; an event's target is unique to it.
         self._queue: dict[tuple[str, str], tuple[str, Write]] = {}
         self._wake = asyncio.Event()
-        self._serial = itertools.count()
+        self.recorder = EventRecorder(
+            api, self._enqueue_event, controller=scheduler_name, instance=instance
+        )
         # Namespace being deleted -> until when (monotonic) no event is sent to it.
         self._terminating: dict[str, float] = {}
 
@@ -325,6 +316,8 @@ class StatusWriter:
             if status.condition is not None and news:
                 ref = {"apiVersion": group.api_version, "kind": "PodGroup"}
                 ref |= {"namespace": group.namespace, "name": group.name}
+                if group.uid:
+                    ref["uid"] = group.uid
                 scheduled = status.condition.type == "Scheduled"
                 self.event(
                     ref,
@@ -386,16 +379,9 @@ class StatusWriter:
         *,
         action: str = "Scheduling",
     ) -> None:
-        # The body is built when the event is sent: events wait for binding to finish,
-        # and the bind burst, when most of them are raised, should not pay for them.
-        namespace = regarding.get("namespace", "default")
-        if self._silenced(namespace):
-            return
-        occurred = time.time_ns()
-        name = f"{regarding['name']}.{occurred:x}{next(self._serial):x}"
-        fields = {"action": action, "reason": reason, "type": type, "note": note[:NOTE_LIMIT]}
-        send = partial(self._post_event, name, occurred / 1e9, regarding, fields)
-        self._enqueue(("Event", f"{namespace}/{name}"), "event", send)
+        """Recorded as client-go records it (events.py): repeats join one Event's series."""
+        if not self._silenced(regarding.get("namespace", "default")):
+            self.recorder.record(regarding, type, reason, note, action)
 
     def namespace_terminating(self, namespace: str) -> None:
         """The API server said `namespace` is being deleted: it would refuse events."""
@@ -410,24 +396,13 @@ class StatusWriter:
         del self._terminating[namespace]
         return False
 
-    async def _post_event(
-        self, name: str, occurred: float, regarding: ObjectRef, fields: dict[str, str]
-    ) -> object:
-        namespace = regarding.get("namespace", "default")
-        if self._silenced(namespace):
-            return None
-        body = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "eventTime": rfc3339(occurred, micro=True),
-            "reportingController": self.scheduler_name,
-            "reportingInstance": self.instance,
-            **fields,
-            "regarding": regarding,
-        }
-        path = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
-        return await self.api.post(path, body)
+    def _enqueue_event(self, target: tuple[str, str], send: Write) -> None:
+        # The body is built when the event is sent: events wait for binding to finish,
+        # and the bind burst, when most of them are raised, should not pay for them.
+        self._enqueue(target, "event", partial(self._unless_silenced, target[1], send))
+
+    async def _unless_silenced(self, key: str, send: Write) -> object:
+        return None if self._silenced(key.partition("/")[0]) else await send()
 
     # Sending.
 
@@ -437,7 +412,11 @@ class StatusWriter:
         self._wake.set()
 
     async def run(self) -> None:
-        await run_workers(self.concurrency, self._work)
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(run_workers(self.concurrency, self._work))
+            while True:
+                await asyncio.sleep(SERIES_FLUSH_SECONDS)
+                self.recorder.flush()
 
     async def _work(self) -> None:
         while True:
