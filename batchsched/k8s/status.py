@@ -54,6 +54,8 @@ API_VERSIONS = {
     "CSIDriver": "storage.k8s.io/v1",
     "CSIStorageCapacity": "storage.k8s.io/v1",
 }
+# kube-scheduler's PodScheduled reason for a pod placed whose binding then failed.
+SCHEDULER_ERROR_REASON = "SchedulerError"
 # How often event series are looked at for counts to write (events.py).
 SERIES_FLUSH_SECONDS = 10.0
 # The cause the API server gives for refusing to create anything, events included, in a
@@ -269,6 +271,22 @@ class StatusWriter:
         body = {"status": {"conditions": [condition]}}
         await self.api.patch(path, body, content_type=STRATEGIC_MERGE_PATCH)
 
+    def bind_failed(self, key: str, uid: str, message: str, tasks: Mapping[str, Task]) -> None:
+        """A decided bind failed (the pod is pending again): as kube-scheduler says of a
+        failure after the pod was placed, PodScheduled=False with reason SchedulerError,
+        and a FailedScheduling event."""
+        self._written[("Pod", key)] = message
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": SCHEDULER_ERROR_REASON,
+            "message": message,
+            "lastTransitionTime": rfc3339(time.time()),
+        }
+        write = partial(self._pod_condition, key, condition, tasks)
+        self._enqueue(("Pod", key), "pod_condition", write)
+        self.event(pod_ref(key, uid), "Warning", "FailedScheduling", message)
+
     def bound(self, binding: Binding) -> None:
         """The pod is bound: the API server set PodScheduled=True; say where it went."""
         self.forget("Pod", binding.key)
@@ -318,13 +336,7 @@ class StatusWriter:
                 ref |= {"namespace": group.namespace, "name": group.name}
                 if group.uid:
                     ref["uid"] = group.uid
-                scheduled = status.condition.type == "Scheduled"
-                self.event(
-                    ref,
-                    "Normal" if scheduled else "Warning",
-                    "Scheduled" if scheduled else "FailedScheduling",
-                    status.condition.message,
-                )
+                self.event(ref, *_group_event(status.condition))
 
     def queues(self, usage: Mapping[str, QueueUsage], queues: Mapping[str, Queue]) -> None:
         """Our Queues' status, and Volcano's (unless `write_peers` is off) in Volcano's
@@ -465,13 +477,23 @@ class StatusWriter:
             self._queue.clear()
 
 
+def _group_event(condition: Condition) -> tuple[str, str, str]:
+    """A group's condition as an event: its type, reason and note."""
+    if condition.type == "Unschedulable":
+        return "Warning", "FailedScheduling", condition.message
+    if condition.status == "True":
+        return "Normal", "Scheduled", condition.message
+    return "Normal", condition.reason, condition.message
+
+
 def _condition(condition: Condition, shown: JSON) -> JSON:
     """The condition as written; it keeps its transition time while its type holds."""
     previous: JSON = next(iter(shown.get("conditions") or []), {})
-    since = previous.get("lastTransitionTime") if previous.get("type") == condition.type else None
+    same = (previous.get("type"), previous.get("status")) == (condition.type, condition.status)
+    since = previous.get("lastTransitionTime") if same else None
     return {
         "type": condition.type,
-        "status": "True",
+        "status": condition.status,
         "reason": condition.reason,
         "message": condition.message,
         "lastTransitionTime": since or rfc3339(time.time()),
