@@ -34,6 +34,9 @@ BOUND_BY_CONTROLLER_ANNOTATION = "pv.kubernetes.io/bound-by-controller"
 # administrator's volume given it): when it asked, so that how long the binding has
 # waited, and its bind timeout, survive a change of leader.
 BINDING_SINCE_ANNOTATION = "scheduling.batchsched.io/volume-binding-since"
+# kube-scheduler's VolumeBindingArgs.bindTimeoutSeconds default: how long a placed pod's
+# claims may take to be bound before the placement is given up and decided again.
+BIND_TIMEOUT_SECONDS = 600.0
 # Still read before spec.storageClassName, as the API's helpers do.
 BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 # A class with this provisioner has only the volumes an administrator made.

@@ -6,18 +6,22 @@ preempt, hold room because it starves), its queue's limits, then the nodes: cons
 no node meets, then room. The scheduler's own pending message is kept alongside.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from batchsched.api.resources import ResourceList, format_amount
+from batchsched.api.volumes import BIND_TIMEOUT_SECONDS, Claim, Volume
 from batchsched.cache.snapshot import JobInfo, TaskInfo
 from batchsched.explain import remedies
 from batchsched.explain.remedies import Finding, some
 from batchsched.explain.scores import NodeScore, scores_of
 from batchsched.explain.session import Ran, Refusal
 from batchsched.explain.target import Target
+from batchsched.framework.decisions import ClaimBinding
+from batchsched.plugins.volumebinding import awaited
 
 
 @dataclass(kw_only=True)
@@ -207,6 +211,10 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     keys = {t.key for t in job.pending}
     placed = sorted({b.node for b in decisions.bindings if b.key in keys})
     if placed:
+        claims = [c for b in decisions.bindings if b.key in keys for c in b.claims]
+        volumes = _volume_binding(ran, claims)
+        if volumes is not None:
+            return volumes
         return (
             f"nothing holds it back: the scheduler places it now, on node(s) {some(placed)}",
             "if it stays pending, check that batch-scheduler runs and serves its "
@@ -256,6 +264,45 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
         return found
     message = reason or session.explain(task)
     return message, "see the refusals below: each names the filter and how many nodes"
+
+
+def _volume_binding(ran: Ran, claims: list[ClaimBinding]) -> Finding | None:
+    """A job placed on the node its claims were asked for already (a selected node, a
+    volume given them): it waits for them to be bound; what each waits on, since when."""
+    storage = ran.snapshot.storage
+    asked = []
+    for binding in claims:
+        claim = storage.claims.get(binding.key)
+        if claim is None:
+            continue
+        since = _asked(binding, claim, storage.volumes)
+        if since is None:
+            continue
+        what = awaited(binding, claim, storage.classes)
+        if since > 0:
+            what += f" (asked {max(ran.snapshot.now - since, 0):.0f}s ago)"
+        asked.append(what)
+    if not asked:
+        return None
+    return (
+        f"waiting for volume binding: {'; '.join(asked)}",
+        "its pods are bound once every claim is; if one stays unbound, look at the claim "
+        "(kubectl describe pvc) and its provisioner; after "
+        f"{BIND_TIMEOUT_SECONDS:g}s the scheduler gives the placement up and decides again",
+    )
+
+
+def _asked(binding: ClaimBinding, claim: Claim, volumes: Mapping[str, Volume]) -> float | None:
+    """When the claim's volume was asked for, as the objects say (0: at an unknown
+    time); None when it was not asked for yet."""
+    if binding.volume:
+        volume = volumes.get(binding.volume)
+        if volume is None or volume.claim is None or not volume.claim.names(claim):
+            return None
+        return volume.binding_since or 0.0
+    if claim.selected_node != binding.node:
+        return None
+    return claim.binding_since or 0.0
 
 
 def _wanted(job: JobInfo, task: TaskInfo) -> int:

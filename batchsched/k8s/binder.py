@@ -45,6 +45,7 @@ from batchsched.api.gpu import GPU_INDEX_ANNOTATION, format_gpu_index
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
 from batchsched.api.selectors import node_matches
 from batchsched.api.volumes import (
+    BIND_TIMEOUT_SECONDS,
     BINDING_SINCE_ANNOTATION,
     BOUND_BY_CONTROLLER_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
@@ -78,8 +79,6 @@ from batchsched.plugins.volumebinding import awaited
 
 log = logging.getLogger(__name__)
 
-# kube-scheduler's VolumeBindingArgs.bindTimeoutSeconds default.
-BIND_TIMEOUT_SECONDS = 600.0
 # How often a job waiting on its claims looks at the cache again. Polling rather than
 # being woken by the watch: one place sees every way the wait can end (a claim, a volume
 # or a pod changed, the lease, the time), and it costs a few dict lookups per job.
@@ -339,7 +338,11 @@ class Binder:
             log.warning("%s: its volumes cannot be bound: %s", first.binding.job, failure)
             first.gang.failure = f"{VOLUME_BINDING_FAILED}{failure}"
         finally:
-            self.waiting.pop(first.binding.job, None)
+            # What the group's status said while it waited no longer holds: the next
+            # session reports it again.
+            if self.waiting.pop(first.binding.job, None) is not None:
+                self.cache.touch(first.binding.key)
+                self.watch.changes.note()
         self._enqueue(first)
 
     async def _settle_claims(self, first: _Bind) -> None:

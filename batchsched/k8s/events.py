@@ -5,9 +5,9 @@ is about (its uid included); the note is not part of the key. The first occurren
 creates an Event object. A repeat within `FINISH_SECONDS` of the last one joins it: the
 second starts its `series` (count 2) and is written at once, as client-go does; later
 repeats raise the count and are written at most every `SERIES_WRITE_SECONDS`, and the
-final count once the series ends (no repeat for `FINISH_SECONDS`). Unlike client-go,
-which keeps the first note, a series carries the latest one: our notes say what a pod
-waits for now, and the pod's condition says the same.
+final count once the series ends (no repeat for `FINISH_SECONDS`). The note is the
+first occurrence's, as client-go keeps it: the API server refuses to change an event's
+note. What a pod waits for now is in its PodScheduled condition.
 
 On top of that, new Event objects about one object are rate-limited as the core/v1
 recorder's spam filter limits them (a burst of `SPAM_BURST`, then one per
@@ -98,7 +98,6 @@ class EventRecorder:
         if event is not None and now - event.last < FINISH_SECONDS:
             event.count += 1
             event.last = now
-            event.body["note"] = note[:NOTE_LIMIT]
             # The second occurrence starts the series at once, as client-go does.
             if event.count == 2 or now - event.written_at >= SERIES_WRITE_SECONDS:
                 self._write(event)
@@ -170,7 +169,7 @@ class EventRecorder:
             series = self._series(event)
             reply: object
             if event.written:
-                patch = {"note": event.body["note"], "series": series}
+                patch = {"series": series}
                 try:
                     reply = await self.api.patch(
                         f"{path}/{event.name}", patch, content_type=STRATEGIC_MERGE_PATCH
@@ -180,7 +179,7 @@ class EventRecorder:
                         raise
                     reply = await self.api.post(path, {**event.body, "series": series})
             else:
-                body = {**event.body, "series": series} if count > 1 else dict(event.body)
+                body = {**event.body, "series": series} if count > 1 else event.body
                 reply = await self.api.post(path, body)
             event.written = count
             return reply

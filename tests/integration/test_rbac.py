@@ -151,7 +151,7 @@ NEEDED = [
     ("create", "", "pods/eviction"),
     ("delete", "", "pods"),
     *[(verb, "policy", "poddisruptionbudgets") for verb in ("list", "watch")],
-    ("create", "events.k8s.io", "events"),
+    *[(verb, "events.k8s.io", "events") for verb in ("create", "patch")],
     # Claims and volumes: watched, and written to bind a claim before its pod.
     *[
         (verb, "", res)
