@@ -6,7 +6,8 @@ preempt, hold room because it starves), its queue's limits, then the nodes: cons
 no node meets, then room. The scheduler's own pending message is kept alongside.
 """
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from batchsched.explain.scores import NodeScore, scores_of
 from batchsched.explain.session import Ran, Refusal
 from batchsched.explain.target import Target
 from batchsched.framework.decisions import ClaimBinding
+from batchsched.framework.statement import Statement
 from batchsched.plugins.volumebinding import awaited
 
 
@@ -98,7 +100,7 @@ def _pod(ran: Ran, target: Target) -> Explanation:
     key = target.key
     bound = next((pod for row, pod in ran.snapshot.placed if pod.key == key), None)
     if bound is not None:
-        return _bound(ran, target, bound.node_name or "")
+        return _bound(ran, target, bound.node_name or "", bound.phase)
     for job in ran.snapshot.jobs.values():
         for info in job.pending:
             if info.key == key:
@@ -106,9 +108,14 @@ def _pod(ran: Ran, target: Target) -> Explanation:
     return _missing(ran, target, f"pod {key} does not exist, has finished or is not ours")
 
 
-def _bound(ran: Ran, target: Target, node: str) -> Explanation:
+def _bound(ran: Ran, target: Target, node: str, phase: str) -> Explanation:
     found = scores_of(ran, target.key)
-    summary = f"{target}: running on node {node}"
+    # Bound is not running: the kubelet starts it (phase Running) once it has pulled
+    # its images and mounted its volumes.
+    if phase == "Running":
+        summary = f"{target}: running on node {node}"
+    else:
+        summary = f"{target}: bound to node {node}, not running yet (phase {phase})"
     if not found:
         return Explanation(
             target=target,
@@ -159,7 +166,7 @@ def _job(ran: Ran, target: Target, job: JobInfo, focus: TaskInfo | None) -> Expl
         )
     else:
         summary = f"{target}: {phase}; queue {job.queue}"
-    task = focus or _hardest(ran, job)
+    task = focus or _first_refused(ran, job) or _hardest(ran, job)
     explanation = Explanation(
         target=target,
         found=True,
@@ -172,10 +179,47 @@ def _job(ran: Ran, target: Target, job: JobInfo, focus: TaskInfo | None) -> Expl
     )
     if task is not None:
         explanation.reason = decisions.pending.get(task.key)
-        refusals, examples, _ = ran.refusals(task)
+        with _members_before(ran, job, task):
+            refusals, examples, _ = ran.refusals(task)
         explanation.refusals, explanation.examples = refusals, examples
     explanation.cause, explanation.remedy = _cause(ran, job, task, explanation)
     return explanation
+
+
+@contextlib.contextmanager
+def _members_before(ran: Ran, job: JobInfo, task: TaskInfo) -> Iterator[None]:
+    """The job's members tried before `task` placed as the session places them, while
+    the refusals are counted: the session refused `task` beside them, and some filters
+    (topology spread, pod affinity, room itself) refuse a node for what they take."""
+    session = ran.session
+    statement = Statement(session, job)
+    try:
+        for member in session.task_order(job.pending):
+            if member.key == task.key:
+                break
+            node = None if session.not_allocatable(job, member) else session.best_node(member)
+            if node is None:
+                break
+            statement.allocate(member, node)
+        yield
+    finally:
+        statement.discard()
+
+
+def _first_refused(ran: Ran, job: JobInfo) -> TaskInfo | None:
+    """The first member, in the order the session tries them, that finds no node once
+    those before it are placed: where the gang stops. None when all would fit."""
+    session = ran.session
+    statement = Statement(session, job)
+    try:
+        for member in session.task_order(job.pending):
+            node = None if session.not_allocatable(job, member) else session.best_node(member)
+            if node is None:
+                return member
+            statement.allocate(member, node)
+        return None
+    finally:
+        statement.discard()
 
 
 def _hardest(ran: Ran, job: JobInfo) -> TaskInfo | None:
