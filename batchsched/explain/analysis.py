@@ -305,7 +305,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
         )
     found = remedies.room(ran, job, task, wanted)
     if found is not None:
-        return found
+        return _unreclaimable(ran, job, task) or found
     message = reason or session.explain(task)
     return message, "see the refusals below: each names the filter and how many nodes"
 
@@ -347,6 +347,45 @@ def _asked(binding: ClaimBinding, claim: Claim, volumes: Mapping[str, Volume]) -
     if claim.selected_node != binding.node:
         return None
     return claim.binding_since or 0.0
+
+
+def _unreclaimable(ran: Ran, job: JobInfo, task: TaskInfo) -> Finding | None:
+    """Its queue is below its deserved share, so reclaim would take room back for it,
+    but the queues holding the nodes it may use are `reclaimable: false`."""
+    proportion: Any = ran.plugin("proportion")
+    if "reclaim" not in ran.config.actions or proportion is None:
+        return None
+    deserved = ran.decisions.deserved.get(job.queue, {})
+    allocated = proportion.allocated.get(job.queue)
+    resources = ran.snapshot.resources
+    below = [
+        resources[c]
+        for c in np.flatnonzero(task.vec)
+        if allocated is not None and allocated[c] + task.vec[c] <= deserved.get(resources[c], 0)
+    ]
+    if not below:
+        return None
+    rows = np.flatnonzero(ran.session.allowed(task.task.constraints))
+    usable = {ran.snapshot.nodes[int(r)].name for r in rows}
+    queues = ran.snapshot.queues
+    kept = sorted(
+        {
+            other.queue
+            for other in ran.snapshot.jobs.values()
+            if other.queue != job.queue
+            and other.queue in queues
+            and not queues[other.queue].reclaimable
+            and usable.intersection(other.hosts)
+        }
+    )
+    if not kept:
+        return None
+    return (
+        f"queue {job.queue} is below its deserved {below[0]}, but the nodes it may use are "
+        f"held by queue(s) {some(kept)}, which are reclaimable: false, so reclaim takes "
+        "nothing back from them",
+        f"it runs once their jobs finish; or set spec.reclaimable: true on Queue {kept[0]}",
+    )
 
 
 def _wanted(job: JobInfo, task: TaskInfo) -> int:
