@@ -54,6 +54,9 @@ API_VERSIONS = {
     "CSIDriver": "storage.k8s.io/v1",
     "CSIStorageCapacity": "storage.k8s.io/v1",
 }
+# A write that failed is sent again after this, doubling each time up to the most.
+RETRY_LATER_SECONDS = 10.0
+RETRY_LATER_MAX_SECONDS = 300.0
 # kube-scheduler's PodScheduled reason for a pod placed whose binding then failed.
 SCHEDULER_ERROR_REASON = "SchedulerError"
 # How often event series are looked at for counts to write (events.py).
@@ -208,6 +211,8 @@ class StatusWriter:
         self._written: dict[tuple[str, str], Any] = {}
         # Queued writes by target, oldest first; an event's target is unique to it.
         self._queue: dict[tuple[str, str], tuple[str, Write]] = {}
+        # Writes that failed, to be sent again: how many times in a row, and the last.
+        self._failed: dict[tuple[str, str], tuple[int, str, Write]] = {}
         self._wake = asyncio.Event()
         self.recorder = EventRecorder(
             api, self._enqueue_event, controller=scheduler_name, instance=instance
@@ -225,7 +230,7 @@ class StatusWriter:
 
     def forget(self, kind: str, key: str) -> None:
         """The object is gone: drop what we know and what we meant to write to it."""
-        for store in (self._observed, self._written, self._queue):
+        for store in (self._observed, self._written, self._queue, self._failed):
             store.pop((kind, key), None)
 
     def _shown(self, kind: str, key: str) -> Any:
@@ -457,12 +462,31 @@ class StatusWriter:
                     self.namespace_terminating(target[1].partition("/")[0])
                 elif error.status != 404:
                     log.error("writing %s of %s/%s failed: %s", what, *target, error)
+                    self._retry_later(target, what, write)
                 API_WRITES.labels(what, "gone" if error.status == 404 else error_code(error)).inc()
             except TRANSPORT_ERRORS as error:
                 log.error("writing %s of %s/%s failed: %r", what, *target, error)
+                self._retry_later(target, what, write)
                 API_WRITES.labels(what, error_code(error)).inc()
             else:
+                self._failed.pop(target, None)
                 API_WRITES.labels(what, "ok").inc()
+
+    def _retry_later(self, target: tuple[str, str], what: str, write: Write) -> None:
+        """A write that failed is sent again later, backing off: otherwise the object
+        would show what it showed before until what it should show changes again, which
+        for a pod set aside may be long after."""
+        count = self._failed[target][0] + 1 if target in self._failed else 1
+        self._failed[target] = (count, what, write)
+        delay = min(RETRY_LATER_SECONDS * 2 ** (count - 1), RETRY_LATER_MAX_SECONDS)
+        asyncio.get_running_loop().call_later(delay, self._send_again, target)
+
+    def _send_again(self, target: tuple[str, str]) -> None:
+        # The last write that failed, unless a newer one is queued or went through, or
+        # the object was forgotten.
+        failed = self._failed.get(target)
+        if failed is not None and target not in self._queue:
+            self._enqueue(target, *failed[1:])
 
     async def _fenced(self, write: Write) -> object:
         """One attempt, sent only while the lease is ours and given up before it may not be."""
@@ -472,9 +496,12 @@ class StatusWriter:
     def _drop_queued(self) -> None:
         if self._queue:
             log.warning("lost the leader lease: %d status writes dropped", len(self._queue))
-            for what, _ in self._queue.values():
+            for target, (what, _) in self._queue.items():
                 API_WRITES.labels(what, "fenced").inc()
+                # Not written: leading again, the next session compares with the watch.
+                self._written.pop(target, None)
             self._queue.clear()
+        self._failed.clear()
 
 
 def _group_event(condition: Condition) -> tuple[str, str, str]:

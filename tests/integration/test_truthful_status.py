@@ -16,6 +16,8 @@ from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube
 from batchsched.testing.objects import pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
+    SchedulerAccounts,
+    StartProxy,
     StartScheduler,
     add_nodes,
     create,
@@ -25,6 +27,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     placements,
     pods,
     scheduler_kubeconfig_fixture,
+    start_proxy_fixture,
     start_scheduler_fixture,
     unschedulable_message,
 )
@@ -241,3 +244,28 @@ def test_kubectl_describe_finds_a_pod_groups_events(
         check=True,
     ).stdout
     assert "FailedScheduling" in described, described
+
+
+def test_a_pod_condition_whose_write_failed_is_written_later(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    scheduler_accounts: SchedulerAccounts,
+    start_scheduler: StartScheduler,
+    start_proxy: StartProxy,
+) -> None:
+    """A pod no node can hold is set aside: later sessions do not tell it its reason
+    again. When the write of that reason was refused, the pod would show nothing (or an
+    older reason) while `explain` gives the right one, for as long as nothing wakes it."""
+    add_nodes(cluster_objects, kube, [f"n-{namespace}"], {"cpu": "1", "memory": "1Gi"})
+    proxy = start_proxy()
+    refused = proxy.fail("/api/v1/namespaces/*/pods/*/status", status=422)
+    start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("scheduler", server=proxy.url))
+    create(kube, namespace, pod("p", BIG))
+    eventually(lambda: refused.paths, what="the pod's condition refused")
+    proxy.remove(refused)
+    message = eventually(
+        lambda: unschedulable_message(pods(kube, namespace)["p"]),
+        what="the pod's reason written after all",
+    )
+    assert "Insufficient cpu" in message

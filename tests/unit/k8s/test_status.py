@@ -8,6 +8,7 @@ import pytest
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.decisions import Binding, Condition, JobStatus
+from batchsched.k8s.client import ApiError
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
 
 from .recording_api import RecordingApi, settle
@@ -369,3 +370,25 @@ async def test_a_pod_placed_before_its_condition_went_out_is_not_told_it_waits()
     status.bound(Binding(namespace="ns", name="p", uid="u", node="n1", job="ns/p"))
     await settle(status, api)
     assert api.sent("PATCH") == []
+
+
+async def test_a_write_that_failed_is_sent_again_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Otherwise the pod would show what it showed before until its reason changed,
+    which for a pod set aside may be minutes later."""
+    monkeypatch.setattr("batchsched.k8s.status.RETRY_LATER_SECONDS", 0.05)
+    refused = [True]
+
+    def answer(method: str, path: str, body: object) -> dict[str, object]:
+        if method == "PATCH" and refused[0]:
+            refused[0] = False
+            raise ApiError(method, path, 422, {"message": "refused once"})
+        return {}
+
+    api = RecordingApi(answer)
+    status = writer(api)
+    status.pods({"ns/p": "0/2 nodes are available: 2 Insufficient cpu."}, {})
+    await settle(status, api)
+    await asyncio.sleep(0.2)
+    await settle(status, api)
+    first, again = api.sent("PATCH", "/pods/p/status")
+    assert first == again
