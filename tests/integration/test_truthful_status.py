@@ -95,11 +95,10 @@ def test_a_gang_waiting_for_its_volumes_says_so_and_explain_names_what_each_clai
         ) in said["message"]
 
     def pods_wait() -> dict[str, JSON] | None:
-        found = {name: condition(p) for name, p in pods(kube, namespace).items()}
-        return found if all(c and c["status"] == "False" for c in found.values()) else None
+        found = {name: condition(p) or {} for name, p in pods(kube, namespace).items()}
+        return found if all(c.get("status") == "False" for c in found.values()) else None
 
     for name, told in eventually(pods_wait, what="PodScheduled=False on each member").items():
-        assert told is not None
         assert told["reason"] == "WaitingForVolumeBinding"
         assert f"claim {namespace}/data-{name[-1]} waits for provisioner" in told["message"]
     assert not any(placements(kube, namespace).values())
