@@ -135,6 +135,12 @@ API_WRITES = Counter(
     "Status patches and events written to the API server, by what and outcome.",
     ["kind", "result"],
 )
+EVENTS_DROPPED = Counter(
+    "batchsched_events_dropped_total",
+    "New events not written because their object had too many in a short time (a "
+    "burst of 25, then one per 5 minutes, as client-go's spam filter allows), by reason.",
+    ["reason"],
+)
 PREEMPTION_VICTIMS = Counter(
     "batchsched_preemption_victims_total",
     "Pods evicted to make room (or deleted, where a PodDisruptionBudget would refuse the "

@@ -56,6 +56,7 @@ def pod_group_from_object(obj: Obj, *, default_creation: float = 0.0) -> PodGrou
         min_member=1,
         creation=creation_of(obj, default=default_creation),
         api_version=api_version,
+        uid=str((obj.get("metadata") or {}).get("uid") or ""),
     )
     try:
         _fill(group, obj, where=where)

@@ -233,6 +233,8 @@ class PodGroup:
     api_version: str = ""
     phase: str = "Pending"
     error: str | None = None
+    # Events about the group name it by uid: `kubectl describe` looks them up by it.
+    uid: str = ""
 
     @property
     def key(self) -> str:

@@ -18,6 +18,7 @@ from batchsched.api.meta import (
     namespace_of,
     sequence,
     text,
+    timestamp,
     whole_number,
 )
 from batchsched.api.objects import Requirement
@@ -29,6 +30,13 @@ SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 # Set by the PersistentVolume controller once it has finished binding a claim.
 BIND_COMPLETED_ANNOTATION = "pv.kubernetes.io/bind-completed"
 BOUND_BY_CONTROLLER_ANNOTATION = "pv.kubernetes.io/bound-by-controller"
+# Written by the scheduler with what it asks of a claim (a node selected for it, or an
+# administrator's volume given it): when it asked, so that how long the binding has
+# waited, and its bind timeout, survive a change of leader.
+BINDING_SINCE_ANNOTATION = "scheduling.batchsched.io/volume-binding-since"
+# kube-scheduler's VolumeBindingArgs.bindTimeoutSeconds default: how long a placed pod's
+# claims may take to be bound before the placement is given up and decided again.
+BIND_TIMEOUT_SECONDS = 600.0
 # Still read before spec.storageClassName, as the API's helpers do.
 BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 # A class with this provisioner has only the volumes an administrator made.
@@ -68,6 +76,8 @@ class Claim:
     lost: bool = False
     deleting: bool = False
     selected_node: str | None = None
+    # When the scheduler asked for its volume (BINDING_SINCE_ANNOTATION), epoch seconds.
+    binding_since: float | None = None
     access_modes: frozenset[str] = frozenset()
     request: int = 0
     block: bool = False
@@ -105,6 +115,8 @@ class Volume:
     storage_class: str
     capacity: int
     claim: ClaimRef | None = None
+    # When the scheduler gave it to `claim` (BINDING_SINCE_ANNOTATION), epoch seconds.
+    binding_since: float | None = None
     available: bool = False
     deleting: bool = False
     access_modes: frozenset[str] = frozenset()
@@ -215,6 +227,7 @@ def claim_from_object(obj: Obj) -> Claim:
         lost=status.get("phase") == "Lost",
         deleting=meta.get("deletionTimestamp") is not None,
         selected_node=notes.get(SELECTED_NODE_ANNOTATION),
+        binding_since=_since(notes, where=where),
         access_modes=_access_modes(spec, where=where),
         request=_bytes(storage, where=f"{where}.spec.resources.requests.storage"),
         block=spec.get("volumeMode") == "Block",
@@ -258,6 +271,7 @@ def volume_from_object(obj: Obj) -> Volume:
         storage_class=_class_of(notes, spec.get("storageClassName")),
         capacity=_bytes(capacity, where=f"{where}.spec.capacity.storage"),
         claim=claim,
+        binding_since=_since(notes, where=where),
         available=status.get("phase") == "Available",
         deleting=meta.get("deletionTimestamp") is not None,
         access_modes=_access_modes(spec, where=where),
@@ -343,6 +357,12 @@ def _class_of(notes: dict[str, str], name: object) -> str:
     if BETA_CLASS_ANNOTATION in notes:
         return notes[BETA_CLASS_ANNOTATION]
     return str(name or "")
+
+
+def _since(notes: dict[str, str], *, where: str) -> float | None:
+    stamp = notes.get(BINDING_SINCE_ANNOTATION)
+    at = f"{where}.metadata.annotations[{BINDING_SINCE_ANNOTATION}]"
+    return None if stamp is None else timestamp(stamp, where=at)
 
 
 def _access_modes(spec: Obj, *, where: str) -> frozenset[str]:

@@ -324,6 +324,11 @@ class ClusterCache:
         self.refusals[task_key] = Refusal(message, now + wait, count)
         self._changed_pod(task_key)
 
+    def touch(self, task_key: str) -> None:
+        """Nothing the core reads changed, but the next snapshot builds the pod's job
+        again, so that its group's status is reported again."""
+        self._changed_pod(task_key)
+
     def confirm(self, task_key: str, *, placement: Placement | None = None) -> None:
         """The pod now shows the assumed node: the bind is done, and nothing else changed
         but the gang's placement record, which rides on its first member's Binding."""

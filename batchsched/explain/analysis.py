@@ -6,18 +6,24 @@ preempt, hold room because it starves), its queue's limits, then the nodes: cons
 no node meets, then room. The scheduler's own pending message is kept alongside.
 """
 
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from batchsched.api.resources import ResourceList, format_amount
+from batchsched.api.volumes import BIND_TIMEOUT_SECONDS, Claim, Volume
 from batchsched.cache.snapshot import JobInfo, TaskInfo
 from batchsched.explain import remedies
 from batchsched.explain.remedies import Finding, some
 from batchsched.explain.scores import NodeScore, scores_of
 from batchsched.explain.session import Ran, Refusal
 from batchsched.explain.target import Target
+from batchsched.framework.decisions import ClaimBinding
+from batchsched.framework.statement import Statement
+from batchsched.plugins.volumebinding import awaited
 
 
 @dataclass(kw_only=True)
@@ -94,7 +100,7 @@ def _pod(ran: Ran, target: Target) -> Explanation:
     key = target.key
     bound = next((pod for row, pod in ran.snapshot.placed if pod.key == key), None)
     if bound is not None:
-        return _bound(ran, target, bound.node_name or "")
+        return _bound(ran, target, bound.node_name or "", bound.phase)
     for job in ran.snapshot.jobs.values():
         for info in job.pending:
             if info.key == key:
@@ -102,9 +108,14 @@ def _pod(ran: Ran, target: Target) -> Explanation:
     return _missing(ran, target, f"pod {key} does not exist, has finished or is not ours")
 
 
-def _bound(ran: Ran, target: Target, node: str) -> Explanation:
+def _bound(ran: Ran, target: Target, node: str, phase: str) -> Explanation:
     found = scores_of(ran, target.key)
-    summary = f"{target}: running on node {node}"
+    # Bound is not running: the kubelet starts it (phase Running) once it has pulled
+    # its images and mounted its volumes.
+    if phase == "Running":
+        summary = f"{target}: running on node {node}"
+    else:
+        summary = f"{target}: bound to node {node}, not running yet (phase {phase})"
     if not found:
         return Explanation(
             target=target,
@@ -155,7 +166,7 @@ def _job(ran: Ran, target: Target, job: JobInfo, focus: TaskInfo | None) -> Expl
         )
     else:
         summary = f"{target}: {phase}; queue {job.queue}"
-    task = focus or _hardest(ran, job)
+    task = focus or _first_refused(ran, job) or _hardest(ran, job)
     explanation = Explanation(
         target=target,
         found=True,
@@ -168,10 +179,47 @@ def _job(ran: Ran, target: Target, job: JobInfo, focus: TaskInfo | None) -> Expl
     )
     if task is not None:
         explanation.reason = decisions.pending.get(task.key)
-        refusals, examples, _ = ran.refusals(task)
+        with _members_before(ran, job, task):
+            refusals, examples, _ = ran.refusals(task)
         explanation.refusals, explanation.examples = refusals, examples
     explanation.cause, explanation.remedy = _cause(ran, job, task, explanation)
     return explanation
+
+
+@contextlib.contextmanager
+def _members_before(ran: Ran, job: JobInfo, task: TaskInfo) -> Iterator[None]:
+    """The job's members tried before `task` placed as the session places them, while
+    the refusals are counted: the session refused `task` beside them, and some filters
+    (topology spread, pod affinity, room itself) refuse a node for what they take."""
+    session = ran.session
+    statement = Statement(session, job)
+    try:
+        for member in session.task_order(job.pending):
+            if member.key == task.key:
+                break
+            node = None if session.not_allocatable(job, member) else session.best_node(member)
+            if node is None:
+                break
+            statement.allocate(member, node)
+        yield
+    finally:
+        statement.discard()
+
+
+def _first_refused(ran: Ran, job: JobInfo) -> TaskInfo | None:
+    """The first member, in the order the session tries them, that finds no node once
+    those before it are placed: where the gang stops. None when all would fit."""
+    session = ran.session
+    statement = Statement(session, job)
+    try:
+        for member in session.task_order(job.pending):
+            node = None if session.not_allocatable(job, member) else session.best_node(member)
+            if node is None:
+                return member
+            statement.allocate(member, node)
+        return None
+    finally:
+        statement.discard()
 
 
 def _hardest(ran: Ran, job: JobInfo) -> TaskInfo | None:
@@ -207,6 +255,10 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     keys = {t.key for t in job.pending}
     placed = sorted({b.node for b in decisions.bindings if b.key in keys})
     if placed:
+        claims = [c for b in decisions.bindings if b.key in keys for c in b.claims]
+        volumes = _volume_binding(ran, claims)
+        if volumes is not None:
+            return volumes
         return (
             f"nothing holds it back: the scheduler places it now, on node(s) {some(placed)}",
             "if it stays pending, check that batch-scheduler runs and serves its "
@@ -253,9 +305,87 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
         )
     found = remedies.room(ran, job, task, wanted)
     if found is not None:
-        return found
+        return _unreclaimable(ran, job, task) or found
     message = reason or session.explain(task)
     return message, "see the refusals below: each names the filter and how many nodes"
+
+
+def _volume_binding(ran: Ran, claims: list[ClaimBinding]) -> Finding | None:
+    """A job placed on the node its claims were asked for already (a selected node, a
+    volume given them): it waits for them to be bound; what each waits on, since when."""
+    storage = ran.snapshot.storage
+    asked = []
+    for binding in claims:
+        claim = storage.claims.get(binding.key)
+        if claim is None:
+            continue
+        since = _asked(binding, claim, storage.volumes)
+        if since is None:
+            continue
+        what = awaited(binding, claim, storage.classes)
+        if since > 0:
+            what += f" (asked {max(ran.snapshot.now - since, 0):.0f}s ago)"
+        asked.append(what)
+    if not asked:
+        return None
+    return (
+        f"waiting for volume binding: {'; '.join(asked)}",
+        "its pods are bound once every claim is; if one stays unbound, look at the claim "
+        "(kubectl describe pvc) and its provisioner; after "
+        f"{BIND_TIMEOUT_SECONDS:g}s the scheduler gives the placement up and decides again",
+    )
+
+
+def _asked(binding: ClaimBinding, claim: Claim, volumes: Mapping[str, Volume]) -> float | None:
+    """When the claim's volume was asked for, as the objects say (0: at an unknown
+    time); None when it was not asked for yet."""
+    if binding.volume:
+        volume = volumes.get(binding.volume)
+        if volume is None or volume.claim is None or not volume.claim.names(claim):
+            return None
+        return volume.binding_since or 0.0
+    if claim.selected_node != binding.node:
+        return None
+    return claim.binding_since or 0.0
+
+
+def _unreclaimable(ran: Ran, job: JobInfo, task: TaskInfo) -> Finding | None:
+    """Its queue is below its deserved share, so reclaim would take room back for it,
+    but the queues holding the nodes it may use are `reclaimable: false`."""
+    proportion: Any = ran.plugin("proportion")
+    if "reclaim" not in ran.config.actions or proportion is None:
+        return None
+    deserved = ran.decisions.deserved.get(job.queue, {})
+    allocated = proportion.allocated.get(job.queue)
+    resources = ran.snapshot.resources
+    below = [
+        resources[c]
+        for c in np.flatnonzero(task.vec)
+        if allocated is not None and allocated[c] + task.vec[c] <= deserved.get(resources[c], 0)
+    ]
+    if not below:
+        return None
+    rows = np.flatnonzero(ran.session.allowed(task.task.constraints))
+    usable = {ran.snapshot.nodes[int(r)].name for r in rows}
+    queues = ran.snapshot.queues
+    kept = sorted(
+        {
+            other.queue
+            for other in ran.snapshot.jobs.values()
+            if other.queue != job.queue
+            and other.queue in queues
+            and not queues[other.queue].reclaimable
+            and usable.intersection(other.hosts)
+        }
+    )
+    if not kept:
+        return None
+    return (
+        f"queue {job.queue} is below its deserved {below[0]}, but the nodes it may use are "
+        f"held by queue(s) {some(kept)}, which are reclaimable: false, so reclaim takes "
+        "nothing back from them",
+        f"it runs once their jobs finish; or set spec.reclaimable: true on Queue {kept[0]}",
+    )
 
 
 def _wanted(job: JobInfo, task: TaskInfo) -> int:

@@ -137,13 +137,16 @@ def room(ran: Ran, job: JobInfo, task: TaskInfo, wanted: int) -> Finding | None:
     )
     cause = f"{what}; {have} fit(s) now on the {len(rows)} node(s) it may use"
     empty = fits(snapshot.allocatable[rows], task.vec)
-    if int(np.minimum(empty, wanted).sum()) < wanted:
+    holds = int(np.minimum(empty, wanted).sum())
+    if holds < wanted:
         largest = shape(ran, snapshot.allocatable[rows].max(axis=0, initial=0) * (task.vec > 0))
         return (
             cause,
             f"even empty, the nodes it may use hold {int(empty.sum())} (largest: {largest}): "
-            f"add nodes with {need} allocatable, or ask for less",
+            f"add {_nodes(wanted - holds)} with {need} allocatable, or ask for less",
         )
+    # Nodes with just its request free, one member each, that would let it run now.
+    lacking = wanted - have
     position = {int(row): i for i, row in enumerate(rows)}
     freed: dict[str, dict[int, IntArray]] = defaultdict(dict)
     for row, pod in snapshot.placed:
@@ -183,12 +186,16 @@ def room(ran: Ran, job: JobInfo, task: TaskInfo, wanted: int) -> Finding | None:
         return (
             cause,
             f"more than {MOST_JOBS} running jobs must finish first (on nodes "
-            f"{some(busy)}); or add nodes with {need} free",
+            f"{some(busy)}); or add {_nodes(lacking)} with {need} free",
         )
     opened = [snapshot.nodes[int(rows[i])].name for i in np.flatnonzero(count > now)]
     jobs = " and ".join(chosen) if len(chosen) < 3 else ", ".join(chosen)
     verb = "finishes" if len(chosen) == 1 else "finish"
     return cause, f"node(s) {some(opened)} qualify once {jobs} {verb}"
+
+
+def _nodes(count: int) -> str:
+    return "1 node" if count == 1 else f"{count} nodes"
 
 
 def holders(ran: Ran, rows: Sequence[int], *, besides: str) -> list[str]:

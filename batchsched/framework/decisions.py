@@ -96,11 +96,13 @@ class Nomination(_PickledAsFields):
 
 @dataclass(frozen=True, slots=True)
 class Condition(_PickledAsFields):
-    """A PodGroup condition: type Scheduled or Unschedulable, with a reason a user can act on."""
+    """A PodGroup condition: type Scheduled or Unschedulable, with a reason a user can act
+    on; Scheduled is False while a placed gang waits for its volumes (k8s/binder.py)."""
 
     type: str
     reason: str
     message: str
+    status: str = "True"
 
 
 @dataclass(slots=True)

@@ -38,28 +38,34 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, format_gpu_index
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
 from batchsched.api.selectors import node_matches
 from batchsched.api.volumes import (
+    BIND_TIMEOUT_SECONDS,
+    BINDING_SINCE_ANNOTATION,
     BOUND_BY_CONTROLLER_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
     Claim,
 )
-from batchsched.framework.decisions import Binding, ClaimBinding
+from batchsched.framework.decisions import Binding, ClaimBinding, Condition, JobStatus
 from batchsched.k8s.client import (
     JSON,
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
     TRANSPORT_ERRORS,
     ApiError,
     Requests,
     error_code,
     with_retries,
 )
+from batchsched.k8s.events import rfc3339
 from batchsched.k8s.fence import Fenced, fenced
 from batchsched.k8s.protobuf import PROTOBUF
-from batchsched.k8s.status import NAMESPACE_TERMINATING, pod_ref
+from batchsched.k8s.status import NAMESPACE_TERMINATING
 from batchsched.k8s.watch import CLAIMS, PODS, VOLUMES, Watch, resource_version, version_key
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import (
@@ -69,16 +75,22 @@ from batchsched.metrics import (
     POD_CREATION_TO_BOUND,
     SCHEDULE_ATTEMPTS,
 )
+from batchsched.plugins.volumebinding import awaited
 
 log = logging.getLogger(__name__)
 
-# kube-scheduler's VolumeBindingArgs.bindTimeoutSeconds default.
-BIND_TIMEOUT_SECONDS = 600.0
 # How often a job waiting on its claims looks at the cache again. Polling rather than
 # being woken by the watch: one place sees every way the wait can end (a claim, a volume
 # or a pod changed, the lease, the time), and it costs a few dict lookups per job.
 CLAIM_POLL_SECONDS = 0.2
 LEASE_LOST = "this replica lost the leader lease"
+# The PodScheduled reason of a placed pod whose claims are being bound, and the reason of
+# its group's Scheduled=False condition (kube-scheduler, binding in PreBind, says nothing).
+VOLUME_BINDING_REASON = "WaitingForVolumeBinding"
+# How kube-scheduler words a failure of its VolumeBinding PreBind; what failed follows.
+VOLUME_BINDING_FAILED = 'running PreBind plugin "VolumeBinding": binding volumes: '
+# Its bind timeout's error (wait.PollUntilContextTimeout's).
+DEADLINE_EXCEEDED = "context deadline exceeded"
 
 
 class _ClaimFailed(Exception):
@@ -103,6 +115,26 @@ class _Bind:
     created: float
     # The gang's placement (api/placement.py), on its first member only.
     record: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeWait:
+    """A job placed and assumed, none of its pods bound yet: its claims come first."""
+
+    # Pod key -> what its claims wait on.
+    members: dict[str, str]
+
+    def status(self, job: JobStatus) -> JobStatus:
+        """The group's status as it stands: its waiting members are not scheduled yet,
+        and a gang they would complete is Inqueue with Scheduled=False saying why."""
+        scheduled = max(job.scheduled - len(self.members), 0)
+        if job.phase != "Running" or scheduled + job.succeeded >= job.min_member:
+            return replace(job, scheduled=scheduled)
+        waits = sorted(set(self.members.values()))
+        message = f"{len(self.members)} member(s) placed, waiting for volume binding: "
+        message += "; ".join(waits)
+        condition = Condition("Scheduled", VOLUME_BINDING_REASON, message, status="False")
+        return replace(job, phase="Inqueue", scheduled=scheduled, condition=condition)
 
 
 class Binder:
@@ -137,6 +169,8 @@ class Binder:
         # A bind failed since the last session: what sessions wrote before it (a group's
         # `scheduled` among them) is stale until the next one has decided again.
         self._redecide = False
+        # Jobs whose claims are being bound, by job key: what their status says.
+        self.waiting: dict[str, VolumeWait] = {}
 
     def submit(self, bindings: Sequence[Binding]) -> None:
         """Queue one session's bindings; each must already be assumed in the cache."""
@@ -148,15 +182,22 @@ class Binder:
             members.append(_Bind(binding, gang, created))
             if binding.claims:
                 gang.claims = True
-        for members in gangs.values():
+        for job, members in gangs.items():
             first = members[0]
             if len(members) > 1:
                 first.record = self._record(members)
                 first.gang.waiting = members[1:]
             if first.gang.claims:
+                self.waiting[job] = VolumeWait({m.binding.key: self._awaited(m) for m in members})
                 self._claimed.put_nowait(first)
             else:
                 self._enqueue(first)
+
+    def _awaited(self, member: _Bind) -> str:
+        """What the member's claims wait on, or that they are bound already."""
+        claims, classes = self.cache.claims, self.cache.storage_classes
+        waits = [awaited(c, claims.get(c.key), classes) for c in member.binding.claims]
+        return "; ".join(waits) or "its claims are bound"
 
     def _enqueue(self, first: _Bind) -> None:
         """Hand a job to the workers: its first member, which lets the rest follow."""
@@ -295,7 +336,13 @@ class Binder:
             first.gang.failure = LEASE_LOST
         except _ClaimFailed as failure:
             log.warning("%s: its volumes cannot be bound: %s", first.binding.job, failure)
-            first.gang.failure = str(failure)
+            first.gang.failure = f"{VOLUME_BINDING_FAILED}{failure}"
+        finally:
+            # What the group's status said while it waited no longer holds: the next
+            # session reports it again.
+            if self.waiting.pop(first.binding.job, None) is not None:
+                self.cache.touch(first.binding.key)
+                self.watch.changes.note()
         self._enqueue(first)
 
     async def _settle_claims(self, first: _Bind) -> None:
@@ -305,26 +352,81 @@ class Binder:
         claims = list({c.key: c for member in members for c in member.claims}.values())
         # Version key -> the resourceVersion our write gave the object.
         written: dict[str, int] = {}
-        for claim in claims:
-            await self._write_claim(claim, written)
+        # The bind timeout runs from the oldest request, as the objects record it: a
+        # leader that takes over a wait goes on with its clock, not a fresh one.
+        since = min([await self._write_claim(claim, written) for claim in claims])
         log.info("%s: waiting for claims %s", first.binding.job, ", ".join(c.key for c in claims))
-        deadline = time.monotonic() + self.bind_timeout
-        while unbound := self._unbound(members, claims, written):
-            if time.monotonic() >= deadline:
-                raise _ClaimFailed(f"{', '.join(unbound)} not bound within {self.bind_timeout:g}s")
+        unbound = self._unbound(members, claims, written)
+        wait = self.waiting.get(first.binding.job)
+        if unbound and wait is not None:
+            await self._tell_waiting(members, wait)
+        while unbound:
+            if time.time() >= since + self.bind_timeout:
+                await self._restart_clocks(claims)
+                raise _ClaimFailed(
+                    f"{DEADLINE_EXCEEDED} ({', '.join(unbound)} not bound within "
+                    f"{self.bind_timeout:g}s)"
+                )
             await asyncio.sleep(CLAIM_POLL_SECONDS)
+            unbound = self._unbound(members, claims, written)
 
-    async def _write_claim(self, claim: ClaimBinding, written: dict[str, int]) -> None:
+    async def _tell_waiting(self, members: list[Binding], wait: VolumeWait) -> None:
+        """PodScheduled=False on each member, saying what its claims wait on; sent before
+        any member can be bound, so it never overwrites the API server's True."""
+        stamp = rfc3339(time.time())
+        for binding in members:
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": VOLUME_BINDING_REASON,
+                "message": f"waiting for volume binding: {wait.members[binding.key]}",
+                "lastTransitionTime": stamp,
+            }
+            path = f"/api/v1/namespaces/{binding.namespace}/pods/{binding.name}/status"
+            body = {"status": {"conditions": [condition]}}
+            try:
+                await with_retries(
+                    partial(self._patch, path, body, STRATEGIC_MERGE_PATCH),
+                    seconds=self.retry_seconds,
+                )
+            except (ApiError, *TRANSPORT_ERRORS) as error:
+                log.warning("%s: cannot say it waits for its volumes: %s", binding.key, error)
+            # What the writer remembers of the pod's condition no longer holds.
+            self.status.forget("Pod", binding.key)
+
+    async def _restart_clocks(self, claims: list[ClaimBinding]) -> None:
+        """The bind timeout passed: take its start off the objects, so the next attempt
+        (the job is decided again) times itself afresh; a leader that dies before this
+        leaves a passed time, which the next one reports as a timeout at once."""
+        body = {"metadata": {"annotations": {BINDING_SINCE_ANNOTATION: None}}}
+        for claim in claims:
+            if claim.volume:
+                path = f"/api/v1/persistentvolumes/{claim.volume}"
+            else:
+                path = f"/api/v1/namespaces/{claim.namespace}/persistentvolumeclaims/{claim.claim}"
+            try:
+                await self._patch(path, body)
+            except (ApiError, *TRANSPORT_ERRORS) as error:
+                log.warning("claim %s: cannot restart its bind timeout: %s", claim.key, error)
+
+    async def _write_claim(self, claim: ClaimBinding, written: dict[str, int]) -> float:
         """Bind the chosen volume to the claim (its claimRef, as the PersistentVolume
-        controller would), or ask for one provisioned on the chosen node. Nothing is sent
-        when the cache shows it done already."""
+        controller would), or ask for one provisioned on the chosen node, recording when
+        (BINDING_SINCE_ANNOTATION); returns that time. Nothing is sent when the cache
+        shows it asked already."""
         current = self._claim(claim)
         target = _target(claim)
+        now = time.time()
+        if current.bound:
+            return now
+        stamp = {BINDING_SINCE_ANNOTATION: rfc3339(now, micro=True)}
         if claim.volume:
             if self._volume_names(claim, current):
-                return
+                since = self.cache.volumes[claim.volume].binding_since
+                if since is not None:
+                    return since
             path = f"/api/v1/persistentvolumes/{claim.volume}"
-            metadata: JSON = {"annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"}}
+            metadata: JSON = {"annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes", **stamp}}
             # Only over the volume as the cache shows it, free: another claim given it
             # meanwhile makes a conflict, not a claimRef taken from that claim.
             if self.watch.versions.get(target):
@@ -335,12 +437,12 @@ class Binder:
                 "spec": {"claimRef": {**ref, "namespace": claim.namespace, "name": claim.claim}},
             }
         else:
-            if current.selected_node == claim.node:
-                return
+            if current.selected_node == claim.node and current.binding_since is not None:
+                return current.binding_since
             path = f"/api/v1/namespaces/{claim.namespace}/persistentvolumeclaims/{claim.claim}"
             # The uid makes it this claim, not one recreated under its name.
-            metadata = {"uid": claim.uid, "annotations": {SELECTED_NODE_ANNOTATION: claim.node}}
-            body = {"metadata": metadata}
+            notes = {SELECTED_NODE_ANNOTATION: claim.node, **stamp}
+            body = {"metadata": {"uid": claim.uid, "annotations": notes}}
         try:
             reply = await with_retries(
                 lambda: self._patch(path, body), seconds=self.retry_seconds, on_error=_count_error
@@ -350,10 +452,11 @@ class Binder:
         except TRANSPORT_ERRORS as error:
             raise _ClaimFailed(f"claim {claim.key}: {error!r}") from error
         written[target] = resource_version(reply)
+        return now
 
-    async def _patch(self, path: str, body: JSON) -> JSON:
+    async def _patch(self, path: str, body: JSON, content_type: str = MERGE_PATCH) -> JSON:
         async with fenced(self.valid_for):
-            return await self.api.patch(path, body)
+            return await self.api.patch(path, body, content_type=content_type)
 
     def _unbound(
         self, members: list[Binding], claims: list[ClaimBinding], written: dict[str, int]
@@ -432,7 +535,7 @@ class Binder:
         self.cache.forget(binding.key)
         self._redecide = True
         self.watch.changes.note()
-        self.status.event(pod_ref(binding.key, binding.uid), "Warning", "FailedScheduling", message)
+        self.status.bind_failed(binding.key, binding.uid, message, self.cache.tasks)
 
     def _refused(self, binding: Binding, error: ApiError) -> None:
         """403: the namespace is being deleted, or a policy forbids it. Trying again at

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from enum import Enum
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
@@ -62,20 +63,34 @@ class BindAddress:
         return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
 
 
+class Verdict(Enum):
+    """What a /metrics caller is told: the HTTP status, and why."""
+
+    ALLOWED = (200, "")
+    NO_TOKEN = (401, "a bearer token is needed")
+    # The API server's TokenReview did not authenticate it: garbage, expired or revoked.
+    TOKEN_NOT_ACCEPTED = (401, "the bearer token was not accepted: it is invalid or expired")
+    FORBIDDEN = (403, "not allowed to get /metrics")
+
+    @property
+    def status(self) -> int:
+        return self.value[0]
+
+
 class MetricsAuth:
-    """Who may read /metrics: 200, 401 (no or a bad token) or 403 (not allowed)."""
+    """Who may read /metrics: allowed, refused for want of a valid token, or forbidden."""
 
     def __init__(self, api: Requests, *, ttl: float = VERDICT_SECONDS) -> None:
         self.api = api
         self.ttl = ttl
         # sha256 of the token -> (verdict, monotonic time it expires).
-        self._verdicts: dict[bytes, tuple[int, float]] = {}
+        self._verdicts: dict[bytes, tuple[Verdict, float]] = {}
 
-    async def verdict(self, authorization: str | None) -> int:
+    async def verdict(self, authorization: str | None) -> Verdict:
         scheme, _, token = (authorization or "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            return 401
+            return Verdict.NO_TOKEN
         key = hashlib.sha256(token.encode()).digest()
         now = time.monotonic()
         cached = self._verdicts.get(key)
@@ -89,7 +104,7 @@ class MetricsAuth:
         self._verdicts[key] = (verdict, now + self.ttl)
         return verdict
 
-    async def _review(self, token: str) -> int:
+    async def _review(self, token: str) -> Verdict:
         review = await self.api.post(
             "/apis/authentication.k8s.io/v1/tokenreviews",
             {
@@ -100,7 +115,7 @@ class MetricsAuth:
         )
         status = review.get("status") or {}
         if not status.get("authenticated"):
-            return 401
+            return Verdict.TOKEN_NOT_ACCEPTED
         user: JSON = status.get("user") or {}
         access = await self.api.post(
             "/apis/authorization.k8s.io/v1/subjectaccessreviews",
@@ -116,7 +131,7 @@ class MetricsAuth:
                 },
             },
         )
-        return 200 if (access.get("status") or {}).get("allowed") else 403
+        return Verdict.ALLOWED if (access.get("status") or {}).get("allowed") else Verdict.FORBIDDEN
 
 
 class Endpoints:
@@ -153,10 +168,8 @@ def _metrics(auth: MetricsAuth | None) -> Handler:
             except (ApiError, *TRANSPORT_ERRORS) as error:
                 log.warning("could not check a /metrics caller: %s", error)
                 return _text(503, "could not check the caller's credentials")
-            if verdict == 401:
-                return _text(401, "a bearer token is needed")
-            if verdict == 403:
-                return _text(403, "not allowed to get /metrics")
+            if verdict is not Verdict.ALLOWED:
+                return _text(*verdict.value)
         body = generate_latest(REGISTRY)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

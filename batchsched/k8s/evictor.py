@@ -44,8 +44,9 @@ from batchsched.k8s.client import (
     Requests,
     with_retries,
 )
+from batchsched.k8s.events import rfc3339
 from batchsched.k8s.fence import Fenced, fenced
-from batchsched.k8s.status import pod_ref, rfc3339
+from batchsched.k8s.status import pod_ref
 from batchsched.k8s.watch import Watch
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES, PREEMPTION_FAILURES, PREEMPTION_VICTIMS

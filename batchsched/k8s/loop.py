@@ -257,6 +257,11 @@ class SessionLoop:
         # A dropped job's status would claim a placement never sent; the next session,
         # which runs at once, writes it.
         jobs = {key: job for key, job in decisions.jobs.items() if key not in self._dropped}
+        # The core counts a placed job as scheduled; one whose claims are still being
+        # bound has no pod bound yet, and its status says so.
+        for key, wait in self.binder.waiting.items():
+            if key in jobs:
+                jobs[key] = wait.status(jobs[key])
         self.status.groups(jobs, self.cache.pod_groups)
         self.status.queues(usage.queues, self.cache.queues)
         self.status.invalid(self.watch.invalid)

@@ -12,12 +12,10 @@ once the lease cannot be proven ours (`valid_for`), and what is queued then is d
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -35,6 +33,7 @@ from batchsched.k8s.client import (
     error_code,
     with_retries,
 )
+from batchsched.k8s.events import EventRecorder, ObjectRef, Write, rfc3339
 from batchsched.k8s.fence import Fenced, fenced, unbounded
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES
@@ -55,14 +54,17 @@ API_VERSIONS = {
     "CSIDriver": "storage.k8s.io/v1",
     "CSIStorageCapacity": "storage.k8s.io/v1",
 }
-# The API server's limit on an event's note.
-NOTE_LIMIT = 1024
+# A write that failed is sent again after this, doubling each time up to the most.
+RETRY_LATER_SECONDS = 10.0
+RETRY_LATER_MAX_SECONDS = 300.0
+# kube-scheduler's PodScheduled reason for a pod placed whose binding then failed.
+SCHEDULER_ERROR_REASON = "SchedulerError"
+# How often event series are looked at for counts to write (events.py).
+SERIES_FLUSH_SECONDS = 10.0
 # The cause the API server gives for refusing to create anything, events included, in a
 # namespace being deleted; events to it are not sent for a while after.
 NAMESPACE_TERMINATING = "NamespaceTerminating"
 TERMINATING_SILENCE_SECONDS = 60.0
-
-ObjectRef = dict[str, str]
 
 
 def object_ref(obj: Mapping[str, Any]) -> ObjectRef:
@@ -103,14 +105,6 @@ def quantity(resource: str, amount: int) -> str:
     if resource == CPU and amount % 1000:
         return f"{amount}m"
     return str(amount // 1000 if resource == CPU else amount)
-
-
-def rfc3339(seconds: float, *, micro: bool = False) -> str:
-    stamp = datetime.fromtimestamp(seconds, UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
-
-
-Write = Callable[[], Awaitable[object]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -217,8 +211,12 @@ class StatusWriter:
         self._written: dict[tuple[str, str], Any] = {}
         # Queued writes by target, oldest first; an event's target is unique to it.
         self._queue: dict[tuple[str, str], tuple[str, Write]] = {}
+        # Writes that failed, to be sent again: how many times in a row, and the last.
+        self._failed: dict[tuple[str, str], tuple[int, str, Write]] = {}
         self._wake = asyncio.Event()
-        self._serial = itertools.count()
+        self.recorder = EventRecorder(
+            api, self._enqueue_event, controller=scheduler_name, instance=instance
+        )
         # Namespace being deleted -> until when (monotonic) no event is sent to it.
         self._terminating: dict[str, float] = {}
 
@@ -232,7 +230,7 @@ class StatusWriter:
 
     def forget(self, kind: str, key: str) -> None:
         """The object is gone: drop what we know and what we meant to write to it."""
-        for store in (self._observed, self._written, self._queue):
+        for store in (self._observed, self._written, self._queue, self._failed):
             store.pop((kind, key), None)
 
     def _shown(self, kind: str, key: str) -> Any:
@@ -277,6 +275,22 @@ class StatusWriter:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
         body = {"status": {"conditions": [condition]}}
         await self.api.patch(path, body, content_type=STRATEGIC_MERGE_PATCH)
+
+    def bind_failed(self, key: str, uid: str, message: str, tasks: Mapping[str, Task]) -> None:
+        """A decided bind failed (the pod is pending again): as kube-scheduler says of a
+        failure after the pod was placed, PodScheduled=False with reason SchedulerError,
+        and a FailedScheduling event."""
+        self._written[("Pod", key)] = message
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": SCHEDULER_ERROR_REASON,
+            "message": message,
+            "lastTransitionTime": rfc3339(time.time()),
+        }
+        write = partial(self._pod_condition, key, condition, tasks)
+        self._enqueue(("Pod", key), "pod_condition", write)
+        self.event(pod_ref(key, uid), "Warning", "FailedScheduling", message)
 
     def bound(self, binding: Binding) -> None:
         """The pod is bound: the API server set PodScheduled=True; say where it went."""
@@ -325,13 +339,9 @@ class StatusWriter:
             if status.condition is not None and news:
                 ref = {"apiVersion": group.api_version, "kind": "PodGroup"}
                 ref |= {"namespace": group.namespace, "name": group.name}
-                scheduled = status.condition.type == "Scheduled"
-                self.event(
-                    ref,
-                    "Normal" if scheduled else "Warning",
-                    "Scheduled" if scheduled else "FailedScheduling",
-                    status.condition.message,
-                )
+                if group.uid:
+                    ref["uid"] = group.uid
+                self.event(ref, *_group_event(status.condition))
 
     def queues(self, usage: Mapping[str, QueueUsage], queues: Mapping[str, Queue]) -> None:
         """Our Queues' status, and Volcano's (unless `write_peers` is off) in Volcano's
@@ -386,16 +396,9 @@ class StatusWriter:
         *,
         action: str = "Scheduling",
     ) -> None:
-        # The body is built when the event is sent: events wait for binding to finish,
-        # and the bind burst, when most of them are raised, should not pay for them.
-        namespace = regarding.get("namespace", "default")
-        if self._silenced(namespace):
-            return
-        occurred = time.time_ns()
-        name = f"{regarding['name']}.{occurred:x}{next(self._serial):x}"
-        fields = {"action": action, "reason": reason, "type": type, "note": note[:NOTE_LIMIT]}
-        send = partial(self._post_event, name, occurred / 1e9, regarding, fields)
-        self._enqueue(("Event", f"{namespace}/{name}"), "event", send)
+        """Recorded as client-go records it (events.py): repeats join one Event's series."""
+        if not self._silenced(regarding.get("namespace", "default")):
+            self.recorder.record(regarding, type, reason, note, action)
 
     def namespace_terminating(self, namespace: str) -> None:
         """The API server said `namespace` is being deleted: it would refuse events."""
@@ -410,24 +413,13 @@ class StatusWriter:
         del self._terminating[namespace]
         return False
 
-    async def _post_event(
-        self, name: str, occurred: float, regarding: ObjectRef, fields: dict[str, str]
-    ) -> object:
-        namespace = regarding.get("namespace", "default")
-        if self._silenced(namespace):
-            return None
-        body = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "eventTime": rfc3339(occurred, micro=True),
-            "reportingController": self.scheduler_name,
-            "reportingInstance": self.instance,
-            **fields,
-            "regarding": regarding,
-        }
-        path = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
-        return await self.api.post(path, body)
+    def _enqueue_event(self, target: tuple[str, str], send: Write) -> None:
+        # The body is built when the event is sent: events wait for binding to finish,
+        # and the bind burst, when most of them are raised, should not pay for them.
+        self._enqueue(target, "event", partial(self._unless_silenced, target[1], send))
+
+    async def _unless_silenced(self, key: str, send: Write) -> object:
+        return None if self._silenced(key.partition("/")[0]) else await send()
 
     # Sending.
 
@@ -437,7 +429,11 @@ class StatusWriter:
         self._wake.set()
 
     async def run(self) -> None:
-        await run_workers(self.concurrency, self._work)
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(run_workers(self.concurrency, self._work))
+            while True:
+                await asyncio.sleep(SERIES_FLUSH_SECONDS)
+                self.recorder.flush()
 
     async def _work(self) -> None:
         while True:
@@ -466,12 +462,31 @@ class StatusWriter:
                     self.namespace_terminating(target[1].partition("/")[0])
                 elif error.status != 404:
                     log.error("writing %s of %s/%s failed: %s", what, *target, error)
+                    self._retry_later(target, what, write)
                 API_WRITES.labels(what, "gone" if error.status == 404 else error_code(error)).inc()
             except TRANSPORT_ERRORS as error:
                 log.error("writing %s of %s/%s failed: %r", what, *target, error)
+                self._retry_later(target, what, write)
                 API_WRITES.labels(what, error_code(error)).inc()
             else:
+                self._failed.pop(target, None)
                 API_WRITES.labels(what, "ok").inc()
+
+    def _retry_later(self, target: tuple[str, str], what: str, write: Write) -> None:
+        """A write that failed is sent again later, backing off: otherwise the object
+        would show what it showed before until what it should show changes again, which
+        for a pod set aside may be long after."""
+        count = self._failed[target][0] + 1 if target in self._failed else 1
+        self._failed[target] = (count, what, write)
+        delay = min(RETRY_LATER_SECONDS * 2 ** (count - 1), RETRY_LATER_MAX_SECONDS)
+        asyncio.get_running_loop().call_later(delay, self._send_again, target)
+
+    def _send_again(self, target: tuple[str, str]) -> None:
+        # The last write that failed, unless a newer one is queued or went through, or
+        # the object was forgotten.
+        failed = self._failed.get(target)
+        if failed is not None and target not in self._queue:
+            self._enqueue(target, *failed[1:])
 
     async def _fenced(self, write: Write) -> object:
         """One attempt, sent only while the lease is ours and given up before it may not be."""
@@ -481,18 +496,31 @@ class StatusWriter:
     def _drop_queued(self) -> None:
         if self._queue:
             log.warning("lost the leader lease: %d status writes dropped", len(self._queue))
-            for what, _ in self._queue.values():
+            for target, (what, _) in self._queue.items():
                 API_WRITES.labels(what, "fenced").inc()
+                # Not written: leading again, the next session compares with the watch.
+                self._written.pop(target, None)
             self._queue.clear()
+        self._failed.clear()
+
+
+def _group_event(condition: Condition) -> tuple[str, str, str]:
+    """A group's condition as an event: its type, reason and note."""
+    if condition.type == "Unschedulable":
+        return "Warning", "FailedScheduling", condition.message
+    if condition.status == "True":
+        return "Normal", "Scheduled", condition.message
+    return "Normal", condition.reason, condition.message
 
 
 def _condition(condition: Condition, shown: JSON) -> JSON:
     """The condition as written; it keeps its transition time while its type holds."""
     previous: JSON = next(iter(shown.get("conditions") or []), {})
-    since = previous.get("lastTransitionTime") if previous.get("type") == condition.type else None
+    same = (previous.get("type"), previous.get("status")) == (condition.type, condition.status)
+    since = previous.get("lastTransitionTime") if same else None
     return {
         "type": condition.type,
-        "status": "True",
+        "status": condition.status,
         "reason": condition.reason,
         "message": condition.message,
         "lastTransitionTime": since or rfc3339(time.time()),

@@ -22,6 +22,7 @@ from batchsched.api.unsupported import NODE_BOUND_VOLUMES, UNSUPPORTED_SPEC_FIEL
 from batchsched.api.volumes import (
     BETA_CLASS_ANNOTATION,
     BIND_COMPLETED_ANNOTATION,
+    BINDING_SINCE_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
 )
 
@@ -56,7 +57,12 @@ POD_SPEC = (
 CONTAINER = ("resources", "restartPolicy")
 # The volume sources a pod's placement depends on: its claims, and in-tree disks.
 POD_VOLUME_SOURCES = ("persistentVolumeClaim", "ephemeral", *NODE_BOUND_VOLUMES)
-CLAIM_ANNOTATIONS = (SELECTED_NODE_ANNOTATION, BIND_COMPLETED_ANNOTATION, BETA_CLASS_ANNOTATION)
+CLAIM_ANNOTATIONS = (
+    SELECTED_NODE_ANNOTATION,
+    BIND_COMPLETED_ANNOTATION,
+    BETA_CLASS_ANNOTATION,
+    BINDING_SINCE_ANNOTATION,
+)
 CLAIM_SPEC = (
     "storageClassName",
     "volumeName",
@@ -293,7 +299,7 @@ def trim_volume(volume: Mapping[str, Any]) -> JSON:
             "deletionTimestamp": meta.get("deletionTimestamp"),
             # All of them, as the core keeps them: zone and region labels confine it.
             "labels": meta.get("labels") or {},
-            "annotations": _annotations(meta, (BETA_CLASS_ANNOTATION,)),
+            "annotations": _annotations(meta, (BETA_CLASS_ANNOTATION, BINDING_SINCE_ANNOTATION)),
         },
         "spec": kept,
         "status": {"phase": (volume.get("status") or {}).get("phase")},

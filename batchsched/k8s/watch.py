@@ -32,7 +32,8 @@ from batchsched.api.meta import describe
 from batchsched.api.objects import Node, Task
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.cache.cluster import QUEUE_APIS, ClusterCache
-from batchsched.k8s.status import ObjectRef, StatusWriter, object_ref, target_kind
+from batchsched.k8s.events import ObjectRef
+from batchsched.k8s.status import StatusWriter, object_ref, target_kind
 from batchsched.k8s.trim import (
     JSON,
     trim_budget,

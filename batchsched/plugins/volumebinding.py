@@ -24,7 +24,7 @@ a claim open nothing.
 """
 
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +38,7 @@ from batchsched.api.volumes import (
     Claim,
     NodeTerms,
     PodClaim,
+    StorageClass,
     Volume,
 )
 from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
@@ -495,6 +496,21 @@ class VolumeBinding(CheckedFilter):
                     limits[driver] = np.full(self.size, -1, dtype=np.int64)
                 limits[driver][row] = count
         return limits
+
+
+def awaited(binding: ClaimBinding, claim: Claim | None, classes: Mapping[str, StorageClass]) -> str:
+    """What a claim of a placed pod waits on until it is bound (the operator binds none
+    of a job's pods before), named for the pod's condition and for `explain`."""
+    if binding.volume:
+        return (
+            f"claim {binding.key} waits for the PersistentVolume controller to bind it "
+            f"to volume {binding.volume}"
+        )
+    known = classes.get(claim.storage_class) if claim is not None else None
+    provisioner = f"provisioner {known.provisioner}" if known else "its provisioner"
+    return (
+        f"claim {binding.key} waits for {provisioner} to provision a volume on node {binding.node}"
+    )
 
 
 def _in_zone(node: Node, wanted: tuple[tuple[str, frozenset[str]], ...]) -> bool:

@@ -151,7 +151,7 @@ NEEDED = [
     ("create", "", "pods/eviction"),
     ("delete", "", "pods"),
     *[(verb, "policy", "poddisruptionbudgets") for verb in ("list", "watch")],
-    ("create", "events.k8s.io", "events"),
+    *[(verb, "events.k8s.io", "events") for verb in ("create", "patch")],
     # Claims and volumes: watched, and written to bind a claim before its pod.
     *[
         (verb, "", res)
@@ -506,6 +506,10 @@ async def test_metrics_auth_with_the_schedulers_token(
                 headers = {"Authorization": f"Bearer {token}"}
                 async with http.get(f"{base}/metrics", headers=headers) as reply:
                     statuses[who] = reply.status
+                    if who == "unknown":
+                        # Not "a token is needed": one was sent, and the API server refused it.
+                        said = await reply.text()
+                        assert said.startswith("the bearer token was not accepted"), said
             for path in ("/metrics", "/readyz", "/livez", "/healthz"):
                 async with http.get(f"{base}{path}") as reply:
                     statuses[f"no token {path}"] = reply.status

@@ -201,3 +201,83 @@ def test_a_target_not_written_kind_slash_name_is_bad_input(
 ) -> None:
     code, _ = explain(capsys, tmp_path, node("n1"), "deployment/x")
     assert code == 2
+
+
+def test_a_bound_pod_not_started_is_not_called_running(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bound = pod("p", cpu=8, node="n1").replace("status: {phase: Running}\n", "")
+    _, lines = explain(capsys, tmp_path, node("n1") + bound, "pod/p")
+    assert lines[0] == "pod default/p: bound to node n1, not running yet (phase Pending)"
+
+
+def test_a_gang_too_big_for_every_node_is_told_how_many_to_add(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = node("n1") + group("big", 3) + "".join(pod(f"b{i}", group="big", cpu=40) for i in "012")
+    _, lines = explain(capsys, tmp_path, text, "pg/big")
+    assert "add 3 nodes with 40 cpu allocatable" in lines[2], lines
+
+
+def test_a_gangs_spread_refusals_beside_its_own_members_are_listed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Zone a has room for both members, zone b for none: the member tried second is
+    refused zone a by its spread constraint, beside the first."""
+    spread = (
+        "  topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, "
+        "whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: g}}}]\n"
+    )
+    members = "".join(
+        pod(f"g-{i}", group="g", spec=spread).replace(
+            "metadata: {", "metadata: {labels: {app: g}, "
+        )
+        for i in range(2)
+    )
+    text = (
+        node("a1", labels="{zone: a}")
+        + node("b1", labels="{zone: b}")
+        + pod("hog", cpu=32, node="b1")
+        + group("g", 2)
+        + members
+    )
+    for target in ("pg/g", "pod/g-1"):
+        _, lines = explain(capsys, tmp_path, text, target)
+        assert (
+            lines[2] == "remedy: see the refusals below: each names the filter and how many nodes"
+        )
+        refused = "\n".join(lines[3:])
+        assert "Insufficient cpu" in refused
+        assert "TopologySpread" in refused, lines
+
+
+def test_a_queue_kept_from_reclaim_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    queues = """---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: Queue
+metadata: {name: keep}
+spec: {weight: 1, reclaimable: false}
+---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: Queue
+metadata: {name: want}
+spec: {weight: 1}
+"""
+    text = (
+        node("n1")
+        + queues
+        + group("held", 1, queue="keep")
+        + pod("held-0", group="held", cpu=32, node="n1")
+        + group("small", 1, queue="want")
+        + pod("small-0", group="small", cpu=1)
+    )
+    config = (
+        'actions: "enqueue, allocate, preempt, reclaim, backfill"\n'
+        "tiers:\n- plugins: [{name: priority}, {name: gang}]\n"
+        "- plugins: [{name: predicates}, {name: proportion}, {name: binpack}]\n"
+    )
+    _, lines = explain(capsys, tmp_path, text, "pod/small-0", config=config)
+    assert "held by queue(s) keep, which are reclaimable: false" in lines[1], lines
+    assert lines[2].endswith("set spec.reclaimable: true on Queue keep")

@@ -1,7 +1,9 @@
 """How the binder settles each decided bind, and what a failure does to the rest of a gang."""
 
 import asyncio
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -9,12 +11,14 @@ import pytest
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.api.volumes import (
     BIND_COMPLETED_ANNOTATION,
+    BINDING_SINCE_ANNOTATION,
     BOUND_BY_CONTROLLER_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
 )
-from batchsched.framework.decisions import Binding, ClaimBinding
-from batchsched.k8s.binder import CLAIM_POLL_SECONDS, Binder
+from batchsched.framework.decisions import Binding, ClaimBinding, JobStatus
+from batchsched.k8s.binder import CLAIM_POLL_SECONDS, Binder, VolumeWait
 from batchsched.k8s.client import JSON, ApiError
+from batchsched.k8s.events import rfc3339
 from batchsched.k8s.watch import CLAIMS, PODS, VOLUMES, WATCHED
 
 from ..builders import node, pod
@@ -281,9 +285,17 @@ def patched(method: str, path: str, body: Any) -> JSON:
 
 
 def claim(
-    name: str, *, version: int = 1, node: str | None = None, volume: str = "", bound: bool = False
+    name: str,
+    *,
+    version: int = 1,
+    node: str | None = None,
+    volume: str = "",
+    bound: bool = False,
+    since: float | None = None,
 ) -> JSON:
     notes = {SELECTED_NODE_ANNOTATION: node} if node else {}
+    if since is not None:
+        notes[BINDING_SINCE_ANNOTATION] = rfc3339(since, micro=True)
     if bound:
         notes[BIND_COMPLETED_ANNOTATION] = "yes"
     return {
@@ -359,6 +371,11 @@ async def failed(binder: Binder, api: RecordingApi, fragment: str) -> None:
     await settle_status(binder.status, api)
     notes = [e["note"] for e in api.sent("POST", "/events") if e["reason"] == "FailedScheduling"]
     assert len(notes) == 2 and all(fragment in note for note in notes), notes
+    # As kube-scheduler says of a pod whose binding failed once it was placed.
+    for i in (0, 1):
+        [condition] = api.sent("PATCH", f"/pods/p{i}/status")[-1]["status"]["conditions"]
+        assert (condition["reason"], condition["status"]) == ("SchedulerError", "False")
+        assert fragment in condition["message"]
     assert api.sent("POST", "/binding") == []
     assert [binder.cache.tasks[f"default/p{i}"].node_name for i in (0, 1)] == [None, None]
 
@@ -367,14 +384,22 @@ async def test_a_job_binds_no_pod_before_the_provisioner_bound_its_claims() -> N
     binder, api, bindings = with_claims()
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
-    await until(lambda: len(api.sent("PATCH")) == 2)
-    patches = dict(zip([p for _, p, _ in api.requests], api.sent("PATCH"), strict=True))
-    assert patches == {
-        f"/api/v1/namespaces/default/persistentvolumeclaims/c{i}": {
-            "metadata": {"uid": f"uid-c{i}", "annotations": {SELECTED_NODE_ANNOTATION: "n1"}}
-        }
-        for i in (0, 1)
-    }
+    await until(lambda: len(api.sent("PATCH", "/persistentvolume")) == 2)
+    patches = {p: body for m, p, body in api.requests if "/persistentvolumeclaims/" in p}
+    for i in (0, 1):
+        notes = patches[f"/api/v1/namespaces/default/persistentvolumeclaims/c{i}"]["metadata"]
+        assert notes["uid"] == f"uid-c{i}"
+        assert notes["annotations"][SELECTED_NODE_ANNOTATION] == "n1"
+        # When it was asked, so that the bind timeout survives a change of leader.
+        assert BINDING_SINCE_ANNOTATION in notes["annotations"]
+    # Each pod says what it waits for, before any is bound.
+    await until(lambda: len(api.sent("PATCH", "/status")) == 2)
+    for i in (0, 1):
+        [said] = api.sent("PATCH", f"/pods/p{i}/status")[0]["status"]["conditions"]
+        assert (said["type"], said["status"]) == ("PodScheduled", "False")
+        assert said["reason"] == "WaitingForVolumeBinding"
+        assert f"claim default/c{i} waits for" in said["message"]
+        assert "node n1" in said["message"]
     # The cache does not show the annotation yet (version 1 < 5): that is not a
     # provisioner giving up.
     await polls()
@@ -396,7 +421,7 @@ async def test_a_provisioner_that_gives_up_fails_the_whole_job() -> None:
     binder, api, bindings = with_claims()
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
-    await until(lambda: len(api.sent("PATCH")) == 2)
+    await until(lambda: len(api.sent("PATCH", "/persistentvolume")) == 2)
     binder.watch.apply(CLAIMS, claim("c0", version=6, node="n1"))
     binder.watch.apply(CLAIMS, claim("c1", version=7))  # the annotation taken away
     await failed(binder, api, "provisioning failed for claim default/c1")
@@ -407,7 +432,7 @@ async def test_a_volume_provisioned_for_another_node_fails_the_job() -> None:
     binder, api, bindings = with_claims()
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
-    await until(lambda: len(api.sent("PATCH")) == 2)
+    await until(lambda: len(api.sent("PATCH", "/persistentvolume")) == 2)
     binder.watch.apply(VOLUMES, volume("pv0", claimed_by="c0", node="n2"))
     binder.watch.apply(CLAIMS, claim("c0", version=6, node="n1", volume="pv0", bound=True))
     await failed(binder, api, "volume pv0 of claim default/c0 does not fit node n1")
@@ -418,9 +443,11 @@ async def test_a_chosen_volume_gets_the_claim_then_the_pods_are_bound() -> None:
     binder, api, bindings = with_claims(static=True)
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
-    await until(lambda: len(api.sent("PATCH")) == 2)
-    [(_, path, body), _] = [r for r in api.requests if r[0] == "PATCH"]
+    await until(lambda: len(api.sent("PATCH", "/persistentvolume")) == 2)
+    [(_, path, body), _] = [r for r in api.requests if "/persistentvolumes/" in r[1]]
     assert path == "/api/v1/persistentvolumes/v0"
+    assert BINDING_SINCE_ANNOTATION in body["metadata"]["annotations"]
+    del body["metadata"]["annotations"][BINDING_SINCE_ANNOTATION]
     assert body == {
         "metadata": {
             "annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"},
@@ -447,7 +474,7 @@ async def test_a_volume_that_lets_go_of_the_claim_fails_the_job() -> None:
     binder, api, bindings = with_claims(static=True)
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
-    await until(lambda: len(api.sent("PATCH")) == 2)
+    await until(lambda: len(api.sent("PATCH", "/persistentvolume")) == 2)
     binder.watch.apply(VOLUMES, volume("v0", version=6))
     await failed(binder, api, "volume v0 let go of claim default/c0")
     task.cancel()
@@ -459,7 +486,8 @@ async def test_a_volume_another_claim_took_is_not_written() -> None:
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
     await failed(binder, api, "volume v1 was bound to claim default/other instead")
-    assert [path for m, path, _ in api.requests if m == "PATCH"] == ["/api/v1/persistentvolumes/v0"]
+    claimed = [path for m, path, _ in api.requests if "/persistentvolume" in path]
+    assert claimed == ["/api/v1/persistentvolumes/v0"]
     task.cancel()
 
 
@@ -488,7 +516,7 @@ async def test_a_refused_claim_write_fails_the_job(status: int) -> None:
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
     await failed(binder, api, f"claim default/c0: refused with {status}")
-    assert len(api.sent("PATCH")) == 1
+    assert len(api.sent("PATCH", "/persistentvolume")) == 1
     task.cancel()
 
 
@@ -506,7 +534,7 @@ async def test_a_deleted_claim_or_pod_ends_the_wait() -> None:
         binder, api, bindings = with_claims()
         task = asyncio.create_task(binder.run())
         binder.submit(bindings)
-        await until(lambda: len(api.sent("PATCH")) == 2)  # noqa: B023 (awaited here)
+        await until(lambda: len(api.sent("PATCH", "/persistentvolume")) == 2)  # noqa: B023 (awaited here)
         binder.watch.delete(CLAIMS if deleted == "c0" else PODS, f"default/{deleted}")
         await until(lambda: not binder.cache.assumed)  # noqa: B023
         assert api.sent("POST", "/binding") == []
@@ -519,7 +547,7 @@ async def test_a_job_waiting_on_claims_is_dropped_once_the_lease_is_lost() -> No
     binder.valid_for = lambda: lease[0]
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
-    await until(lambda: len(api.sent("PATCH")) == 2)
+    await until(lambda: len(api.sent("PATCH", "/persistentvolume")) == 2)
     lease[0] = 0.0
     await until(lambda: not binder.cache.assumed)
     assert api.sent("POST", "/binding") == []
@@ -536,3 +564,52 @@ async def test_a_job_waiting_on_claims_does_not_hold_up_other_jobs() -> None:
     assert post["metadata"]["name"] == "p2"
     assert "default/p0" in binder.cache.assumed
     task.cancel()
+
+
+async def test_a_wait_taken_over_from_another_leader_keeps_its_clock() -> None:
+    """The claims were asked for by a leader since gone: recently, so the wait goes on
+    without asking again; or longer ago than the bind timeout, so it has timed out, is
+    said to have, and the next attempt is timed afresh."""
+    binder, api, bindings = with_claims()
+    for i in (0, 1):
+        binder.watch.apply(CLAIMS, claim(f"c{i}", node="n1", since=time.time() - 1))
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await until(lambda: len(api.sent("PATCH", "/status")) == 2)
+    assert api.sent("PATCH", "/persistentvolume") == []
+    task.cancel()
+
+    binder, api, bindings = with_claims()
+    for i in (0, 1):
+        stale = time.time() - binder.bind_timeout - 1
+        binder.watch.apply(CLAIMS, claim(f"c{i}", node="n1", since=stale))
+    task = asyncio.create_task(binder.run())
+    binder.submit(bindings)
+    await failed(binder, api, "binding volumes: context deadline exceeded")
+    cleared = api.sent("PATCH", "/persistentvolumeclaims/")
+    assert cleared == [{"metadata": {"annotations": {BINDING_SINCE_ANNOTATION: None}}}] * 2
+    task.cancel()
+
+
+def test_a_gang_whose_claims_are_being_bound_is_inqueue_and_says_why() -> None:
+    running = JobStatus(
+        key="ns/g",
+        namespace="ns",
+        name="g",
+        phase="Running",
+        min_member=2,
+        scheduled=2,
+        running=0,
+        succeeded=0,
+        failed=0,
+    )
+    wait = VolumeWait({"ns/p0": "claim ns/c0 waits for X", "ns/p1": "claim ns/c1 waits for X"})
+    status = wait.status(running)
+    assert (status.phase, status.scheduled) == ("Inqueue", 0)
+    assert status.condition is not None
+    assert (status.condition.type, status.condition.status) == ("Scheduled", "False")
+    assert status.condition.reason == "WaitingForVolumeBinding"
+    assert "claim ns/c0 waits for X; claim ns/c1 waits for X" in status.condition.message
+    # A member beyond minMember waiting does not stop the gang running.
+    beyond = VolumeWait({"ns/p2": "claim ns/c2 waits for X"}).status(replace(running, scheduled=3))
+    assert (beyond.phase, beyond.scheduled, beyond.condition) == ("Running", 2, None)

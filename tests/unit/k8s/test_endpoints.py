@@ -91,25 +91,31 @@ def reviews(users: dict[str, str | None]) -> RecordingApi:
 
 
 @pytest.mark.parametrize(
-    ("authorization", "status", "reviews_sent"),
+    ("authorization", "status", "said", "reviews_sent"),
     [
-        (None, 401, 0),
-        ("Basic dXNlcjpwYXNz", 401, 0),
-        ("Bearer ", 401, 0),
-        ("Bearer unknown", 401, 1),
-        ("Bearer t-denied", 403, 2),
-        ("Bearer t-allowed", 200, 2),
-        ("bearer t-allowed", 200, 2),
+        (None, 401, "a bearer token is needed", 0),
+        ("Basic dXNlcjpwYXNz", 401, "a bearer token is needed", 0),
+        ("Bearer ", 401, "a bearer token is needed", 0),
+        ("Bearer unknown", 401, "the bearer token was not accepted", 1),
+        ("Bearer t-denied", 403, "not allowed to get /metrics", 2),
+        ("Bearer t-allowed", 200, "", 2),
+        ("bearer t-allowed", 200, "", 2),
     ],
 )
 async def test_metrics_callers_are_reviewed(
-    http: aiohttp.ClientSession, authorization: str | None, status: int, reviews_sent: int
+    http: aiohttp.ClientSession,
+    authorization: str | None,
+    status: int,
+    said: str,
+    reviews_sent: int,
 ) -> None:
     api = reviews({"t-allowed": "allowed", "t-denied": "denied"})
     endpoints = await serve(0, ready=lambda: True, host="127.0.0.1", auth=MetricsAuth(api))
     headers = {"Authorization": authorization} if authorization else {}
     try:
-        assert (await fetch(http, endpoints, "/metrics", headers=headers))[0] == status
+        got, text = await fetch(http, endpoints, "/metrics", headers=headers)
+        assert got == status
+        assert text.startswith(said)
         # Probes need no token: the kubelet sends none.
         assert (await fetch(http, endpoints, "/readyz"))[0] == 200
     finally:
@@ -120,14 +126,8 @@ async def test_metrics_callers_are_reviewed(
 async def test_verdicts_are_kept_for_their_ttl_then_asked_again() -> None:
     api = reviews({"a": "allowed", "d": "denied"})
     auth = MetricsAuth(api)
-    assert [await auth.verdict(f"Bearer {t}") for t in ("a", "d", "x", "a", "d", "x")] == [
-        200,
-        403,
-        401,
-        200,
-        403,
-        401,
-    ]
+    verdicts = [await auth.verdict(f"Bearer {t}") for t in ("a", "d", "x", "a", "d", "x")]
+    assert [v.status for v in verdicts] == [200, 403, 401, 200, 403, 401]
     assert len(api.requests) == 5  # two reviews each for a and d, one for x; then none
     expiring = MetricsAuth(api, ttl=0.0)
     await expiring.verdict("Bearer a")

@@ -8,6 +8,7 @@ import pytest
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.decisions import Binding, Condition, JobStatus
+from batchsched.k8s.client import ApiError
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
 
 from .recording_api import RecordingApi, settle
@@ -110,7 +111,10 @@ async def test_a_bound_pod_gets_a_scheduled_event_and_a_fresh_start() -> None:
     await settle(status, api)
     reasons = [e["reason"] for e in api.sent("POST", "/events")]
     assert reasons.count("Scheduled") == 1
-    assert reasons.count("FailedScheduling") == 2
+    # The second FailedScheduling about the same pod joins the first one's series,
+    # which is created with both (the first was still queued).
+    [failed] = [e for e in api.sent("POST", "/events") if e["reason"] == "FailedScheduling"]
+    assert failed["series"]["count"] == 2
     [scheduled] = [e for e in api.sent("POST", "/events") if e["reason"] == "Scheduled"]
     assert scheduled["note"] == "Successfully assigned ns/p to n1"
     assert scheduled["regarding"] == {
@@ -144,7 +148,10 @@ async def test_group_status_keeps_the_transition_time_while_the_condition_holds(
     second = api.sent("PATCH", "/podgroups/g/status")[1]
     assert second["status"]["conditions"][0]["lastTransitionTime"] == since
     group_events = [e for e in api.sent("POST", "/events") if e["regarding"]["kind"] == "PodGroup"]
-    assert [e["note"] for e in group_events] == [WAITING.message, moved.message]
+    # A changed condition is news: it joins the group's FailedScheduling series.
+    assert [e["note"] for e in group_events] == [WAITING.message]
+    [repeat] = api.sent("PATCH", "/events/")
+    assert repeat["series"]["count"] == 2
 
 
 async def test_a_group_failed_by_its_schedule_timeout_is_written_once() -> None:
@@ -363,3 +370,25 @@ async def test_a_pod_placed_before_its_condition_went_out_is_not_told_it_waits()
     status.bound(Binding(namespace="ns", name="p", uid="u", node="n1", job="ns/p"))
     await settle(status, api)
     assert api.sent("PATCH") == []
+
+
+async def test_a_write_that_failed_is_sent_again_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Otherwise the pod would show what it showed before until its reason changed,
+    which for a pod set aside may be minutes later."""
+    monkeypatch.setattr("batchsched.k8s.status.RETRY_LATER_SECONDS", 0.05)
+    refused = [True]
+
+    def answer(method: str, path: str, body: object) -> dict[str, object]:
+        if method == "PATCH" and refused[0]:
+            refused[0] = False
+            raise ApiError(method, path, 422, {"message": "refused once"})
+        return {}
+
+    api = RecordingApi(answer)
+    status = writer(api)
+    status.pods({"ns/p": "0/2 nodes are available: 2 Insufficient cpu."}, {})
+    await settle(status, api)
+    await asyncio.sleep(0.2)
+    await settle(status, api)
+    first, again = api.sent("PATCH", "/pods/p/status")
+    assert first == again
