@@ -15,6 +15,7 @@ import base64
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -44,6 +45,12 @@ _WORKDIR_PREFIX = "batchsched-envtest-"
 _AUDIT_LOG = "audit.log"
 _OWNER_FILE = "owner.pid"
 _STOP_GRACE_SECONDS = 10.0
+# kube-controller-manager's log lines (klog's text format) for a controller it starts
+# and for one its feature gates leave out.
+_CONTROLLER_STARTING = re.compile(r'"Controller starting\.\.\." controller="([^"]+)"')
+_CONTROLLER_GATED = re.compile(
+    r'"Controller is disabled by a feature gate" controller="([^"]+)" requiredFeatureGates=(\S+)'
+)
 _START_ATTEMPTS = 3
 
 
@@ -548,19 +555,21 @@ class ControlPlane:
         *,
         controllers: Sequence[str],
         feature_gates: Mapping[str, bool] | None = None,
+        timeout: float = 60.0,
     ) -> None:
         """Run kube-controller-manager (hack/kube-controller-manager.sh builds it) against
-        this control plane, stopped with it, with only `controllers` (its names, e.g.
-        `job-controller`, `garbage-collector-controller`) and `feature_gates` (by default
-        the API server's), without leader election.
+        this control plane, stopped with it, with only `controllers` (its canonical
+        names, e.g. `job-controller`, `garbage-collector-controller`) and
+        `feature_gates` (by default the API server's), without leader election; return
+        once each of them has started.
 
         Each controller acts as its own ServiceAccount in kube-system, as in a cluster,
         so it has only the rights the API server's bootstrap roles give it (those
-        depend on the API server's feature gates). Like kube-scheduler it serves
-        nothing: callers learn it works from what the controllers do.
+        depend on the API server's feature gates). A controller its gates leave out
+        is an error here: kube-controller-manager itself would only log it.
         """
         gates = self.feature_gates if feature_gates is None else feature_gates
-        pki = self.workdir / "pki"
+        name = "kube-controller-manager"
         argv = [
             str(binary),
             f"--kubeconfig={self.kubeconfig}",
@@ -568,22 +577,45 @@ class ControlPlane:
             "--leader-elect=false",
             "--secure-port=0",
             "--use-service-account-credentials=true",
-            # For the token controller, if asked for: it signs as the API server checks.
-            f"--service-account-private-key-file={pki / 'service-account.key'}",
+            # The token controller always runs; it signs with the key the API server checks.
+            f"--service-account-private-key-file={self.workdir / 'pki' / 'service-account.key'}",
             f"--root-ca-file={self.ca_file}",
+            # Level 1 logs each controller as it starts, which is what is waited for.
             "-v=1",
         ]
         if gates:
             argv.append(f"--feature-gates={_switches(gates)}")
-        self._run_component("kube-controller-manager", argv)
+        self._run_component(name, argv)
+        deadline = time.monotonic() + timeout
+        waiting = set(controllers)
+        while waiting:
+            self._check_running(name)
+            text = (self.workdir / f"{name}.log").read_text(errors="replace")
+            gated = [f"{c} (needs {g})" for c, g in _CONTROLLER_GATED.findall(text) if c in waiting]
+            if gated:
+                raise ControlPlaneError(
+                    f"{name} left out {', '.join(gated)}; its feature gates: "
+                    + (_switches(gates) or "the release's defaults")
+                )
+            waiting.difference_update(_CONTROLLER_STARTING.findall(text))
+            if waiting and time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"{name} did not start {sorted(waiting)} in {timeout:g}s:\n"
+                    + _tail(self.workdir / f"{name}.log")
+                )
+            time.sleep(0.1)
 
     def _run_component(self, name: str, argv: list[str]) -> None:
         # A second one would take the first's place in the group, which then outlives it.
-        if name in self._group.processes:
+        running = self._group.processes.get(name)
+        if running is not None and running.poll() is None:
             raise ControlPlaneError(f"{name} already runs against this control plane")
         self._group.spawn(name, argv)
         # A bad flag or configuration ends it at once; anything later shows in what it does.
         time.sleep(0.5)
+        self._check_running(name)
+
+    def _check_running(self, name: str) -> None:
         proc = self._group.processes[name]
         if proc.poll() is not None:
             raise ControlPlaneError(

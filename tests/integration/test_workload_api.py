@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from batchsched.testing import ControlPlane, Kube
+from batchsched.testing import ControlPlane, ControlPlaneError, Kube
 from batchsched.testing.objects import SCHEDULER_NAME, pod
 
 from .conftest import kube_controller_manager, start_control_plane
@@ -393,3 +393,14 @@ def test_the_gates_decide_what_is_served_and_what_controllers_may_do(kube: Kube)
         assert defaults.get(protection_role).status == 404
         rules = defaults.get(job_role).expect(200)["rules"]
         assert all("scheduling.k8s.io" not in rule.get("apiGroups", []) for rule in rules)
+
+        # kube-controller-manager itself leaves the protection controller out without
+        # GenericWorkload (and only logs it); the harness says so, as for a wrong name.
+        binary = kube_controller_manager()
+        with pytest.raises(ControlPlaneError, match="not in the list of known controllers"):
+            plain.start_controller_manager(binary, controllers=["podgroup-protection"])
+        with pytest.raises(
+            ControlPlaneError,
+            match=r'podgroup-protection-controller \(needs \["GenericWorkload"\]\)',
+        ):
+            plain.start_controller_manager(binary, controllers=["podgroup-protection-controller"])
