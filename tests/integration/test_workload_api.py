@@ -202,6 +202,26 @@ def test_a_qualifying_job_becomes_a_workload_a_gang_podgroup_and_member_pods(
     assert f'gang-scheduled PodGroup "{group_name}"' in refused.body["message"]
 
 
+def test_a_job_created_suspended_has_its_gang_before_its_pods(kube: Kube, namespace: str) -> None:
+    """As a queueing controller (Kueue) creates Jobs: suspended, resumed once admitted.
+    The Workload and PodGroup come at the Job's first sync, and wait without pods."""
+    suspended = job("queued", parallelism=2, completions=2)
+    suspended["spec"]["suspend"] = True
+    kube.create(suspended, namespace)
+    path = f"/apis/batch/v1/namespaces/{namespace}/jobs/queued"
+    kube.wait_for(
+        path,
+        lambda j: any(c["type"] == "Suspended" for c in j.get("status", {}).get("conditions", [])),
+        timeout=SETTLE,
+    )
+    [group] = items(kube, scheduling(namespace, "podgroups"))
+    assert items(kube, f"/api/v1/namespaces/{namespace}/pods") == []
+
+    kube.patch(path, {"spec": {"suspend": False}}).expect(200)
+    for p in job_pods(kube, namespace, "queued", 2):
+        assert p["spec"]["schedulingGroup"] == {"podGroupName": group["metadata"]["name"]}
+
+
 def test_a_job_with_an_owner_of_its_own_still_becomes_a_gang(kube: Kube, namespace: str) -> None:
     """Being owned by a higher-level controller does not stop the Job controller."""
     parent = kube.create(
