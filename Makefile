@@ -1,6 +1,7 @@
 # Two entry points for a newcomer: `make demo` and `make test`.
 # Both create .venv on first use; `make test` also builds the Kubernetes
-# control-plane binaries and helm (cached outside the repository) for the integration tests.
+# control-plane binaries (kube-apiserver, etcd, kube-controller-manager) and helm
+# (cached outside the repository) for the integration tests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -31,6 +32,7 @@ test: venv lint
 		echo "BATCHSCHED_SKIP_INTEGRATION=1: integration tests skipped" >&2; \
 		$(BIN)/pytest -q -m "not integration"; \
 	else \
-		assets="$$(bash hack/envtest.sh)" && bash hack/helm.sh >/dev/null && \
+		assets="$$(bash hack/envtest.sh)" && bash hack/kube-controller-manager.sh >/dev/null && \
+			bash hack/helm.sh >/dev/null && \
 			KUBEBUILDER_ASSETS="$$assets" $(BIN)/pytest -q; \
 	fi

@@ -19,13 +19,18 @@ as a case `batchsched simulate -f` reads) only if it repeats.
 
 import argparse
 import json
-import os
 import random
 import sys
 import time
 from pathlib import Path
 
-from batchsched.testing import ControlPlane, ControlPlaneError, Kube, find_assets
+from batchsched.testing import (
+    ControlPlane,
+    ControlPlaneError,
+    Kube,
+    component_binary,
+    find_assets,
+)
 from batchsched.testing.kube import JSON
 from batchsched.testing.parity import (
     KUBE_SCHEDULER,
@@ -171,16 +176,6 @@ def _pods(pod: JSON) -> str:
     return f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods"
 
 
-def scheduler_binary(assets: Path) -> Path:
-    binary = assets / SCHEDULER_BINARY
-    if not os.access(binary, os.X_OK):
-        raise ControlPlaneError(
-            f"no {SCHEDULER_BINARY} in {assets}: run `bash hack/envtest.sh && "
-            "export KUBEBUILDER_ASSETS=$(bash hack/kube-scheduler.sh)` (builds it once)"
-        )
-    return binary
-
-
 def wait_until_scheduling(side: KubeSide) -> None:
     """Place one pod, so that the run starts once kube-scheduler's informers are synced."""
     probe = probe_scenario()
@@ -195,7 +190,7 @@ def wait_until_scheduling(side: KubeSide) -> None:
 
 def run(args: argparse.Namespace) -> JSON:
     assets = find_assets()
-    binary = scheduler_binary(assets)
+    binary = component_binary(assets, SCHEDULER_BINARY)
     started = time.monotonic()
     out = Path(args.out)
     indices = [args.only] if args.only is not None else list(range(args.scenarios))

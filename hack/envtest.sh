@@ -13,7 +13,8 @@
 # To move to another release: in envtest/kube-apiserver/go.mod set k8s.io/kubernetes
 # to v1.X.Y and every k8s.io/* replacement to v0.X.Y; in envtest/etcd/go.mod set the
 # etcd that release's hack/lib/etcd.sh names; then run `go mod tidy` in both (and
-# update envtest/kube-scheduler/go.mod the same way, for hack/kube-scheduler.sh).
+# update envtest/kube-scheduler/go.mod and envtest/kube-controller-manager/go.mod the
+# same way, for hack/kube-scheduler.sh and hack/kube-controller-manager.sh).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -4,7 +4,12 @@ Shared by the integration tests, operator tests and benchmarks; nothing in the
 scheduler itself imports it.
 """
 
-from batchsched.testing.controlplane import ControlPlane, ControlPlaneError, find_assets
+from batchsched.testing.controlplane import (
+    ControlPlane,
+    ControlPlaneError,
+    component_binary,
+    find_assets,
+)
 from batchsched.testing.kube import JSON, ClusterObjects, Kube, KubeError, Resource, Response
 
 __all__ = [
@@ -16,5 +21,6 @@ __all__ = [
     "KubeError",
     "Resource",
     "Response",
+    "component_binary",
     "find_assets",
 ]

@@ -15,6 +15,7 @@ import base64
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -24,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -44,6 +45,12 @@ _WORKDIR_PREFIX = "batchsched-envtest-"
 _AUDIT_LOG = "audit.log"
 _OWNER_FILE = "owner.pid"
 _STOP_GRACE_SECONDS = 10.0
+# kube-controller-manager's log lines (klog's text format) for a controller it starts
+# and for one its feature gates leave out.
+_CONTROLLER_STARTING = re.compile(r'"Controller starting\.\.\." controller="([^"]+)"')
+_CONTROLLER_GATED = re.compile(
+    r'"Controller is disabled by a feature gate" controller="([^"]+)" requiredFeatureGates=(\S+)'
+)
 _START_ATTEMPTS = 3
 
 
@@ -65,6 +72,18 @@ def find_assets(environ: Mapping[str, str] = os.environ) -> Path:
     if missing:
         raise ControlPlaneError(f"{ASSETS_ENV}={value} has no {' or '.join(missing)}: {hint}")
     return assets
+
+
+def component_binary(assets: Path, name: str) -> Path:
+    """The binary of a Kubernetes component other than the API server and etcd, which
+    its own script (hack/NAME.sh) builds into the same directory as they are."""
+    binary = assets / name
+    if not os.access(binary, os.X_OK):
+        raise ControlPlaneError(
+            f"no {name} in {assets}: run `bash hack/envtest.sh && "
+            f"export {ASSETS_ENV}=$(bash hack/{name}.sh)` (builds it once)"
+        )
+    return binary
 
 
 # Runs beside each control plane and holds the read end of a pipe whose only writer
@@ -273,6 +292,11 @@ def _sweep_stale_workdirs() -> None:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _switches(values: Mapping[str, bool]) -> str:
+    """`A=true,B=false`, the form --feature-gates and --runtime-config take."""
+    return ",".join(f"{key}={str(on).lower()}" for key, on in sorted(values.items()))
+
+
 def _tail(path: Path, lines: int = 30) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -291,6 +315,8 @@ class ControlPlane:
 
     `token` belongs to a member of system:masters; the API server authorizes with
     RBAC, so other identities (service-account tokens) see only what they are granted.
+    `feature_gates` are the API server's, and the default of the components a test
+    starts beside it: one cluster's components normally share their gates.
     """
 
     server: str
@@ -299,6 +325,7 @@ class ControlPlane:
     kubeconfig: Path
     # From the call to `start` until CRDs are usable: what a test session waits for.
     startup_seconds: float
+    feature_gates: Mapping[str, bool]
     _group: _Group
 
     @classmethod
@@ -308,15 +335,26 @@ class ControlPlane:
         *,
         crds: Iterable[JSON] = (),
         timeout: float = 60.0,
+        feature_gates: Mapping[str, bool] | None = None,
+        runtime_config: Mapping[str, bool] | None = None,
     ) -> ControlPlane:
-        """Start a fresh control plane and create `crds` in it."""
+        """Start a fresh control plane and create `crds` in it.
+
+        `feature_gates` and `runtime_config` (API group versions to serve or not, e.g.
+        `{"scheduling.k8s.io/v1alpha2": True}`) become kube-apiserver's flags of those
+        names; left out, the release's defaults hold.
+        """
         began = time.monotonic()
         _register_atexit()
         _sweep_stale_workdirs()
+        gates = dict(feature_gates or {})
+        flags = [f"--feature-gates={_switches(gates)}"] if gates else []
+        if runtime_config:
+            flags.append(f"--runtime-config={_switches(runtime_config)}")
         for attempt in range(1, _START_ATTEMPTS + 1):
             group = _Group.create()
             try:
-                plane = cls._launch(assets, group, began + timeout)
+                plane = cls._launch(assets, group, began + timeout, gates, flags)
                 plane.kube().apply_crds(crds)
             except _PortTaken:
                 group.stop()
@@ -331,7 +369,14 @@ class ControlPlane:
         raise ControlPlaneError(f"no free loopback ports after {_START_ATTEMPTS} attempts")
 
     @classmethod
-    def _launch(cls, assets: Path, group: _Group, deadline: float) -> ControlPlane:
+    def _launch(
+        cls,
+        assets: Path,
+        group: _Group,
+        deadline: float,
+        feature_gates: Mapping[str, bool],
+        flags: list[str],
+    ) -> ControlPlane:
         work = group.workdir
         pki = work / "pki"
         _write_pki(pki)
@@ -386,6 +431,7 @@ class ControlPlane:
                 f"--audit-log-path={work / _AUDIT_LOG}",
                 # Each event is written as its request ends, not in delayed batches.
                 "--audit-log-mode=blocking",
+                *flags,
             ],
         )
         ca_file = pki / "ca.crt"
@@ -397,6 +443,7 @@ class ControlPlane:
             ca_file=ca_file,
             kubeconfig=work / "kubeconfig",
             startup_seconds=0.0,
+            feature_gates=feature_gates,
             _group=group,
         )
         plane._write_kubeconfig()
@@ -498,16 +545,82 @@ class ControlPlane:
         }
         path = self.workdir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(settings))
-        self._group.spawn(
+        self._run_component(
             "kube-scheduler", [str(binary), f"--config={path}", "--secure-port=0", "-v=1"]
         )
-        # A bad configuration ends it at once; anything later shows in the pods it places.
+
+    def start_controller_manager(
+        self,
+        binary: Path,
+        *,
+        controllers: Sequence[str],
+        feature_gates: Mapping[str, bool] | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        """Run kube-controller-manager (hack/kube-controller-manager.sh builds it) against
+        this control plane, stopped with it, with only `controllers` (its canonical
+        names, e.g. `job-controller`, `garbage-collector-controller`) and
+        `feature_gates` (by default the API server's), without leader election; return
+        once each of them has started.
+
+        Each controller acts as its own ServiceAccount in kube-system, as in a cluster,
+        so it has only the rights the API server's bootstrap roles give it (those
+        depend on the API server's feature gates). A controller its gates leave out
+        is an error here: kube-controller-manager itself would only log it.
+        """
+        gates = self.feature_gates if feature_gates is None else feature_gates
+        name = "kube-controller-manager"
+        argv = [
+            str(binary),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--controllers={','.join(controllers)}",
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--use-service-account-credentials=true",
+            # The token controller always runs; it signs with the key the API server checks.
+            f"--service-account-private-key-file={self.workdir / 'pki' / 'service-account.key'}",
+            f"--root-ca-file={self.ca_file}",
+            # Level 1 logs each controller as it starts, which is what is waited for.
+            "-v=1",
+        ]
+        if gates:
+            argv.append(f"--feature-gates={_switches(gates)}")
+        self._run_component(name, argv)
+        deadline = time.monotonic() + timeout
+        waiting = set(controllers)
+        while waiting:
+            self._check_running(name)
+            text = (self.workdir / f"{name}.log").read_text(errors="replace")
+            gated = [f"{c} (needs {g})" for c, g in _CONTROLLER_GATED.findall(text) if c in waiting]
+            if gated:
+                raise ControlPlaneError(
+                    f"{name} left out {', '.join(gated)}; its feature gates: "
+                    + (_switches(gates) or "the release's defaults")
+                )
+            waiting.difference_update(_CONTROLLER_STARTING.findall(text))
+            if waiting and time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"{name} did not start {sorted(waiting)} in {timeout:g}s:\n"
+                    + _tail(self.workdir / f"{name}.log")
+                )
+            time.sleep(0.1)
+
+    def _run_component(self, name: str, argv: list[str]) -> None:
+        # A second one would take the first's place in the group, which then outlives it.
+        running = self._group.processes.get(name)
+        if running is not None and running.poll() is None:
+            raise ControlPlaneError(f"{name} already runs against this control plane")
+        self._group.spawn(name, argv)
+        # A bad flag or configuration ends it at once; anything later shows in what it does.
         time.sleep(0.5)
-        proc = self._group.processes["kube-scheduler"]
+        self._check_running(name)
+
+    def _check_running(self, name: str) -> None:
+        proc = self._group.processes[name]
         if proc.poll() is not None:
             raise ControlPlaneError(
-                f"kube-scheduler exited with code {proc.returncode}:\n"
-                + _tail(self.workdir / "kube-scheduler.log")
+                f"{name} exited with code {proc.returncode}:\n"
+                + _tail(self.workdir / f"{name}.log")
             )
 
     def kube(self, token: str | None = None) -> Kube:

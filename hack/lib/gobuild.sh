@@ -71,3 +71,40 @@ build() {
     fi
     log "  $name built in $((SECONDS - started))s"
 }
+
+# build_release_component NAME: builds k8s.io/kubernetes/cmd/NAME from
+# hack/envtest/NAME/go.mod, which must pin the release kube-apiserver is built from,
+# into that release's cache directory with a stamp of its own (so building it never
+# invalidates the control plane's cache), and prints the directory on the caller's
+# standard output. One KUBEBUILDER_ASSETS directory then serves every binary.
+build_release_component() {
+    local name="$1" here stamp stamp_file version apiserver_version
+    here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    local mod="$here/envtest/$name"
+    version="$(required_version "$mod" k8s.io/kubernetes)"
+    [[ -n "$version" ]] || fail "cannot read the pinned version from $mod/go.mod"
+    apiserver_version="$(required_version "$here/envtest/kube-apiserver" k8s.io/kubernetes)"
+    [[ "$version" == "$apiserver_version" ]] ||
+        fail "$name is pinned to $version but kube-apiserver to $apiserver_version"
+
+    gobuild_init "$version"
+    stamp="$(
+        cat "$mod/go.mod" "$mod/go.sum"
+        printf '%s\n' "$k8s_ldflags"
+    )"
+    stamp="$(printf '%s' "$stamp" | sha256sum | cut -d' ' -f1)"
+    stamp_file="$dest/.stamp-$name"
+
+    gobuild_lock
+    if [[ -x "$dest/$name" && "$(cat "$stamp_file" 2>/dev/null)" == "$stamp" ]]; then
+        log "$name $version cached in $dest"
+    else
+        gobuild_workdir
+        build "$name" "$mod" "k8s.io/kubernetes/cmd/$name" "$k8s_ldflags"
+        mkdir -p "$dest"
+        mv -f "$work/$name" "$dest/"
+        printf '%s\n' "$stamp" >"$stamp_file"
+        log "built $name $version into $dest; cache now $(du -sh "$dest" | cut -f1)"
+    fi
+    printf '%s\n' "$dest" >&3
+}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,12 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from batchsched.testing import (
+    JSON,
     ClusterObjects,
     ControlPlane,
     ControlPlaneError,
     Kube,
+    component_binary,
     find_assets,
 )
 from batchsched.testing.objects import load_manifests
@@ -38,19 +40,39 @@ def _skip_requested() -> bool:
     return os.environ.get("BATCHSCHED_SKIP_INTEGRATION") == "1" and os.environ.get("CI") != "true"
 
 
-@pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
+def start_control_plane(
+    *,
+    crds: Iterable[JSON] = (),
+    feature_gates: Mapping[str, bool] | None = None,
+    runtime_config: Mapping[str, bool] | None = None,
+) -> ControlPlane:
+    """`ControlPlane.start`, skipping or failing the test as the suite must when the
+    control plane cannot run."""
     if _skip_requested():
         pytest.skip("BATCHSCHED_SKIP_INTEGRATION=1")
     try:
-        plane = ControlPlane.start(find_assets(), crds=load_manifests(PROJECT_CRDS, FOREIGN_CRDS))
+        return ControlPlane.start(
+            find_assets(), crds=crds, feature_gates=feature_gates, runtime_config=runtime_config
+        )
     except ControlPlaneError as err:
         problem = str(err)
-    else:
-        with plane:
-            yield plane
-        return
     pytest.fail(f"cannot run the integration tests: {problem}", pytrace=False)
+
+
+def kube_controller_manager() -> Path:
+    """The kube-controller-manager binary beside the API server's (see
+    hack/kube-controller-manager.sh), or the test fails saying how to build it."""
+    try:
+        return component_binary(find_assets(), "kube-controller-manager")
+    except ControlPlaneError as err:
+        problem = str(err)
+    pytest.fail(f"cannot run the controller tests: {problem}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    with start_control_plane(crds=load_manifests(PROJECT_CRDS, FOREIGN_CRDS)) as plane:
+        yield plane
 
 
 @pytest.fixture(scope="session")
