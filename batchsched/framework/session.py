@@ -177,6 +177,17 @@ class Session:
         # (the overcommit plugin's); none: only what is idle.
         self.enqueue_headroom: list[IntArray] = []
         self.allocate_checks: list[TaskCheck] = []
+        # Whether a task still counts toward its job's minimum (the gang plugin's); the
+        # members beyond it are elastic, and `share_checks` hold each of them to its
+        # queue's share (proportion's, Volcano's allocatable).
+        self.minimum_checks: list[Callable[[JobInfo, TaskInfo], bool]] = []
+        self.share_checks: list[TaskCheck] = []
+        # Members placed per job in this session, tentatively or for good, less those
+        # of its members evicted: what the minimum checks count beyond the bound ones.
+        self.allocations: Counter[str] = Counter()
+        # Jobs with a member the share checks held back: they wait for their queue's
+        # share, not for room, so they are not set aside as unplaceable.
+        self.share_refused: set[str] = set()
         self.overused_checks: list[Callable[[str], bool]] = []
         self.ready_checks: list[Callable[[JobInfo, int], bool]] = []
         self.on_allocate: list[Handler] = []
@@ -246,11 +257,14 @@ class Session:
         blocker = self.blocker(task)
         if blocker:
             return blocker
-        for check in self.allocate_checks:
-            message = check(job, task)
-            if message:
-                return message
-        return None
+        message = _first_task(self.allocate_checks, job, task)
+        if message is None and self.share_checks and not self.needed(job, task):
+            message = _first_task(self.share_checks, job, task)
+        return message
+
+    def needed(self, job: JobInfo, task: TaskInfo) -> bool:
+        """Whether placing the task brings its job closer to its minimum."""
+        return any(check(job, task) for check in self.minimum_checks)
 
     def overused(self, queue: str) -> bool:
         return any(check(queue) for check in self.overused_checks)
@@ -341,6 +355,7 @@ class Session:
         for port in task.task.host_ports:
             self.port_users.setdefault(port, set()).add(node)
         self.touched.append(node)
+        self.allocations[job.key] += 1
         for handler in self.on_allocate:
             handler(job, task, node)
 
@@ -351,6 +366,7 @@ class Session:
         for port in task.task.host_ports:
             self.port_users[port].discard(node)
         self.touched.append(node)
+        self.allocations[job.key] -= 1
         for handler in self.on_deallocate:
             handler(job, task, node)
 
@@ -430,6 +446,14 @@ class Session:
 def _first(checks: list[JobCheck], job: JobInfo) -> str | None:
     for check in checks:
         message = check(job)
+        if message:
+            return message
+    return None
+
+
+def _first_task(checks: list[TaskCheck], job: JobInfo, task: TaskInfo) -> str | None:
+    for check in checks:
+        message = check(job, task)
         if message:
             return message
     return None
