@@ -179,7 +179,7 @@ class Session:
         self.allocate_checks: list[TaskCheck] = []
         # Whether a task still counts toward its job's minimum (the gang plugin's); the
         # members beyond it are elastic, and `share_checks` hold each of them to its
-        # queue's share (proportion's, Volcano's allocatable).
+        # queue's share (proportion's, Volcano's allocatable), asking `needed`.
         self.minimum_checks: list[Callable[[JobInfo, TaskInfo], bool]] = []
         self.share_checks: list[TaskCheck] = []
         # Members placed per job in this session, tentatively or for good, less those
@@ -257,10 +257,9 @@ class Session:
         blocker = self.blocker(task)
         if blocker:
             return blocker
-        message = _first_task(self.allocate_checks, job, task)
-        if message is None and self.share_checks and not self.needed(job, task):
-            message = _first_task(self.share_checks, job, task)
-        return message
+        return _first_task(self.allocate_checks, job, task) or _first_task(
+            self.share_checks, job, task
+        )
 
     def needed(self, job: JobInfo, task: TaskInfo) -> bool:
         """Whether placing the task brings its job closer to its minimum."""

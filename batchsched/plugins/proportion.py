@@ -88,6 +88,7 @@ class Proportion:
                     for task in job.pending:
                         self.demand[job.queue] += task.vec
         self._deserved: dict[str, FloatArray] | None = None
+        self._contention: dict[str, bool] = {}
         self._pools: list[tuple[list[str], IntArray]] | None = None
         # Queues with pending work, whose pools a queue at its share waits in.
         self.waiting = {
@@ -330,7 +331,7 @@ class Proportion:
         another queue of its pool waits."""
         queue = job.queue
         deserved = self.deserved.get(queue)
-        if deserved is None or not self._contended(queue):
+        if deserved is None or not self._contended(queue) or self.session.needed(job, task):
             return None
         after = self.allocated[queue] + task.vec
         over = np.flatnonzero((after > deserved) & (task.vec > 0) & self.shared)
@@ -385,9 +386,14 @@ class Proportion:
         return bool((deserved <= self.allocated[queue])[self.shared].all())
 
     def _contended(self, queue: str) -> bool:
-        """Whether another queue of its pool waits."""
-        pool = self._pool_of(queue)
-        return any(q != queue and self._pool_of(q) is pool for q in self.waiting)
+        """Whether another queue of its pool waits (as of the session's start, so asked
+        once per queue: the share check asks it for every pod)."""
+        contended = self._contention.get(queue)
+        if contended is None:
+            pool = self._pool_of(queue)
+            contended = any(q != queue and self._pool_of(q) is pool for q in self.waiting)
+            self._contention[queue] = contended
+        return contended
 
     def _pool_of(self, queue: str) -> list[str]:
         top = self.lineage[queue][-1]
