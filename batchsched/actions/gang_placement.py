@@ -58,10 +58,13 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
         statement.commit()
         session.task_messages.update(task_failures)
         return True
+    # Asked before the placements are undone: what the gang is short of counts them.
+    short = session.shortfall(job, placed) if job.is_gang else None
     statement.discard()
     first = next(iter(task_failures.values()), "no pending pods")
     if job.is_gang:
-        first = f"gang {job.key}: room for {job.bound + placed} of {job.min_member}; {first}"
+        short = short or f"room for {job.bound + placed} of {job.min_member}"
+        first = f"gang {job.key}: {short}; {first}"
     session.job_messages[job.key] = first
     return False
 

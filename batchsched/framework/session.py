@@ -182,6 +182,9 @@ class Session:
         # queue's share (proportion's, Volcano's allocatable), asking `needed`.
         self.minimum_checks: list[Callable[[JobInfo, TaskInfo], bool]] = []
         self.share_checks: list[TaskCheck] = []
+        # What a job with `placed` members tentatively placed is short of, beyond its
+        # minMember (a task role's minimum), in words; None when nothing.
+        self.shortfalls: list[Callable[[JobInfo, int], str | None]] = []
         # Members placed per job in this session, tentatively or for good, less those
         # of its members evicted: what the minimum checks count beyond the bound ones.
         self.allocations: Counter[str] = Counter()
@@ -260,6 +263,9 @@ class Session:
         return _first_task(self.allocate_checks, job, task) or _first_task(
             self.share_checks, job, task
         )
+
+    def shortfall(self, job: JobInfo, placed: int) -> str | None:
+        return next((m for check in self.shortfalls if (m := check(job, placed))), None)
 
     def needed(self, job: JobInfo, task: TaskInfo) -> bool:
         """Whether placing the task brings its job closer to its minimum."""

@@ -52,6 +52,7 @@ class Gang:
         session.valid_checks.append(self._invalid)
         session.ready_checks.append(self._ready)
         session.minimum_checks.append(self._needed)
+        session.shortfalls.append(self._short_role)
         # Members placed per (job, task role) in this session, for groups that state
         # minTaskMember; counted only when some job being placed has one.
         self.roles: Counter[tuple[str, str]] = Counter()
@@ -67,6 +68,16 @@ class Gang:
         return all(
             self._role_count(job, role) >= needed for role, needed in job.role_minimum.items()
         )
+
+    def _short_role(self, job: JobInfo, placed: int) -> str | None:
+        """The first task role short of its minimum, once the total is not."""
+        if job.bound + placed < job.min_member:
+            return None
+        for role, needed in sorted(job.role_minimum.items()):
+            count = self._role_count(job, role)
+            if count < needed:
+                return f"room for {count} of the {needed} pods of task {role!r} minTaskMember needs"
+        return None
 
     def _needed(self, job: JobInfo, task: TaskInfo) -> bool:
         """Short of minMember, or of the minimum of the task's own role."""

@@ -96,6 +96,8 @@ def test_a_task_role_short_of_its_minimum_keeps_the_whole_gang_back(
     )
     assert result.bound() == {}
     assert result.podgroups["c1/pg1"]["phase"] != "Running"
+    reason = result.pods["c1/p2"]["reason"]
+    assert "gang c1/pg1: room for 1 of the 2 pods of task 'master' minTaskMember needs" in reason
 
 
 def test_each_task_role_at_its_minimum_starts_the_gang(
