@@ -166,6 +166,8 @@ def test_min_member_below_the_roles_sum_counts_the_total_alone(
         queue("c1"),
     )
     assert result.bound() == {"c1/p0": "n1"}
+    # The gang is at its minimum: the member left over waits for room alone.
+    assert result.pods["c1/p1"]["reason"].startswith("0/1 nodes are available: 1 Insufficient")
 
 
 def test_min_member_zero_places_every_member_that_fits(
