@@ -142,16 +142,18 @@ class Proportion:
                 held[name] = np.maximum(self.guarantee[name], children)
             return held[name]
 
-        top = [name for name, queue in self.queues.items() if queue.parent is None]
+        # Per parent (None: the top), its children's guarantees together; a queue's
+        # siblings hold that less its own.
+        together: dict[str | None, FloatArray] = {}
+        for name, queue in self.queues.items():
+            together[queue.parent] = together.get(queue.parent, 0) + guaranteed(name)
         room: dict[str, FloatArray] = {}
         for name in self.queues:
-            others = np.zeros_like(total)
-            for level in self.lineage[name]:
-                parent = self.queues[level].parent
-                for sibling in top if parent is None else self.children[parent]:
-                    if sibling != level:
-                        others += guaranteed(sibling)
-            own = guaranteed(name)
+            others = sum(
+                (together[self.queues[level].parent] - held[level] for level in self.lineage[name]),
+                np.zeros_like(total),
+            )
+            own = held[name]
             room[name] = np.maximum(total - others - own, 0) + own
         return room
 

@@ -289,3 +289,20 @@ def test_reclaim_keeps_an_ancestors_guarantee_except_within_it() -> None:
     assert [name for name, ok in may_reclaim(session, sibling).items() if ok] == [
         f"x{i}" for i in range(4)
     ]
+
+
+def test_guarantees_are_held_at_every_level_of_the_tree() -> None:
+    """Of 8 CPUs, the top queue alpha guarantees 2 and betaone (under beta) 1: betatwo,
+    beside both, may hold 5 and deserves no more, though it alone asks."""
+    placed, deserved = by_queue(
+        [
+            node("n1", cpu="8"),
+            queue("alpha", guarantee={"resource": {"cpu": "2"}}),
+            queue("beta"),
+            queue("betaone", parent="beta", guarantee={"resource": {"cpu": "1"}}),
+            queue("betatwo", parent="beta"),
+            *wanting("betatwo", 8),
+        ]
+    )
+    assert placed == {"betatwo": 5}
+    assert deserved["betatwo"]["cpu"] == 5000
