@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVarTuple
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from batchsched.framework.reservations import Reservations
 from batchsched.framework.victims import Victims, build_victims
 
 JobCheck = Callable[[JobInfo], str | None]
+Args = TypeVarTuple("Args")
 BlockerCheck = Callable[[TaskInfo], str | None]
 # kube-scheduler's message when the cluster has no node at all.
 NO_NODES = "no nodes available to schedule pods"
@@ -260,12 +261,10 @@ class Session:
         blocker = self.blocker(task)
         if blocker:
             return blocker
-        return _first_task(self.allocate_checks, job, task) or _first_task(
-            self.share_checks, job, task
-        )
+        return _first(self.allocate_checks, job, task) or _first(self.share_checks, job, task)
 
     def shortfall(self, job: JobInfo, placed: int) -> str | None:
-        return next((m for check in self.shortfalls if (m := check(job, placed))), None)
+        return _first(self.shortfalls, job, placed)
 
     def needed(self, job: JobInfo, task: TaskInfo) -> bool:
         """Whether placing the task brings its job closer to its minimum."""
@@ -448,17 +447,10 @@ class Session:
             )
 
 
-def _first(checks: list[JobCheck], job: JobInfo) -> str | None:
+def _first(checks: Iterable[Callable[[*Args], str | None]], *args: *Args) -> str | None:
+    """The first check's objection, if any objects."""
     for check in checks:
-        message = check(job)
-        if message:
-            return message
-    return None
-
-
-def _first_task(checks: list[TaskCheck], job: JobInfo, task: TaskInfo) -> str | None:
-    for check in checks:
-        message = check(job, task)
+        message = check(*args)
         if message:
             return message
     return None
