@@ -212,15 +212,14 @@ class Gang:
 
 def _phase(job: JobInfo, scheduled: int) -> str | None:
     """Failed, Completed or Running, as `scheduled` members make it; None while it is
-    short of minMember, or has no pods at all (then nothing of it runs, whatever its
-    minMember), when admission and time decide."""
-    if not job.total:
-        return None
+    short of minMember, when admission and time decide. A group of minMember 0 needs
+    one member to be running or done: with none it has not started."""
+    needed = max(job.min_member, 1)
     if job.failed and job.total - job.failed < job.min_member:
         return "Failed"
-    if job.succeeded >= job.min_member and scheduled == 0 and not job.pending:
+    if job.succeeded >= needed and scheduled == 0 and not job.pending:
         return "Completed"
-    if scheduled + job.succeeded >= job.min_member:
+    if scheduled + job.succeeded >= needed:
         return "Running"
     return None
 

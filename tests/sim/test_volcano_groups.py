@@ -253,6 +253,9 @@ def test_a_queue_that_cannot_fit_does_not_block_another(
         queue("c2"),
     )
     assert result.bound() == {"c1/p2": "n1"}
+    # Nothing of pg1 runs: minMember 0 does not make it Running (nor Completed).
+    assert result.podgroups["c1/pg1"]["phase"] == "Inqueue"
+    assert result.podgroups["c1/pg2"]["phase"] == "Running"
 
 
 def test_a_guarantee_is_held_back_from_other_queues(
@@ -300,7 +303,7 @@ def test_a_group_with_no_pods_is_pending(
     """Volcano's job controller creates a PodGroup before its pods. Volcano's
     getPodGroupPhase (pkg/scheduler/framework/session.go) makes a group short of
     minMember and not Inqueue Pending; a group of minMember 0 with no pods is Pending
-    here too (docs/drop-in.md says why), where that rule would call it Completed."""
+    here too (docs/drop-in.md says why), where that rule calls it Completed."""
     result = run(
         capsys,
         tmp_path,
