@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import Run, simulate_text
+from .harness import Run, simulate, simulate_text
 
 VOLCANO = "scheduling.volcano.sh/v1beta1"
 # Volcano's allocate_test.go: pkg/scheduler/actions/allocate/allocate_test.go, TestAllocate.
@@ -314,3 +314,106 @@ def test_a_group_with_no_pods_is_pending(
     )
     assert result.podgroups["c1/empty"]["phase"] == "Pending"
     assert result.podgroups["c1/later"]["phase"] == "Pending"
+
+
+# Volcano's pkg/scheduler/plugins/proportion/proportion_test.go, TestEnqueueAndAllocable:
+# its three tiers of the proportion plugin's flags (with predicates, which batchsched
+# requires), run with the enqueue and allocate actions as the test runs them.
+PROPORTION_TIERS = {
+    "allEnable": "enabledAllocatable: true, enabledOverused: true, enabledJobEnqueued: true",
+    "enqueueable": "enabledAllocatable: false, enabledOverused: false, enabledJobEnqueued: true",
+    "allocatable": "enabledAllocatable: true, enabledOverused: false, enabledJobEnqueued: false",
+}
+
+
+def proportion_config(tmp_path: Path, flags: str) -> str:
+    path = tmp_path / "volcano-scheduler.conf"
+    path.write_text(
+        'actions: "enqueue, allocate"\n'
+        f"tiers:\n- plugins:\n  - {{name: proportion, {flags}}}\n  - {{name: predicates}}\n"
+    )
+    return str(path)
+
+
+def sized_pod(name: str, group_name: str, cpu: str, memory: str, node_name: str = "") -> str:
+    bound = f"\n  nodeName: {node_name}" if node_name else ""
+    phase = "Running" if node_name else "Pending"
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: ns1
+  annotations: {{scheduling.k8s.io/group-name: {group_name}}}
+spec:
+  schedulerName: batch-scheduler{bound}
+  containers: [{{name: c, resources: {{requests: {{cpu: "{cpu}", memory: {memory}}}}}}}]
+status: {{phase: {phase}}}
+"""
+
+
+def sized_group(name: str, queue_name: str, cpu: str, memory: str, phase: str) -> str:
+    return f"""---
+apiVersion: {VOLCANO}
+kind: PodGroup
+metadata: {{name: {name}, namespace: ns1}}
+spec: {{minMember: 1, queue: {queue_name}, minResources: {{cpu: "{cpu}", memory: {memory}}}}}
+status: {{phase: {phase}}}
+"""
+
+
+ENQUEUE_AND_ALLOCATABLE = {
+    "pg1": ("q1", "1", "2G", "n1"),
+    "pg2": ("q2", "2", "1G", "n2"),
+    "pg3": ("q1", "1", "0G", ""),
+    "pg4": ("q2", "0", "1G", ""),
+    "pg5": ("q1", "1", "1G", ""),
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "tiers", "pending", "expected"),
+    [
+        (
+            "case0: memory exceed derserved, job only request cpu can be enqueued and allocated",
+            "allEnable",
+            "pg3",
+            {"ns1/pod3": "n1"},
+        ),
+        (
+            "case1: cpu exceed derserved, job only request memory can be enqueued and allocated",
+            "allEnable",
+            "pg4",
+            {"ns1/pod4": "n2"},
+        ),
+        ("case2: exceed capacity, can not enqueue", "enqueueable", "pg5", {}),
+        ("case3: exceed deserved, can not allocate", "allocatable", "pg5", {}),
+    ],
+)
+def test_volcanos_enqueue_and_allocatable_table(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    case: str,
+    tiers: str,
+    pending: str,
+    expected: dict[str, str],
+) -> None:
+    """proportion_test.go, TestEnqueueAndAllocable, `case` (case4, a Queue closed in its
+    status, is the Queue reader's). Two running pods fill n1's memory and n2's CPU."""
+    documents = [
+        node("n1", "2", "2G"),
+        node("n2", "2", "2G"),
+        queue("q1", '{weight: 1, capability: {cpu: "2", memory: 2G}}'),
+        queue("q2", '{weight: 1, capability: {cpu: "3", memory: 3G}}'),
+    ]
+    for name in ("pg1", "pg2", pending):
+        queue_name, cpu, memory, node_name = ENQUEUE_AND_ALLOCATABLE[name]
+        phase = "Running" if node_name else "Pending"
+        documents.append(sized_group(name, queue_name, cpu, memory, phase))
+        documents.append(sized_pod(f"pod{name[2:]}", name, cpu, memory, node_name))
+    path = tmp_path / "input.yaml"
+    path.write_text("".join(documents))
+    result = simulate(capsys, path, config=proportion_config(tmp_path, PROPORTION_TIERS[tiers]))
+    assert result.code == 0, result.stderr
+    placed = {k: v for k, v in result.bound().items() if k not in ("ns1/pod1", "ns1/pod2")}
+    assert placed == expected, case
