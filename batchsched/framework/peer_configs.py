@@ -47,7 +47,8 @@ HOOKS: dict[str, tuple[str, ...]] = {
     "QueueOrder": ("queue_keys",),
     "Preemptable": ("preemptable",),
     "Reclaimable": ("reclaimable",),
-    "JobReady": ("ready_checks",),
+    # Without the gang's readiness no member counts toward a minimum: each is elastic.
+    "JobReady": ("ready_checks", "minimum_checks", "shortfalls"),
     "JobEnqueued": ("enqueue_checks", "enqueue_headroom"),
     "Overused": ("overused_checks",),
     "Allocatable": ("share_checks",),

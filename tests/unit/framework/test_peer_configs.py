@@ -129,7 +129,11 @@ def test_volcano_first_ci_configuration() -> None:
             "{name: proportion, enableQueueOrder: false, enableReclaimable: false}",
             {"queue_keys": 0, "reclaimable": 0},
         ),
-        ("{name: gang, enableJobReady: false}", {"ready_checks": 0}),
+        (
+            "{name: gang, enableJobReady: false}",
+            {"ready_checks": 0, "minimum_checks": 0, "shortfalls": 0},
+        ),
+        ("{name: gang}", {"ready_checks": 1, "minimum_checks": 1, "shortfalls": 1}),
         ("{name: proportion}", {"overused_checks": 1, "share_checks": 1}),
         ("{name: proportion, enabledOverused: false}", {"overused_checks": 0, "share_checks": 1}),
         (
