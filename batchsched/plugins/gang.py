@@ -102,14 +102,15 @@ class Gang:
             return job.error
         if self.fail_on_timeout and (timeout := self._overdue(job)) is not None:
             return _failed(job, timeout)
-        if job.is_gang and job.total - job.failed < job.min_member:
+        # A group with no pods at all awaits them (enqueue admits it meanwhile).
+        if job.is_gang and job.total and job.total - job.failed < job.min_member:
             return (
                 f"gang {job.key}: {job.total - job.failed} pods exist, "
                 f"minMember is {job.min_member}"
             )
         for role, needed in job.role_minimum.items():
             alive = job.role_alive.get(role, 0)
-            if alive < needed:
+            if job.total and alive < needed:
                 return (
                     f"gang {job.key}: {alive} pods of task {role!r} exist, "
                     f"minTaskMember needs {needed}"

@@ -1,7 +1,7 @@
 """Volcano's PodGroup keys through `batchsched run` on a real API server with Volcano's
 PodGroup CRD: minTaskMember counted by the pods' `volcano.sh/task-spec` annotation (which
-the operator's trimmed pods must keep), minMember 0, and a group with no pods reported
-Pending. The same cases run in the simulator in tests/sim/test_volcano_groups.py."""
+the operator's trimmed pods must keep), minMember 0, and groups with no pods admitted or
+left Pending. The same cases run in the simulator in tests/sim/test_volcano_groups.py."""
 
 from __future__ import annotations
 
@@ -66,8 +66,10 @@ def test_task_minimums_min_member_zero_and_groups_without_pods(
     """Job `train` needs both its masters (minTaskMember, as in Volcano's allocate_test.go
     case "master's min member can not be allocated, break from allocating") but its
     master node takes one: nothing of it is bound, though its workers would bring it to
-    minMember 2. Job `elastic` (minMember 0) starts; group `empty` has no pods and is
-    Pending."""
+    minMember 2. Job `elastic` (minMember 0) starts. Of the groups without pods, which
+    Volcano's job controller makes before their pods, `empty` is admitted (Inqueue: the
+    controller then creates its pods) and `too-big`, whose minResources the cluster
+    cannot hold, stays Pending."""
     for name, role, cpu in ((f"m-{namespace}", "master", "1"), (f"w-{namespace}", "worker", "4")):
         obj = node(name, {"cpu": cpu, "memory": "8Gi"})
         obj["metadata"].setdefault("labels", {})["role"] = role
@@ -81,6 +83,7 @@ def test_task_minimums_min_member_zero_and_groups_without_pods(
         group("elastic", 0),
         member("elastic-worker-0", "elastic", "worker"),
         group("empty", 3),
+        group("too-big", 1, minResources={"cpu": "100"}),
     ]
     for obj in objects:
         obj["metadata"]["namespace"] = namespace
@@ -102,12 +105,16 @@ def test_task_minimums_min_member_zero_and_groups_without_pods(
         "train-worker-0",
         "train-worker-1",
     }
-    empty = eventually(
+    phases = eventually(
         lambda: (
-            kube.get(f"/apis/{VOLCANO_API}/namespaces/{namespace}/podgroups/empty")
-            .expect(200)
-            .get("status")
+            all(phase_of(kube, namespace, g) for g in ("empty", "too-big"))
+            and {g: phase_of(kube, namespace, g) for g in ("empty", "too-big")}
         ),
-        what="group empty's status",
+        what="the status of the groups without pods",
     )
-    assert empty["phase"] == "Pending"
+    assert phases == {"empty": "Inqueue", "too-big": "Pending"}
+
+
+def phase_of(kube: Kube, namespace: str, name: str) -> str | None:
+    found = kube.get(f"/apis/{VOLCANO_API}/namespaces/{namespace}/podgroups/{name}")
+    return (found.expect(200).get("status") or {}).get("phase")

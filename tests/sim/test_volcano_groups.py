@@ -297,23 +297,29 @@ def test_a_gang_may_not_take_another_queues_guarantee_either(
     assert result.bound() == {"c1/small-0": "n1"}
 
 
-def test_a_group_with_no_pods_is_pending(
+def test_a_group_with_no_pods_is_admitted_if_its_queue_has_room(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Volcano's job controller creates a PodGroup before its pods. Volcano's
-    getPodGroupPhase (pkg/scheduler/framework/session.go) makes a group short of
-    minMember and not Inqueue Pending; a group of minMember 0 with no pods is Pending
-    here too (docs/drop-in.md says why), where that rule calls it Completed."""
+    """Volcano's job controller creates a job's pods only once its PodGroup is Inqueue.
+    pkg/scheduler/actions/enqueue/enqueue_test.go, "pggroup cannot enqueue because queue
+    resources are less than podgroup MinResources": a group with no pods asking 8 CPUs
+    of a queue capped at 1 stays Pending. Groups with no pods that fit are admitted, as
+    Volcano's enqueue admits every Pending group that fits (its minMember 0 one too)."""
     result = run(
         capsys,
         tmp_path,
         node("n1", "2", "4Gi"),
-        queue("c1"),
-        pod_group("empty", "c1", "c1", 0).replace("status: {phase: Inqueue}\n", ""),
-        pod_group("later", "c1", "c1", 2).replace("status: {phase: Inqueue}\n", ""),
+        queue("c1", '{weight: 1, capability: {cpu: "1", memory: 1G}}'),
+        queue("c2"),
+        pod_group("pg1", "c1", "c1", 1)
+        .replace("status: {phase: Inqueue}\n", "")
+        .replace("queue: c1", 'queue: c1, minResources: {cpu: "8", memory: 8G}'),
+        pod_group("later", "c1", "c2", 2).replace("status: {phase: Inqueue}\n", ""),
+        pod_group("empty", "c1", "c2", 0).replace("status: {phase: Inqueue}\n", ""),
     )
-    assert result.podgroups["c1/empty"]["phase"] == "Pending"
-    assert result.podgroups["c1/later"]["phase"] == "Pending"
+    assert result.podgroups["c1/pg1"]["phase"] == "Pending"
+    assert result.podgroups["c1/later"]["phase"] == "Inqueue"
+    assert result.podgroups["c1/empty"]["phase"] == "Inqueue"
 
 
 # Volcano's pkg/scheduler/plugins/proportion/proportion_test.go, TestEnqueueAndAllocable:
