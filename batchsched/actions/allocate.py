@@ -58,7 +58,9 @@ def allocate(session: Session) -> None:
             continue
         job = jobs[cursor[name]]
         cursor[name] += 1
-        if not place_job(session, job, job.pending) and not _reserve_if_starving(session, job):
+        placed = place_job(session, job, job.pending) or _reserve_if_starving(session, job)
+        # A job held to its queue's share waits for the share, not for room.
+        if not placed and job.key not in session.share_refused:
             session.unplaced.add(job.key)
         if cursor[name] == len(jobs):
             del queues[name]

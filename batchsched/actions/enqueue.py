@@ -1,5 +1,8 @@
 """enqueue: admit a job (Pending -> Inqueue) once its minResources fit its queue and the cluster.
 
+A PodGroup is admitted before it has pods, as Volcano admits it: Volcano's job controller
+creates a job's pods only once its group is Inqueue.
+
 Admission reserves the job's minResources against the cluster's idle capacity, so jobs
 admitted together cannot each count the same free resources; jobs without minResources
 are admitted at once, and the allocate action's statements keep them safe. Plugins may
@@ -25,7 +28,7 @@ def enqueue(session: Session) -> None:
     room = "idle" if not session.enqueue_headroom else "idle with overcommit"
     waiting: list[JobInfo] = []
     for job in snapshot.jobs.values():
-        if not job.pending:
+        if not job.pending and not awaits_pods(job):
             continue
         if job.phase in ("Inqueue", "Running") or job.bound or job.nominated:
             # Admitted earlier, or room was made for it by evicting others: its
@@ -57,6 +60,12 @@ def enqueue(session: Session) -> None:
             continue
         idle -= minimum
         session.enqueued.add(job.key)
+
+
+def awaits_pods(job: JobInfo) -> bool:
+    """A PodGroup with no pods yet: admitted as one with pods is, since Volcano's job
+    controller creates a job's pods only once its group is Inqueue."""
+    return job.group is not None and not job.total
 
 
 def _vector(session: Session, job: JobInfo) -> IntArray:

@@ -54,14 +54,22 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
         if len(statement.placed) + len(ordered) - index - 1 < needed:
             break
     placed = len(statement.placed)
-    if placed and session.ready(job, placed):
+    ready = session.ready(job, placed)
+    if placed and ready:
         statement.commit()
         session.task_messages.update(task_failures)
         return True
+    # Asked before the placements are undone, which it counts. A gang already at its
+    # minimum is short of nothing: its members beyond it wait for room alone.
+    short = None
+    if job.is_gang and not ready:
+        short = session.shortfall(job, placed) or (
+            f"room for {job.bound + placed} of {job.min_member}"
+        )
     statement.discard()
     first = next(iter(task_failures.values()), "no pending pods")
-    if job.is_gang:
-        first = f"gang {job.key}: room for {job.bound + placed} of {job.min_member}; {first}"
+    if short:
+        first = f"gang {job.key}: {short}; {first}"
     session.job_messages[job.key] = first
     return False
 

@@ -38,6 +38,10 @@ POD_GROUP_APIS: dict[str, str | None] = {
     "batch.scheduler.tencent.com/v1": "maxScheduleTime",
 }
 
+# Volcano's API, whose CRD allows minMember 0 (its job controller writes it for a job
+# with no minimum: every member starts on its own) and has spec.minTaskMember.
+VOLCANO_API = "scheduling.volcano.sh/v1beta1"
+
 PHASES = ("Pending", "Inqueue", "Running", "Completed", "Failed", "Unknown")
 
 
@@ -75,7 +79,14 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
     status = mapping(obj.get("status"), where=f"{where}.status")
     if "minMember" not in spec:
         raise InvalidObject(f"{where}: spec.minMember is required")
-    group.min_member = whole_number(spec["minMember"], where=f"{where}.spec.minMember", minimum=1)
+    volcano = group.api_version == VOLCANO_API
+    group.min_member = whole_number(
+        spec["minMember"], where=f"{where}.spec.minMember", minimum=0 if volcano else 1
+    )
+    if volcano:
+        group.min_task_member = _min_task_member(
+            spec.get("minTaskMember"), where=f"{where}.spec.minTaskMember"
+        )
     group.min_resources = parse_resource_list(
         spec.get("minResources"), where=f"{where}.spec.minResources"
     )
@@ -96,6 +107,16 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
         )
     phase = status.get("phase")
     group.phase = str(phase) if phase in PHASES else "Pending"
+
+
+def _min_task_member(raw: object, *, where: str) -> dict[str, int]:
+    """Task role -> members of it needed; a role needing 0 is as good as unlisted."""
+    minimums = mapping(raw, where=where)
+    counts = {
+        str(role): whole_number(value, where=f"{where}.{role}", minimum=0)
+        for role, value in minimums.items()
+    }
+    return {role: count for role, count in counts.items() if count}
 
 
 # "ms" before "m": the first alternative that matches wins, and "500ms" is not "500m" + "s".

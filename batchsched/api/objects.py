@@ -178,6 +178,9 @@ class Task:
     started: float | None = None
     # False when its annotations or labels keep preemption away from it.
     preemptable: bool = True
+    # Its task role (Volcano's `volcano.sh/task-spec`), which a PodGroup's
+    # minTaskMember counts by; "" when it names none.
+    role: str = ""
     # The GPU cards a bound pod holds (annotation scheduling.batchsched.io/gpu-index).
     gpu_index: tuple[int, ...] = ()
     # On a gang's first bound member: where the session that bound it put the others.
@@ -228,6 +231,9 @@ class PodGroup:
     # Whether spec.queue set `queue`: when not, the namespace's queue applies.
     queue_explicit: bool = False
     min_resources: ResourceList = field(default_factory=dict)
+    # Volcano's spec.minTaskMember: task role -> members of that role needed (roles
+    # needing none left out).
+    min_task_member: dict[str, int] = field(default_factory=dict)
     priority_class_name: str = ""
     schedule_timeout_seconds: float | None = None
     api_version: str = ""

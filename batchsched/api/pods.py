@@ -71,6 +71,9 @@ VOLCANO_QUEUE_KEY = "scheduling.volcano.sh/queue-name"
 # Volcano's. Any value but "true" keeps the pod from them: a misspelt opt-out still
 # protects what it was written to protect.
 PREEMPTABLE_KEYS = ("scheduling.batchsched.io/preemptable", "volcano.sh/preemptable")
+# A pod's task role, annotation then label, as Volcano's job controller writes both and
+# its scheduler reads them: what a PodGroup's minTaskMember counts by.
+TASK_ROLE_KEY = "volcano.sh/task-spec"
 
 
 Key = TypeVar("Key", bound=Hashable)
@@ -244,6 +247,7 @@ def task_from_pod(
         nominated_node=status.get("nominatedNodeName") or None,
         deadline_seconds=deadline,
         preemptable=_preemptable(notes, labels),
+        role=notes.get(TASK_ROLE_KEY) or labels.get(TASK_ROLE_KEY) or "",
         started=None if started is None else timestamp(started, where=f"{where}.status.startTime"),
         gpu_index=parse_gpu_index(gpu_index, where=where) if gpu_index else (),
         placement=parse_placement(placement) if placement else None,

@@ -31,6 +31,13 @@ def _reserve(job: JobInfo, placements: list[Placement], node_rows: Mapping[str, 
                 break
 
 
+def _role_minimum(group: PodGroup) -> dict[str, int]:
+    """The task roles' minimums a gang is held to: none when minMember is below their
+    sum, as Volcano then checks the total alone."""
+    roles = group.min_task_member
+    return dict(roles) if roles and group.min_member >= sum(roles.values()) else {}
+
+
 def _some(names: list[str], *, shown: int = 3) -> str:
     """Up to `shown` names, then how many more: a message stays readable for a big gang."""
     more = len(names) - shown
@@ -101,15 +108,19 @@ class JobBuilder:
             self._pod_names_queue(job, task.queue)
         if task.placement is not None:
             self.placements[job.key].append(task.placement)
+        counted = job.role_minimum and task.role in job.role_minimum
         if task.phase == "Succeeded":
             job.succeeded += 1
         elif task.phase == "Failed":
             job.failed += 1
+            counted = False
         elif task.node_name is not None:
             job.bound += 1
             job.hosts.append(task.node_name)
             job.allocated = job.allocated + vec
             job.running += task.phase == "Running"
+            if counted:
+                job.role_bound[task.role] = job.role_bound.get(task.role, 0) + 1
         elif ours and not task.deleting:
             priority, error = self._priority(task.priority, task.priority_class_name)
             refusal = self.cache.refusals.get(task.key)
@@ -125,6 +136,10 @@ class JobBuilder:
                     preempts=self._policy(task) != "Never",
                 )
             )
+        else:
+            counted = False
+        if counted:
+            job.role_alive[task.role] = job.role_alive.get(task.role, 0) + 1
 
     def finish(self, node_rows: Mapping[str, int]) -> dict[str, JobInfo]:
         for key, strays in self.strays.items():
@@ -261,6 +276,7 @@ class JobBuilder:
             error=group.error or error,
             phase=group.phase,
             allocated=np.zeros(self.width, dtype=np.int64),
+            role_minimum=_role_minimum(group),
         )
 
     def _policy(self, task: Task) -> str:

@@ -86,6 +86,12 @@ class JobInfo:
     # Some pod of it names a scheduler this one serves. A peer's PodGroup whose pods all
     # name another (its own scheduler still running) is that scheduler's to report on.
     served: bool = False
+    # Per task role, the members its PodGroup's minTaskMember needs (empty when it has
+    # none, or when minMember is below their sum, where Volcano counts the total alone),
+    # and of those roles the members bound, and those alive (pending, bound, succeeded).
+    role_minimum: dict[str, int] = field(default_factory=dict)
+    role_bound: dict[str, int] = field(default_factory=dict)
+    role_alive: dict[str, int] = field(default_factory=dict)
 
     @property
     def is_gang(self) -> bool:

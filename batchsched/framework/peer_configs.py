@@ -47,8 +47,11 @@ HOOKS: dict[str, tuple[str, ...]] = {
     "QueueOrder": ("queue_keys",),
     "Preemptable": ("preemptable",),
     "Reclaimable": ("reclaimable",),
-    "JobReady": ("ready_checks",),
+    # Without the gang's readiness no member counts toward a minimum: each is elastic.
+    "JobReady": ("ready_checks", "minimum_checks", "shortfalls"),
     "JobEnqueued": ("enqueue_checks", "enqueue_headroom"),
+    "Overused": ("overused_checks",),
+    "Allocatable": ("share_checks",),
     "NodeOrder": ("scorers", "normalized_scorers"),
     "Predicate": ("filters", "fresh_filters"),
 }
@@ -63,10 +66,12 @@ UNMAPPED_HOOKS: dict[str, str] = {
     "Victim": "batchsched evicts only in preempt and reclaim",
     "NamespaceOrder": "batchsched orders jobs by queue, not by namespace",
     "ClusterOrder": "batchsched schedules one cluster",
-    "Allocatable": "queues' capability is checked by proportion",
     "Preemptive": "which queues may reclaim is said by proportion",
     "HyperNodeOrder": "batchsched reads no HyperNodes",
     "SubJobOrder": "batchsched has no sub-jobs",
+    "SubJobReady": "batchsched has no sub-jobs",
+    "SubJobPipelined": "batchsched has no sub-jobs",
+    "HyperNodeGradient": "batchsched reads no HyperNodes",
 }
 HIERARCHY = "Hierarchy"
 # Volcano's actions and plugins that act on its Reservation objects, which batchsched
@@ -74,6 +79,9 @@ HIERARCHY = "Hierarchy"
 RESERVATION_ACTION = "reserve"
 RESERVATION_PLUGIN = "reservation"
 RESERVATION_WHY = "batchsched does not read Volcano's Reservation objects"
+# Volcano's source of nodes' measured load, which only its usage plugin reads.
+METRICS_KEY = "metrics"
+METRICS_WHY = "it is where Volcano's usage plugin reads nodes' load; batchsched places by requests"
 # Volcano's binpack arguments.
 BINPACK_PREFIX = "binpack."
 
@@ -306,6 +314,8 @@ def _configmap(raw: Mapping[str, Any], *, source: str) -> Translated:
 
 def _volcano(raw: Mapping[str, Any], *, source: str) -> Translated:
     out = dict(raw)
+    if out.pop(METRICS_KEY, None) is not None:
+        log.warning("%s.%s has no effect here: %s", source, METRICS_KEY, METRICS_WHY)
     if "configurations" in out:
         _configurations(out.pop("configurations"), source=f"{source}.configurations")
     if isinstance(out.get("actions"), list):
@@ -442,7 +452,8 @@ def _flag_hook(key: object) -> str | None:
     """`JobOrder` for Volcano's `enableJobOrder` or `enabledJobOrder`, else None."""
     if not isinstance(key, str):
         return None
-    for prefix in ("enabled", "enable"):
+    # Volcano spells one flag `EnabledClusterOrder`.
+    for prefix in ("enabled", "enable", "Enabled"):
         rest = key.removeprefix(prefix)
         if rest != key and rest[:1].isupper():
             return rest

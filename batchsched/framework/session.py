@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVarTuple
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from batchsched.framework.reservations import Reservations
 from batchsched.framework.victims import Victims, build_victims
 
 JobCheck = Callable[[JobInfo], str | None]
+Args = TypeVarTuple("Args")
 BlockerCheck = Callable[[TaskInfo], str | None]
 # kube-scheduler's message when the cluster has no node at all.
 NO_NODES = "no nodes available to schedule pods"
@@ -180,6 +181,20 @@ class Session:
         # Allocate checks a task fails for what its queue holds (its capability), which
         # evicting pods of that queue can change: preempt makes room there too.
         self.capacity_checks: list[TaskCheck] = []
+        # Whether a task still counts toward its job's minimum (the gang plugin's); the
+        # members beyond it are elastic, and `share_checks` hold each of them to its
+        # queue's share (proportion's, Volcano's allocatable), asking `needed`.
+        self.minimum_checks: list[Callable[[JobInfo, TaskInfo], bool]] = []
+        self.share_checks: list[TaskCheck] = []
+        # What a job with `placed` members tentatively placed is short of, beyond its
+        # minMember (a task role's minimum), in words; None when nothing.
+        self.shortfalls: list[Callable[[JobInfo, int], str | None]] = []
+        # Members placed per job in this session, tentatively or for good, less those
+        # of its members evicted: what the minimum checks count beyond the bound ones.
+        self.allocations: Counter[str] = Counter()
+        # Jobs with a member the share checks held back: they wait for their queue's
+        # share, not for room, so they are not set aside as unplaceable.
+        self.share_refused: set[str] = set()
         self.overused_checks: list[Callable[[str], bool]] = []
         self.ready_checks: list[Callable[[JobInfo, int], bool]] = []
         self.on_allocate: list[Handler] = []
@@ -256,18 +271,17 @@ class Session:
         blocker = self.blocker(task)
         if blocker:
             return blocker
-        for check in self.allocate_checks:
-            message = check(job, task)
-            if message:
-                return message
-        return None
+        return _first(self.allocate_checks, job, task) or _first(self.share_checks, job, task)
+
+    def shortfall(self, job: JobInfo, placed: int) -> str | None:
+        return _first(self.shortfalls, job, placed)
+
+    def needed(self, job: JobInfo, task: TaskInfo) -> bool:
+        """Whether placing the task brings its job closer to its minimum."""
+        return any(check(job, task) for check in self.minimum_checks)
 
     def over_capacity(self, job: JobInfo, task: TaskInfo) -> str | None:
-        for check in self.capacity_checks:
-            message = check(job, task)
-            if message:
-                return message
-        return None
+        return _first(self.capacity_checks, job, task)
 
     def overused(self, queue: str) -> bool:
         return any(check(queue) for check in self.overused_checks)
@@ -358,6 +372,7 @@ class Session:
         for port in task.task.host_ports:
             self.port_users.setdefault(port, set()).add(node)
         self.touched.append(node)
+        self.allocations[job.key] += 1
         for handler in self.on_allocate:
             handler(job, task, node)
 
@@ -368,6 +383,7 @@ class Session:
         for port in task.task.host_ports:
             self.port_users[port].discard(node)
         self.touched.append(node)
+        self.allocations[job.key] -= 1
         for handler in self.on_deallocate:
             handler(job, task, node)
 
@@ -450,9 +466,10 @@ class Session:
             )
 
 
-def _first(checks: list[JobCheck], job: JobInfo) -> str | None:
+def _first(checks: Iterable[Callable[[*Args], str | None]], *args: *Args) -> str | None:
+    """The first check's objection, if any objects."""
     for check in checks:
-        message = check(job)
+        message = check(*args)
         if message:
             return message
     return None

@@ -16,6 +16,7 @@ from batchsched.api.pods import (
     GROUP_ANNOTATIONS,
     OUR_QUEUE_KEY,
     PREEMPTABLE_KEYS,
+    TASK_ROLE_KEY,
     VOLCANO_QUEUE_KEY,
 )
 from batchsched.api.unsupported import NODE_BOUND_VOLUMES, UNSUPPORTED_SPEC_FIELDS
@@ -35,6 +36,7 @@ POD_ANNOTATIONS = (
     GPU_INDEX_ANNOTATION,
     PLACEMENT_ANNOTATION,
     *PREEMPTABLE_KEYS,
+    TASK_ROLE_KEY,
 )
 # Every field that constrains placement, including those the core refuses: a pod that
 # asks for something unsupported must still say so after trimming.

@@ -1,7 +1,12 @@
 """gang: a group's pods start together or not at all, and its status says where it stands.
 
 Readiness counts members already bound plus those placed in the current statement; the
-allocate action commits a statement only when this says ready.
+allocate action commits a statement only when this says ready. A Volcano PodGroup's
+`minTaskMember` holds each task role (the pods' `volcano.sh/task-spec`) to its own
+minimum as well, unless minMember is below their sum (Volcano then counts the total
+alone); a gang with fewer pods of a role than its minimum waits. Members beyond the
+minimum (minMember 0: every member) are elastic: the session holds each of them to its
+queue's share (`Session.minimum_checks`).
 
 A PodGroup's schedule timeout (scheduleTimeoutSeconds, maxScheduleTime) runs from the
 PodGroup's creation, or from its oldest pending member's if that is later: pods deleted
@@ -12,13 +17,14 @@ stops trying its pending pods, leaving bound members alone, until the timeout st
 afresh or the PodGroup is recreated.
 """
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import OUR_API
 from batchsched.api.unsupported import GATED_MESSAGE
-from batchsched.cache.snapshot import JobInfo
+from batchsched.cache.snapshot import JobInfo, TaskInfo
 from batchsched.framework.decisions import Condition, JobStatus
 from batchsched.framework.session import Session
 from batchsched.plugins.arguments import check_keys
@@ -44,20 +50,71 @@ class Gang:
     def open(self, session: Session) -> None:
         self.session = session
         session.valid_checks.append(self._invalid)
-        session.ready_checks.append(lambda job, placed: job.bound + placed >= job.min_member)
+        session.ready_checks.append(self._ready)
+        session.minimum_checks.append(self._needed)
+        session.shortfalls.append(self._short_role)
+        # Members placed per (job, task role) in this session, for groups that state
+        # minTaskMember; counted only when some job being placed has one.
+        self.roles: Counter[tuple[str, str]] = Counter()
+        if any(job.role_minimum for job in session.placing):
+            session.on_allocate.append(self._count_role)
+            session.on_deallocate.append(self._uncount_role)
         session.closers.append(self._write_statuses)
         session.deadlines.append(self._times_out_at)
+
+    def _ready(self, job: JobInfo, placed: int) -> bool:
+        if job.bound + placed < job.min_member:
+            return False
+        return all(
+            self._role_count(job, role) >= needed for role, needed in job.role_minimum.items()
+        )
+
+    def _short_role(self, job: JobInfo, placed: int) -> str | None:
+        """The first task role short of its minimum, once the total is not."""
+        if job.bound + placed < job.min_member:
+            return None
+        for role, needed in sorted(job.role_minimum.items()):
+            count = self._role_count(job, role)
+            if count < needed:
+                return f"room for {count} of the {needed} pods of task {role!r} minTaskMember needs"
+        return None
+
+    def _needed(self, job: JobInfo, task: TaskInfo) -> bool:
+        """Short of minMember, or of the minimum of the task's own role."""
+        if job.bound + self.session.allocations[job.key] < job.min_member:
+            return True
+        needed = job.role_minimum.get(task.task.role)
+        return needed is not None and self._role_count(job, task.task.role) < needed
+
+    def _role_count(self, job: JobInfo, role: str) -> int:
+        return job.role_bound.get(role, 0) + self.roles[job.key, role]
+
+    def _count_role(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+        if job.role_minimum:
+            self.roles[job.key, task.task.role] += 1
+
+    def _uncount_role(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+        if job.role_minimum:
+            self.roles[job.key, task.task.role] -= 1
 
     def _invalid(self, job: JobInfo) -> str | None:
         if job.error:
             return job.error
         if self.fail_on_timeout and (timeout := self._overdue(job)) is not None:
             return _failed(job, timeout)
-        if job.is_gang and job.total - job.failed < job.min_member:
+        # A group with no pods at all awaits them (enqueue admits it meanwhile).
+        if job.is_gang and job.total and job.total - job.failed < job.min_member:
             return (
                 f"gang {job.key}: {job.total - job.failed} pods exist, "
                 f"minMember is {job.min_member}"
             )
+        for role, needed in job.role_minimum.items():
+            alive = job.role_alive.get(role, 0)
+            if job.total and alive < needed:
+                return (
+                    f"gang {job.key}: {alive} pods of task {role!r} exist, "
+                    f"minTaskMember needs {needed}"
+                )
         return None
 
     def _overdue(self, job: JobInfo) -> float | None:
@@ -86,7 +143,9 @@ class Gang:
         changed = snapshot.changed_jobs
         for job in snapshot.jobs.values():
             foreign = job.group is not None and job.group.api_version != OUR_API
-            if not job.is_gang or (foreign and not job.served):
+            # A peer's group with no pods yet is reported too (Pending, as Volcano
+            # reports it): no pod says another scheduler serves it.
+            if not job.is_gang or (foreign and not job.served and job.total):
                 continue
             # A large cluster's thousands of running groups would otherwise cost every
             # session, and the event loop, their statuses again.
@@ -154,12 +213,14 @@ class Gang:
 
 def _phase(job: JobInfo, scheduled: int) -> str | None:
     """Failed, Completed or Running, as `scheduled` members make it; None while it is
-    short of minMember, when admission and time decide."""
+    short of minMember, when admission and time decide. A group of minMember 0 needs
+    one member to be running or done: with none it has not started."""
+    needed = max(job.min_member, 1)
     if job.failed and job.total - job.failed < job.min_member:
         return "Failed"
-    if job.succeeded >= job.min_member and scheduled == 0 and not job.pending:
+    if job.succeeded >= needed and scheduled == 0 and not job.pending:
         return "Completed"
-    if scheduled + job.succeeded >= job.min_member:
+    if scheduled + job.succeeded >= needed:
         return "Running"
     return None
 

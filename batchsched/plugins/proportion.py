@@ -76,6 +76,9 @@ class Proportion:
         self.capability = {name: self._row(q.capability, np.inf) for name, q in self.queues.items()}
         self.guarantee = {name: self._row(q.guarantee, 0.0) for name, q in self.queues.items()}
         self.fixed = {name: self._row(q.deserved, np.nan) for name, q in self.queues.items()}
+        # What each queue may hold beside the guarantees of the queues it does not share
+        # (only where some queue states a guarantee).
+        self.room = self._room() if any(q.guarantee for q in self.queues.values()) else {}
         for job in snapshot.jobs.values():
             if job.queue in self.queues:
                 for name in self.lineage[job.queue]:
@@ -85,6 +88,7 @@ class Proportion:
                     for task in job.pending:
                         self.demand[job.queue] += task.vec
         self._deserved: dict[str, FloatArray] | None = None
+        self._contention: dict[str, bool] = {}
         self._pools: list[tuple[list[str], IntArray]] | None = None
         # Queues with pending work, whose pools a queue at its share waits in.
         self.waiting = {
@@ -103,6 +107,7 @@ class Proportion:
         session.valid_checks.append(self._invalid)
         session.enqueue_checks.append(self._enqueue_blocked)
         session.capacity_checks.append(self._over_capability)
+        session.share_checks.append(self._over_share)
         session.queue_keys.append(self._share)
         session.overused_checks.append(self._overused)
         session.reclaimable.append(self._reclaimable)
@@ -122,6 +127,35 @@ class Proportion:
             if resource in column:
                 row[column[resource]] = value
         return row
+
+    def _room(self) -> dict[str, FloatArray]:
+        """Per queue, the cluster's capacity less what the guarantees of other queues
+        hold back: at each level of its lineage, its siblings' guarantees (a parent's
+        being at least its children's together). As Volcano's realCapability, never
+        below its own guarantee, when guarantees add up to more than there is."""
+        total = self.session.snapshot.allocatable.sum(axis=0).astype(np.float64)
+        held: dict[str, FloatArray] = {}
+
+        def guaranteed(name: str) -> FloatArray:
+            if name not in held:
+                children = sum((guaranteed(c) for c in self.children[name]), np.zeros_like(total))
+                held[name] = np.maximum(self.guarantee[name], children)
+            return held[name]
+
+        # Per parent (None: the top), its children's guarantees together; a queue's
+        # siblings hold that less its own.
+        together: dict[str | None, FloatArray] = {}
+        for name, queue in self.queues.items():
+            together[queue.parent] = together.get(queue.parent, 0) + guaranteed(name)
+        room: dict[str, FloatArray] = {}
+        for name in self.queues:
+            others = sum(
+                (together[self.queues[level].parent] - held[level] for level in self.lineage[name]),
+                np.zeros_like(total),
+            )
+            own = held[name]
+            room[name] = np.maximum(total - others - own, 0) + own
+        return room
 
     @property
     def deserved(self) -> dict[str, FloatArray]:
@@ -155,6 +189,8 @@ class Proportion:
             guaranteed += child_floor
             asks += child_limit
         limit = np.minimum(asks, self.capability[name])
+        if self.room:
+            limit = np.minimum(limit, self.room[name])
         floor = np.minimum(np.maximum(guaranteed, self.guarantee[name]), limit)
         fixed = self.fixed[name]
         stated = ~np.isnan(fixed)
@@ -268,6 +304,11 @@ class Proportion:
             over = np.flatnonzero(after > self.capability[name])
             if len(over):
                 return self._over_message(name, int(over[0]), "minResources")
+        if self.room:
+            after = self.allocated[job.queue] + self.reserved[job.queue] + minimum
+            over = np.flatnonzero((after > self.room[job.queue]) & (minimum > 0))
+            if len(over):
+                return self._guaranteed_message(job.queue, int(over[0]), "minResources")
         for name in self.lineage[job.queue]:
             self.reserved[name] += minimum
         return None
@@ -279,7 +320,44 @@ class Proportion:
                 over = np.flatnonzero((after > self.capability[name]) & (task.vec > 0))
                 if len(over):
                     return self._over_message(name, int(over[0]), f"pod {task.key}")
+        if self.room:
+            after = self.allocated[job.queue] + task.vec
+            over = np.flatnonzero((after > self.room[job.queue]) & (task.vec > 0))
+            if len(over):
+                return self._guaranteed_message(job.queue, int(over[0]), f"pod {task.key}")
         return None
+
+    def _over_share(self, job: JobInfo, task: TaskInfo) -> str | None:
+        """Volcano's allocatable check, for a member beyond its gang's minimum: it goes
+        only within its queue's deserved share, in each resource it asks for, while
+        another queue of its pool waits."""
+        queue = job.queue
+        deserved = self.deserved.get(queue)
+        if deserved is None or not self._contended(queue) or self.session.needed(job, task):
+            return None
+        after = self.allocated[queue] + task.vec
+        over = np.flatnonzero((after > deserved) & (task.vec > 0) & self.shared)
+        if not len(over):
+            return None
+        self.session.share_refused.add(job.key)
+        column = int(over[0])
+        name = self.session.snapshot.resources[column]
+        used, share = int(self.allocated[queue][column]), int(deserved[column])
+        return (
+            f"queue {queue}: pod {task.key} would take it past its deserved share of {name} "
+            f"({format_amount(name, used)} of {format_amount(name, share)} in use) while "
+            "other queues wait; members beyond their gang's minimum stay within the share"
+        )
+
+    def _guaranteed_message(self, queue: str, column: int, what: str) -> str:
+        name = self.session.snapshot.resources[column]
+        room = int(self.room[queue][column])
+        used = int(self.allocated[queue][column])
+        return (
+            f"queue {queue}: {what} would take {name} that other queues' guarantees hold "
+            f"({format_amount(name, used)} in use of the {format_amount(name, room)} "
+            "left beside them)"
+        )
 
     def _over_message(self, queue: str, column: int, what: str) -> str:
         name = self.session.snapshot.resources[column]
@@ -305,10 +383,19 @@ class Proportion:
         deserved = self.deserved.get(queue)
         if deserved is None or not deserved[self.shared].any():
             return False
-        pool = self._pool_of(queue)
-        if not any(q != queue and self._pool_of(q) is pool for q in self.waiting):
+        if not self._contended(queue):
             return False
         return bool((deserved <= self.allocated[queue])[self.shared].all())
+
+    def _contended(self, queue: str) -> bool:
+        """Whether another queue of its pool waits (as of the session's start, so asked
+        once per queue: the share check asks it for every pod)."""
+        contended = self._contention.get(queue)
+        if contended is None:
+            pool = self._pool_of(queue)
+            contended = any(q != queue and self._pool_of(q) is pool for q in self.waiting)
+            self._contention[queue] = contended
+        return contended
 
     def _pool_of(self, queue: str) -> list[str]:
         top = self.lineage[queue][-1]

@@ -116,6 +116,38 @@ def test_malformed_groups_keep_the_reason(obj: dict[str, Any], error: str) -> No
     assert pod_group_from_object(obj).error == error
 
 
+def test_volcano_reads_min_member_zero_and_task_minimums() -> None:
+    group = pod_group_from_object(
+        pod_group("g", 0, api_version=VOLCANO, minTaskMember={"ps": 1, "worker": "2", "x": 0})
+    )
+    assert group.error is None
+    # A role needing none is as good as unlisted.
+    assert (group.min_member, group.min_task_member) == (0, {"ps": 1, "worker": 2})
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        (
+            {"minTaskMember": {"ps": -1}},
+            "PodGroup default/g.spec.minTaskMember.ps: -1 is below the minimum of 0",
+        ),
+        (
+            {"minTaskMember": ["ps"]},
+            "PodGroup default/g.spec.minTaskMember: expected a map, got ['ps']",
+        ),
+        (
+            {"minMember": -1},
+            "PodGroup default/g.spec.minMember: -1 is below the minimum of 0",
+        ),
+    ],
+)
+def test_bad_volcano_task_minimums_are_refused(spec: dict[str, Any], error: str) -> None:
+    obj = pod_group("g", 1, api_version=VOLCANO)
+    obj["spec"].update(spec)
+    assert pod_group_from_object(obj).error == error
+
+
 @pytest.mark.parametrize("api_version", ALL_APIS)
 @pytest.mark.parametrize(("node_cpu", "bound"), [("2", 0), ("3", 3)])
 def test_every_api_version_gangs_its_pods(api_version: str, node_cpu: str, bound: int) -> None:

@@ -503,3 +503,18 @@ def test_bad_deadline_or_start_time_names_the_field(
     with pytest.raises(InvalidObject) as error:
         task_from_pod(obj)
     assert str(error.value) == f"{WHERE}.{message}"
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "role"),
+    [
+        ({}, {}, ""),
+        ({"volcano.sh/task-spec": "worker"}, {}, "worker"),
+        ({}, {"volcano.sh/task-spec": "ps"}, "ps"),
+        # Volcano's scheduler reads the annotation first.
+        ({"volcano.sh/task-spec": "worker"}, {"volcano.sh/task-spec": "ps"}, "ps"),
+        ({"volcano.sh/task-spec": "worker"}, {"volcano.sh/task-spec": ""}, "worker"),
+    ],
+)
+def test_task_role(labels: dict[str, str], annotations: dict[str, str], role: str) -> None:
+    assert task_from_pod(pod("p", labels=labels, annotations=annotations)).role == role

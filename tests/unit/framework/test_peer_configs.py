@@ -129,7 +129,18 @@ def test_volcano_first_ci_configuration() -> None:
             "{name: proportion, enableQueueOrder: false, enableReclaimable: false}",
             {"queue_keys": 0, "reclaimable": 0},
         ),
-        ("{name: gang, enableJobReady: false}", {"ready_checks": 0}),
+        (
+            "{name: gang, enableJobReady: false}",
+            {"ready_checks": 0, "minimum_checks": 0, "shortfalls": 0},
+        ),
+        ("{name: gang}", {"ready_checks": 1, "minimum_checks": 1, "shortfalls": 1}),
+        ("{name: proportion}", {"overused_checks": 1, "share_checks": 1}),
+        ("{name: proportion, enabledOverused: false}", {"overused_checks": 0, "share_checks": 1}),
+        (
+            "{name: proportion, enabledAllocatable: false}",
+            {"overused_checks": 1, "share_checks": 0, "allocate_checks": 1},
+        ),
+        ("{name: proportion, enabledOverused: true}", {"overused_checks": 1}),
     ],
 )
 def test_enable_flags_take_callbacks_out(entry: str, lists: dict[str, int]) -> None:
@@ -148,6 +159,72 @@ def test_flags_without_a_counterpart_are_logged(caplog: pytest.LogCaptureFixture
         "c.tiers[0].plugins[1].enableJobStarving: false has no effect here: room for starving "
         "gangs is set by starvationThreshold"
     ]
+
+
+def test_every_flag_of_volcanos_plugin_options_is_read(caplog: pytest.LogCaptureFixture) -> None:
+    """Each `enable*` key of Volcano v1.15.1's PluginOption (pkg/scheduler/conf), false."""
+    flags = [
+        "enableJobOrder",
+        "enableHierarchy",
+        "enableJobReady",
+        "enableJobPipelined",
+        "enableTaskOrder",
+        "enablePreemptable",
+        "enableReclaimable",
+        "enablePreemptive",
+        "enableQueueOrder",
+        "EnabledClusterOrder",
+        "enablePredicate",
+        "enableBestNode",
+        "enableNodeOrder",
+        "enableTargetJob",
+        "enableReservedNodes",
+        "enableJobEnqueued",
+        "enabledVictim",
+        "enableJobStarving",
+        "enabledOverused",
+        "enabledAllocatable",
+        "enabledHyperNodeOrder",
+        "enabledSubJobReady",
+        "enabledSubJobPipelined",
+        "enabledSubJobOrder",
+        "enabledHyperNodeGradient",
+    ]
+    # Hierarchy and Predicate are refused when false (tested above); the rest load.
+    entry = ", ".join(
+        f"{flag}: false" for flag in flags if flag not in ("enableHierarchy", "enablePredicate")
+    )
+    with caplog.at_level(logging.WARNING):
+        load_config(f"tiers:\n- plugins: [{{name: predicates}}, {{name: gang, {entry}}}]\n")
+    logged = {message.split(":")[0].rsplit(".", 1)[1] for message in messages(caplog)}
+    assert logged == {
+        "enableJobPipelined",
+        "enablePreemptive",
+        "EnabledClusterOrder",
+        "enableBestNode",
+        "enableTargetJob",
+        "enableReservedNodes",
+        "enabledVictim",
+        "enableJobStarving",
+        "enabledHyperNodeOrder",
+        "enabledSubJobReady",
+        "enabledSubJobPipelined",
+        "enabledSubJobOrder",
+        "enabledHyperNodeGradient",
+    }
+
+
+def test_volcanos_metrics_source_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        config = load_config(
+            VOLCANO + "metrics: {type: prometheus, address: 'http://p:9090', interval: 30s}\n",
+            source="c",
+        )
+    assert names(config)[0] == ["priority", "gang", "conformance"]
+    assert (
+        "c.metrics has no effect here: it is where Volcano's usage plugin reads nodes' load; "
+        "batchsched places by requests"
+    ) in messages(caplog)
 
 
 @pytest.mark.parametrize(

@@ -192,6 +192,12 @@ def test_a_pod_keeps_its_preemptable_annotation() -> None:
     assert task_from_pod(trim_pod(protected)).preemptable is False
 
 
+def test_a_pod_keeps_its_task_role_annotation() -> None:
+    member = copy.deepcopy(FULL_POD)
+    member["metadata"].setdefault("annotations", {})["volcano.sh/task-spec"] = "master"
+    assert task_from_pod(trim_pod(member)).role == "master"
+
+
 FULL_BUDGET: Obj = {
     "apiVersion": "policy/v1",
     "kind": "PodDisruptionBudget",

@@ -1,4 +1,4 @@
-"""proportion with Volcano's queue fields: guarantee floors, fixed deserved shares, a tree
+"""proportion with Volcano's queue fields: guarantees, fixed deserved shares, a tree
 of parents, and which running pods a job may reclaim."""
 
 from collections import Counter
@@ -62,7 +62,9 @@ def test_a_guarantee_below_the_weighted_share_changes_nothing() -> None:
     assert (deserved["g"]["cpu"], deserved["h"]["cpu"]) == (6000, 2000)
 
 
-def test_a_queue_wanting_less_than_its_guarantee_leaves_the_rest_to_others() -> None:
+def test_a_guarantee_is_held_for_its_queue_even_while_it_wants_less() -> None:
+    """A reservation, as Volcano's realCapability: h may use the 2 CPUs beside g's
+    guarantee of 6, not the 5 g leaves unused."""
     placed, deserved = by_queue(
         [
             node("n1", cpu="8"),
@@ -72,8 +74,8 @@ def test_a_queue_wanting_less_than_its_guarantee_leaves_the_rest_to_others() -> 
             *wanting("h", 8),
         ]
     )
-    assert placed == {"g": 1, "h": 7}
-    assert (deserved["g"]["cpu"], deserved["h"]["cpu"]) == (1000, 7000)
+    assert placed == {"g": 1, "h": 2}
+    assert (deserved["g"]["cpu"], deserved["h"]["cpu"]) == (1000, 2000)
 
 
 def test_guarantees_beyond_the_cluster_are_scaled_down_alike() -> None:
@@ -287,3 +289,20 @@ def test_reclaim_keeps_an_ancestors_guarantee_except_within_it() -> None:
     assert [name for name, ok in may_reclaim(session, sibling).items() if ok] == [
         f"x{i}" for i in range(4)
     ]
+
+
+def test_guarantees_are_held_at_every_level_of_the_tree() -> None:
+    """Of 8 CPUs, the top queue alpha guarantees 2 and betaone (under beta) 1: betatwo,
+    beside both, may hold 5 and deserves no more, though it alone asks."""
+    placed, deserved = by_queue(
+        [
+            node("n1", cpu="8"),
+            queue("alpha", guarantee={"resource": {"cpu": "2"}}),
+            queue("beta"),
+            queue("betaone", parent="beta", guarantee={"resource": {"cpu": "1"}}),
+            queue("betatwo", parent="beta"),
+            *wanting("betatwo", 8),
+        ]
+    )
+    assert placed == {"betatwo": 5}
+    assert deserved["betatwo"]["cpu"] == 5000
