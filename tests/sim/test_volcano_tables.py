@@ -50,24 +50,10 @@ RUNNING_WITHOUT_NODE = (
 )
 
 FAILS: dict[str, tuple[str, ...]] = {
-    "allocate/high-priority-queue-should-not-block-others": (OVERUSED_FLAG, MIN_MEMBER_ZERO),
-    "allocate/master-s-min-member-can-not-be-allocated-break-from-allocating": (
-        OVERUSED_FLAG,
-        MIN_TASK_MEMBER,
-    ),
-    "allocate/one-job-with-two-pods-on-one-node": (OVERUSED_FLAG, MIN_MEMBER_ZERO),
-    "allocate/prepredicate-failed-and-tasks-are-not-used-up-continue-on-until": (OVERUSED_FLAG,),
-    "allocate/prepredicate-failed-node-selector-does-not-match": (OVERUSED_FLAG,),
     "allocate/queue-s-drf-share-value-will-be-updated-and-its-priority-will-ch": (
         OVERUSED_FLAG,
         MIN_MEMBER_ZERO,
     ),
-    "allocate/queue-s-one-jobs-has-no-pending-tasks-should-be-put-back-to-queu": (OVERUSED_FLAG,),
-    "allocate/queue-with-low-drf-share-value-has-high-priority-should-allocate": (
-        OVERUSED_FLAG,
-        MIN_MEMBER_ZERO,
-    ),
-    "allocate/two-jobs-on-one-node": (OVERUSED_FLAG, MIN_MEMBER_ZERO),
     "enqueue/pggroup-cannot-enqueue-because-queue-resources-are-less-than-pod": (
         OVERUSED_FLAG,
         SLA_PLUGIN,
@@ -115,19 +101,15 @@ FAILS: dict[str, tuple[str, ...]] = {
         MIN_MEMBER_ZERO,
     ),
     "reclaim/can-not-reclaim-resources-when-queue-is-not-open-capacity-plugin": (CAPACITY_PLUGIN,),
-    "reclaim/can-not-reclaim-resources-when-queue-is-not-open-proportion-plug": (OVERUSED_FLAG,),
-    "reclaim/can-not-reclaim-resources-when-task-preemption-policy-is-never": (OVERUSED_FLAG,),
     "reclaim/node-available-resources-should-be-included-in-reclaimed-resourc": (
         OVERUSED_FLAG,
         MIN_MEMBER_ZERO,
         QUEUE_PRIORITY,
     ),
-    "reclaim/only-commit-evictions-on-the-node-where-reclaim-succeeds": (OVERUSED_FLAG,),
     "reclaim/reclaim-succeeds-for-second-task-when-first-task-has-preemptionp": (
         OVERUSED_FLAG,
         GANG_CANNOT_START,
     ),
-    "reclaim/sort-reclaimees-when-reclaiming-from-overusing-queue": (OVERUSED_FLAG,),
     "reclaim/sort-reclaimees-when-reclaiming-from-overusing-queues-with-diffe": (
         OVERUSED_FLAG,
         QUEUE_PRIORITY,

@@ -138,7 +138,7 @@ def test_volcano_first_ci_configuration() -> None:
         ("{name: proportion, enabledOverused: false}", {"overused_checks": 0, "share_checks": 1}),
         (
             "{name: proportion, enabledAllocatable: false}",
-            {"overused_checks": 1, "share_checks": 0, "allocate_checks": 1},
+            {"overused_checks": 1, "share_checks": 0, "capacity_checks": 1},
         ),
         ("{name: proportion, enabledOverused: true}", {"overused_checks": 1}),
     ],
