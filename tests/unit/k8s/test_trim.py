@@ -560,3 +560,14 @@ def test_status_and_bookkeeping_changes_do_not_change_a_trimmed_claim_or_volume(
     volume["spec"]["claimRef"]["resourceVersion"] = "77"
     volume["status"]["lastPhaseTransitionTime"] = stamp(60)
     assert trim_volume(volume) == trim_volume(FULL_VOLUME)
+
+
+def test_trimming_only_removes() -> None:
+    """What is kept stays as it was: absent where absent, null where null, and a
+    malformed value as it came, so that the parser refuses it with the same message."""
+    malformed = {"metadata": {"name": "p", "labels": None}, "spec": ["not", "a", "map"]}
+    assert trim_pod(malformed) == {**malformed, "kind": "Pod"}
+    containers = {"metadata": {"name": "p"}, "spec": {"containers": "main"}}
+    assert trim_pod(containers)["spec"] == {"containers": "main"}
+    bare = {"metadata": {"name": "n"}}
+    assert trim_node(bare) == {"metadata": {"name": "n"}, "kind": "Node"}
