@@ -117,7 +117,7 @@ class _Source:
             if each is not None:
                 item = self._item(each)
                 lines.append(
-                    f"{inner}if {found}.__class__ is list: {found} = [{item}(i) for i in {found}]"
+                    f"{inner}if isinstance({found}, list): {found} = [{item}(i) for i in {found}]"
                 )
             elif below is not None and ITEMS not in below:
                 part = f"k{self._names}"
