@@ -153,6 +153,20 @@ def test_preemption_never(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert set(preempting.bound()) == set(waiting)
 
 
+def test_local_volumes(capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate(capsys, EXAMPLES / "local-volumes.yaml")
+    assert run.code == 0
+    assert run.bound() == {
+        "default/filler": "node-b",
+        "default/train-0": "node-a",
+        "default/train-1": "node-c",
+    }
+    assert run.pods["default/indexer"]["reason"] == (
+        "0/3 nodes are available: 1 Insufficient cpu, "
+        "2 node(s) didn't match PersistentVolume's node affinity."
+    )
+
+
 def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
