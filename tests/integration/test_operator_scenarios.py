@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import datetime
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,11 +47,14 @@ CPU = {"cpu": "1", "memory": "1Gi"}
 
 
 def relocated(objects: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
-    """The scenario's namespaced objects moved into the test's namespace."""
+    """The scenario's namespaced objects moved into the test's namespace, and the
+    claims volumes are bound to with them."""
     for obj in objects:
         obj.setdefault("apiVersion", "v1")
         if obj["kind"] not in CLUSTER_SCOPED:
             obj["metadata"]["namespace"] = namespace
+        elif obj["kind"] == "PersistentVolume" and obj["spec"].get("claimRef"):
+            obj["spec"]["claimRef"]["namespace"] = namespace
     return objects
 
 
@@ -67,29 +71,53 @@ def waves(objects: list[JSON]) -> list[list[JSON]]:
 
 @dataclass(frozen=True)
 class Outcome:
-    """Of a scenario's pods: where each bound one is, why each waiting one waits, and
-    which were evicted (gone from the cluster, once the kubelet finished them)."""
+    """Of a scenario's pods: the nodes each gang's (or lone pod's) bound pods are on,
+    how many of each were evicted (gone once the kubelet finished them), and why each
+    waiting pod waits. Members of one gang count as equals: which takes which of its
+    nodes, or which goes, is a tie broken by what the two runs do not share (uids,
+    which the API server makes, and the order events arrive in)."""
 
-    bound: dict[str, str]
+    bound: dict[str, list[str]]
+    evicted: dict[str, int]
     reasons: dict[str, str]
-    evicted: frozenset[str]
 
 
-def simulated(objects: list[JSON], config: str | None, namespace: str) -> Outcome:
-    report = to_json(simulate(copy.deepcopy(objects), read_config(config)))["pods"]
-    ours = [p for p in report if p["namespace"] == namespace]
+def outcome(
+    gangs: dict[str, str], nodes: dict[str, str | None], reasons: dict[str, str], gone: set[str]
+) -> Outcome:
+    bound: dict[str, list[str]] = {}
+    for name, where in nodes.items():
+        if where:
+            bound.setdefault(gangs[name], []).append(where)
     return Outcome(
-        bound={p["name"]: p["node"] for p in ours if p["node"]},
-        reasons={p["name"]: p["reason"] for p in ours if not p["node"] and "evicted_at" not in p},
-        evicted=frozenset(p["name"] for p in ours if "evicted_at" in p),
+        bound={gang: sorted(held) for gang, held in bound.items()},
+        evicted=dict(Counter(gangs[name] for name in gone)),
+        reasons=reasons,
     )
 
 
-def observed(kube: Kube, namespace: str, names: set[str]) -> Outcome:
-    """The scenario's pods in the cluster (`names`: those created that the simulator
-    reports, ours), as a kubelet would leave them: those the scheduler marked for
-    deletion are finished (deleted at once), the bound ones run."""
-    shown = {name: manifest for name, manifest in pods(kube, namespace).items() if name in names}
+@dataclass(frozen=True)
+class Simulated:
+    outcome: Outcome
+    # Each pod's gang ("ns/name"), or its own name for a lone pod.
+    gangs: dict[str, str]
+
+
+def simulated(objects: list[JSON], config: str | None, namespace: str) -> Simulated:
+    report = to_json(simulate(copy.deepcopy(objects), read_config(config)))["pods"]
+    ours = [p for p in report if p["namespace"] == namespace]
+    gangs = {p["name"]: p["group"] or p["name"] for p in ours}
+    nodes = {p["name"]: p["node"] for p in ours if "evicted_at" not in p}
+    reasons = {name: p["reason"] for p in ours if not nodes.get(name := p["name"], "gone")}
+    gone = {p["name"] for p in ours if "evicted_at" in p}
+    return Simulated(outcome(gangs, nodes, reasons, gone), gangs)
+
+
+def observed(kube: Kube, namespace: str, gangs: dict[str, str]) -> Outcome:
+    """The scenario's pods in the cluster (those created that the simulator reports,
+    ours), as a kubelet would leave them: those the scheduler marked for deletion are
+    finished (deleted at once), the bound ones run."""
+    shown = {name: manifest for name, manifest in pods(kube, namespace).items() if name in gangs}
     for name, manifest in shown.items():
         if manifest["metadata"].get("deletionTimestamp"):
             kube.delete(f"/api/v1/namespaces/{namespace}/pods/{name}", grace_period_seconds=0)
@@ -97,24 +125,21 @@ def observed(kube: Kube, namespace: str, names: set[str]) -> Outcome:
             set_running(kube, namespace, [name])
     live = {n: p for n, p in shown.items() if not p["metadata"].get("deletionTimestamp")}
     nodes = {name: manifest["spec"].get("nodeName") for name, manifest in live.items()}
-    return Outcome(
-        bound={name: node for name, node in nodes.items() if node},
-        reasons={n: str(unschedulable_message(live[n])) for n, node in nodes.items() if not node},
-        evicted=frozenset(names - set(live)),
-    )
+    reasons = {n: str(unschedulable_message(live[n])) for n, where in nodes.items() if not where}
+    return outcome(gangs, nodes, reasons, set(gangs) - set(live))
 
 
-def settles(kube: Kube, namespace: str, names: set[str], expected: Outcome, what: str) -> None:
+def settles(kube: Kube, namespace: str, expected: Simulated, what: str) -> None:
     seen: list[Outcome] = []
 
     def check() -> bool:
-        seen.append(observed(kube, namespace, names))
-        return seen[-1] == expected
+        seen.append(observed(kube, namespace, expected.gangs))
+        return seen[-1] == expected.outcome
 
     try:
         eventually(check, timeout=60, what=what)
     except AssertionError:
-        assert seen[-1] == expected  # shown field by field
+        assert seen[-1] == expected.outcome  # shown field by field
         raise
 
 
@@ -147,10 +172,9 @@ def test_an_example_ends_as_the_simulator_says(
                 kube.create(obj)
         arrived += wave
         expected = simulated(arrived, config, namespace)
-        names = {*expected.bound, *expected.reasons, *expected.evicted}
-        settles(kube, namespace, names, expected, f"{len(arrived)} objects: {expected}")
+        settles(kube, namespace, expected, f"{len(arrived)} objects: {expected.outcome}")
     time.sleep(2.5)  # more sessions: nothing else may be bound, evicted or told otherwise
-    assert observed(kube, namespace, names) == expected
+    assert observed(kube, namespace, expected.gangs) == expected.outcome
 
 
 def test_pods_created_before_and_after_the_scheduler_starts_are_bound(
