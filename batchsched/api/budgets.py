@@ -6,7 +6,11 @@ from dataclasses import dataclass
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import Obj, describe, mapping, name_of, namespace_of
+from batchsched.api.reads import reads
 from batchsched.api.selectors import Selector, parse_selector
+
+# What budget_from_object reads (api/reads.py).
+BUDGET_READS = reads("PodDisruptionBudget", "spec.selector", "status.disruptionsAllowed")
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from batchsched.api.meta import (
 )
 from batchsched.api.objects import PodGroup
 from batchsched.api.queues import DEFAULT_QUEUE
+from batchsched.api.reads import reads
 from batchsched.api.resources import parse_resource_list
 
 GROUP = "scheduling.batchsched.io"
@@ -42,6 +43,12 @@ POD_GROUP_APIS: dict[str, str | None] = {
 # with no minimum: every member starts on its own) and has spec.minTaskMember.
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 
+# What pod_group_from_object reads (api/reads.py): the apiVersion too, as a PodGroup of
+# one name may exist in several APIs.
+POD_GROUP_READS = reads(
+    "PodGroup", "apiVersion", "metadata.creationTimestamp", "spec", "status.phase"
+)
+
 PHASES = ("Pending", "Inqueue", "Running", "Completed", "Failed", "Unknown")
 
 
@@ -52,7 +59,7 @@ def pod_group_from_object(obj: Obj, *, default_creation: float = 0.0) -> PodGrou
     message that says what to fix, instead of being scheduled alone.
     """
     namespace, name = namespace_of(obj), name_of(obj)
-    where = describe({**obj, "kind": "PodGroup"})
+    where = describe(obj, kind="PodGroup")
     api_version = str(obj.get("apiVersion") or "")
     group = PodGroup(
         namespace=namespace,

@@ -5,6 +5,12 @@ from batchsched.api.meta import Obj, describe, labels_of, mapping, name_of
 from batchsched.api.objects import Namespace
 from batchsched.api.podaffinity import NAMESPACE_NAME_LABEL
 from batchsched.api.pods import OUR_QUEUE_KEY, named_queue
+from batchsched.api.reads import keys_under, reads
+
+# What namespace_from_object reads (api/reads.py).
+NAMESPACE_READS = reads(
+    "Namespace", "metadata.labels", *keys_under("metadata.annotations", (OUR_QUEUE_KEY,))
+)
 
 
 def namespace_from_object(obj: Obj) -> Namespace:

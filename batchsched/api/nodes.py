@@ -2,7 +2,21 @@
 
 from batchsched.api.meta import Obj, describe, labels_of, mapping, name_of, sequence
 from batchsched.api.objects import Node, Taint
+from batchsched.api.reads import reads
 from batchsched.api.resources import DEFAULT_MAX_PODS, PODS, parse_resource_list
+
+# What node_from_object reads (api/reads.py); of the conditions, only their type and
+# status, so that heartbeats leave a node unchanged.
+NODE_READS = reads(
+    "Node",
+    "metadata.labels",
+    "spec.taints",
+    "spec.unschedulable",
+    "status.allocatable",
+    "status.capacity",
+    "status.conditions[].type",
+    "status.conditions[].status",
+)
 
 
 def node_from_object(obj: Obj) -> Node:
@@ -11,7 +25,7 @@ def node_from_object(obj: Obj) -> Node:
     A node without conditions is taken as Ready: that is how hand-written simulator
     nodes look, while real kubelets always report the condition.
     """
-    where = describe({**obj, "kind": "Node"})
+    where = describe(obj, kind="Node")
     spec = mapping(obj.get("spec"), where=f"{where}.spec")
     status = mapping(obj.get("status"), where=f"{where}.status")
     raw = status.get("allocatable") or status.get("capacity")

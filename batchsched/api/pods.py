@@ -30,10 +30,16 @@ from batchsched.api.objects import (
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.api.podaffinity import PREFERRED, PodAffinity, pod_affinity, term_weight
 from batchsched.api.queues import preemption_policy
+from batchsched.api.reads import keys_under, reads
 from batchsched.api.resources import CPU, MEMORY, PODS, ResourceList, parse_resource_list
 from batchsched.api.selectors import node_selector_term
 from batchsched.api.topologyspread import Spread, label_keys, spread_constraints
-from batchsched.api.unsupported import UNSUPPORTED_SPEC_FIELDS, spec_blocker, volume_blocker
+from batchsched.api.unsupported import (
+    NODE_BOUND_VOLUMES,
+    UNSUPPORTED_SPEC_FIELDS,
+    spec_blocker,
+    volume_blocker,
+)
 from batchsched.api.volumes import PodClaim, pod_claims
 
 OUR_GROUP_KEY = "scheduling.batchsched.io/group-name"
@@ -95,6 +101,56 @@ SHAPE_FIELDS = (
     "hostNetwork",
     "schedulingGates",
     *UNSUPPORTED_SPEC_FIELDS,
+)
+
+
+# Everything task_from_pod reads (api/reads.py): the operator keeps this of each pod.
+# Annotations by key; labels whole, as any label may be what another pod's affinity
+# selects. Every field that constrains placement is here, those the core refuses
+# included: a pod asking for something unsupported must still say so on a live cluster.
+POD_ANNOTATIONS = (
+    *GROUP_ANNOTATIONS,
+    OUR_QUEUE_KEY,
+    VOLCANO_QUEUE_KEY,
+    GPU_INDEX_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+    *PREEMPTABLE_KEYS,
+    TASK_ROLE_KEY,
+)
+POD_SPEC_FIELDS = (
+    *(field for field in SHAPE_FIELDS if field not in ("containers", "initContainers")),
+    "schedulerName",
+    "nodeName",
+    "priority",
+    "priorityClassName",
+    "preemptionPolicy",
+    "topologySpreadConstraints",
+    "activeDeadlineSeconds",
+)
+CONTAINER_FIELDS = (
+    "resources",
+    "restartPolicy",
+    "ports[].hostPort",
+    "ports[].containerPort",
+    "ports[].protocol",
+)
+POD_VOLUME_FIELDS = ("name", "persistentVolumeClaim", "ephemeral", *NODE_BOUND_VOLUMES)
+POD_READS = reads(
+    "Pod",
+    "metadata.creationTimestamp",
+    "metadata.deletionTimestamp",
+    "metadata.labels",
+    *keys_under("metadata.annotations", POD_ANNOTATIONS),
+    *(f"spec.{field}" for field in POD_SPEC_FIELDS),
+    *(
+        f"spec.{part}[].{field}"
+        for part in ("containers", "initContainers")
+        for field in CONTAINER_FIELDS
+    ),
+    *(f"spec.volumes[].{field}" for field in POD_VOLUME_FIELDS),
+    "status.phase",
+    "status.nominatedNodeName",
+    "status.startTime",
 )
 
 

@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import Obj, describe, flag, mapping, name_of, text, whole_number
 from batchsched.api.objects import PriorityClass, Queue
+from batchsched.api.reads import reads
 from batchsched.api.resources import ResourceList, format_amount, parse_resource_list
 
 DEFAULT_QUEUE = "default"
@@ -14,9 +15,14 @@ ROOT_QUEUE = "root"
 # priority, type, dequeueStrategy, or a typo) is refused by name rather than ignored.
 SPEC_KEYS = ("weight", "capability", "reclaimable", "state", "guarantee", "deserved", "parent")
 
+# What queue_from_object and priority_class_from_object read (api/reads.py); a Queue's
+# apiVersion too, as a Queue of one name may exist in our API and Volcano's.
+QUEUE_READS = reads("Queue", "apiVersion", "spec")
+PRIORITY_CLASS_READS = reads("PriorityClass", "value", "globalDefault", "preemptionPolicy")
+
 
 def queue_from_object(obj: Obj) -> Queue:
-    where = describe({**obj, "kind": "Queue"})
+    where = describe(obj, kind="Queue")
     name = name_of(obj)
     if name == ROOT_QUEUE:
         raise InvalidObject(
@@ -104,7 +110,7 @@ def check_hierarchy(queues: Mapping[str, Queue], *, rejected: Mapping[str, str])
 
 
 def priority_class_from_object(obj: Obj) -> PriorityClass:
-    where = describe({**obj, "kind": "PriorityClass"})
+    where = describe(obj, kind="PriorityClass")
     value = obj.get("value")
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidObject(f"{where}.value: {value!r} is not a whole number")

@@ -23,6 +23,7 @@ from batchsched.api.meta import (
 )
 from batchsched.api.objects import Requirement
 from batchsched.api.quantity import ceil_int, parse_quantity
+from batchsched.api.reads import keys_under, reads
 from batchsched.api.selectors import Selector, node_selector_term, parse_selector
 
 # Written by the scheduler on a claim to be provisioned for the node it chose.
@@ -42,6 +43,48 @@ BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 # A class with this provisioner has only the volumes an administrator made.
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+# What the parsers below read of each storage kind (api/reads.py). A volume's labels
+# whole: zone and region labels confine it.
+STORAGE_FIELDS = ("storageClassName", "accessModes", "volumeMode", "volumeAttributesClassName")
+CLAIM_READS = reads(
+    "PersistentVolumeClaim",
+    "metadata.deletionTimestamp",
+    *keys_under(
+        "metadata.annotations",
+        (
+            SELECTED_NODE_ANNOTATION,
+            BIND_COMPLETED_ANNOTATION,
+            BETA_CLASS_ANNOTATION,
+            BINDING_SINCE_ANNOTATION,
+        ),
+    ),
+    # The controller among them: an ephemeral claim belongs to the pod it was made for.
+    "metadata.ownerReferences[].controller",
+    "metadata.ownerReferences[].uid",
+    *(f"spec.{field}" for field in (*STORAGE_FIELDS, "volumeName", "selector")),
+    "spec.resources.requests.storage",
+    "status.phase",
+)
+VOLUME_READS = reads(
+    "PersistentVolume",
+    "metadata.deletionTimestamp",
+    "metadata.labels",
+    *keys_under("metadata.annotations", (BETA_CLASS_ANNOTATION, BINDING_SINCE_ANNOTATION)),
+    *(f"spec.{field}" for field in (*STORAGE_FIELDS, "nodeAffinity")),
+    "spec.capacity.storage",
+    "spec.claimRef.namespace",
+    "spec.claimRef.name",
+    "spec.claimRef.uid",
+    "spec.csi.driver",
+    "spec.csi.volumeHandle",
+    "status.phase",
+)
+STORAGE_CLASS_READS = reads("StorageClass", "provisioner", "volumeBindingMode", "allowedTopologies")
+CSI_NODE_READS = reads("CSINode", "spec.drivers[].name", "spec.drivers[].allocatable")
+CSI_DRIVER_READS = reads("CSIDriver", "spec.storageCapacity")
+STORAGE_CAPACITY_READS = reads(
+    "CSIStorageCapacity", "storageClassName", "nodeTopology", "maximumVolumeSize", "capacity"
+)
 # Zone and region labels a volume may carry, and the node label each is compared with.
 ZONE_LABELS = {
     "failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",

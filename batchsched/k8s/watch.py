@@ -120,13 +120,20 @@ def fingerprint_of(obj: JSON) -> Fingerprint:
     if not isinstance(spec, dict) or "nodeName" not in spec:
         return hash(marshal.dumps(obj, 2)), None
     node = spec.pop("nodeName")
-    notes = obj["metadata"]["annotations"]
+    # Trimming keeps a map only where the object has one: annotations that held only
+    # what the bind wrote hash as none at all, as the pod had before.
+    meta = obj["metadata"]
+    notes = meta.pop("annotations", None) or {}
     written = tuple(notes.pop(key, None) for key in BIND_ANNOTATIONS)
+    if notes:
+        meta["annotations"] = notes
     digest = hash(marshal.dumps(obj, 2))
     spec["nodeName"] = node
     notes.update(
         (key, value) for key, value in zip(BIND_ANNOTATIONS, written, strict=True) if value
     )
+    if notes:
+        meta["annotations"] = notes
     return digest, (node, *written)
 
 
@@ -244,7 +251,7 @@ class Watch:
 
     def _time(self, key: str, obj: JSON) -> None:
         """Start a pod's latency when it can be scheduled; observe it once it is bound."""
-        spec, now = obj["spec"], time.time()
+        spec, now = obj.get("spec") or {}, time.time()
         if spec.get("nodeName"):
             waited = self._waiting.pop(key, None)
             if waited is not None:
@@ -304,8 +311,8 @@ class Watch:
             return new
         if watched is not PODS:
             return False
-        spec = obj["spec"]
-        if _frees_room(before) and obj["status"].get("phase") in FINISHED:
+        spec = obj.get("spec") or {}
+        if _frees_room(before) and (obj.get("status") or {}).get("phase") in FINISHED:
             return True
         if spec.get("schedulerName", "default-scheduler") not in self.scheduler_names:
             return False

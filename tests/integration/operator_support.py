@@ -352,6 +352,14 @@ def overcommitted(kube: Kube, namespace: str) -> dict[str, str]:
     return crowded
 
 
+def set_running(kube: Kube, namespace: str, names: Iterable[str]) -> None:
+    """What the kubelet (not running here) reports once a bound pod's containers run."""
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    for name in names:
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
+        kube.patch(path, {"status": status}, merge=False).expect(200)
+
+
 def unschedulable_message(pod: JSON) -> str | None:
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition["type"] == "PodScheduled" and condition.get("reason") == "Unschedulable":

@@ -54,6 +54,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     priority_class,
     ready_node,
     scheduler_kubeconfig_fixture,
+    set_running,
     start_proxy_fixture,
     start_scheduler_fixture,
     unschedulable_message,
@@ -330,14 +331,6 @@ def gang(kube: Kube, namespace: str, name: str, size: int, priority: str) -> lis
         manifest["spec"]["priorityClassName"] = priority
         create(kube, namespace, manifest)
     return members
-
-
-def set_running(kube: Kube, namespace: str, names: Iterable[str]) -> None:
-    """What the kubelet (not running here) reports once a bound pod's containers run."""
-    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-    for name in names:
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
-        kube.patch(path, {"status": status}, merge=False).expect(200)
 
 
 def test_the_operator_preempts_a_running_gang_whole_for_a_higher_priority_one(

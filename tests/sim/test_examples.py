@@ -1,6 +1,7 @@
 """Every example in examples/ gives the outcome its header comment promises."""
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -133,6 +134,37 @@ def test_preemption(capsys: pytest.CaptureFixture[str]) -> None:
     for name in ("default/nightly", "default/train"):
         assert (run.podgroups[name]["phase"], run.podgroups[name]["scheduled"]) == ("Running", 4)
     assert run.report["summary"]["preempted"] == 2
+
+
+def test_preemption_never(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    example = EXAMPLES / "preemption-never.yaml"
+    run = simulate(capsys, example)
+    assert run.code == 0
+    assert run.report["evictions"] == []
+    running = {"default/guarded", "default/nightly-0", "default/nightly-1"}
+    assert set(run.bound()) == running
+    waiting = ("default/urgent", "default/urgent-gang-0", "default/urgent-gang-1")
+    assert all(run.pods[name]["reason"] for name in waiting)
+    # The class's default policy: both would have made room.
+    default = tmp_path / "default-policy.yaml"
+    default.write_text(example.read_text().replace("preemptionPolicy: Never\n", ""))
+    preempting = simulate(capsys, default)
+    assert {e["pod"] for e in preempting.report["evictions"]} == running
+    assert set(preempting.bound()) == set(waiting)
+
+
+def test_local_volumes(capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate(capsys, EXAMPLES / "local-volumes.yaml")
+    assert run.code == 0
+    assert run.bound() == {
+        "default/filler": "node-b",
+        "default/train-0": "node-a",
+        "default/train-1": "node-c",
+    }
+    assert run.pods["default/indexer"]["reason"] == (
+        "0/3 nodes are available: 1 Insufficient cpu, "
+        "2 node(s) didn't match PersistentVolume's node affinity."
+    )
 
 
 def is_number(value: Any) -> bool:

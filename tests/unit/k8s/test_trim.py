@@ -240,7 +240,6 @@ def test_status_and_bookkeeping_changes_do_not_change_the_trimmed_pod() -> None:
     changed = copy.deepcopy(FULL_POD)
     changed["metadata"]["resourceVersion"] = "99"
     changed["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
-    changed["spec"]["volumes"][0]["name"] = "kube-api-access-x7k2p"
     changed["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
     changed["spec"]["containers"][0]["image"] = "trainer:v2"
     assert trim_pod(changed) == trim_pod(FULL_POD)
@@ -567,3 +566,14 @@ def test_status_and_bookkeeping_changes_do_not_change_a_trimmed_claim_or_volume(
     volume["spec"]["claimRef"]["resourceVersion"] = "77"
     volume["status"]["lastPhaseTransitionTime"] = stamp(60)
     assert trim_volume(volume) == trim_volume(FULL_VOLUME)
+
+
+def test_trimming_only_removes() -> None:
+    """What is kept stays as it was: absent where absent, null where null, and a
+    malformed value as it came, so that the parser refuses it with the same message."""
+    malformed = {"metadata": {"name": "p", "labels": None}, "spec": ["not", "a", "map"]}
+    assert trim_pod(malformed) == {**malformed, "kind": "Pod"}
+    containers = {"metadata": {"name": "p"}, "spec": {"containers": "main"}}
+    assert trim_pod(containers)["spec"] == {"containers": "main"}
+    bare = {"metadata": {"name": "n"}}
+    assert trim_node(bare) == {"metadata": {"name": "n"}, "kind": "Node"}

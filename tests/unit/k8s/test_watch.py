@@ -4,6 +4,7 @@ session being woken; any other change is applied."""
 import copy
 from typing import Any
 
+import pytest
 from prometheus_client import REGISTRY
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
@@ -113,6 +114,29 @@ def test_an_unusable_storage_class_is_reported_for_an_event() -> None:
     [(ref, message)] = watch.invalid.values()
     assert ref == {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "name": "fast"}
     assert "volumeBindingMode" in message
+
+
+@pytest.mark.parametrize(
+    ("kind", "bad"),
+    [
+        ("Node", {"status": {"allocatable": {"cpu": "lots"}}}),
+        ("Queue", {"apiVersion": OUR_API, "spec": {"state": "Shut"}}),
+        ("PriorityClass", {"value": "high"}),
+        ("StorageClass", {"volumeBindingMode": "Later"}),
+        ("PersistentVolume", {"spec": {"capacity": {"storage": "big"}}}),
+        ("PersistentVolumeClaim", {"spec": {"resources": {"requests": {"storage": "big"}}}}),
+    ],
+)
+def test_an_unusable_object_of_any_kind_is_reported_with_its_uid(
+    kind: str, bad: dict[str, Any]
+) -> None:
+    """The event the leader posts about it names it by uid, as kubectl matches events."""
+    watch = watch_over(RecordingApi())
+    watched = next(w for w in WATCHED if w.kind == kind)
+    meta = {"name": "x", "uid": "uid-x", "namespace": "team"}
+    watch.apply(watched, {"kind": kind, "metadata": meta, **bad})
+    [(ref, _)] = watch.invalid.values()
+    assert ref["uid"] == "uid-x"
 
 
 VOLCANO = "scheduling.volcano.sh/v1beta1"
