@@ -3,9 +3,9 @@ trimmers, built from the declarations, keep all it reads.
 
 Every scenario the repository holds is parsed through a map that records each path the
 parser asks for, present or not: a field asked for only to see whether it is set
-(spec.preemptionPolicy) is caught though no scenario sets it. Annotations are read
-whole by annotations_of and then looked up by key; those keys are checked by the
-differential test on the scenarios (tests/unit/k8s/test_trim_scenarios.py).
+(spec.preemptionPolicy) is caught though no scenario sets it. Annotations are checked
+whole by annotations_of (every value a string) and then looked up by key: the map it
+returns records those lookups too, so an annotation key read but not declared is caught.
 """
 
 import contextlib
@@ -13,9 +13,11 @@ import copy
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
+from batchsched.api import meta, pods, volumes
 from batchsched.api.reads import ITEMS, Reads
 from batchsched.api.reads import Path as ReadPath
 from batchsched.k8s.trim import DECLARED, trimmer
@@ -73,8 +75,16 @@ class RecordedList(list[Any]):
 
 def paths_read(kind: str, obj: dict[str, Any]) -> set[Read]:
     log: set[Read] = set()
+
+    def annotations_of(obj: Any, *, kind: str | None = None) -> Any:
+        return RecordedMap(meta.annotations_of(obj, kind=kind), ANNOTATIONS, log)
+
     # A refused object's reads count as well.
-    with contextlib.suppress(Exception):
+    with (
+        contextlib.suppress(Exception),
+        mock.patch.object(pods, "annotations_of", annotations_of),
+        mock.patch.object(volumes, "annotations_of", annotations_of),
+    ):
         PARSERS[kind](RecordedMap(obj, (), log))
     return log
 
@@ -105,6 +115,20 @@ def test_a_read_left_undeclared_is_found() -> None:
     tree = copy.deepcopy(DECLARED["Pod"].tree)
     del tree["spec"]["preemptionPolicy"]  # type: ignore[union-attr]
     assert undeclared(Reads("Pod", tree), log) == ["spec.preemptionPolicy"]
+
+
+def test_an_annotation_read_but_left_undeclared_is_found() -> None:
+    """The check itself, for annotation keys: a Volcano task role, against a declaration
+    without that key."""
+    pod = {
+        "metadata": {"name": "p", "annotations": {pods.TASK_ROLE_KEY: "master"}},
+        "spec": {"containers": [{"name": "c"}]},
+    }
+    log = paths_read("Pod", pod)
+    assert undeclared(DECLARED["Pod"], log) == []
+    tree = copy.deepcopy(DECLARED["Pod"].tree)
+    del tree["metadata"]["annotations"][pods.TASK_ROLE_KEY]  # type: ignore[union-attr,index]
+    assert undeclared(Reads("Pod", tree), log) == [f"metadata.annotations.{pods.TASK_ROLE_KEY}"]
 
 
 def test_every_watched_object_keeps_its_uid() -> None:
