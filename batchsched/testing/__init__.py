@@ -6,15 +6,20 @@ scheduler itself imports it.
 
 from batchsched.testing.controlplane import ControlPlane, ControlPlaneError, find_assets
 from batchsched.testing.kube import JSON, ClusterObjects, Kube, KubeError, Resource, Response
+from batchsched.testing.peers import PEERS, PeersUnavailable, peer_crds, peer_source
 
 __all__ = [
     "JSON",
+    "PEERS",
     "ClusterObjects",
     "ControlPlane",
     "ControlPlaneError",
     "Kube",
     "KubeError",
+    "PeersUnavailable",
     "Resource",
     "Response",
     "find_assets",
+    "peer_crds",
+    "peer_source",
 ]
