@@ -123,6 +123,9 @@ class StatusForm:
     counts: tuple[str, ...]
     conditions: bool = False
     start_time: bool = False
+    # Whether its CRD serves a status subresource; without one (Volcano's PodGroup)
+    # status is patched on the object itself.
+    status_subresource: bool = True
 
 
 def _our_phase(job: JobStatus) -> str:
@@ -168,7 +171,9 @@ _TENCENT = StatusForm(phase=_tencent_phase, counts=("scheduled", *_COUNTS), star
 # By API group: each project kept its status's shape across its versions.
 STATUS_FORMS = {
     "scheduling.batchsched.io": _OURS,
-    "scheduling.volcano.sh": StatusForm(phase=_volcano_phase, counts=_COUNTS, conditions=True),
+    "scheduling.volcano.sh": StatusForm(
+        phase=_volcano_phase, counts=_COUNTS, conditions=True, status_subresource=False
+    ),
     "scheduling.incubator.k8s.io": _KUBE_BATCH,
     "scheduling.sigs.dev": _KUBE_BATCH,
     "scheduling.x-k8s.io": StatusForm(phase=_coscheduling_phase, counts=_COUNTS, start_time=True),
@@ -311,10 +316,9 @@ class StatusWriter:
             if _same(desired, shown):
                 continue
             self._written[target] = {**shown, **desired}
-            path = (
-                f"/apis/{group.api_version}/namespaces/{group.namespace}"
-                f"/podgroups/{group.name}/status"
-            )
+            path = f"/apis/{group.api_version}/namespaces/{group.namespace}/podgroups/{group.name}"
+            if form.status_subresource:
+                path += "/status"
             write = partial(self.api.patch, path, {"status": desired})
             self._enqueue(target, "podgroup_status", write)
             # News: a changed condition, or for a form without conditions a changed phase.
@@ -335,9 +339,10 @@ class StatusWriter:
 
     def queues(self, usage: Mapping[str, QueueUsage], queues: Mapping[str, Queue]) -> None:
         """Our Queues' status, and Volcano's (unless `write_peers` is off) in Volcano's
-        form: its state from the spec, as its queue controller writes it, and the counts
-        of groups by phase; Volcano's Queue status has no allocated resources."""
-        for name, queue in queues.items():
+        form: the counts of groups by phase. Volcano's state is never written: it is
+        status.state itself, which its queue controller and `vcctl queue operate` set
+        and we read; Volcano's Queue status has no allocated resources here."""
+        for name in queues:
             api_version = self.queue_apis.get(name, OUR_API)
             ours = api_version == OUR_API
             if not ours and not self.write_peers:
@@ -357,8 +362,6 @@ class StatusWriter:
                 for resource in shown.get("allocated") or {}:
                     allocated.setdefault(resource, None)
                 desired["allocated"] = allocated
-            else:
-                desired["state"] = "Open" if queue.open else "Closed"
             if _same(desired, shown):
                 continue
             written = {**shown, **desired}
@@ -461,12 +464,15 @@ class StatusWriter:
                 self._drop_queued()
                 API_WRITES.labels(what, "fenced").inc()
             except ApiError as error:
+                gone = error.status == 404 and bool(error.subject)
                 if NAMESPACE_TERMINATING in error.causes:
                     # Every namespaced target's key is "namespace/name".
                     self.namespace_terminating(target[1].partition("/")[0])
-                elif error.status != 404:
+                elif not gone:
+                    # Includes a 404 naming no object: the path is not served, so this
+                    # write can never land; it must not pass for a deleted object.
                     log.error("writing %s of %s/%s failed: %s", what, *target, error)
-                API_WRITES.labels(what, "gone" if error.status == 404 else error_code(error)).inc()
+                API_WRITES.labels(what, "gone" if gone else error_code(error)).inc()
             except TRANSPORT_ERRORS as error:
                 log.error("writing %s of %s/%s failed: %r", what, *target, error)
                 API_WRITES.labels(what, error_code(error)).inc()

@@ -176,9 +176,8 @@ def test_jobs_sent_to_a_parent_wait_naming_its_children() -> None:
 
 
 def test_a_closed_parent_closes_its_children() -> None:
-    decisions = decide(
-        [node("n1"), queue("org", state="Closed"), queue("x", parent="org"), *wanting("x", 1)]
-    )
+    closed = {**queue("org"), "status": {"state": "Closed"}}
+    decisions = decide([node("n1"), closed, queue("x", parent="org"), *wanting("x", 1)])
     assert decisions.pending == {"default/x0-0": "queue org is closed"}
 
 
