@@ -228,13 +228,19 @@ def trim_budget(budget: Mapping[str, Any]) -> JSON:
 
 
 def trim_queue(queue: Mapping[str, Any]) -> JSON:
-    """The apiVersion stays: a Queue of one name may exist in our API and Volcano's."""
-    return {
+    """The apiVersion stays: a Queue of one name may exist in our API and Volcano's.
+    Of the status only Volcano's state is read; the counts we write there would
+    otherwise make every write look like a change to the queue."""
+    trimmed: JSON = {
         "apiVersion": queue.get("apiVersion"),
         "kind": "Queue",
         "metadata": {"name": (queue.get("metadata") or {}).get("name")},
         "spec": queue.get("spec"),
     }
+    state = (queue.get("status") or {}).get("state")
+    if state is not None:
+        trimmed["status"] = {"state": state}
+    return trimmed
 
 
 def trim_priority_class(priority_class: Mapping[str, Any]) -> JSON:
