@@ -17,8 +17,11 @@ Volcano's other Queue fields mean what its users expect:
   guarantee, capped by what it asks for) instead of a weighted share; others share the rest.
 - `parent` makes a tree. Queues with none (or Volcano's `root`) share the cluster; a
   parent's share is water-filled among its children alike, and deserves at least their
-  guarantees. A pod counts against its queue's capability and every ancestor's. Jobs go
-  to leaves: one sent to a queue with children waits, as in Volcano.
+  guarantees. A `root` Queue, where one exists, is the parent of them all: its
+  capability caps each pool's share and, at placement, their total. A pod counts
+  against its queue's capability and every ancestor's. Jobs go to leaves: one sent to a
+  queue with children waits, as in Volcano.
+- `priority` (Volcano's) orders queues before their shares do.
 - Reclaim lets a job of a queue below its deserved share (in a resource the job asks for)
   evict pods of other reclaimable queues above theirs, as Volcano's proportion does, but
   never a pod whose eviction would take its queue, or an ancestor the job's queue does

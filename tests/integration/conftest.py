@@ -34,10 +34,10 @@ from .operator_support import SchedulerAccounts
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_CRDS = REPO / "crds"
 # kube-batch's and Tencent's PodGroup CRDs are stand-ins written from those projects' API
-# types: the Go module proxy serves neither (it refuses github.com/kubernetes-sigs/kube-batch
-# and sigs.k8s.io/kube-batch), and kube-batch's released CRDs are
-# apiextensions.k8s.io/v1beta1, which API servers stopped serving in 1.22. Every other
-# peer's CRDs are its released files, unchanged (batchsched.testing.peers).
+# types: the Go module proxy refuses kube-batch (github.com/kubernetes-sigs/kube-batch,
+# sigs.k8s.io/kube-batch), whose released CRDs are apiextensions.k8s.io/v1beta1 anyway
+# (API servers stopped serving it in 1.22), and no Go module is known to ship Tencent's.
+# Every other peer's CRDs are its released files, unchanged (batchsched.testing.peers).
 STAND_IN_CRDS = Path(__file__).resolve().parent / "crds"
 
 
