@@ -63,9 +63,6 @@ class ApiError(Exception):
         self.causes = frozenset(str(c.get("reason") or c.get("type") or "") for c in listed)
         # And in its words: which PodDisruptionBudget refused an eviction, and why.
         self.explanations = tuple(str(c["message"]) for c in listed if c.get("message"))
-        # The object the answer is about: a 404 naming one says that object is gone, one
-        # naming none that the path is not served (a subresource the kind lacks).
-        self.subject = str(details.get("name") or "") if isinstance(details, dict) else ""
         super().__init__(f"{method} {path}: HTTP {status}: {self.message}")
 
     @property

@@ -16,7 +16,7 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -113,6 +113,11 @@ def rfc3339(seconds: float, *, micro: bool = False) -> str:
 Write = Callable[[], Awaitable[object]]
 
 
+class Unwritable(Exception):
+    """A status write answered 404 while its object exists: the path is not served (a
+    status subresource the kind's CRD lacks), so it can never land."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class StatusForm:
     """How one project writes its PodGroups' status: its phase names for ours, the counts
@@ -177,7 +182,8 @@ STATUS_FORMS = {
     "scheduling.incubator.k8s.io": _KUBE_BATCH,
     "scheduling.sigs.dev": _KUBE_BATCH,
     "scheduling.x-k8s.io": StatusForm(phase=_coscheduling_phase, counts=_COUNTS, start_time=True),
-    "scheduling.sigs.k8s.io": _TENCENT,
+    # scheduler-plugins' CRD of this API (v0.22) has no status subresource.
+    "scheduling.sigs.k8s.io": replace(_TENCENT, status_subresource=False),
     "batch.scheduler.tencent.com": _TENCENT,
 }
 
@@ -319,7 +325,7 @@ class StatusWriter:
             path = f"/apis/{group.api_version}/namespaces/{group.namespace}/podgroups/{group.name}"
             if form.status_subresource:
                 path += "/status"
-            write = partial(self.api.patch, path, {"status": desired})
+            write = partial(self._patch_status, path, {"status": desired})
             self._enqueue(target, "podgroup_status", write)
             # News: a changed condition, or for a form without conditions a changed phase.
             if form.conditions:
@@ -369,7 +375,7 @@ class StatusWriter:
                 written["allocated"] = {k: v for k, v in allocated.items() if v is not None}
             self._written[target] = written
             path = f"/apis/{api_version}/queues/{name}/status"
-            write = partial(self.api.patch, path, {"status": desired})
+            write = partial(self._patch_status, path, {"status": desired})
             self._enqueue(target, "queue_status", write)
 
     def invalid(self, problems: Mapping[tuple[str, str], tuple[ObjectRef, str]]) -> None:
@@ -464,20 +470,31 @@ class StatusWriter:
                 self._drop_queued()
                 API_WRITES.labels(what, "fenced").inc()
             except ApiError as error:
-                gone = error.status == 404 and bool(error.subject)
                 if NAMESPACE_TERMINATING in error.causes:
                     # Every namespaced target's key is "namespace/name".
                     self.namespace_terminating(target[1].partition("/")[0])
-                elif not gone:
-                    # Includes a 404 naming no object: the path is not served, so this
-                    # write can never land; it must not pass for a deleted object.
+                elif error.status != 404:
                     log.error("writing %s of %s/%s failed: %s", what, *target, error)
-                API_WRITES.labels(what, "gone" if gone else error_code(error)).inc()
+                API_WRITES.labels(what, "gone" if error.status == 404 else error_code(error)).inc()
+            except Unwritable as error:
+                log.error("writing %s of %s/%s cannot land: %s", what, *target, error)
+                API_WRITES.labels(what, "unwritable").inc()
             except TRANSPORT_ERRORS as error:
                 log.error("writing %s of %s/%s failed: %r", what, *target, error)
                 API_WRITES.labels(what, error_code(error)).inc()
             else:
                 API_WRITES.labels(what, "ok").inc()
+
+    async def _patch_status(self, path: str, body: JSON) -> object:
+        """The API server answers 404 alike for a deleted object and for a status
+        subresource its CRD does not serve; the object itself tells them apart."""
+        try:
+            return await self.api.patch(path, body)
+        except ApiError as error:
+            if error.status != 404 or not path.endswith("/status"):
+                raise
+            await self.api.get(path.removesuffix("/status"))
+            raise Unwritable(f"PATCH {path}: HTTP 404, but the object exists") from error
 
     async def _fenced(self, write: Write) -> object:
         """One attempt, sent only while the lease is ours and given up before it may not be."""

@@ -257,16 +257,17 @@ async def test_a_peer_group_gets_the_status_its_project_writes(
     writer_ = writer(api)
     writer_.groups({"ns/g": job}, peer_group(api_version))
     await settle(writer_, api)
-    # Volcano's PodGroup CRD has no status subresource: its status is patched on the object.
+    group = api_version.partition("/")[0]
+    # The PodGroup CRDs of Volcano and of scheduler-plugins' sigs.k8s.io API have no
+    # status subresource: their status is patched on the object.
     object_path = f"/apis/{api_version}/namespaces/ns/podgroups/g"
-    volcano = api_version.startswith("scheduling.volcano.sh/")
-    [patch] = api.sent("PATCH", object_path if volcano else f"{object_path}/status")
-    assert not (volcano and api.sent("PATCH", f"{object_path}/status"))
+    on_object = group in ("scheduling.volcano.sh", "scheduling.sigs.k8s.io")
+    [patch] = api.sent("PATCH", object_path if on_object else f"{object_path}/status")
+    assert not (on_object and api.sent("PATCH", f"{object_path}/status"))
     written = dict(patch["status"])
     conditions = written.pop("conditions", None)
     started = written.pop("scheduleStartTime", None)
     assert written == status
-    group = api_version.partition("/")[0]
     assert (conditions is not None) == (group in WITH_CONDITIONS and job.condition is not None)
     assert (started is not None) == (group in WITH_START_TIME)
 
