@@ -4,10 +4,12 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from prometheus_client import REGISTRY
 
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.decisions import Binding, Condition, JobStatus
+from batchsched.k8s.client import ApiError
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
 
 from .recording_api import RecordingApi, settle
@@ -370,3 +372,37 @@ async def test_a_pod_placed_before_its_condition_went_out_is_not_told_it_waits()
     status.bound(Binding(namespace="ns", name="p", uid="u", node="n1", job="ns/p"))
     await settle(status, api)
     assert api.sent("PATCH") == []
+
+
+def writes(result: str) -> float:
+    labels = {"kind": "podgroup_status", "result": result}
+    return REGISTRY.get_sample_value("batchsched_api_writes_total", labels) or 0.0
+
+
+@pytest.mark.parametrize("exists", [True, False])
+async def test_a_status_write_answered_404_is_told_apart_by_reading_the_object(
+    exists: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The API server answers a status subresource the CRD lacks as it answers a deleted
+    object: 404 NotFound naming it. The object, read, tells which: a write that can never
+    land is logged and counted, not passed off as gone."""
+    not_found = {"reason": "NotFound", "details": {"name": "g", "kind": "podgroups"}}
+
+    def answer(method: str, path: str, body: object) -> dict[str, object]:
+        if method == "PATCH" or not exists:
+            raise ApiError(method, path, 404, not_found)
+        return {"metadata": {"name": "g"}}
+
+    api = RecordingApi(answer=answer)
+    status = writer(api)
+    before = {result: writes(result) for result in ("gone", "unwritable")}
+    status.groups({"ns/g": placed(0)}, peer_group("scheduling.x-k8s.io/v1alpha1"))
+    await settle(status, api)
+    counted = {result: writes(result) - before[result] for result in before}
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    if exists:
+        assert counted == {"gone": 0, "unwritable": 1}
+        assert len(errors) == 1 and "cannot land" in errors[0], errors
+    else:
+        assert counted == {"gone": 1, "unwritable": 0}
+        assert errors == []
