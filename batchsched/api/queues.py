@@ -45,6 +45,13 @@ INERT_VOLCANO_KEYS = {
     "extendClusters": "it feeds Volcano's multi-cluster dispatch; batchsched schedules one cluster",
     "type": "Volcano's scheduler reads it in no decision either",
 }
+# Volcano's drf plugin reads these annotations only in its hierarchical mode
+# (enableHierarchy), which plugins/drf.py refuses: accepted, and logged once.
+HIERARCHY_ANNOTATIONS = ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights")
+HIERARCHY_WHY = (
+    "Volcano's drf reads it only with enableHierarchy, which batchsched does not "
+    "implement; spec.parent makes a tree of queues here"
+)
 # Volcano's nodegroup plugin: a queue's jobs go to (or avoid) nodes labelled with these
 # node groups. Preferences are accepted without effect; requirements cannot be honoured.
 NODE_GROUP_KEYS = ("nodeGroupAffinity", "nodeGroupAntiAffinity")
@@ -102,7 +109,7 @@ def queue_from_object(obj: Obj, *, volcano: bool = False) -> Queue:
         parent=None if parent == ROOT_QUEUE else parent,
         dequeue=Dequeue(dequeue or Dequeue.TRAVERSE),
         priority=whole_number(spec.get("priority", 0), where=f"{where}.spec.priority", minimum=0),
-        inert=_inert(spec, where=f"{where}.spec") if volcano else (),
+        inert=_inert(obj, spec, where=where) if volcano else (),
     )
 
 
@@ -123,26 +130,33 @@ def _volcano_open(obj: Obj, *, where: str) -> bool:
     return state == "Open"
 
 
-def _inert(spec: Obj, *, where: str) -> tuple[str, ...]:
+def _inert(obj: Obj, spec: Obj, *, where: str) -> tuple[str, ...]:
     """Volcano's keys set here that have no effect, each with why; a node-group
     requirement, which cannot be honoured, is refused."""
-    notes = [(key, why) for key, why in INERT_VOLCANO_KEYS.items() if spec.get(key)]
-    affinity = mapping(spec.get("affinity"), where=f"{where}.affinity")
-    _refuse_unknown(affinity, NODE_GROUP_KEYS, where=f"{where}.affinity")
+    notes = [(f"spec.{key}", why) for key, why in INERT_VOLCANO_KEYS.items() if spec.get(key)]
+    annotations = mapping(mapping(obj.get("metadata"), where=where).get("annotations"), where=where)
+    notes += [
+        (f"metadata.annotations[{key}]", HIERARCHY_WHY)
+        for key in HIERARCHY_ANNOTATIONS
+        if annotations.get(key)
+    ]
+    at = f"{where}.spec.affinity"
+    affinity = mapping(spec.get("affinity"), where=at)
+    _refuse_unknown(affinity, NODE_GROUP_KEYS, where=at)
     for key in NODE_GROUP_KEYS:
-        terms = mapping(affinity.get(key), where=f"{where}.affinity.{key}")
-        _refuse_unknown(terms, (REQUIRED_TERMS, PREFERRED_TERMS), where=f"{where}.affinity.{key}")
-        required = sequence(terms.get(REQUIRED_TERMS), where=f"{where}.affinity.{key}")
+        terms = mapping(affinity.get(key), where=f"{at}.{key}")
+        _refuse_unknown(terms, (REQUIRED_TERMS, PREFERRED_TERMS), where=f"{at}.{key}")
+        required = sequence(terms.get(REQUIRED_TERMS), where=f"{at}.{key}")
         if required:
             raise InvalidObject(
-                f"{where}.affinity.{key}.{REQUIRED_TERMS}: {required!r} cannot be honoured: "
+                f"{at}.{key}.{REQUIRED_TERMS}: {required!r} cannot be honoured: "
                 "batchsched has no node groups (Volcano's nodegroup plugin); give the "
                 "pods a nodeAffinity on the volcano.sh/nodegroup-name label instead"
             )
-        if sequence(terms.get(PREFERRED_TERMS), where=f"{where}.affinity.{key}"):
+        if sequence(terms.get(PREFERRED_TERMS), where=f"{at}.{key}"):
             notes.append(
                 (
-                    f"affinity.{key}.{PREFERRED_TERMS}",
+                    f"spec.affinity.{key}.{PREFERRED_TERMS}",
                     "a preference for Volcano's node groups, which batchsched does not score",
                 )
             )

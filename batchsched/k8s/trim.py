@@ -18,6 +18,7 @@ from batchsched.api.pods import (
     PREEMPTABLE_KEYS,
     VOLCANO_QUEUE_KEY,
 )
+from batchsched.api.queues import HIERARCHY_ANNOTATIONS
 from batchsched.api.unsupported import NODE_BOUND_VOLUMES, UNSUPPORTED_SPEC_FIELDS
 from batchsched.api.volumes import (
     BETA_CLASS_ANNOTATION,
@@ -229,14 +230,20 @@ def trim_budget(budget: Mapping[str, Any]) -> JSON:
 
 def trim_queue(queue: Mapping[str, Any]) -> JSON:
     """The apiVersion stays: a Queue of one name may exist in our API and Volcano's.
-    Of the status only Volcano's state is read; the counts we write there would
-    otherwise make every write look like a change to the queue."""
+    Of the status only Volcano's state is read (the counts we write there would
+    otherwise make every write look like a change to the queue), and of the annotations
+    only Volcano's hierarchy ones, which are logged as having no effect."""
+    meta = queue.get("metadata") or {}
     trimmed: JSON = {
         "apiVersion": queue.get("apiVersion"),
         "kind": "Queue",
-        "metadata": {"name": (queue.get("metadata") or {}).get("name")},
+        "metadata": {"name": meta.get("name")},
         "spec": queue.get("spec"),
     }
+    annotations = meta.get("annotations") or {}
+    hierarchy = {key: annotations[key] for key in HIERARCHY_ANNOTATIONS if key in annotations}
+    if hierarchy:
+        trimmed["metadata"]["annotations"] = hierarchy
     state = (queue.get("status") or {}).get("state")
     if state is not None:
         trimmed["status"] = {"state": state}

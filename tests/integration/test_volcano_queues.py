@@ -10,8 +10,9 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+import yaml
 
-from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube
+from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube, peer_source
 from batchsched.testing.objects import node
 
 from .operator_support import (  # noqa: F401 (fixtures)
@@ -187,3 +188,26 @@ def test_the_root_queue_tops_the_tree_with_its_capability(
         what="second waiting on the root's capability",
     )
     assert not {"second-0", "second-1"} & bound(kube, namespace)
+
+
+def test_volcanos_hierarchical_example_queues_schedule(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    """Volcano's example/hierarchical-jobs/queues.yaml, from its release: its Queues are
+    accepted (their hierarchy annotations, read only by Volcano's drf in a mode batchsched
+    does not implement, are logged once each as having no effect) and gangs in them bind."""
+    example = peer_source("volcano") / "example" / "hierarchical-jobs" / "queues.yaml"
+    queues = [doc for doc in yaml.safe_load_all(example.read_text()) if doc]
+    assert [q["kind"] for q in queues] == ["Queue"] * 4
+    for queue in queues:
+        cluster_objects.create(queue)
+    ready_node(cluster_objects, kube, node(f"n-{namespace}", {"cpu": "8", "memory": "8Gi"}))
+    for queue in queues:
+        name = queue["metadata"]["name"]
+        gang(kube, namespace, name, name, 2, "500m")
+    scheduler = start_scheduler(config=DROP_IN)
+
+    wanted = {f"{q['metadata']['name']}-{i}" for q in queues for i in range(2)}
+    eventually(lambda: wanted <= bound(kube, namespace), what="a gang in each queue bound")
+    notes = [line for line in scheduler.output().splitlines() if "has no effect here" in line]
+    assert len(notes) == 2 * len(queues), notes

@@ -312,3 +312,13 @@ def test_only_the_bad_queue_waits() -> None:
         "default/stuck-0": "queue 'bad' is invalid: "
         "Queue bad.spec.guarantee.resource.cpu: 3 exceeds spec.capability.cpu 2"
     }
+
+
+def test_volcanos_hierarchy_annotations_are_accepted_with_a_note() -> None:
+    obj = volcano_queue("q")
+    obj["metadata"]["annotations"] = {"volcano.sh/hierarchy": "root/eng/prod"}
+    assert as_volcano(obj).inert == (
+        "Queue q.metadata.annotations[volcano.sh/hierarchy] has no effect here: Volcano's drf "
+        "reads it only with enableHierarchy, which batchsched does not implement; "
+        "spec.parent makes a tree of queues here",
+    )
