@@ -211,3 +211,34 @@ def test_volcanos_hierarchical_example_queues_schedule(
     eventually(lambda: wanted <= bound(kube, namespace), what="a gang in each queue bound")
     notes = [line for line in scheduler.output().splitlines() if "has no effect here" in line]
     assert len(notes) == 2 * len(queues), notes
+
+
+def test_short_names_beside_the_peers_crds(control_plane: ControlPlane) -> None:
+    """Our short names stay the contract's (`pg`, `q`): beside Volcano's and
+    scheduler-plugins' CRDs kubectl resolves them to ours and warns of the peers' kinds,
+    which are named in full; the `batchsched` category is unambiguous
+    (docs/drop-in.md, "Short names")."""
+    kubectl = ["kubectl", "--kubeconfig", str(control_plane.kubeconfig)]
+
+    def get(what: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*kubectl, "get", what, "-A"], capture_output=True, text=True)
+
+    for short, theirs in (
+        ("pg", "podgroups.scheduling.volcano.sh"),
+        ("q", "queues.scheduling.volcano.sh"),
+    ):
+        shown = get(short)
+        assert shown.returncode == 0, shown.stderr
+        assert f"could also match lower priority resource {theirs}" in shown.stderr
+    resources = subprocess.run(
+        [*kubectl, "api-resources", "--categories=batchsched", "-o", "name"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert sorted(resources) == [
+        "podgroups.scheduling.batchsched.io",
+        "queues.scheduling.batchsched.io",
+    ]
+    shown = get("batchsched")
+    assert shown.returncode == 0 and "could also match" not in shown.stderr, shown.stderr
