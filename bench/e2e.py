@@ -3,6 +3,7 @@ ceiling and the list-watch floor measured in the same run.
 
 Usage: python bench/e2e.py [--nodes 1000] [--pods 5000] [--gang 8] [--concurrency 64]
                           [--rounds 6] [--control-plane-cpus 0|shared]
+                          [--kinds ours|volcano]
 Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
 
 1. A fresh etcd + kube-apiserver, N Ready nodes. The API server and etcd run on a CPU
@@ -28,7 +29,11 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
    which leaves out process start and listing the cluster. Latency is from each pod's
    creation (client clock, when its create call returned) to the watch event showing
    its node.
-   The operator is stopped and the pods and PodGroups deleted.
+   The operator is stopped and the pods and PodGroups deleted. With `--kinds volcano`
+   the gangs are written as a Volcano user writes them, on Volcano's released CRDs
+   (hack/peer-crds.sh): PodGroups of scheduling.volcano.sh in a Volcano Queue `bench`
+   under a `root` Queue, both created through the API server (so with the CRD's
+   defaults), the pods joined by Volcano's `scheduling.k8s.io/group-name` annotation.
 4. List-watch floor: P pods that no scheduler owns, bound by bench/floor.py, started
    and timed as the operator is. It lists the cluster, watches every pod and binds
    as the raw client does, deciding nothing: what any scheduler that lists and
@@ -95,7 +100,7 @@ from batchsched.api.groups import OUR_API
 from batchsched.k8s.client import JSON, Api
 from batchsched.k8s.credentials import Credentials, load_credentials
 from batchsched.k8s.protobuf import PROTOBUF
-from batchsched.testing import ControlPlane, find_assets
+from batchsched.testing import ControlPlane, find_assets, peer_crds
 from batchsched.testing.objects import load_manifests, node, pod, pod_group
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,6 +116,28 @@ BATCH_LABEL = "bench-batch"
 WATCH_SILENCE_SECONDS = 600.0
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Kinds:
+    """The API the gangs are written in: their PodGroups', the pod key naming the
+    group, and the Queues created first (in that API) with the one the groups name."""
+
+    api_version: str
+    group_key: str
+    queues: tuple[str, ...] = ()
+
+    @property
+    def queue(self) -> str | None:
+        return self.queues[-1] if self.queues else None
+
+
+KINDS = {
+    "ours": Kinds(OUR_API, "scheduling.batchsched.io/group-name"),
+    "volcano": Kinds(
+        "scheduling.volcano.sh/v1beta1", "scheduling.k8s.io/group-name", ("root", "bench")
+    ),
+}
 
 
 async def bounded(
@@ -146,12 +173,14 @@ async def create_namespace(api: Api, name: str) -> None:
     await api.post("/api/v1/namespaces", {"metadata": {"name": name}})
 
 
-def pod_manifests(count: int, gang: int, scheduler: str, prefix: str = "job") -> list[JSON]:
+def pod_manifests(
+    count: int, gang: int, scheduler: str, prefix: str = "job", kinds: Kinds = KINDS["ours"]
+) -> list[JSON]:
     manifests = []
     for i in range(count):
         group = f"{prefix}-{i // gang:05d}"
         manifest = pod(f"{group}-{i % gang}", POD_REQUESTS, scheduler_name=scheduler)
-        manifest["metadata"]["annotations"] = {"scheduling.batchsched.io/group-name": group}
+        manifest["metadata"]["annotations"] = {kinds.group_key: group}
         manifest["metadata"]["labels"] = {BATCH_LABEL: str(i // DELETE_BATCH)}
         manifests.append(manifest)
     return manifests
@@ -182,11 +211,12 @@ async def uids_of(api: Api, namespace: str) -> dict[str, str]:
 
 
 async def create_groups(
-    api: Api, namespace: str, count: int, gang: int, prefix: str = "job"
+    api: Api, kinds: Kinds, namespace: str, count: int, gang: int, prefix: str = "job"
 ) -> None:
-    path = f"/apis/{OUR_API}/namespaces/{namespace}/podgroups"
+    path = f"/apis/{kinds.api_version}/namespaces/{namespace}/podgroups"
     sizes = Counter(f"{prefix}-{i // gang:05d}" for i in range(count))
-    bodies = [pod_group(g, sizes[g]) for g in sorted(sizes)]
+    queue = {"queue": kinds.queue} if kinds.queue else {}
+    bodies = [pod_group(g, sizes[g], api_version=kinds.api_version, **queue) for g in sorted(sizes)]
     await bounded(CREATE_CONCURRENCY, lambda body: api.post(path, body), bodies)
 
 
@@ -486,21 +516,23 @@ async def end_to_end(
 ) -> JSON:
     pods, gang = args.pods, args.gang
     await create_namespace(api, namespace)
-    await create_groups(api, namespace, pods, gang)
-    created = await create_pods(api, namespace, pod_manifests(pods, gang, SCHEDULER))
+    kinds = KINDS[args.kinds]
+    await create_groups(api, kinds, namespace, pods, gang)
+    manifests = pod_manifests(pods, gang, SCHEDULER, kinds=kinds)
+    created = await create_pods(api, namespace, manifests)
     port = free_port()
     start = partial(start_operator, kubeconfig, log, port)
     async with timed_process(
         api, namespace, pods, start, name="operator", server=server, timeout=args.timeout
     ) as timed:
         synced = synced_after(log, timed.started_wall)
-        steady = await steady_state(api, port, args.steady_gangs, gang) if last else None
+        steady = await steady_state(api, kinds, port, args.steady_gangs, gang) if last else None
         rss = peak_rss_mb(timed.process.pid)
         metrics = await asyncio.to_thread(scrape, port)
         session_rss = round(metrics["batchsched_session_peak_rss_bytes"] / 2**20, 1)
     await delete_pods(api, namespace, pods)
     # Their groups too: later rounds' operators would otherwise list and carry them all.
-    await api.request("DELETE", f"/apis/{OUR_API}/namespaces/{namespace}/podgroups")
+    await api.request("DELETE", f"/apis/{kinds.api_version}/namespaces/{namespace}/podgroups")
     latencies = sorted(timed.bound[name] - created[name] for name in timed.bound)
     quantiles = statistics.quantiles(latencies, n=100)
     first = timed.first_bind_after_seconds
@@ -547,15 +579,15 @@ def session_totals(port: int) -> tuple[float, float]:
     return values[f"{name}_sum"], values[f"{name}_count"]
 
 
-async def steady_state(api: Api, port: int, gangs: int, gang: int) -> JSON:
+async def steady_state(api: Api, kinds: Kinds, port: int, gangs: int, gang: int) -> JSON:
     """Once the backlog is bound, new gangs keep arriving: how long do sessions take?"""
     namespace = "steady"
     await create_namespace(api, namespace)
     spent, sessions = await asyncio.to_thread(session_totals, port)
     started = time.monotonic()
     for index in range(gangs):
-        await create_groups(api, namespace, gang, gang, prefix=f"steady-{index}")
-        manifests = pod_manifests(gang, gang, SCHEDULER, prefix=f"steady-{index}")
+        await create_groups(api, kinds, namespace, gang, gang, prefix=f"steady-{index}")
+        manifests = pod_manifests(gang, gang, SCHEDULER, prefix=f"steady-{index}", kinds=kinds)
         await create_pods(api, namespace, manifests)
         await asyncio.sleep(0.5)
     unbound = f"/api/v1/namespaces/{namespace}/pods?fieldSelector=spec.nodeName%3D&limit=1"
@@ -598,6 +630,9 @@ def pin(control_plane: list[int], cpus: set[int]) -> None:
 async def run(args: argparse.Namespace) -> JSON:
     compileall.compile_dir(REPO / "batchsched", quiet=1)
     crds = load_manifests(REPO / "crds")
+    kinds = KINDS[args.kinds]
+    if kinds.api_version != OUR_API:
+        crds += peer_crds("volcano")
     plane = await asyncio.to_thread(ControlPlane.start, find_assets(), crds=crds)
     with plane, tempfile.TemporaryDirectory() as scratch:
         cpus = control_plane_cpus(args.control_plane_cpus)
@@ -609,6 +644,11 @@ async def run(args: argparse.Namespace) -> JSON:
         rounds: list[JSON] = []
         try:
             nodes = await create_nodes(api, args.nodes)
+            for name in kinds.queues:
+                queue = {"apiVersion": kinds.api_version, "kind": "Queue"}
+                await api.post(
+                    f"/apis/{kinds.api_version}/queues", {**queue, "metadata": {"name": name}}
+                )
             for index in range(args.rounds):
                 phases: dict[str, Callable[[], Awaitable[JSON]]] = {
                     "raw_bind": partial(
@@ -667,6 +707,7 @@ async def run(args: argparse.Namespace) -> JSON:
         "nodes": args.nodes,
         "pods": args.pods,
         "gang": args.gang,
+        "kinds": args.kinds,
         "cpus": os.cpu_count(),
         "control_plane_cpus": sorted(cpus) or "shared",
         "rounds": rounds,
@@ -709,6 +750,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--steady-gangs", type=int, default=10, help="gangs arriving after")
     parser.add_argument("--rounds", type=int, default=6, help="times the three phases run")
+    parser.add_argument(
+        "--kinds", choices=sorted(KINDS), default="ours", help="the API the gangs are written in"
+    )
     parser.add_argument(
         "--control-plane-cpus",
         type=cpu_set,

@@ -6,11 +6,13 @@ would hold its members' resources for nothing. Jobs nominated to the room a pree
 freed come next, for the same reason (nominations.py).
 
 A job that does not fit is undone and the next one is tried, so a large gang never
-blocks smaller jobs behind it. To keep it from starving, once it has waited longer
-than the session's starvation threshold, room is held for it on the nodes closest to
-holding it (framework/reservations.py): jobs of every queue still run, elsewhere or
-beside that room, and what frees up there accumulates until the gang fits. A gang
-that could not fit even the empty cluster is never waited for.
+blocks smaller jobs behind it, unless its queue asks for that (Volcano's
+`dequeueStrategy: fifo`: the rest of that queue waits for the next session). To keep
+it from starving, once it has waited longer than the session's starvation threshold,
+room is held for it on the nodes closest to holding it (framework/reservations.py):
+jobs of every queue still run, elsewhere or beside that room, and what frees up there
+accumulates until the gang fits. A gang that could not fit even the empty cluster is
+never waited for.
 """
 
 from collections import defaultdict
@@ -19,7 +21,7 @@ import numpy as np
 
 from batchsched.actions.gang_placement import eligible, place_job
 from batchsched.actions.nominations import hold_or_clear, terminating_rows
-from batchsched.api.objects import Constraints
+from batchsched.api.objects import Constraints, Dequeue
 from batchsched.cache.snapshot import IntArray, JobInfo
 from batchsched.framework.session import Session
 
@@ -58,12 +60,26 @@ def allocate(session: Session) -> None:
             continue
         job = jobs[cursor[name]]
         cursor[name] += 1
-        placed = place_job(session, job, job.pending) or _reserve_if_starving(session, job)
+        placed = place_job(session, job, job.pending)
+        reserved = not placed and _reserve_if_starving(session, job)
         # A job held to its queue's share waits for the share, not for room.
-        if not placed and job.key not in session.share_refused:
+        if not placed and not reserved and job.key not in session.share_refused:
             session.unplaced.add(job.key)
-        if cursor[name] == len(jobs):
+        if not placed and _dequeues_in_order(session, name) and cursor[name] < len(jobs):
+            _leave_waiting(
+                session,
+                jobs[cursor[name] :],
+                f"queue {name} dequeues in order (dequeueStrategy fifo) and job {job.key} "
+                "ahead cannot start",
+            )
             del queues[name]
+        elif cursor[name] == len(jobs):
+            del queues[name]
+
+
+def _dequeues_in_order(session: Session, name: str) -> bool:
+    queue = session.snapshot.queues.get(name)
+    return queue is not None and queue.dequeue is Dequeue.FIFO
 
 
 def _reserve_if_starving(session: Session, job: JobInfo) -> bool:

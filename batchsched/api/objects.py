@@ -5,6 +5,7 @@ looks at raw Kubernetes dictionaries.
 """
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from batchsched.api.gpu import node_cards
@@ -247,6 +248,14 @@ class PodGroup:
         return f"{self.namespace}/{self.name}"
 
 
+class Dequeue(StrEnum):
+    """Volcano's spec.dequeueStrategy: whether a job that cannot start holds back the
+    jobs behind it in its queue (fifo) or not (traverse, Volcano's default and ours)."""
+
+    TRAVERSE = "traverse"
+    FIFO = "fifo"
+
+
 @dataclass(slots=True)
 class Queue:
     """A Queue as the proportion plugin shares the cluster by (see its docstring)."""
@@ -262,6 +271,12 @@ class Queue:
     deserved: ResourceList = field(default_factory=dict)
     # spec.parent; None for a queue at the top (no parent, or Volcano's `root`).
     parent: str | None = None
+    dequeue: Dequeue = Dequeue.TRAVERSE
+    # Volcano's spec.priority: queues of a higher one are served, and reclaim for, first.
+    priority: int = 0
+    # "Queue q.spec.<key> has no effect here: why", for each key accepted without effect;
+    # the cache logs them once per change (Volcano's extendClusters, type, ...).
+    inert: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

@@ -3,37 +3,93 @@
 from collections.abc import Mapping
 
 from batchsched.api.errors import InvalidObject
-from batchsched.api.meta import Obj, describe, flag, mapping, name_of, text, whole_number
-from batchsched.api.objects import PriorityClass, Queue
-from batchsched.api.reads import reads
+from batchsched.api.meta import (
+    Obj,
+    describe,
+    flag,
+    mapping,
+    name_of,
+    sequence,
+    text,
+    whole_number,
+)
+from batchsched.api.objects import Dequeue, PriorityClass, Queue
+from batchsched.api.reads import keys_under, reads
 from batchsched.api.resources import ResourceList, format_amount, parse_resource_list
 
 DEFAULT_QUEUE = "default"
-# Volcano's implied top of the queue tree: naming it as a parent means having none.
+# The top of the queue tree. Volcano creates a Queue of this name in every cluster; when
+# one exists, the queues without a parent are its children (cache/jobs.py), so its
+# capability bounds them all. Without one the top is implied.
 ROOT_QUEUE = "root"
-# Every key of a Queue's spec we read. Anything else (Volcano's affinity, extendClusters,
-# priority, type, dequeueStrategy, or a typo) is refused by name rather than ignored.
+# Every key of our Queue's spec. Anything else (a typo) is refused by name rather than
+# ignored.
 SPEC_KEYS = ("weight", "capability", "reclaimable", "state", "guarantee", "deserved", "parent")
+# Every key of Volcano's Queue spec (v1.15.1's CRD). Its state is status.state, set by its
+# queue controller or `vcctl queue operate`; the CRD has no spec.state.
+VOLCANO_SPEC_KEYS = (
+    "weight",
+    "capability",
+    "reclaimable",
+    "guarantee",
+    "deserved",
+    "parent",
+    "dequeueStrategy",
+    "priority",
+    "affinity",
+    "extendClusters",
+    "type",
+)
+# Volcano's keys that change nothing a single-cluster scheduler decides: accepted, and
+# logged once with this reason.
+INERT_VOLCANO_KEYS = {
+    "extendClusters": "it feeds Volcano's multi-cluster dispatch; batchsched schedules one cluster",
+    "type": "Volcano's scheduler reads it in no decision either",
+}
+# Volcano's drf plugin reads these annotations only in its hierarchical mode
+# (enableHierarchy), which plugins/drf.py refuses: accepted, and logged once.
+HIERARCHY_ANNOTATIONS = ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights")
+HIERARCHY_WHY = (
+    "Volcano's drf reads it only with enableHierarchy, which batchsched does not "
+    "implement; spec.parent makes a tree of queues here"
+)
+# Volcano's nodegroup plugin: a queue's jobs go to (or avoid) nodes labelled with these
+# node groups. Preferences are accepted without effect; requirements cannot be honoured.
+NODE_GROUP_KEYS = ("nodeGroupAffinity", "nodeGroupAntiAffinity")
+REQUIRED_TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED_TERMS = "preferredDuringSchedulingIgnoredDuringExecution"
+# Volcano's status.state values; jobs are scheduled only in an Open queue, as Volcano
+# schedules them. A queue with no state yet (no Volcano controller has seen it) is Open,
+# as that controller would make it.
+VOLCANO_STATES = ("Open", "Closed", "Closing", "Unknown")
 
 # What queue_from_object and priority_class_from_object read (api/reads.py); a Queue's
-# apiVersion too, as a Queue of one name may exist in our API and Volcano's.
-QUEUE_READS = reads("Queue", "apiVersion", "spec")
+# apiVersion too, as a Queue of one name may exist in our API and Volcano's. Of its status
+# only Volcano's state: the counts we write there would make every write look like a
+# change to the queue.
+QUEUE_READS = reads(
+    "Queue",
+    "apiVersion",
+    "spec",
+    "status.state",
+    *keys_under("metadata.annotations", HIERARCHY_ANNOTATIONS),
+)
 PRIORITY_CLASS_READS = reads("PriorityClass", "value", "globalDefault", "preemptionPolicy")
 
 
-def queue_from_object(obj: Obj) -> Queue:
+def queue_from_object(obj: Obj, *, volcano: bool = False) -> Queue:
+    """A Queue of our API, or of Volcano's (`volcano`): the same record, read from each
+    one's keys (Volcano's state is status.state, ours spec.state)."""
     where = describe(obj, kind="Queue")
     name = name_of(obj)
-    if name == ROOT_QUEUE:
-        raise InvalidObject(
-            f"{where}: {ROOT_QUEUE!r} is the top of the queue tree, which the scheduler "
-            "implies (it holds the whole cluster); name the queue otherwise"
-        )
     spec = mapping(obj.get("spec"), where=f"{where}.spec")
-    _refuse_unknown(spec, SPEC_KEYS, where=f"{where}.spec")
-    state = str(spec.get("state") or "Open")
-    if state not in ("Open", "Closed"):
-        raise InvalidObject(f"{where}.spec.state: {state!r} is not one of Open, Closed")
+    if volcano and "state" in spec:
+        raise InvalidObject(
+            f"{where}.spec.state: {spec['state']!r}: Volcano's Queue has no spec.state; "
+            "its state is status.state (vcctl queue operate sets it)"
+        )
+    _refuse_unknown(spec, VOLCANO_SPEC_KEYS if volcano else SPEC_KEYS, where=f"{where}.spec")
+    is_open = _volcano_open(obj, where=where) if volcano else _spec_open(spec, where=where)
     guarantee_spec = mapping(spec.get("guarantee"), where=f"{where}.spec.guarantee")
     _refuse_unknown(guarantee_spec, ("resource",), where=f"{where}.spec.guarantee")
     capability = parse_resource_list(spec.get("capability"), where=f"{where}.spec.capability")
@@ -46,16 +102,79 @@ def queue_from_object(obj: Obj) -> Queue:
     _at_most(guarantee, "guarantee.resource", deserved, "deserved", where=where)
     _at_most(deserved, "deserved", capability, "capability", where=where)
     parent = text(spec.get("parent"), where=f"{where}.spec.parent", default=ROOT_QUEUE)
+    if name == ROOT_QUEUE and parent != ROOT_QUEUE:
+        raise InvalidObject(
+            f"{where}.spec.parent: {parent!r}: {ROOT_QUEUE!r} is the top of the queue tree"
+        )
+    dequeue = text(spec.get("dequeueStrategy"), where=f"{where}.spec.dequeueStrategy", default="")
+    if dequeue and dequeue not in tuple(Dequeue):
+        raise InvalidObject(
+            f"{where}.spec.dequeueStrategy: {dequeue!r} is not one of "
+            f"{', '.join(d.value for d in Dequeue)}"
+        )
     return Queue(
         name=name,
         weight=whole_number(spec.get("weight", 1), where=f"{where}.spec.weight", minimum=1),
         capability=capability,
         reclaimable=flag(spec.get("reclaimable", True), where=f"{where}.spec.reclaimable"),
-        open=state == "Open",
+        open=is_open,
         guarantee=guarantee,
         deserved=deserved,
         parent=None if parent == ROOT_QUEUE else parent,
+        dequeue=Dequeue(dequeue or Dequeue.TRAVERSE),
+        priority=whole_number(spec.get("priority", 0), where=f"{where}.spec.priority", minimum=0),
+        inert=_inert(obj, spec, where=where) if volcano else (),
     )
+
+
+def _spec_open(spec: Obj, *, where: str) -> bool:
+    state = str(spec.get("state") or "Open")
+    if state not in ("Open", "Closed"):
+        raise InvalidObject(f"{where}.spec.state: {state!r} is not one of Open, Closed")
+    return state == "Open"
+
+
+def _volcano_open(obj: Obj, *, where: str) -> bool:
+    status = mapping(obj.get("status"), where=f"{where}.status")
+    state = text(status.get("state"), where=f"{where}.status.state", default="Open")
+    if state not in VOLCANO_STATES:
+        raise InvalidObject(
+            f"{where}.status.state: {state!r} is not one of {', '.join(VOLCANO_STATES)}"
+        )
+    return state == "Open"
+
+
+def _inert(obj: Obj, spec: Obj, *, where: str) -> tuple[str, ...]:
+    """Volcano's keys set here that have no effect, each with why; a node-group
+    requirement, which cannot be honoured, is refused."""
+    notes = [(f"spec.{key}", why) for key, why in INERT_VOLCANO_KEYS.items() if spec.get(key)]
+    annotations = mapping(mapping(obj.get("metadata"), where=where).get("annotations"), where=where)
+    notes += [
+        (f"metadata.annotations[{key}]", HIERARCHY_WHY)
+        for key in HIERARCHY_ANNOTATIONS
+        if annotations.get(key)
+    ]
+    at = f"{where}.spec.affinity"
+    affinity = mapping(spec.get("affinity"), where=at)
+    _refuse_unknown(affinity, NODE_GROUP_KEYS, where=at)
+    for key in NODE_GROUP_KEYS:
+        terms = mapping(affinity.get(key), where=f"{at}.{key}")
+        _refuse_unknown(terms, (REQUIRED_TERMS, PREFERRED_TERMS), where=f"{at}.{key}")
+        required = sequence(terms.get(REQUIRED_TERMS), where=f"{at}.{key}")
+        if required:
+            raise InvalidObject(
+                f"{at}.{key}.{REQUIRED_TERMS}: {required!r} cannot be honoured: "
+                "batchsched has no node groups (Volcano's nodegroup plugin); give the "
+                "pods a nodeAffinity on the volcano.sh/nodegroup-name label instead"
+            )
+        if sequence(terms.get(PREFERRED_TERMS), where=f"{at}.{key}"):
+            notes.append(
+                (
+                    f"spec.affinity.{key}.{PREFERRED_TERMS}",
+                    "a preference for Volcano's node groups, which batchsched does not score",
+                )
+            )
+    return tuple(f"{where}.{key} has no effect here: {why}" for key, why in notes)
 
 
 def _refuse_unknown(spec: Obj, known: tuple[str, ...], *, where: str) -> None:

@@ -5,6 +5,7 @@ parsed records only, and remembers objects it could not parse so their pods can 
 they wait instead of disappearing.
 """
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,8 @@ from batchsched.api.volumes import (
     storage_class_from_object,
     volume_from_object,
 )
+
+log = logging.getLogger(__name__)
 
 STORAGE_KINDS = (
     "PersistentVolumeClaim",
@@ -279,7 +282,14 @@ class ClusterCache:
             versions.pop(api_version, None)
         else:
             try:
-                versions[api_version] = queue_from_object(obj)
+                queue = queue_from_object(obj, volcano=api_version == VOLCANO_QUEUE_API)
+                before = versions.get(api_version)
+                # Once per key set, not on every status change of the object.
+                known = before.inert if isinstance(before, Queue) else ()
+                for note in queue.inert:
+                    if note not in known:
+                        log.warning("%s", note)
+                versions[api_version] = queue
             except InvalidObject as invalid:
                 versions[api_version] = str(invalid)
                 error = invalid

@@ -7,6 +7,7 @@ one of those rebuilds every job (keeper.py).
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from batchsched.api.gpu import gpu_demand
 from batchsched.api.objects import GroupRef, PodGroup, Queue, QueueName, Task
 from batchsched.api.placement import Placement
 from batchsched.api.pods import LIGHTWEIGHT_MIN_LABEL
-from batchsched.api.queues import DEFAULT_QUEUE, check_hierarchy
+from batchsched.api.queues import DEFAULT_QUEUE, ROOT_QUEUE, check_hierarchy
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo, job_key
 
@@ -51,6 +52,11 @@ def usable_queues(cache: ClusterCache) -> tuple[dict[str, Queue], dict[str, str]
     # The default queue is implied only while no Queue of that name exists.
     if DEFAULT_QUEUE not in cache.rejected_queues:
         queues.setdefault(DEFAULT_QUEUE, Queue(name=DEFAULT_QUEUE))
+    # A root Queue (Volcano's) is the top: the queues without a parent are its children.
+    if ROOT_QUEUE in queues:
+        for name, queue in queues.items():
+            if name != ROOT_QUEUE and queue.parent is None:
+                queues[name] = replace(queue, parent=ROOT_QUEUE)
     rejected = dict(cache.rejected_queues)
     rejected.update(check_hierarchy(queues, rejected=rejected))
     return {name: q for name, q in queues.items() if name not in rejected}, rejected

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -107,6 +107,11 @@ def quantity(resource: str, amount: int) -> str:
     return str(amount // 1000 if resource == CPU else amount)
 
 
+class Unwritable(Exception):
+    """A status write answered 404 while its object exists: the path is not served (a
+    status subresource the kind's CRD lacks), so it can never land."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class StatusForm:
     """How one project writes its PodGroups' status: its phase names for ours, the counts
@@ -117,6 +122,9 @@ class StatusForm:
     counts: tuple[str, ...]
     conditions: bool = False
     start_time: bool = False
+    # Whether its CRD serves a status subresource; without one (Volcano's PodGroup)
+    # status is patched on the object itself.
+    status_subresource: bool = True
 
 
 def _our_phase(job: JobStatus) -> str:
@@ -162,11 +170,14 @@ _TENCENT = StatusForm(phase=_tencent_phase, counts=("scheduled", *_COUNTS), star
 # By API group: each project kept its status's shape across its versions.
 STATUS_FORMS = {
     "scheduling.batchsched.io": _OURS,
-    "scheduling.volcano.sh": StatusForm(phase=_volcano_phase, counts=_COUNTS, conditions=True),
+    "scheduling.volcano.sh": StatusForm(
+        phase=_volcano_phase, counts=_COUNTS, conditions=True, status_subresource=False
+    ),
     "scheduling.incubator.k8s.io": _KUBE_BATCH,
     "scheduling.sigs.dev": _KUBE_BATCH,
     "scheduling.x-k8s.io": StatusForm(phase=_coscheduling_phase, counts=_COUNTS, start_time=True),
-    "scheduling.sigs.k8s.io": _TENCENT,
+    # scheduler-plugins' CRD of this API (v0.22) has no status subresource.
+    "scheduling.sigs.k8s.io": replace(_TENCENT, status_subresource=False),
     "batch.scheduler.tencent.com": _TENCENT,
 }
 
@@ -325,11 +336,10 @@ class StatusWriter:
             if _same(desired, shown):
                 continue
             self._written[target] = {**shown, **desired}
-            path = (
-                f"/apis/{group.api_version}/namespaces/{group.namespace}"
-                f"/podgroups/{group.name}/status"
-            )
-            write = partial(self.api.patch, path, {"status": desired})
+            path = f"/apis/{group.api_version}/namespaces/{group.namespace}/podgroups/{group.name}"
+            if form.status_subresource:
+                path += "/status"
+            write = partial(self._patch_status, path, {"status": desired})
             self._enqueue(target, "podgroup_status", write)
             # News: a changed condition, or for a form without conditions a changed phase.
             if form.conditions:
@@ -345,9 +355,10 @@ class StatusWriter:
 
     def queues(self, usage: Mapping[str, QueueUsage], queues: Mapping[str, Queue]) -> None:
         """Our Queues' status, and Volcano's (unless `write_peers` is off) in Volcano's
-        form: its state from the spec, as its queue controller writes it, and the counts
-        of groups by phase; Volcano's Queue status has no allocated resources."""
-        for name, queue in queues.items():
+        form: the counts of groups by phase. Volcano's state is never written: it is
+        status.state itself, which its queue controller and `vcctl queue operate` set
+        and we read; Volcano's Queue status has no allocated resources here."""
+        for name in queues:
             api_version = self.queue_apis.get(name, OUR_API)
             ours = api_version == OUR_API
             if not ours and not self.write_peers:
@@ -367,8 +378,6 @@ class StatusWriter:
                 for resource in shown.get("allocated") or {}:
                     allocated.setdefault(resource, None)
                 desired["allocated"] = allocated
-            else:
-                desired["state"] = "Open" if queue.open else "Closed"
             if _same(desired, shown):
                 continue
             written = {**shown, **desired}
@@ -376,7 +385,7 @@ class StatusWriter:
                 written["allocated"] = {k: v for k, v in allocated.items() if v is not None}
             self._written[target] = written
             path = f"/apis/{api_version}/queues/{name}/status"
-            write = partial(self.api.patch, path, {"status": desired})
+            write = partial(self._patch_status, path, {"status": desired})
             self._enqueue(target, "queue_status", write)
 
     def invalid(self, problems: Mapping[tuple[str, str], tuple[ObjectRef, str]]) -> None:
@@ -464,6 +473,9 @@ class StatusWriter:
                     log.error("writing %s of %s/%s failed: %s", what, *target, error)
                     self._retry_later(target, what, write)
                 API_WRITES.labels(what, "gone" if error.status == 404 else error_code(error)).inc()
+            except Unwritable as error:
+                log.error("writing %s of %s/%s cannot land: %s", what, *target, error)
+                API_WRITES.labels(what, "unwritable").inc()
             except TRANSPORT_ERRORS as error:
                 log.error("writing %s of %s/%s failed: %r", what, *target, error)
                 self._retry_later(target, what, write)
@@ -487,6 +499,17 @@ class StatusWriter:
         failed = self._failed.get(target)
         if failed is not None and target not in self._queue:
             self._enqueue(target, *failed[1:])
+
+    async def _patch_status(self, path: str, body: JSON) -> object:
+        """The API server answers 404 alike for a deleted object and for a status
+        subresource its CRD does not serve; the object itself tells them apart."""
+        try:
+            return await self.api.patch(path, body)
+        except ApiError as error:
+            if error.status != 404 or not path.endswith("/status"):
+                raise
+            await self.api.get(path.removesuffix("/status"))
+            raise Unwritable(f"PATCH {path}: HTTP 404, but the object exists") from error
 
     async def _fenced(self, write: Write) -> object:
         """One attempt, sent only while the lease is ours and given up before it may not be."""

@@ -17,8 +17,11 @@ Volcano's other Queue fields mean what its users expect:
   guarantee, capped by what it asks for) instead of a weighted share; others share the rest.
 - `parent` makes a tree. Queues with none (or Volcano's `root`) share the cluster; a
   parent's share is water-filled among its children alike, and deserves at least their
-  guarantees. A pod counts against its queue's capability and every ancestor's. Jobs go
-  to leaves: one sent to a queue with children waits, as in Volcano.
+  guarantees. A `root` Queue, where one exists, is the parent of them all: its
+  capability caps each pool's share and, at placement, their total. A pod counts
+  against its queue's capability and every ancestor's. Jobs go to leaves: one sent to a
+  queue with children waits, as in Volcano.
+- `priority` (Volcano's) orders queues before their shares do.
 - Reclaim lets a job of a queue below its deserved share (in a resource the job asks for)
   evict pods of other reclaimable queues above theirs, as Volcano's proportion does, but
   never a pod whose eviction would take its queue, or an ancestor the job's queue does
@@ -32,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from batchsched.api.objects import Constraints
+from batchsched.api.queues import ROOT_QUEUE
 from batchsched.api.resources import PODS, format_amount
 from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
 from batchsched.framework.plugin import BoolArray
@@ -61,6 +65,19 @@ class Proportion:
                 self.children[queue.parent].append(name)
         # A queue, its parent, and so on up: what a pod in the queue counts against.
         self.lineage = {name: self._ancestry(name) for name in self.queues}
+        # The queues pools are made of: a root Queue's children when one heads the tree
+        # (its capability bounds them all, its share is theirs together), else the
+        # queues without a parent.
+        self.root = ROOT_QUEUE if self.children.get(ROOT_QUEUE) else None
+        self.tops = (
+            self.children[ROOT_QUEUE]
+            if self.root is not None
+            else [name for name, queue in self.queues.items() if queue.parent is None]
+        )
+        below_root = 2 if self.root is not None else 1
+        self.top_of = {
+            name: lineage[-min(below_root, len(lineage))] for name, lineage in self.lineage.items()
+        }
         # Pod slots are a per-node limit, not something queues share out.
         self.shared = np.array([name != PODS for name in snapshot.resources], dtype=np.bool_)
         # Per queue, its own pods' and its descendants'.
@@ -108,6 +125,7 @@ class Proportion:
         session.enqueue_checks.append(self._enqueue_blocked)
         session.capacity_checks.append(self._over_capability)
         session.share_checks.append(self._over_share)
+        session.queue_keys.append(self._priority)
         session.queue_keys.append(self._share)
         session.overused_checks.append(self._overused)
         session.reclaimable.append(self._reclaimable)
@@ -166,11 +184,17 @@ class Proportion:
         if self._deserved is None:
             shares: dict[str, FloatArray] = {}
             bounds: dict[str, tuple[FloatArray, FloatArray]] = {}
-            top = [name for name, queue in self.queues.items() if queue.parent is None]
-            for name in top:
+            for name in self.tops if self.root is None else [self.root]:
                 self._bounds(name, bounds)
             for members, total in self.pools:
-                self._share_out(total.astype(np.float64), members, bounds, shares)
+                available = total.astype(np.float64)
+                if self.root is not None:
+                    available = np.minimum(available, bounds[self.root][1])
+                self._share_out(available, members, bounds, shares)
+            if self.root is not None:
+                shares[self.root] = sum(
+                    (shares[child] for child in self.tops), np.zeros(len(self.shared))
+                )
             self._deserved = {
                 name: np.floor(share * (1 + 1e-12) + 1e-9) for name, share in shares.items()
             }
@@ -255,18 +279,14 @@ class Proportion:
         """Per top-level queue, the nodes its queues' pending pods may use or their pods
         run on."""
         snapshot = self.session.snapshot
-        top = {name: lineage[-1] for name, lineage in self.lineage.items()}
-        reach = {
-            name: np.zeros(len(snapshot.nodes), dtype=np.bool_)
-            for name, queue in self.queues.items()
-            if queue.parent is None
-        }
+        top = self.top_of
+        reach = {name: np.zeros(len(snapshot.nodes), dtype=np.bool_) for name in self.tops}
         allowed: dict[Constraints, BoolArray] = {}
         # The nodes of the pods running in each top-level queue, marked at once.
         hosts: dict[str, list[str]] = {name: [] for name in reach}
         for job in snapshot.jobs.values():
             name = top.get(job.queue)
-            if name is None:
+            if name not in hosts:
                 continue
             hosts[name] += job.hosts
             mask = reach[name]
@@ -368,6 +388,12 @@ class Proportion:
             f"({format_amount(name, used)} of {format_amount(name, cap)} in use)"
         )
 
+    def _priority(self, queue: str) -> int:
+        """Volcano's proportion serves (and reclaims for) queues of a higher
+        spec.priority first, whatever their shares."""
+        found = self.queues.get(queue)
+        return 0 if found is None else -found.priority
+
     def _share(self, queue: str) -> float:
         deserved = self.deserved.get(queue)
         if deserved is None:
@@ -398,7 +424,7 @@ class Proportion:
         return contended
 
     def _pool_of(self, queue: str) -> list[str]:
-        top = self.lineage[queue][-1]
+        top = self.top_of[queue]
         return next(members for members, _ in self.pools if top in members)
 
     def _reclaimable(self, job: JobInfo, victims: "Victims") -> BoolArray:

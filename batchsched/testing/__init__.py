@@ -11,16 +11,21 @@ from batchsched.testing.controlplane import (
     find_assets,
 )
 from batchsched.testing.kube import JSON, ClusterObjects, Kube, KubeError, Resource, Response
+from batchsched.testing.peers import PEERS, PeersUnavailable, peer_crds, peer_source
 
 __all__ = [
     "JSON",
+    "PEERS",
     "ClusterObjects",
     "ControlPlane",
     "ControlPlaneError",
     "Kube",
     "KubeError",
+    "PeersUnavailable",
     "Resource",
     "Response",
     "component_binary",
     "find_assets",
+    "peer_crds",
+    "peer_source",
 ]

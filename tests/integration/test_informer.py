@@ -19,7 +19,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import replace
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -31,17 +30,16 @@ from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.informer import Informer
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import WATCHED, Watch, Watched
-from batchsched.testing import ControlPlane, Kube
-from batchsched.testing.objects import load_manifests, pod_group
+from batchsched.testing import ControlPlane, Kube, peer_crds
+from batchsched.testing.objects import pod_group
 
 pytestmark = pytest.mark.integration
 
 API_VERSION = "scheduling.x-k8s.io/v1alpha1"
-# A foreign PodGroup kind, whose CRD is our stand-in (tests/integration/crds): the tests
-# may change or delete it, and put it back.
+# A foreign PodGroup kind, whose CRD is scheduler-plugins' released one: the tests may
+# change or delete it, and put it back.
 PODGROUPS = next(w for w in WATCHED if w.api_version == API_VERSION)
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io"
-CRD_FILE = Path(__file__).resolve().parent / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 
 
 class Relay:
@@ -196,7 +194,11 @@ def rebuild_kind_cache(kube: Kube) -> Iterator[Callable[[], None]]:
 def reinstall_crd(kube: Kube) -> Iterator[Callable[[], None]]:
     """Deletes the CRD (and so every object of the kind) and gives the test the function
     that installs it again, which the teardown calls if the test did not."""
-    manifests = load_manifests(CRD_FILE)
+    manifests = [
+        crd
+        for crd in peer_crds("scheduler-plugins")
+        if crd["metadata"]["name"] == "podgroups.scheduling.x-k8s.io"
+    ]
     kube.delete(CRD_PATH).expect(200)
     deadline = time.monotonic() + 30
     while kube.get(CRD_PATH).status != 404 or kube.get(PODGROUPS.path).status != 404:

@@ -118,8 +118,10 @@ def test_unusable_objects_are_reported_and_do_not_block_the_rest(
     kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
 ) -> None:
     ready_node(cluster_objects, kube, node(f"n-{namespace}", {"cpu": "8", "memory": "8Gi"}))
+    # kube-batch's first API: its CRD (a stand-in, tests/integration/conftest.py)
+    # validates nothing, so a value no released CRD would store can still reach us.
     bad_group = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "apiVersion": "scheduling.incubator.k8s.io/v1alpha1",
         "kind": "PodGroup",
         "metadata": {"name": "bad"},
         "spec": {"minMember": "lots"},

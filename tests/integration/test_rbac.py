@@ -45,6 +45,7 @@ FOREIGN_GROUPS = (
     "scheduling.x-k8s.io",
     "batch.scheduler.tencent.com",
 )
+OBJECT_STATUS = ("scheduling.volcano.sh", "scheduling.sigs.k8s.io")
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +173,13 @@ NEEDED = [
     *[("patch", "scheduling.batchsched.io", res) for res in ("podgroups/status", "queues/status")],
     *[(verb, group, "podgroups") for group in FOREIGN_GROUPS for verb in ("list", "watch")],
     # --peer-status=write (the default): each peer's PodGroups in its own form.
-    *[("patch", group, "podgroups/status") for group in FOREIGN_GROUPS],
+    *[
+        ("patch", group, "podgroups/status")
+        for group in FOREIGN_GROUPS
+        if group not in OBJECT_STATUS
+    ],
+    # PodGroup CRDs without a status subresource: status goes on the object.
+    *[("patch", group, "podgroups") for group in OBJECT_STATUS],
     *[(verb, "scheduling.volcano.sh", "queues") for verb in ("list", "watch")],
     ("patch", "scheduling.volcano.sh", "queues/status"),
     ("create", "authentication.k8s.io", "tokenreviews"),
@@ -203,7 +210,6 @@ NOT_NEEDED = [
     ("delete", "scheduling.batchsched.io", "podgroups"),
     ("create", "scheduling.batchsched.io", "queues"),
     ("delete", "scheduling.batchsched.io", "queues"),
-    ("patch", "scheduling.volcano.sh", "podgroups"),
     ("create", "scheduling.volcano.sh", "queues"),
     ("patch", "scheduling.volcano.sh", "queues"),
     ("update", "scheduling.x-k8s.io", "podgroups/status"),

@@ -1,12 +1,14 @@
-"""Queues: Volcano's guarantee, deserved and parent fields, the spec keys refused by name,
-and the tree of parents checked across all queues."""
+"""Queues: Volcano's guarantee, deserved and parent fields; our kind's spec keys refused
+by name; Volcano's kind read as its CRD defines it (every key honoured, accepted without
+effect or refused for a value; state in status.state); the tree of parents checked
+across all queues, topped by a `root` Queue where there is one."""
 
 from typing import Any
 
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.api.objects import Queue
+from batchsched.api.objects import Dequeue, Queue
 from batchsched.api.queues import check_hierarchy, queue_from_object
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
@@ -21,8 +23,12 @@ def volcano_queue(name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": VOLCANO, "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
+def as_volcano(obj: dict[str, Any]) -> Queue:
+    return queue_from_object(obj, volcano=True)
+
+
 def test_guarantee_deserved_and_parent_are_read() -> None:
-    parsed = queue_from_object(
+    parsed = as_volcano(
         volcano_queue(
             "team",
             weight=2,
@@ -52,7 +58,7 @@ def test_no_parent_or_volcanos_root_is_the_top(parent: str | None) -> None:
 @pytest.mark.parametrize(
     "key", ["affinity", "extendClusters", "priority", "type", "dequeueStrategy", "capacity"]
 )
-def test_spec_keys_we_do_not_honour_are_refused_by_name(key: str) -> None:
+def test_our_queue_refuses_keys_it_does_not_read_by_name(key: str) -> None:
     with pytest.raises(InvalidObject) as refused:
         queue_from_object(volcano_queue("q", **{key: 1}))
     assert str(refused.value) == (
@@ -93,9 +99,142 @@ def test_amounts_out_of_order_are_refused(spec: dict[str, Any], message: str) ->
     assert str(refused.value) == message
 
 
-def test_a_queue_may_not_be_called_root() -> None:
+def test_volcanos_crd_defaults_are_honoured() -> None:
+    """What the API server stores for a Queue created with Volcano's CRD and no spec."""
+    parsed = as_volcano(volcano_queue("q", dequeueStrategy="traverse", weight=1))
+    assert parsed == Queue(name="q", dequeue=Dequeue.TRAVERSE)
+
+
+def test_volcanos_dequeue_strategy_and_priority_are_read() -> None:
+    parsed = as_volcano(volcano_queue("q", dequeueStrategy="fifo", priority=7))
+    assert (parsed.dequeue, parsed.priority) == (Dequeue.FIFO, 7)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"dequeueStrategy": "lifo"},
+            "Queue q.spec.dequeueStrategy: 'lifo' is not one of traverse, fifo",
+        ),
+        ({"priority": -1}, "Queue q.spec.priority: -1 is below the minimum of 0"),
+        (
+            {"state": "Closed"},
+            "Queue q.spec.state: 'Closed': Volcano's Queue has no spec.state; its state is "
+            "status.state (vcctl queue operate sets it)",
+        ),
+        (
+            {"capacity": {"cpu": "1"}},
+            "Queue q.spec.capacity is not supported; the keys read are weight, capability, "
+            "reclaimable, guarantee, deserved, parent, dequeueStrategy, priority, affinity, "
+            "extendClusters, type",
+        ),
+        (
+            {
+                "affinity": {
+                    "nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["g1"]}
+                }
+            },
+            "Queue q.spec.affinity.nodeGroupAffinity.requiredDuringScheduling"
+            "IgnoredDuringExecution: ['g1'] cannot be honoured: batchsched has no node "
+            "groups (Volcano's nodegroup plugin); give the pods a nodeAffinity on the "
+            "volcano.sh/nodegroup-name label instead",
+        ),
+    ],
+)
+def test_volcano_values_that_cannot_be_honoured_are_refused(
+    spec: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidObject) as refused:
+        as_volcano(volcano_queue("q", **spec))
+    assert str(refused.value) == message
+
+
+def test_volcano_keys_without_effect_are_accepted_with_a_note_each() -> None:
+    parsed = as_volcano(
+        volcano_queue(
+            "q",
+            type="training",
+            extendClusters=[{"name": "c1", "weight": 1}],
+            affinity={
+                "nodeGroupAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": ["g2"]}
+            },
+        )
+    )
+    assert parsed.inert == (
+        "Queue q.spec.extendClusters has no effect here: it feeds Volcano's multi-cluster "
+        "dispatch; batchsched schedules one cluster",
+        "Queue q.spec.type has no effect here: Volcano's scheduler reads it in no decision either",
+        "Queue q.spec.affinity.nodeGroupAntiAffinity.preferredDuringSchedulingIgnoredDuring"
+        "Execution has no effect here: a preference for Volcano's node groups, which "
+        "batchsched does not score",
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "is_open"),
+    [
+        ({}, True),
+        ({"state": "Open"}, True),
+        ({"state": "Closed"}, False),
+        ({"state": "Closing"}, False),
+        ({"state": "Unknown"}, False),
+    ],
+)
+def test_volcanos_state_is_its_status(status: dict[str, str], is_open: bool) -> None:
+    """Volcano schedules only in an Open queue; one no controller has seen yet is Open,
+    as Volcano's queue controller would make it."""
+    assert as_volcano({**volcano_queue("q"), "status": status}).open is is_open
+
+
+def test_a_volcano_state_out_of_its_enum_is_refused() -> None:
+    with pytest.raises(InvalidObject, match=r"status.state: 'Shut' is not one of Open, Closed"):
+        as_volcano({**volcano_queue("q"), "status": {"state": "Shut"}})
+
+
+def test_our_queue_keeps_its_state_in_the_spec() -> None:
+    closed = {**volcano_queue("q", state="Closed"), "status": {"state": "Open"}}
+    assert queue_from_object(closed).open is False
+
+
+def test_root_is_accepted_as_the_top_and_may_name_no_parent() -> None:
+    assert as_volcano(volcano_queue("root", capability={"cpu": "4"})).parent is None
     with pytest.raises(InvalidObject, match="'root' is the top of the queue tree"):
-        queue_from_object(volcano_queue("root"))
+        as_volcano(volcano_queue("root", parent="org"))
+
+
+def test_one_line_per_key_without_effect_not_per_update(caplog: pytest.LogCaptureFixture) -> None:
+    cache = ClusterCache()
+    obj = volcano_queue("q", type="training")
+    cache.apply(obj)
+    cache.apply({**obj, "status": {"running": 1}})
+    notes = [r.getMessage() for r in caplog.records if "has no effect here" in r.getMessage()]
+    assert notes == [
+        "Queue q.spec.type has no effect here: Volcano's scheduler reads it in no decision either"
+    ]
+
+
+def test_a_root_queue_tops_the_parentless_queues_and_its_capability_bounds_them() -> None:
+    cache = ClusterCache()
+    for obj in (
+        node("n1", cpu="8"),
+        volcano_queue("root", capability={"cpu": "3"}),
+        volcano_queue("a"),
+        volcano_queue("b", parent="root"),
+        *gang("ja", 2, requests={"cpu": "1"}, queue="a"),
+        *gang("jb", 2, requests={"cpu": "1"}, queue="b"),
+    ):
+        cache.apply(obj)
+    snapshot = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
+    assert {name: q.parent for name, q in snapshot.queues.items()} == {
+        "root": None,
+        "a": "root",
+        "b": "root",
+        "default": "root",
+    }
+    decisions = run_session(snapshot, default_config())
+    # Two gangs of two one-CPU pods; the root's capability of 3 CPUs lets one start.
+    assert len(placements(decisions)) == 2
 
 
 def tree(**parents: str | None) -> dict[str, Queue]:
@@ -173,3 +312,13 @@ def test_only_the_bad_queue_waits() -> None:
         "default/stuck-0": "queue 'bad' is invalid: "
         "Queue bad.spec.guarantee.resource.cpu: 3 exceeds spec.capability.cpu 2"
     }
+
+
+def test_volcanos_hierarchy_annotations_are_accepted_with_a_note() -> None:
+    obj = volcano_queue("q")
+    obj["metadata"]["annotations"] = {"volcano.sh/hierarchy": "root/eng/prod"}
+    assert as_volcano(obj).inert == (
+        "Queue q.metadata.annotations[volcano.sh/hierarchy] has no effect here: Volcano's drf "
+        "reads it only with enableHierarchy, which batchsched does not implement; "
+        "spec.parent makes a tree of queues here",
+    )

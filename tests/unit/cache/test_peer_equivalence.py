@@ -43,9 +43,10 @@ def cluster(peer: str) -> list[Obj]:
     objects: list[Obj] = [node(f"n{i}", cpu="8") for i in range(3)]
     queues = [queue("prod", weight=1), queue("research", weight=2)]
     if peer == "volcano":
-        # Volcano's gangs are in Volcano's Queues.
+        # Volcano's gangs are in Volcano's Queues, whose state is their status.
         for item in queues:
             item["apiVersion"] = api_version
+            item["status"] = {"state": item["spec"].pop("state")}
     objects += queues
     for name, size, min_member, cpu, queue_name, created in GANGS:
         group: dict[str, Any] = {

@@ -4,6 +4,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from prometheus_client import REGISTRY
 
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.unsupported import GATED_MESSAGE
@@ -264,12 +265,17 @@ async def test_a_peer_group_gets_the_status_its_project_writes(
     writer_ = writer(api)
     writer_.groups({"ns/g": job}, peer_group(api_version))
     await settle(writer_, api)
-    [patch] = api.sent("PATCH", f"/apis/{api_version}/namespaces/ns/podgroups/g/status")
+    group = api_version.partition("/")[0]
+    # The PodGroup CRDs of Volcano and of scheduler-plugins' sigs.k8s.io API have no
+    # status subresource: their status is patched on the object.
+    object_path = f"/apis/{api_version}/namespaces/ns/podgroups/g"
+    on_object = group in ("scheduling.volcano.sh", "scheduling.sigs.k8s.io")
+    [patch] = api.sent("PATCH", object_path if on_object else f"{object_path}/status")
+    assert not (on_object and api.sent("PATCH", f"{object_path}/status"))
     written = dict(patch["status"])
     conditions = written.pop("conditions", None)
     started = written.pop("scheduleStartTime", None)
     assert written == status
-    group = api_version.partition("/")[0]
     assert (conditions is not None) == (group in WITH_CONDITIONS and job.condition is not None)
     assert (started is not None) == (group in WITH_START_TIME)
 
@@ -303,7 +309,9 @@ async def test_peer_status_skip_leaves_peers_objects_alone() -> None:
     assert api.requests == []
 
 
-async def test_a_volcano_queue_gets_volcanos_status_form() -> None:
+async def test_a_volcano_queue_gets_its_counts_and_its_state_is_never_written() -> None:
+    """Volcano's state is status.state, which its controller and vcctl set and we read:
+    writing it would reopen a queue Volcano closed."""
     api = RecordingApi()
     idle = asyncio.Event()
     idle.set()
@@ -319,7 +327,7 @@ async def test_a_volcano_queue_gets_volcanos_status_form() -> None:
     status.queues(usage, {"q": Queue(name="q", open=False)})
     await settle(status, api)
     [patch] = api.sent("PATCH", f"/apis/{api_version}/queues/q/status")
-    assert patch["status"] == {"state": "Closed", "pending": 2, "inqueue": 0, "running": 1}
+    assert patch["status"] == {"pending": 2, "inqueue": 0, "running": 1}
 
 
 async def test_queue_status_lists_allocations_and_removes_the_ones_gone() -> None:
@@ -392,3 +400,37 @@ async def test_a_write_that_failed_is_sent_again_later(monkeypatch: pytest.Monke
     await settle(status, api)
     first, again = api.sent("PATCH", "/pods/p/status")
     assert first == again
+
+
+def writes(result: str) -> float:
+    labels = {"kind": "podgroup_status", "result": result}
+    return REGISTRY.get_sample_value("batchsched_api_writes_total", labels) or 0.0
+
+
+@pytest.mark.parametrize("exists", [True, False])
+async def test_a_status_write_answered_404_is_told_apart_by_reading_the_object(
+    exists: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The API server answers a status subresource the CRD lacks as it answers a deleted
+    object: 404 NotFound naming it. The object, read, tells which: a write that can never
+    land is logged and counted, not passed off as gone."""
+    not_found = {"reason": "NotFound", "details": {"name": "g", "kind": "podgroups"}}
+
+    def answer(method: str, path: str, body: object) -> dict[str, object]:
+        if method == "PATCH" or not exists:
+            raise ApiError(method, path, 404, not_found)
+        return {"metadata": {"name": "g"}}
+
+    api = RecordingApi(answer=answer)
+    status = writer(api)
+    before = {result: writes(result) for result in ("gone", "unwritable")}
+    status.groups({"ns/g": placed(0)}, peer_group("scheduling.x-k8s.io/v1alpha1"))
+    await settle(status, api)
+    counted = {result: writes(result) - before[result] for result in before}
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    if exists:
+        assert counted == {"gone": 0, "unwritable": 1}
+        assert len(errors) == 1 and "cannot land" in errors[0], errors
+    else:
+        assert counted == {"gone": 1, "unwritable": 0}
+        assert errors == []

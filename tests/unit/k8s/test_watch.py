@@ -143,7 +143,13 @@ VOLCANO = "scheduling.volcano.sh/v1beta1"
 
 
 def volcano_queue(name: str, *, weight: int = 1) -> dict[str, Any]:
-    return {**queue(name, weight=weight), "apiVersion": VOLCANO}
+    """Volcano's form: the state is status.state, which its CRD keeps apart from the spec."""
+    return {
+        "apiVersion": VOLCANO,
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": weight},
+    }
 
 
 def queues_of(api_version: str) -> Watched:

@@ -178,9 +178,8 @@ def test_jobs_sent_to_a_parent_wait_naming_its_children() -> None:
 
 
 def test_a_closed_parent_closes_its_children() -> None:
-    decisions = decide(
-        [node("n1"), queue("org", state="Closed"), queue("x", parent="org"), *wanting("x", 1)]
-    )
+    closed = {**queue("org"), "status": {"state": "Closed"}}
+    decisions = decide([node("n1"), closed, queue("x", parent="org"), *wanting("x", 1)])
     assert decisions.pending == {"default/x0-0": "queue org is closed"}
 
 
@@ -306,3 +305,37 @@ def test_guarantees_are_held_at_every_level_of_the_tree() -> None:
     )
     assert placed == {"betatwo": 5}
     assert deserved["betatwo"]["cpu"] == 5000
+
+
+def test_a_queue_of_higher_priority_is_served_first() -> None:
+    """Volcano's proportion orders queues by spec.priority before their shares: the
+    one CPU goes to the high queue's job although the low queue's came first."""
+    decisions = decide(
+        [
+            node("n1", cpu="1"),
+            queue("low", priority=0),
+            queue("high", priority=5),
+            *gang("early", 1, requests={"cpu": "1"}, queue="low"),
+            *gang("late", 1, requests={"cpu": "1"}, queue="high", created=5),
+        ]
+    )
+    assert placements(decisions) == {"default/late-0": "n1"}
+
+
+def test_fifo_holds_the_jobs_behind_one_that_cannot_start_and_traverse_does_not() -> None:
+    decisions = decide(
+        [
+            node("n1", cpu="2"),
+            queue("ff", dequeueStrategy="fifo"),
+            queue("tr", dequeueStrategy="traverse"),
+            *gang("ff-huge", 2, requests={"cpu": "2"}, queue="ff"),
+            *gang("ff-small", 1, requests={"cpu": "500m"}, queue="ff", created=1),
+            *gang("tr-huge", 2, requests={"cpu": "2"}, queue="tr"),
+            *gang("tr-small", 1, requests={"cpu": "500m"}, queue="tr", created=1),
+        ]
+    )
+    assert placements(decisions) == {"default/tr-small-0": "n1"}
+    assert decisions.pending["default/ff-small-0"] == (
+        "queue ff dequeues in order (dequeueStrategy fifo) and job default/ff-huge ahead "
+        "cannot start"
+    )
