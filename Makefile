@@ -1,6 +1,7 @@
 # Two entry points for a newcomer: `make demo` and `make test`.
 # Both create .venv on first use; `make test` also builds the Kubernetes
-# control-plane binaries and helm (cached outside the repository) for the integration tests.
+# control-plane binaries, helm and Volcano's controller manager (cached outside the
+# repository) for the integration tests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -32,5 +33,6 @@ test: venv lint
 		$(BIN)/pytest -q -m "not integration"; \
 	else \
 		assets="$$(bash hack/envtest.sh)" && bash hack/helm.sh >/dev/null && \
+			bash hack/vc-controller-manager.sh >/dev/null && \
 			KUBEBUILDER_ASSETS="$$assets" $(BIN)/pytest -q; \
 	fi
