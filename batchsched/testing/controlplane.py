@@ -498,16 +498,23 @@ class ControlPlane:
         }
         path = self.workdir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(settings))
-        self._group.spawn(
-            "kube-scheduler", [str(binary), f"--config={path}", "--secure-port=0", "-v=1"]
-        )
-        # A bad configuration ends it at once; anything later shows in the pods it places.
+        self.run("kube-scheduler", [str(binary), f"--config={path}", "--secure-port=0", "-v=1"])
+
+    def run(self, name: str, argv: list[str]) -> None:
+        """Run a component of the cluster (a scheduler, a controller) against this control
+        plane in a process group of its own, stopped with it; its output goes to
+        `name`.log in `workdir`.
+
+        A bad flag or configuration ends it at once, which raises here; anything later
+        shows in what it does.
+        """
+        self._group.spawn(name, argv)
         time.sleep(0.5)
-        proc = self._group.processes["kube-scheduler"]
+        proc = self._group.processes[name]
         if proc.poll() is not None:
             raise ControlPlaneError(
-                f"kube-scheduler exited with code {proc.returncode}:\n"
-                + _tail(self.workdir / "kube-scheduler.log")
+                f"{name} exited with code {proc.returncode}:\n"
+                + _tail(self.workdir / f"{name}.log")
             )
 
     def kube(self, token: str | None = None) -> Kube:
