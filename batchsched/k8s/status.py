@@ -185,6 +185,18 @@ def target_kind(kind: str, api_version: str) -> str:
     return kind
 
 
+# PodGroup APIs whose released CRD has no status subresource (Volcano's has
+# `subresources: {}`): a PATCH to .../status answers 404 there, so status goes on the object.
+STATUS_ON_OBJECT = frozenset({"scheduling.volcano.sh/v1beta1"})
+
+
+def podgroup_status_path(group: PodGroup) -> str:
+    """Where a PodGroup's status is written: its status subresource, or the object
+    itself for the APIs without one."""
+    path = f"/apis/{group.api_version}/namespaces/{group.namespace}/podgroups/{group.name}"
+    return path if group.api_version in STATUS_ON_OBJECT else f"{path}/status"
+
+
 class StatusWriter:
     def __init__(
         self,
@@ -311,11 +323,7 @@ class StatusWriter:
             if _same(desired, shown):
                 continue
             self._written[target] = {**shown, **desired}
-            path = (
-                f"/apis/{group.api_version}/namespaces/{group.namespace}"
-                f"/podgroups/{group.name}/status"
-            )
-            write = partial(self.api.patch, path, {"status": desired})
+            write = partial(self.api.patch, podgroup_status_path(group), {"status": desired})
             self._enqueue(target, "podgroup_status", write)
             # News: a changed condition, or for a form without conditions a changed phase.
             if form.conditions:
