@@ -18,6 +18,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from batchsched.testing import (
+    JSON,
     ClusterObjects,
     ControlPlane,
     ControlPlaneError,
@@ -38,12 +39,13 @@ def _skip_requested() -> bool:
     return os.environ.get("BATCHSCHED_SKIP_INTEGRATION") == "1" and os.environ.get("CI") != "true"
 
 
-@pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
+def running_control_plane(crds: list[JSON]) -> Iterator[ControlPlane]:
+    """A control plane with `crds` installed, for a fixture to yield from; skipped or
+    failed, with the reason, when it cannot run."""
     if _skip_requested():
         pytest.skip("BATCHSCHED_SKIP_INTEGRATION=1")
     try:
-        plane = ControlPlane.start(find_assets(), crds=load_manifests(PROJECT_CRDS, FOREIGN_CRDS))
+        plane = ControlPlane.start(find_assets(), crds=crds)
     except ControlPlaneError as err:
         problem = str(err)
     else:
@@ -51,6 +53,11 @@ def control_plane() -> Iterator[ControlPlane]:
             yield plane
         return
     pytest.fail(f"cannot run the integration tests: {problem}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    yield from running_control_plane(load_manifests(PROJECT_CRDS, FOREIGN_CRDS))
 
 
 @pytest.fixture(scope="session")
