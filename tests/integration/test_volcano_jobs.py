@@ -34,6 +34,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     eventually,
     placements,
     pods,
+    priority_class,
     ready_node,
     scheduler_kubeconfig_fixture,
     start_scheduler_fixture,
@@ -273,6 +274,36 @@ def test_gang_that_cannot_fit_gets_no_pod_bound(
     placed = eventually(lambda: bound_at_least(kube, namespace, 3), what="three pods bound")
     assert sorted(placed.values()) == ["vj-a", "vj-b", "vj-c"]
     eventually(lambda: phase_of(kube, namespace, job) == "Running", what="PodGroup Running")
+
+
+def test_job_priority_decides_which_job_is_admitted(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    """Two copies of example/job.yaml, each needing 3 of a 4-CPU node's CPUs before it may
+    start (minAvailable 3), the second submitted naming a higher PriorityClass: the
+    controller writes it into its PodGroup, and that job is admitted and started; the
+    other stays Pending, and its pods are never created."""
+    classes = {"low": 10, "high": 1000}
+    add_nodes(kube, cluster_objects, {"cpu": "4"}, "vj-a")
+    for job, value in classes.items():
+        manifest = volcano_example("job.yaml")
+        manifest["metadata"]["name"] = job
+        manifest["spec"]["priorityClassName"] = priority_class(
+            cluster_objects, f"{namespace}-{job}", value
+        )
+        submit(kube, namespace, manifest)
+    for job in classes:
+        group = eventually(
+            functools.partial(pod_group_of, kube, namespace, job), what=f"{job}'s PodGroup"
+        )
+        assert group["spec"]["priorityClassName"] == f"{namespace}-{job}"
+    # Both PodGroups exist before the scheduler starts: its first session sees both.
+    start_scheduler(config=DROP_IN)
+
+    placed = eventually(lambda: bound_at_least(kube, namespace, 4), what="four pods bound")
+    assert all(name.startswith("high-") for name in pods(kube, namespace)), placed
+    eventually(lambda: phase_of(kube, namespace, "high") == "Running", what="high Running")
+    eventually(lambda: phase_of(kube, namespace, "low") == "Pending", what="low Pending")
 
 
 def test_min_task_member_from_the_controller(
