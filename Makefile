@@ -1,8 +1,8 @@
 # Two entry points for a newcomer: `make demo` and `make test`.
 # Both create .venv on first use; `make test` also builds the Kubernetes
-# control-plane binaries (kube-apiserver, etcd, kube-controller-manager) and helm, and
-# downloads the peers' released CRDs (all cached outside the repository), for the
-# integration tests.
+# control-plane binaries (kube-apiserver, etcd, kube-controller-manager), helm and
+# Volcano's controller manager, and downloads the peers' released CRDs (all cached
+# outside the repository), for the integration tests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -34,6 +34,7 @@ test: venv lint
 		$(BIN)/pytest -q -m "not integration"; \
 	else \
 		assets="$$(bash hack/envtest.sh)" && bash hack/kube-controller-manager.sh >/dev/null && \
-			bash hack/helm.sh >/dev/null && peers="$$(bash hack/peer-crds.sh)" && \
+			bash hack/helm.sh >/dev/null && bash hack/vc-controller-manager.sh >/dev/null && \
+			peers="$$(bash hack/peer-crds.sh)" && \
 			KUBEBUILDER_ASSETS="$$assets" BATCHSCHED_PEER_CRDS="$$peers" $(BIN)/pytest -q; \
 	fi

@@ -1,8 +1,7 @@
 """enqueue: admit a job (Pending -> Inqueue) once its minResources fit its queue and the cluster.
 
-A PodGroup is admitted before it has pods, as Volcano admits it: Volcano's job controller
-creates a job's pods only once its group is Inqueue.
-
+A PodGroup none of whose pods exists yet is admitted too, on its minResources alone,
+as Volcano's enqueue admits it: Volcano's job controller creates the pods only then.
 Admission reserves the job's minResources against the cluster's idle capacity, so jobs
 admitted together cannot each count the same free resources; jobs without minResources
 are admitted at once, and the allocate action's statements keep them safe. Plugins may
@@ -28,7 +27,7 @@ def enqueue(session: Session) -> None:
     room = "idle" if not session.enqueue_headroom else "idle with overcommit"
     waiting: list[JobInfo] = []
     for job in snapshot.jobs.values():
-        if not job.pending and not awaits_pods(job):
+        if not job.pending and not job.awaits_pods:
             continue
         if job.phase in ("Inqueue", "Running") or job.bound or job.nominated:
             # Admitted earlier, or room was made for it by evicting others: its
@@ -60,12 +59,6 @@ def enqueue(session: Session) -> None:
             continue
         idle -= minimum
         session.enqueued.add(job.key)
-
-
-def awaits_pods(job: JobInfo) -> bool:
-    """A PodGroup with no pods yet: admitted as one with pods is, since Volcano's job
-    controller creates a job's pods only once its group is Inqueue."""
-    return job.group is not None and not job.total
 
 
 def _vector(session: Session, job: JobInfo) -> IntArray:

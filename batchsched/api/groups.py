@@ -19,12 +19,13 @@ from batchsched.api.meta import (
 from batchsched.api.objects import PodGroup
 from batchsched.api.queues import DEFAULT_QUEUE
 from batchsched.api.reads import reads
-from batchsched.api.resources import parse_resource_list
+from batchsched.api.resources import parse_resource_list, volcano_counts
 
 GROUP = "scheduling.batchsched.io"
 VERSION = "v1alpha1"
 # The apiVersion of our own PodGroups and Queues.
 OUR_API = f"{GROUP}/{VERSION}"
+VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 
 # apiVersion -> how that API spells the schedule timeout (None: it has none).
 POD_GROUP_APIS: dict[str, str | None] = {
@@ -97,6 +98,9 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
     group.min_resources = parse_resource_list(
         spec.get("minResources"), where=f"{where}.spec.minResources"
     )
+    if group.api_version == VOLCANO_API:
+        # Read as Volcano reads them: its job controller writes quota usage there.
+        group.min_resources = {k: v for k, v in group.min_resources.items() if volcano_counts(k)}
     queue = text(spec.get("queue"), where=f"{where}.spec.queue", default="")
     # Unset, the namespace's queue applies, else the default one (see cache/snapshot.py).
     group.queue, group.queue_explicit = queue or DEFAULT_QUEUE, bool(queue)

@@ -20,6 +20,13 @@ GPU = "nvidia.com/gpu"
 # Columns every snapshot has, in this order; extended resources follow, sorted by name.
 BASE_RESOURCES: tuple[str, ...] = (CPU, MEMORY, PODS, EPHEMERAL_STORAGE)
 
+# Prefixes of the resource names Kubernetes counts as scalar besides extended ones.
+_SCALAR_PREFIXES = ("hugepages-", "attachable-volumes-")
+# What a ResourceList quota usage holds beside resources: object counts.
+_COUNT_PREFIX = "count/"
+# Quota names for requests; an extended resource never starts with it.
+_REQUESTS_PREFIX = "requests."
+
 # A node that does not state its pod capacity gets the kubelet's default.
 DEFAULT_MAX_PODS = 110
 
@@ -90,3 +97,14 @@ def format_amount(name: str, value: int) -> str:
 def add_into(total: ResourceList, extra: Mapping[str, int]) -> None:
     for name, value in extra.items():
         total[name] = total.get(name, 0) + value
+
+
+def volcano_counts(name: str) -> bool:
+    """Whether Volcano's scheduler counts `name` in a ResourceList it reads (its
+    NewResource): the base resources and the scalar ones (extended, hugepages-*,
+    attachable-volumes-*, kubernetes.io/*), not object counts (`count/pods`) nor quota
+    names (`requests.cpu`), which its job controller writes into a PodGroup's
+    minResources beside the resources they repeat."""
+    if name in BASE_RESOURCES or name.startswith(_SCALAR_PREFIXES) or "kubernetes.io/" in name:
+        return True
+    return "/" in name and not name.startswith((_COUNT_PREFIX, _REQUESTS_PREFIX))

@@ -12,12 +12,18 @@ from dataclasses import replace
 import numpy as np
 
 from batchsched.api.gpu import gpu_demand
+from batchsched.api.groups import OUR_API, VOLCANO_API
 from batchsched.api.objects import GroupRef, PodGroup, Queue, QueueName, Task
 from batchsched.api.placement import Placement
 from batchsched.api.pods import LIGHTWEIGHT_MIN_LABEL
 from batchsched.api.queues import DEFAULT_QUEUE, ROOT_QUEUE, check_hierarchy
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo, job_key
+
+# By a peer's PodGroup API, the scheduler that acts on its groups before any pod of
+# theirs exists: Volcano's takes every PodGroup of its API, and its job controller
+# creates a Job's pods only once that scheduler has admitted the group (Inqueue).
+PODLESS_SCHEDULERS = {VOLCANO_API: "volcano"}
 
 
 def _reserve(job: JobInfo, placements: list[Placement], node_rows: Mapping[str, int]) -> None:
@@ -153,6 +159,8 @@ class JobBuilder:
                 for task, vec in strays:
                     self.add(task, vec)
         for job in self.jobs.values():
+            if job.group is not None and not job.total:
+                job.served = self._serves_podless(job.group)
             if job.group is None or not job.group.priority_class_name:
                 # A job whose PodGroup names no class is as urgent as its pods.
                 job.priority = max((t.priority for t in job.pending), default=job.priority)
@@ -168,6 +176,13 @@ class JobBuilder:
                     info.nominated = node_rows.get(info.task.nominated_node)
                     job.nominated = True
         return self.jobs
+
+    def _serves_podless(self, group: PodGroup) -> bool:
+        """Whether this scheduler acts on `group` while it has no pods: ours always, a
+        peer's when the scheduler that would is served here (PODLESS_SCHEDULERS)."""
+        if group.api_version == OUR_API:
+            return True
+        return PODLESS_SCHEDULERS.get(group.api_version) in self.scheduler_names
 
     def _pod_names_queue(self, job: JobInfo, named: QueueName) -> None:
         """Members of one group that name different queues leave it waiting: picking

@@ -84,7 +84,8 @@ class JobInfo:
     # Some pending member has a nominated node (status.nominatedNodeName).
     nominated: bool = False
     # Some pod of it names a scheduler this one serves. A peer's PodGroup whose pods all
-    # name another (its own scheduler still running) is that scheduler's to report on.
+    # name another (its own scheduler still running) is that scheduler's to report on;
+    # one without pods, that of the scheduler its API answers to (cache/jobs.py).
     served: bool = False
     # Per task role, the members its PodGroup's minTaskMember needs (empty when it has
     # none, or when minMember is below their sum, where Volcano counts the total alone),
@@ -96,6 +97,13 @@ class JobInfo:
     @property
     def is_gang(self) -> bool:
         return self.group is not None or self.label_only
+
+    @property
+    def awaits_pods(self) -> bool:
+        """A PodGroup this scheduler acts on, none of whose pods exists yet. It is
+        admitted on its minResources alone, as Volcano's enqueue admits it: a controller
+        may create the pods only then (Volcano's job controller does)."""
+        return self.group is not None and self.served and not self.total
 
 
 @dataclass(slots=True)

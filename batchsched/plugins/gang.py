@@ -32,6 +32,8 @@ from batchsched.plugins.arguments import check_keys
 TIMEOUT_ACTION = "scheduleTimeoutAction"
 TIMEOUT_ACTIONS = ("Wait", "Fail")
 TIMEOUT_REASON = "ScheduleTimeout"
+# An admitted group none of whose pods exists yet (its controller creates them now).
+AWAITING_PODS = "admitted: waiting for its pods to be created"
 
 
 class Gang:
@@ -102,8 +104,7 @@ class Gang:
             return job.error
         if self.fail_on_timeout and (timeout := self._overdue(job)) is not None:
             return _failed(job, timeout)
-        # A group with no pods at all awaits them (enqueue admits it meanwhile).
-        if job.is_gang and job.total and job.total - job.failed < job.min_member:
+        if job.is_gang and not job.awaits_pods and job.total - job.failed < job.min_member:
             return (
                 f"gang {job.key}: {job.total - job.failed} pods exist, "
                 f"minMember is {job.min_member}"
@@ -143,9 +144,7 @@ class Gang:
         changed = snapshot.changed_jobs
         for job in snapshot.jobs.values():
             foreign = job.group is not None and job.group.api_version != OUR_API
-            # A peer's group with no pods yet is reported too (Pending, as Volcano
-            # reports it): no pod says another scheduler serves it.
-            if not job.is_gang or (foreign and not job.served and job.total):
+            if not job.is_gang or (foreign and not job.served):
                 continue
             # A large cluster's thousands of running groups would otherwise cost every
             # session, and the event loop, their statuses again.
@@ -188,7 +187,9 @@ class Gang:
             status.condition = self._timed_out(job, overdue)
         elif phase in ("Pending", "Inqueue"):
             reason = "Invalid" if job.error else "NotEnoughResources"
-            message = session.job_messages.get(job.key, "waiting to be scheduled")
+            admitted = job.awaits_pods and phase == "Inqueue"
+            waiting = AWAITING_PODS if admitted else "waiting to be scheduled"
+            message = session.job_messages.get(job.key, waiting)
             status.condition = Condition("Unschedulable", reason, message)
         return status
 

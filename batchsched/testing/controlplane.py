@@ -545,9 +545,7 @@ class ControlPlane:
         }
         path = self.workdir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(settings))
-        self._run_component(
-            "kube-scheduler", [str(binary), f"--config={path}", "--secure-port=0", "-v=1"]
-        )
+        self.run("kube-scheduler", [str(binary), f"--config={path}", "--secure-port=0", "-v=1"])
 
     def start_controller_manager(
         self,
@@ -585,7 +583,7 @@ class ControlPlane:
         ]
         if gates:
             argv.append(f"--feature-gates={_switches(gates)}")
-        self._run_component(name, argv)
+        self.run(name, argv)
         deadline = time.monotonic() + timeout
         waiting = set(controllers)
         while waiting:
@@ -605,7 +603,11 @@ class ControlPlane:
                 )
             time.sleep(0.1)
 
-    def _run_component(self, name: str, argv: list[str]) -> None:
+    def run(self, name: str, argv: list[str]) -> None:
+        """Run a component of the cluster (a scheduler, a controller) against this control
+        plane in a process group of its own, stopped with it; its output goes to
+        `name`.log in `workdir`. A bad flag or configuration ends it at once, which raises
+        here; anything later shows in what it does."""
         # A second one would take the first's place in the group, which then outlives it.
         running = self._group.processes.get(name)
         if running is not None and running.poll() is None:

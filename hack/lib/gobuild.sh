@@ -1,7 +1,8 @@
-# Shared by hack/envtest.sh and hack/kube-scheduler.sh: building Kubernetes binaries
-# from the Go modules pinned under hack/envtest/ into one cache directory per release.
+# Shared by the hack/*.sh scripts that build binaries from Go modules pinned under hack/
+# into a cache directory per release (gobuild_init sets one up for Kubernetes' own).
 # Sourced, not run. The caller sets `tool` (the prefix of its messages) and `fail_hint`
-# (what to tell the user when a build cannot be made), then calls gobuild_init.
+# (what to tell the user when a build cannot be made), then calls gobuild_init or sets
+# `cache_root` and `dest` itself.
 
 # Only the final directory may reach stdout: callers capture it with $(...).
 exec 3>&1 1>&2

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from .harness import Run, simulate, simulate_text
+from .harness import EXAMPLES, Run, simulate, simulate_text
+
+DROP_IN = EXAMPLES / "config" / "drop-in.yaml"
 
 VOLCANO = "scheduling.volcano.sh/v1beta1"
 # Volcano's allocate_test.go: pkg/scheduler/actions/allocate/allocate_test.go, TestAllocate.
@@ -304,19 +306,25 @@ def test_a_group_with_no_pods_is_admitted_if_its_queue_has_room(
     pkg/scheduler/actions/enqueue/enqueue_test.go, "pggroup cannot enqueue because queue
     resources are less than podgroup MinResources": a group with no pods asking 8 CPUs
     of a queue capped at 1 stays Pending. Groups with no pods that fit are admitted, as
-    Volcano's enqueue admits every Pending group that fits (its minMember 0 one too)."""
-    result = run(
-        capsys,
-        tmp_path,
-        node("n1", "2", "4Gi"),
-        queue("c1", '{weight: 1, capability: {cpu: "1", memory: 1G}}'),
-        queue("c2"),
-        pod_group("pg1", "c1", "c1", 1)
-        .replace("status: {phase: Inqueue}\n", "")
-        .replace("queue: c1", 'queue: c1, minResources: {cpu: "8", memory: 8G}'),
-        pod_group("later", "c1", "c2", 2).replace("status: {phase: Inqueue}\n", ""),
-        pod_group("empty", "c1", "c2", 0).replace("status: {phase: Inqueue}\n", ""),
+    Volcano's enqueue admits every Pending group that fits (its minMember 0 one too).
+    Only while Volcano's scheduler name is served: no pod says whose such a group is."""
+    path = tmp_path / "input.yaml"
+    path.write_text(
+        "".join(
+            (
+                node("n1", "2", "4Gi"),
+                queue("c1", '{weight: 1, capability: {cpu: "1", memory: 1G}}'),
+                queue("c2"),
+                pod_group("pg1", "c1", "c1", 1)
+                .replace("status: {phase: Inqueue}\n", "")
+                .replace("queue: c1", 'queue: c1, minResources: {cpu: "8", memory: 8G}'),
+                pod_group("later", "c1", "c2", 2).replace("status: {phase: Inqueue}\n", ""),
+                pod_group("empty", "c1", "c2", 0).replace("status: {phase: Inqueue}\n", ""),
+            )
+        )
     )
+    result = simulate(capsys, path, config=str(DROP_IN))
+    assert result.code == 0, result.stderr
     assert result.podgroups["c1/pg1"]["phase"] == "Pending"
     assert result.podgroups["c1/later"]["phase"] == "Inqueue"
     assert result.podgroups["c1/empty"]["phase"] == "Inqueue"

@@ -5,7 +5,7 @@ Tests describe a cluster with these builders and assert on what the pure core de
 ClusterCache -> take_snapshot -> run_session, with no I/O.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -156,13 +156,19 @@ def cache_of(objects: Iterable[Mapping[str, Any]]) -> ClusterCache:
     return cache
 
 
-def snapshot_of(objects: Iterable[Mapping[str, Any]], *, now: float | None = None) -> Snapshot:
+def snapshot_of(
+    objects: Iterable[Mapping[str, Any]],
+    *,
+    now: float | None = None,
+    serving: Collection[str] = (SCHEDULER,),
+) -> Snapshot:
     """A snapshot taken at `now`, by default when the newest pod was created (as the
-    simulator does), so that no job has waited long enough to starve."""
+    simulator does), so that no job has waited long enough to starve, by a scheduler
+    serving the scheduler names `serving`."""
     cache = cache_of(objects)
     if now is None:
         now = max((t.creation for t in cache.tasks.values()), default=0.0)
-    return take_snapshot(cache, now=now, scheduler_names={SCHEDULER})
+    return take_snapshot(cache, now=now, scheduler_names=serving)
 
 
 def config_of(config: SchedulerConfig | str | None) -> SchedulerConfig:
@@ -178,9 +184,10 @@ def decide(
     config: SchedulerConfig | str | None = None,
     *,
     now: float | None = None,
+    serving: Collection[str] = (SCHEDULER,),
 ) -> Decisions:
     """One session over the given objects."""
-    return run_session(snapshot_of(objects, now=now), config_of(config))
+    return run_session(snapshot_of(objects, now=now, serving=serving), config_of(config))
 
 
 def placements(decisions: Decisions) -> dict[str, str]:

@@ -2,9 +2,24 @@
 
 import pytest
 
-from ..builders import Obj, Quantities, at, decide, gang, node, placements, pod, pod_group, queue
+from batchsched.plugins.gang import AWAITING_PODS
+
+from ..builders import (
+    SCHEDULER,
+    Obj,
+    Quantities,
+    at,
+    decide,
+    gang,
+    node,
+    placements,
+    pod,
+    pod_group,
+    queue,
+)
 
 ONE_CPU = {"cpu": "1"}
+VOLCANO = "scheduling.volcano.sh/v1beta1"
 
 
 @pytest.mark.parametrize(
@@ -123,3 +138,51 @@ def test_a_gang_failed_at_its_schedule_timeout_reserves_nothing() -> None:
     decisions = decide(objects, fail, now=at(120))
     assert decisions.jobs["default/stuck"].phase == "Failed"
     assert set(placements(decisions)) == {f"default/next-{i}" for i in range(3)}
+
+
+@pytest.mark.parametrize("api_version", ["scheduling.batchsched.io/v1alpha1", VOLCANO])
+@pytest.mark.parametrize(
+    ("min_resources", "phase", "message"),
+    [
+        ({"cpu": "3"}, "Inqueue", AWAITING_PODS),
+        (
+            {"cpu": "6"},
+            "Pending",
+            "waiting for resources: minResources needs cpu 6, the cluster has 4 idle",
+        ),
+    ],
+)
+def test_a_group_whose_pods_are_yet_to_be_created_is_admitted_on_its_min_resources(
+    api_version: str, min_resources: Quantities, phase: str, message: str
+) -> None:
+    """Volcano's job controller creates a Job's pods only once its PodGroup is Inqueue."""
+    group = pod_group("g", 3, api_version=api_version, minResources=min_resources)
+    decisions = decide([node("n1", cpu="4"), group], serving=(SCHEDULER, "volcano"))
+    status = decisions.jobs["default/g"]
+    assert (status.phase, status.condition and status.condition.message) == (phase, message)
+
+
+def test_an_admitted_group_without_pods_keeps_its_min_resources_reserved() -> None:
+    held = {**pod_group("held", 3, minResources={"cpu": "3"}), "status": {"phase": "Inqueue"}}
+    decisions = decide(
+        [node("n1", cpu="4"), held, *gang("g", 2, requests=ONE_CPU, minResources={"cpu": "2"})]
+    )
+    assert decisions.jobs["default/held"].phase == "Inqueue"
+    assert decisions.pending["default/g-0"] == (
+        "waiting for resources: minResources needs cpu 2, the cluster has 1 idle"
+    )
+
+
+def test_a_volcano_group_without_pods_is_left_to_the_scheduler_that_serves_volcano() -> None:
+    """Volcano's scheduler, still running, admits its own PodGroups."""
+    group = pod_group("g", 3, api_version=VOLCANO, minResources={"cpu": "1"})
+    assert "default/g" not in decide([node("n1", cpu="4"), group]).jobs
+
+
+def test_volcano_min_resources_are_read_as_volcano_reads_them() -> None:
+    """Its job controller writes quota usage: count/pods and requests.cpu beside cpu and
+    pods, which no node has; Volcano's scheduler counts only the resources."""
+    written = {"count/pods": "3", "cpu": "3", "pods": "3", "requests.cpu": "3"}
+    group = pod_group("g", 3, api_version=VOLCANO, minResources=written)
+    decisions = decide([node("n1", cpu="4"), group], serving=(SCHEDULER, "volcano"))
+    assert decisions.jobs["default/g"].phase == "Inqueue"

@@ -188,3 +188,35 @@ def test_bad_durations(raw: object, message: str) -> None:
     with pytest.raises(ValueError) as error:
         parse_duration(raw, where="x")
     assert str(error.value) == message
+
+
+def test_volcano_min_resources_keep_what_volcanos_scheduler_counts() -> None:
+    """Volcano's job controller writes a PodGroup's minResources as quota usage; its
+    scheduler reads the resources and the scalar ones, not counts or quota names."""
+    written = {
+        "count/pods": "2",
+        "pods": "2",
+        "cpu": "2",
+        "requests.cpu": "2",
+        "limits.cpu": "4",
+        "memory": "1Gi",
+        "requests.memory": "1Gi",
+        "nvidia.com/gpu": "2",
+        "requests.nvidia.com/gpu": "2",
+        "hugepages-2Mi": "4Mi",
+        "example.com/foo": "1",
+    }
+    volcano = pod_group_from_object(pod_group("g", 2, api_version=VOLCANO, minResources=written))
+    assert volcano.error is None
+    assert volcano.min_resources == {
+        "pods": 2,
+        "cpu": 2000,
+        "memory": 2**30,
+        "nvidia.com/gpu": 2,
+        "hugepages-2Mi": 4 * 2**20,
+        "example.com/foo": 1,
+    }
+    # Our own PodGroup asks for what it names: a name no node has keeps it waiting, and
+    # its message says which.
+    ours = pod_group_from_object(pod_group("g", 2, minResources=written))
+    assert set(ours.min_resources) == set(written)

@@ -280,6 +280,27 @@ async def test_a_peer_group_gets_the_status_its_project_writes(
     assert (started is not None) == (group in WITH_START_TIME)
 
 
+@pytest.mark.parametrize(
+    ("api_version", "path"),
+    [
+        # Volcano's released CRD has no status subresource: .../status answers 404.
+        ("scheduling.volcano.sh/v1beta1", "podgroups/g"),
+        ("scheduling.incubator.k8s.io/v1alpha1", "podgroups/g/status"),
+        ("scheduling.x-k8s.io/v1alpha1", "podgroups/g/status"),
+    ],
+)
+async def test_a_peer_groups_status_goes_where_its_crd_takes_it(
+    api_version: str, path: str
+) -> None:
+    api = RecordingApi()
+    writer_ = writer(api)
+    writer_.groups({"ns/g": placed(0)}, peer_group(api_version))
+    await settle(writer_, api)
+    assert [(m, p) for m, p, _ in api.requests if "/podgroups/" in p] == [
+        ("PATCH", f"/apis/{api_version}/namespaces/ns/{path}")
+    ]
+
+
 async def test_a_schedule_start_time_is_written_once() -> None:
     api = RecordingApi()
     status = writer(api)
