@@ -7,7 +7,9 @@ Admission reserves the job's minResources against the cluster's idle capacity, s
 admitted together cannot each count the same free resources; jobs without minResources
 are admitted at once, and the allocate action's statements keep them safe. Plugins may
 add headroom beyond what is idle (overcommit), so that jobs wait admitted, pods created,
-for resources about to free up.
+for resources about to free up. A job past the waiting time a plugin gives it (Volcano's
+sla) is admitted without idle room, within its queue's limits, so that allocate holds
+room for it.
 """
 
 import numpy as np
@@ -49,7 +51,7 @@ def enqueue(session: Session) -> None:
             continue
         minimum = _vector(session, job)
         short = np.flatnonzero(minimum > np.maximum(idle, 0))
-        if len(short):
+        if len(short) and not session.overdue(job):
             name = snapshot.resources[int(short[0])]
             session.job_messages[job.key] = (
                 f"waiting for resources: minResources needs {name} "

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
+from batchsched.api.groups import WAITING_TIME_ANNOTATIONS
 from batchsched.api.placement import PLACEMENT_ANNOTATION
 from batchsched.api.pods import (
     GROUP_ANNOTATIONS,
@@ -213,7 +214,10 @@ def trim_pod_group(group: Mapping[str, Any]) -> JSON:
     return {
         "apiVersion": group.get("apiVersion"),
         "kind": "PodGroup",
-        "metadata": _identity(group.get("metadata") or {}),
+        "metadata": {
+            **_identity(group.get("metadata") or {}),
+            "annotations": _annotations(group.get("metadata") or {}, WAITING_TIME_ANNOTATIONS),
+        },
         "spec": group.get("spec"),
         "status": {"phase": (group.get("status") or {}).get("phase")},
     }

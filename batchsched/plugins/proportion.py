@@ -46,6 +46,9 @@ FloatArray = npt.NDArray[np.float64]
 
 class Proportion:
     name = "proportion"
+    # Whether queues share the cluster by weight, each held to its share while others
+    # wait (proportion); without, a queue deserves what its `deserved` states (capacity).
+    by_weight = True
 
     def __init__(self, arguments: Mapping[str, Any]) -> None:
         check_keys(self.name, arguments, set())
@@ -107,9 +110,10 @@ class Proportion:
         session.valid_checks.append(self._invalid)
         session.enqueue_checks.append(self._enqueue_blocked)
         session.capacity_checks.append(self._over_capability)
-        session.share_checks.append(self._over_share)
         session.queue_keys.append(self._share)
-        session.overused_checks.append(self._overused)
+        if self.by_weight:
+            session.share_checks.append(self._over_share)
+            session.overused_checks.append(self._overused)
         session.reclaimable.append(self._reclaimable)
         session.on_allocate.append(self._allocated)
         session.on_deallocate.append(self._deallocated)
@@ -163,6 +167,8 @@ class Proportion:
         nodes a pod may use is the predicates plugin's to say, wherever the configuration
         lists it. Whole units, as resources are counted, so that a queue holding exactly
         its share is not taken for one holding more."""
+        if self._deserved is None and not self.by_weight:
+            self._deserved = self._stated()
         if self._deserved is None:
             shares: dict[str, FloatArray] = {}
             bounds: dict[str, tuple[FloatArray, FloatArray]] = {}
@@ -175,6 +181,19 @@ class Proportion:
                 name: np.floor(share * (1 + 1e-12) + 1e-9) for name, share in shares.items()
             }
         return self._deserved
+
+    def _stated(self) -> dict[str, FloatArray]:
+        """Volcano's capacity plugin's deserved: what each queue states (0 where it
+        states nothing), raised to its guarantee, within its capability and the room
+        the other queues' guarantees leave it."""
+        out: dict[str, FloatArray] = {}
+        for name in self.queues:
+            stated = np.nan_to_num(self.fixed[name], nan=0.0)
+            limit = self.capability[name]
+            if self.room:
+                limit = np.minimum(limit, self.room[name])
+            out[name] = np.floor(np.maximum(np.minimum(stated, limit), self.guarantee[name]))
+        return out
 
     def _bounds(
         self, name: str, bounds: dict[str, tuple[FloatArray, FloatArray]]
@@ -374,7 +393,9 @@ class Proportion:
             return 0.0
         counted = (deserved > 0) & self.shared
         if not counted.any():
-            return 0.0
+            # Volcano's capacity serves a queue that deserves nothing (best effort) after
+            # those below their share.
+            return 0.0 if self.by_weight else 1.0
         return float((self.allocated[queue][counted] / deserved[counted]).max())
 
     def _overused(self, queue: str) -> bool:
@@ -480,3 +501,14 @@ def _level(total: float, weight: FloatArray, floor: FloatArray, limit: FloatArra
     level = points[at] + (total - filled[at]) / weight[rising].sum()
     shares: FloatArray = np.clip(level * weight, floor, limit)
     return shares
+
+
+class Capacity(Proportion):
+    """capacity: Volcano's queue plugin of that name. A queue deserves what its
+    `deserved` states, not a weighted share; its pods go up to its capability and the
+    room the other queues' guarantees leave it, whatever it deserves, and no queue waits
+    for being at its share. Reclaim, guarantees, the tree of `parent`s and enqueue's
+    checks are proportion's (docs/drop-in.md lists how they differ from Volcano's)."""
+
+    name = "capacity"
+    by_weight = False

@@ -188,3 +188,26 @@ def test_bad_durations(raw: object, message: str) -> None:
     with pytest.raises(ValueError) as error:
         parse_duration(raw, where="x")
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize("api_version", [a for a in ALL_APIS if a != OURS])
+def test_peer_group_without_min_member_is_a_quorum_of_zero(api_version: str) -> None:
+    """The peers' CRDs do not require minMember, and their schedulers read a group
+    without one as Go's zero value: each member starts as it fits."""
+    obj = {"apiVersion": api_version, "kind": "PodGroup", "metadata": {"name": "g"}, "spec": {}}
+    group = pod_group_from_object(obj)
+    assert (group.error, group.min_member) == (None, 0)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("networkTopology", {"mode": "hard", "highestTierAllowed": 1}),
+        ("subGroupPolicy", [{"name": "workers", "minSubGroups": 2}]),
+    ],
+)
+def test_volcano_constraints_that_cannot_be_kept_are_refused(key: str, value: object) -> None:
+    obj = pod_group("g", 2, api_version=VOLCANO)
+    group = pod_group_from_object({**obj, "spec": {**obj["spec"], key: value}})
+    assert group.error is not None
+    assert group.error.startswith(f"PodGroup default/g.spec.{key}: {value!r} is not supported")
