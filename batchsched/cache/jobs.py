@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from batchsched.api.gpu import gpu_demand
+from batchsched.api.groups import OUR_API
 from batchsched.api.objects import GroupRef, PodGroup, Queue, QueueName, Task
 from batchsched.api.placement import Placement
 from batchsched.api.pods import LIGHTWEIGHT_MIN_LABEL
@@ -263,6 +264,10 @@ class JobBuilder:
 
     def _job_for_group(self, group: PodGroup) -> JobInfo:
         priority, error = self._priority(None, group.priority_class_name)
+        if group.api_version != OUR_API:
+            # Volcano's and kube-batch's caches give a group whose class does not exist
+            # the default priority; our own PodGroup waits to have it named right.
+            error = None
         return JobInfo(
             key=group.key,
             namespace=group.namespace,

@@ -77,8 +77,7 @@ def test_a_bad_waiting_time_is_refused_naming_it(
 ) -> None:
     objects = tmp_path / "objects.yaml"
     objects.write_text(
-        NODE
-        + job("bad", "2026-01-01T00:00:00Z", annotations="{volcano.sh/sla-waiting-time: soon}")
+        NODE + job("bad", "2026-01-01T00:00:00Z", annotations="{volcano.sh/sla-waiting-time: soon}")
     )
     run = simulate(capsys, objects)
     assert run.code == 0, run.stderr

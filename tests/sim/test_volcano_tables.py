@@ -26,8 +26,9 @@ HELD_BACK_PREEMPTS = (
     "a PodGroup enqueue holds back for its minResources preempts (Volcano: Pending never does)"
 )
 QUEUE_PRIORITY = "a Volcano Queue's spec.priority is refused (Volcano reclaims from lower first)"
-MISSING_PRIORITY_CLASS = (
-    "a PodGroup naming a PriorityClass that does not exist waits (Volcano: default priority)"
+QUEUE_STATE = (
+    "a Volcano Queue's status.state is not read (spec.state is), so a queue Volcano closed "
+    "still reclaims"
 )
 JOB_ORDER = (
     "in queue q-2, pg-small-2 is placed before pg-large-2, which Volcano's job order takes "
@@ -49,11 +50,8 @@ FAILS: dict[str, tuple[str, ...]] = {
     "reclaim/reclaim-succeeds-for-second-task-when-first-task-has-preemptionp": (
         GANG_CANNOT_START,
     ),
-    "reclaim/sort-reclaimees-when-reclaiming-from-overusing-queues-with-diffe": (
-        QUEUE_PRIORITY,
-        MISSING_PRIORITY_CLASS,
-    ),
-    "reclaim/two-queue-with-one-queue-overusing-resource-should-reclaim": (MISSING_PRIORITY_CLASS,),
+    "reclaim/can-not-reclaim-resources-when-queue-is-not-open-proportion-plug": (QUEUE_STATE,),
+    "reclaim/sort-reclaimees-when-reclaiming-from-overusing-queues-with-diffe": (QUEUE_PRIORITY,),
     "e2e/preempt-schedule-high-priority-job-with-preemption-when-idle-res": (BEYOND_MIN_MEMBER,),
     "e2e/preemption-doesn-t-work-when-podgroup-is-pending-due-to-insuffic": (HELD_BACK_PREEMPTS,),
 }

@@ -30,11 +30,11 @@ PLUGIN = "pkg/coscheduling/coscheduling_test.go"
 LOW, HIGH = 10, 100
 # The plugin as the integration tests configure it, serving default-scheduler.
 PROFILE = coscheduling_config()
-# Coscheduling orders pods by their own priority; the peer's PodGroup has no
-# priorityClassName, and batchsched orders a gang by its group's class (the default).
+# The simulator replays objects as they are created; Less compares two pods with both
+# groups present.
 GROUP_PRIORITY = (
-    "a scheduling.x-k8s.io gang is ordered by its group's priority (the default class), "
-    "not by its pods' own priority as Coscheduling orders them"
+    "pg2 is created a second after pg1, and the simulator places p1 as soon as pg1 exists, "
+    "while p2 waits for its group; Less compares the two with both groups present"
 )
 
 
