@@ -19,9 +19,6 @@ CASES = Path(__file__).resolve().parents[1] / "conformance" / "volcano"
 
 # Why a case fails today, as the defects it runs into in turn. A case leaves this table
 # when its last defect is fixed: the marks are strict, so a fixed case fails until then.
-BEYOND_MIN_MEMBER = (
-    "preemption evicts for a gang's members beyond minMember (Volcano stops once it can start)"
-)
 HELD_BACK_PREEMPTS = (
     "a PodGroup enqueue holds back for its minResources preempts (Volcano: Pending never does)"
 )
@@ -52,7 +49,6 @@ FAILS: dict[str, tuple[str, ...]] = {
     ),
     "reclaim/can-not-reclaim-resources-when-queue-is-not-open-proportion-plug": (QUEUE_STATE,),
     "reclaim/sort-reclaimees-when-reclaiming-from-overusing-queues-with-diffe": (QUEUE_PRIORITY,),
-    "e2e/preempt-schedule-high-priority-job-with-preemption-when-idle-res": (BEYOND_MIN_MEMBER,),
     "e2e/preemption-doesn-t-work-when-podgroup-is-pending-due-to-insuffic": (HELD_BACK_PREEMPTS,),
 }
 

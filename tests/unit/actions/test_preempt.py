@@ -384,3 +384,31 @@ def test_a_pod_marked_not_preemptable_is_never_evicted(
     kept["metadata"][where] = {key: value}
     decisions = decide([node("n1"), kept, *pending_gang("high", 1)])
     assert evicted(decisions) == (set() if spared else {"default/kept"})
+
+
+def test_nothing_is_evicted_for_members_beyond_min_member() -> None:
+    """Volcano's preempt stops once the job can start: a gang of four members needing
+    two evicts room for two, and its other members wait for room of their own."""
+    decisions = decide(
+        [
+            *(node(f"n{i}", cpu="4") for i in range(4)),
+            *(
+                member
+                for i in range(4)
+                for member in running_gang(f"low-{i}", 1, min_member=1, nodes=[f"n{i}"])
+            ),
+            pod_group("high", 2, created=100),
+            *(
+                pod(
+                    f"high-{i}",
+                    requests=FOUR_CPU,
+                    group="high",
+                    created=100,
+                    spec={"priority": 1000},
+                )
+                for i in range(4)
+            ),
+        ]
+    )
+    assert len(evicted(decisions)) == 2
+    assert len(nominated(decisions)) == 2
