@@ -41,7 +41,7 @@ def enqueue(session: Session) -> None:
                 session.job_messages[job.key] = problem
                 continue
             session.enqueued.add(job.key)
-            idle -= np.maximum(_vector(session, job) - job.allocated, 0)
+            idle -= np.maximum(min_resources(session, job) - job.allocated, 0)
         else:
             waiting.append(job)
     for job in session.job_order(waiting):
@@ -49,7 +49,7 @@ def enqueue(session: Session) -> None:
         if problem:
             session.job_messages[job.key] = problem
             continue
-        minimum = _vector(session, job)
+        minimum = min_resources(session, job)
         short = np.flatnonzero(minimum > np.maximum(idle, 0))
         if len(short) and not session.overdue(job):
             name = snapshot.resources[int(short[0])]
@@ -70,7 +70,8 @@ def awaits_pods(job: JobInfo) -> bool:
     return job.group is not None and not job.total
 
 
-def _vector(session: Session, job: JobInfo) -> IntArray:
+def min_resources(session: Session, job: JobInfo) -> IntArray:
+    """The job's minResources as a row over the snapshot's resources."""
     column = session.snapshot.column
     vector = np.zeros(len(column), dtype=np.int64)
     for name, value in job.min_resources.items():

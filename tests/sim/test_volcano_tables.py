@@ -19,9 +19,6 @@ CASES = Path(__file__).resolve().parents[1] / "conformance" / "volcano"
 
 # Why a case fails today, as the defects it runs into in turn. A case leaves this table
 # when its last defect is fixed: the marks are strict, so a fixed case fails until then.
-HELD_BACK_PREEMPTS = (
-    "a PodGroup enqueue holds back for its minResources preempts (Volcano: Pending never does)"
-)
 QUEUE_PRIORITY = "a Volcano Queue's spec.priority is refused (Volcano reclaims from lower first)"
 QUEUE_STATE = (
     "a Volcano Queue's status.state is not read (spec.state is), so a queue Volcano closed "
@@ -49,7 +46,6 @@ FAILS: dict[str, tuple[str, ...]] = {
     ),
     "reclaim/can-not-reclaim-resources-when-queue-is-not-open-proportion-plug": (QUEUE_STATE,),
     "reclaim/sort-reclaimees-when-reclaiming-from-overusing-queues-with-diffe": (QUEUE_PRIORITY,),
-    "e2e/preemption-doesn-t-work-when-podgroup-is-pending-due-to-insuffic": (HELD_BACK_PREEMPTS,),
 }
 
 
