@@ -24,10 +24,6 @@ QUEUE_STATE = (
     "a Volcano Queue's status.state is not read (spec.state is), so a queue Volcano closed "
     "still reclaims"
 )
-JOB_ORDER = (
-    "in queue q-2, pg-small-2 is placed before pg-large-2, which Volcano's job order takes "
-    "first, so pod-large-2 no longer fits"
-)
 # Where a case differs by a decision written in docs/drop-in.md.
 GANG_CANNOT_START = (
     "decided (docs/drop-in.md): nothing is evicted for a gang that still cannot start"
@@ -37,7 +33,6 @@ RUNNING_WITHOUT_NODE = (
 )
 
 FAILS: dict[str, tuple[str, ...]] = {
-    "allocate/queue-s-drf-share-value-will-be-updated-and-its-priority-will-ch": (JOB_ORDER,),
     "enqueue/when-podgroup-status-is-running": (RUNNING_WITHOUT_NODE,),
     "preempt/topology-aware-preemption-with-priority-queues": (QUEUE_PRIORITY,),
     "reclaim/node-available-resources-should-be-included-in-reclaimed-resourc": (QUEUE_PRIORITY,),
