@@ -432,8 +432,7 @@ class Proportion:
         own = self.deserved.get(job.queue)
         if own is None or not len(victims):
             return allowed
-        asks = self.shared & (sum((t.vec for t in job.pending), np.zeros_like(own)) > 0)
-        if not (self.allocated[job.queue] < own)[asks].any():
+        if not self._may_reclaim(job, own):
             return allowed
         held = np.array([self.allocated[name] for name in self._names])
         deserved = np.array([self.deserved[name] for name in self._names])
@@ -456,6 +455,20 @@ class Proportion:
             live &= level >= 0
             level = np.where(live, level, 0)
         return allowed
+
+    def _may_reclaim(self, job: JobInfo, own: FloatArray) -> bool:
+        """Whether the job's queue is below its share in a resource the job asks for;
+        for capacity, whether one of its pods would leave it within what it deserves
+        in a resource the pod asks for and the queue deserves (Volcano's preemptive
+        check of each reclaiming task)."""
+        held = self.allocated[job.queue]
+        if self.by_weight:
+            asks = self.shared & (sum((t.vec for t in job.pending), np.zeros_like(own)) > 0)
+            return bool((held < own)[asks].any())
+        return any(
+            ((held + t.vec <= own) & (t.vec > 0) & (own > 0) & self.shared).any()
+            for t in job.pending
+        )
 
     def _victim_queues(self, victims: "Victims") -> IntArray:
         """Each victim's queue as an index into `_names` (-1: none we share out), from
