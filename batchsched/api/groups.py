@@ -149,8 +149,18 @@ def _min_task_member(raw: object, *, where: str) -> dict[str, int]:
 
 
 # "ms" before "m": the first alternative that matches wins, and "500ms" is not "500m" + "s".
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+# Every unit of Go's time.ParseDuration, which Volcano reads its durations with.
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|μs|ms|h|m|s)")
+_UNIT_SECONDS = {
+    "h": 3600.0,
+    "m": 60.0,
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ns": 1e-9,
+}
 
 
 def parse_duration(raw: object, *, where: str) -> float:

@@ -168,10 +168,20 @@ def test_every_api_version_gangs_its_pods(api_version: str, node_cpu: str, bound
 
 @pytest.mark.parametrize(
     ("raw", "seconds"),
-    [("30s", 30.0), ("5m", 300.0), ("1h30m", 5400.0), ("500ms", 0.5), (90, 90.0), (1.5, 1.5)],
+    [
+        ("30s", 30.0),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("500ms", 0.5),
+        (90, 90.0),
+        (1.5, 1.5),
+        # Go's every unit, as in Volcano's sla-waiting-time example.
+        ("1h2m3s4ms5µs6ns", 3723.004005006),
+        ("7us", 7e-6),
+    ],
 )
 def test_durations(raw: object, seconds: float) -> None:
-    assert parse_duration(raw, where="x") == seconds
+    assert parse_duration(raw, where="x") == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize(
