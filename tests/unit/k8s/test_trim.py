@@ -567,3 +567,12 @@ def test_status_and_bookkeeping_changes_do_not_change_a_trimmed_claim_or_volume(
     volume["spec"]["claimRef"]["resourceVersion"] = "77"
     volume["status"]["lastPhaseTransitionTime"] = stamp(60)
     assert trim_volume(volume) == trim_volume(FULL_VOLUME)
+
+
+def test_a_group_s_sla_waiting_time_survives_trimming() -> None:
+    """The operator reads the sla plugin's waiting time as the simulator does."""
+    group = pod_group("g", 1, api_version="scheduling.volcano.sh/v1beta1")
+    group["metadata"]["annotations"] = {"volcano.sh/sla-waiting-time": "5m", "other": "x"}
+    trimmed = pod_group_from_object(trim_pod_group(group))
+    assert trimmed == pod_group_from_object(group)
+    assert trimmed.waiting_seconds == 300.0
