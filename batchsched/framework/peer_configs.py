@@ -12,8 +12,8 @@ callbacks of that kind out of the session, where batchsched has the kind; Volcan
 binpack arguments (`binpack.weight`, `binpack.cpu`, ...) become binpack's own; the
 `reserve` action and `reservation` plugin, for Volcano's Reservation objects, and the
 `network-topology-aware` plugin, for its HyperNodes, are logged and left out;
-`configurations` (per-action arguments) and predicates' arguments are refused but for
-those that change no placement here (ACTION_ARGUMENTS, PREDICATES_ARGUMENTS), logged.
+`configurations` (per-action arguments) and some plugins' arguments are refused but for
+those that change no placement here (ACTION_ARGUMENTS, PLUGIN_ARGUMENTS), logged.
 
 KubeSchedulerConfiguration (kubescheduler.config.k8s.io, v1alpha1 to v1): the profile's
 score plugins become batchsched's scorers with their weights, RequestedToCapacityRatio
@@ -90,9 +90,15 @@ TOPOLOGY_WHY = (
     "batchsched reads no HyperNodes, and a PodGroup stating spec.networkTopology is refused"
 )
 # Arguments of Volcano's plugins and actions that change nothing here, and why.
-PREDICATES_ARGUMENTS = {
-    "predicate.DynamicResourceAllocationEnable": "pods with spec.resourceClaims wait, saying "
-    "claims are not supported, whatever the flag",
+CLAIMS_WAIT = "pods with spec.resourceClaims wait, saying claims are not supported"
+PLUGIN_ARGUMENTS = {
+    "predicates": {
+        "predicate.DynamicResourceAllocationEnable": f"{CLAIMS_WAIT}, whatever the flag"
+    },
+    "capacity": {
+        "capacity.DynamicResourceAllocationEnable": f"{CLAIMS_WAIT}, so no queue holds devices",
+        "capacity.DRAConsumableCapacityEnable": f"{CLAIMS_WAIT}, so no queue holds devices",
+    },
 }
 ACTION_ARGUMENTS = {
     ("allocate", "predicateErrorCacheEnable"): "batchsched caches filter results per pod "
@@ -465,9 +471,9 @@ def _volcano_plugin(entry: object, *, where: str, disabled: dict[str, frozenset[
     arguments = entry.get("arguments")
     if name == "binpack" and isinstance(arguments, Mapping):
         out["arguments"] = _volcano_binpack(arguments, where=f"{where}.arguments")
-    if name == "predicates" and isinstance(arguments, Mapping):
+    if name in PLUGIN_ARGUMENTS and isinstance(arguments, Mapping):
         out["arguments"] = _without_effect(
-            arguments, PREDICATES_ARGUMENTS, where=f"{where}.arguments"
+            arguments, PLUGIN_ARGUMENTS[str(name)], where=f"{where}.arguments"
         )
     return out
 

@@ -36,12 +36,15 @@ from batchsched.api.resources import PODS, format_amount
 from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
 from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
-from batchsched.plugins.arguments import check_keys
+from batchsched.plugins.arguments import check_keys, integer
 
 if TYPE_CHECKING:
     from batchsched.framework.victims import Victims
 
 FloatArray = npt.NDArray[np.float64]
+ANCESTOR_LEVELS = "ancestorReclaimLevel"
+# Volcano's implicit root of every queue tree, which its ancestor checks pass over.
+ROOT_QUEUE = "root"
 
 
 class Proportion:
@@ -51,7 +54,13 @@ class Proportion:
     by_weight = True
 
     def __init__(self, arguments: Mapping[str, Any]) -> None:
-        check_keys(self.name, arguments, set())
+        allowed = set() if self.by_weight else {ANCESTOR_LEVELS}
+        check_keys(self.name, arguments, allowed)
+        # How many levels of a victim's ancestors the job's queue does not share must be
+        # above what they deserve too (Volcano capacity's ancestorReclaimLevel).
+        self.ancestor_levels = integer(
+            self.name, ANCESTOR_LEVELS, arguments.get(ANCESTOR_LEVELS, 0), low=0
+        )
 
     def open(self, session: Session) -> None:
         self.session = session
@@ -426,8 +435,9 @@ class Proportion:
         """The victims `job` may reclaim, from what queues hold now (evictions so far
         included): pods of other reclaimable queues above their deserved share, each
         leaving its queue, and every ancestor not also the job's, at or above its
-        guarantee. None unless the job's own queue is below its share in a resource the
-        job asks for."""
+        guarantee; for capacity's ancestorReclaimLevel, those ancestors up so many
+        levels (Volcano's root aside) above what they deserve too. None unless the job's
+        own queue may reclaim (`_may_reclaim`)."""
         allowed: BoolArray = np.zeros(len(victims), dtype=np.bool_)
         own = self.deserved.get(job.queue)
         if own is None or not len(victims):
@@ -437,8 +447,12 @@ class Proportion:
         held = np.array([self.allocated[name] for name in self._names])
         deserved = np.array([self.deserved[name] for name in self._names])
         guarantee = np.array([self.guarantee[name] for name in self._names])
-        queue_ok = ((held > deserved) & self.shared).any(axis=1)
-        queue_ok &= np.array([self.queues[name].reclaimable for name in self._names])
+        above: BoolArray = np.asarray(((held > deserved) & self.shared).any(axis=1))
+        queue_ok = above & np.array([self.queues[name].reclaimable for name in self._names])
+        root = self._position.get(ROOT_QUEUE)
+        if root is not None:
+            # Every queue shares Volcano's root: its ancestor checks pass over it.
+            above[root] = True
         queue_ok[self._names.index(job.queue)] = False
         # Within an ancestor the job's queue shares, reclaim moves resources, not out.
         common = np.isin(self._names, self.lineage[job.queue])
@@ -446,12 +460,15 @@ class Proportion:
         known = index >= 0
         row = np.where(known, index, 0)
         allowed = known & queue_ok[row]
-        live, level = allowed.copy(), row
+        live, level, depth = allowed.copy(), row, 0
         while live.any():
             kept = guarantee[level]
             breaks = (((held[level] - victims.vecs) < kept) & (kept > 0)).any(axis=1)
+            if 0 < depth <= self.ancestor_levels:
+                breaks |= ~above[level]
             allowed &= ~(live & ~common[level] & breaks)
             level = self._up[level]
+            depth += 1
             live &= level >= 0
             level = np.where(live, level, 0)
         return allowed

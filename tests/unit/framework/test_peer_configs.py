@@ -248,7 +248,8 @@ def test_volcanos_metrics_source_is_logged(caplog: pytest.LogCaptureFixture) -> 
         ),
         ("{name: tdm}", r"unknown plugin 'tdm'"),
         ("{name: sla, arguments: {sla-waiting-time: soon}}", r"sla-waiting-time: 'soon' is not"),
-        ("{name: capacity, arguments: {ancestorReclaimLevel: 1}}", r"unknown argument"),
+        ("{name: capacity, arguments: {ancestorReclaimLevel: -1}}", r"must be >= 0, got -1"),
+        ("{name: proportion, arguments: {ancestorReclaimLevel: 1}}", r"unknown argument"),
         ("{name: gang, weight: 1}", r"unknown key 'weight'"),
     ],
 )
@@ -565,3 +566,15 @@ def test_reclaim_may_rest_on_capacity() -> None:
         'actions: "reclaim"\ntiers:\n- plugins: [{name: predicates}, {name: capacity}]\n'
     )
     assert config.actions == ("reclaim",)
+
+
+def test_capacity_device_switches_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    text = (
+        "tiers:\n- plugins:\n  - {name: predicates}\n  - name: capacity\n    arguments:\n"
+        "      capacity.DynamicResourceAllocationEnable: true\n"
+        "      capacity.DRAConsumableCapacityEnable: true\n      ancestorReclaimLevel: 2\n"
+    )
+    with caplog.at_level(logging.WARNING):
+        config = load_config(text, source="c")
+    assert names(config) == [["predicates", "capacity"]]
+    assert len([m for m in messages(caplog) if "no queue holds devices" in m]) == 2

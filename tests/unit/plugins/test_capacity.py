@@ -83,3 +83,36 @@ def test_capacity_reclaims_only_for_a_pod_that_keeps_its_queue_within_its_due() 
     ]
     decisions = decide(objects, config("capacity", "reclaim"))
     assert evicted(decisions) == set()
+
+
+def tree_queue(name: str, parent: str | None, cpu: str | None, *, reclaimable: bool = True) -> Obj:
+    built = deserving(name, cpu)
+    if parent is not None:
+        built["spec"]["parent"] = parent
+    built["spec"]["reclaimable"] = reclaimable
+    return built
+
+
+@pytest.mark.parametrize(("levels", "reclaimed"), [(0, 1), (1, 0)])
+def test_ancestor_reclaim_level_spares_a_parent_within_what_it_deserves(
+    levels: int, reclaimed: int
+) -> None:
+    """Queue a1 (under p1) deserves nothing and holds 4 CPUs, which its parent p1
+    deserves: with ancestorReclaimLevel 1, b1 (under p2) reclaims nothing from it, as
+    p1 is not above what it deserves; with 0, only a1 itself is looked at."""
+    objects = [
+        *(node(f"n{i}", cpu="4") for i in range(2)),
+        tree_queue("p1", None, "4"),
+        tree_queue("p2", None, "4"),
+        tree_queue("a1", "p1", None),
+        tree_queue("b1", "p2", "4"),
+        tree_queue("c1", "p2", None, reclaimable=False),
+        *running("a1-0", "n0", "a1"),
+        *running("c1-0", "n1", "c1"),
+        *waiting("b1-0", "b1"),
+    ]
+    text = config("capacity", "reclaim").replace(
+        "{name: capacity}", f"{{name: capacity, arguments: {{ancestorReclaimLevel: {levels}}}}}"
+    )
+    decisions = decide(objects, text)
+    assert len(evicted(decisions)) == reclaimed
