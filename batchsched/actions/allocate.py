@@ -83,8 +83,13 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
     rows, vecs = packing
     session.reserve(job.key, rows, vecs)
     names = ", ".join(sorted({session.snapshot.nodes[r].name for r in rows}))
+    waited = (
+        "the starvation threshold"
+        if limit == session.starvation_seconds
+        else "the waiting time it is given"
+    )
     session.job_messages[job.key] += (
-        f" It has waited past the starvation threshold: room is held for it on node(s) {names}."
+        f" It has waited past {waited}: room is held for it on node(s) {names}."
     )
     return True
 

@@ -475,8 +475,9 @@ class Session:
         for key in sorted(self.unplaced - making_room - self.held):
             job = jobs[key]
             times = [deadline(job) for deadline in self.deadlines]
-            if self.starvation_seconds is not None:
-                times.append(job.creation + self.starvation_seconds)
+            limit = self.waiting_limit(job)
+            if limit is not None:
+                times.append(job.creation + limit)
             ahead = [t for t in times if t is not None and t > now]
             self.decisions.unplaced[key] = Unplaced(
                 job_message=self.job_messages.get(key), until=min(ahead, default=None)

@@ -278,7 +278,9 @@ def test_a_gang_past_its_sla_waiting_time_holds_room(
     arguments = "" if argument is None else f", arguments: {{sla-waiting-time: {argument}}}"
     decisions = decide(objects, SLA.format(arguments=arguments), now=at(waited))
     message = decisions.pending["default/big-0"]
-    assert ("room is held for it on node(s) n1" in message) == held
+    assert (
+        "past the waiting time it is given: room is held for it on node(s) n1" in message
+    ) == held
 
 
 def test_a_gang_past_its_sla_waiting_time_is_admitted_without_idle_room() -> None:
