@@ -28,6 +28,10 @@ GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 
 Obj = dict[str, Any]
+# Volcano's helpers leave every object's creationTimestamp zero: all created at one
+# instant, so that its job order falls back on the jobs' names. The simulator numbers
+# objects without one by their place in the input, so they are given one stamp alike.
+CREATED = "2025-01-01T00:00:00Z"
 
 # Objects, as each of Volcano's helpers builds them.
 
@@ -66,7 +70,12 @@ def pod(
     selector: Mapping[str, str] | None,
 ) -> Obj:
     """util.BuildPod; the container gets a name, which the API requires."""
-    meta: Obj = {"name": name, "namespace": namespace, "annotations": {GROUP_ANNOTATION: group}}
+    meta: Obj = {
+        "name": name,
+        "namespace": namespace,
+        "creationTimestamp": CREATED,
+        "annotations": {GROUP_ANNOTATION: group},
+    }
     if labels:
         meta["labels"] = dict(labels)
     container: Obj = {"name": "c", **({"resources": {"requests": dict(req)}} if req else {})}
@@ -127,7 +136,7 @@ def pod_group(
     spec: Obj = {"queue": queue, "minMember": min_member}
     if task_min is not None:
         spec["minTaskMember"] = dict(task_min)
-    meta = {"name": name, "namespace": namespace}
+    meta = {"name": name, "namespace": namespace, "creationTimestamp": CREATED}
     status = {"phase": phase}
     return {
         "apiVersion": VOLCANO_API,

@@ -8,9 +8,10 @@ freed come next, for the same reason (nominations.py).
 A job that does not fit is undone and the next one is tried, so a large gang never
 blocks smaller jobs behind it, unless its queue asks for that (Volcano's
 `dequeueStrategy: fifo`: the rest of that queue waits for the next session). To keep
-it from starving, once it has waited longer than the session's starvation threshold,
-room is held for it on the nodes closest to holding it (framework/reservations.py):
-jobs of every queue still run, elsewhere or beside that room, and what frees up there
+it from starving, once it has waited longer than the session's starvation threshold
+(or the waiting time a plugin gives it), room is held for it on the nodes closest to
+holding it (framework/reservations.py): jobs of every queue still run, elsewhere or
+beside that room, and what frees up there
 accumulates until the gang fits. A gang that could not fit even the empty cluster is
 never waited for.
 """
@@ -87,7 +88,7 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
     fit the cluster once it drains. A job already at minMember runs, so it is not
     starving; and holding room for a gang that could not fit even an empty cluster
     would hold it for ever. Whether it holds room."""
-    limit = session.starvation_seconds
+    limit = session.waiting_limit(job)
     if limit is None or session.snapshot.now - job.creation <= limit:
         return False
     if job.bound >= job.min_member:
@@ -98,8 +99,13 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
     rows, vecs = packing
     session.reserve(job.key, rows, vecs)
     names = ", ".join(sorted({session.snapshot.nodes[r].name for r in rows}))
+    waited = (
+        "the starvation threshold"
+        if limit == session.starvation_seconds
+        else "the waiting time it is given"
+    )
     session.job_messages[job.key] += (
-        f" It has waited past the starvation threshold: room is held for it on node(s) {names}."
+        f" It has waited past {waited}: room is held for it on node(s) {names}."
     )
     return True
 

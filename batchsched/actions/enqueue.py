@@ -6,7 +6,9 @@ Admission reserves the job's minResources against the cluster's idle capacity, s
 admitted together cannot each count the same free resources; jobs without minResources
 are admitted at once, and the allocate action's statements keep them safe. Plugins may
 add headroom beyond what is idle (overcommit), so that jobs wait admitted, pods created,
-for resources about to free up.
+for resources about to free up. A job past the waiting time a plugin gives it (Volcano's
+sla) is admitted without idle room, within its queue's limits, so that allocate holds
+room for it.
 """
 
 import numpy as np
@@ -38,7 +40,7 @@ def enqueue(session: Session) -> None:
                 session.job_messages[job.key] = problem
                 continue
             session.enqueued.add(job.key)
-            idle -= np.maximum(_vector(session, job) - job.allocated, 0)
+            idle -= np.maximum(min_resources(session, job) - job.allocated, 0)
         else:
             waiting.append(job)
     for job in session.job_order(waiting):
@@ -46,9 +48,9 @@ def enqueue(session: Session) -> None:
         if problem:
             session.job_messages[job.key] = problem
             continue
-        minimum = _vector(session, job)
+        minimum = min_resources(session, job)
         short = np.flatnonzero(minimum > np.maximum(idle, 0))
-        if len(short):
+        if len(short) and not session.overdue(job):
             name = snapshot.resources[int(short[0])]
             session.job_messages[job.key] = (
                 f"waiting for resources: minResources needs {name} "
@@ -61,7 +63,8 @@ def enqueue(session: Session) -> None:
         session.enqueued.add(job.key)
 
 
-def _vector(session: Session, job: JobInfo) -> IntArray:
+def min_resources(session: Session, job: JobInfo) -> IntArray:
+    """The job's minResources as a row over the snapshot's resources."""
     column = session.snapshot.column
     vector = np.zeros(len(column), dtype=np.int64)
     for name, value in job.min_resources.items():

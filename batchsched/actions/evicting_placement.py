@@ -4,8 +4,9 @@ The job is placed inside a Statement as allocate places it; a member no node has
 for gets room made on the node where that disturbs least, and one its queue's
 capability refuses gets room made in its queue (preempt: lowest priority first), the
 evictions tentative with the statement. If the job cannot reach minMember even so,
-nothing is evicted. When it can, its pods are nominated to their nodes rather than
-bound: the victims still hold them until they terminate.
+nothing is evicted; once it can, its other members take only the room there is. When
+it can, its pods are nominated to their nodes rather than bound: the victims still hold
+them until they terminate.
 
 Victims follow kube-scheduler's preemption where it has a rule: a node is chosen by
 the fewest PodDisruptionBudgets exceeded, then the lowest highest-priority victim, the
@@ -98,12 +99,17 @@ class _Plan:
         self.forced = forced
         for index, task in enumerate(self.ordered):
             node = None
+            # Once the job can start, its other members take only the room there is, as
+            # Volcano's preempt stops once the job is pipelined (after its first member):
+            # nothing is evicted for members beyond what the gang needs.
+            placed = len(statement.placed)
+            evicts = task.preempts and not (placed and session.ready(job, placed))
             if task.error is None and session.refused(job, task) is None:
-                if task.preempts:
+                if evicts:
                     self.make_quota(task)
                 if session.over_capacity(job, task) is None:
                     node = session.best_node(task)
-                    if node is None and task.preempts:
+                    if node is None and evicts:
                         node = self.make_room(task)
             if node is not None:
                 statement.allocate(task, node)

@@ -1,5 +1,6 @@
 """Which jobs preempt and reclaim make room for."""
 
+from batchsched.actions.enqueue import min_resources
 from batchsched.cache.snapshot import JobInfo
 from batchsched.framework.session import Session
 
@@ -13,7 +14,15 @@ def wants_room(session: Session, job: JobInfo) -> bool:
         return False
     if not any(t.preempts for t in job.pending):
         return False
-    admitted = job.key in session.enqueued or job.key in session.short_of_room
+    admitted = job.key in session.enqueued or (
+        job.key in session.short_of_room and _could_fit(session, job)
+    )
     if session.enqueue_ran and not admitted:
         return False
     return session.invalid(job) is None
+
+
+def _could_fit(session: Session, job: JobInfo) -> bool:
+    """Whether the job's minResources fit the cluster's capacity, every pod evicted."""
+    total = session.snapshot.allocatable.sum(axis=0)
+    return bool((min_resources(session, job) <= total).all())

@@ -1,6 +1,8 @@
 """PodGroups of our API group and of the schedulers users migrate from.
 
 All of them carry `spec.minMember`; the rest differs in name only, so one reader serves.
+Our CRD requires minMember; the peers' CRDs do not, and their schedulers read a group
+without one as a quorum of 0 (Go's zero value): each member starts as it fits.
 """
 
 import re
@@ -18,7 +20,7 @@ from batchsched.api.meta import (
 )
 from batchsched.api.objects import PodGroup
 from batchsched.api.queues import DEFAULT_QUEUE
-from batchsched.api.reads import reads
+from batchsched.api.reads import keys_under, reads
 from batchsched.api.resources import parse_resource_list, volcano_counts
 
 GROUP = "scheduling.batchsched.io"
@@ -44,10 +46,26 @@ POD_GROUP_APIS: dict[str, str | None] = {
 # with no minimum: every member starts on its own) and has spec.minTaskMember.
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 
+# Volcano PodGroup keys that state constraints batchsched cannot keep, and why: a group
+# stating one waits, saying so, rather than being placed as if it had not.
+VOLCANO_REFUSED = {
+    "networkTopology": "batchsched reads no HyperNodes, so no network tier can be kept",
+    "subGroupPolicy": "batchsched has no sub-groups, so no sub-group minimum can be kept",
+}
+
+# Volcano's job waiting time for its sla plugin, on the PodGroup (the first key is
+# Volcano's current spelling, read first).
+WAITING_TIME_ANNOTATIONS = ("volcano.sh/sla-waiting-time", "sla-waiting-time")
+
 # What pod_group_from_object reads (api/reads.py): the apiVersion too, as a PodGroup of
 # one name may exist in several APIs.
 POD_GROUP_READS = reads(
-    "PodGroup", "apiVersion", "metadata.creationTimestamp", "spec", "status.phase"
+    "PodGroup",
+    "apiVersion",
+    "metadata.creationTimestamp",
+    *keys_under("metadata.annotations", WAITING_TIME_ANNOTATIONS),
+    "spec",
+    "status.phase",
 )
 
 PHASES = ("Pending", "Inqueue", "Running", "Completed", "Failed", "Unknown")
@@ -85,16 +103,23 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
         )
     spec = mapping(obj.get("spec"), where=f"{where}.spec")
     status = mapping(obj.get("status"), where=f"{where}.status")
-    if "minMember" not in spec:
-        raise InvalidObject(f"{where}: spec.minMember is required")
     volcano = group.api_version == VOLCANO_API
-    group.min_member = whole_number(
-        spec["minMember"], where=f"{where}.spec.minMember", minimum=0 if volcano else 1
-    )
+    if "minMember" in spec:
+        # Peers' CRDs other than Volcano's state `minimum: 1` for a minMember that is set.
+        group.min_member = whole_number(
+            spec["minMember"], where=f"{where}.spec.minMember", minimum=0 if volcano else 1
+        )
+    elif group.api_version == OUR_API:
+        raise InvalidObject(f"{where}: spec.minMember is required")
+    else:
+        group.min_member = 0
     if volcano:
         group.min_task_member = _min_task_member(
             spec.get("minTaskMember"), where=f"{where}.spec.minTaskMember"
         )
+        for key, why in VOLCANO_REFUSED.items():
+            if spec.get(key):
+                raise InvalidObject(f"{where}.spec.{key}: {spec[key]!r} is not supported: {why}")
     group.min_resources = parse_resource_list(
         spec.get("minResources"), where=f"{where}.spec.minResources"
     )
@@ -118,6 +143,15 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
         )
     phase = status.get("phase")
     group.phase = str(phase) if phase in PHASES else "Pending"
+    annotations = mapping(
+        (obj.get("metadata") or {}).get("annotations"), where=f"{where}.metadata.annotations"
+    )
+    for key in WAITING_TIME_ANNOTATIONS:
+        if key in annotations:
+            group.waiting_seconds = parse_duration(
+                annotations[key], where=f"{where}.metadata.annotations[{key}]"
+            )
+            break
 
 
 def _min_task_member(raw: object, *, where: str) -> dict[str, int]:
@@ -131,8 +165,18 @@ def _min_task_member(raw: object, *, where: str) -> dict[str, int]:
 
 
 # "ms" before "m": the first alternative that matches wins, and "500ms" is not "500m" + "s".
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+# Every unit of Go's time.ParseDuration, which Volcano reads its durations with.
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|μs|ms|h|m|s)")
+_UNIT_SECONDS = {
+    "h": 3600.0,
+    "m": 60.0,
+    "s": 1.0,
+    "ms": 1e-3,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ns": 1e-9,
+}
 
 
 def parse_duration(raw: object, *, where: str) -> float:

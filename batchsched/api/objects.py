@@ -237,6 +237,8 @@ class PodGroup:
     min_task_member: dict[str, int] = field(default_factory=dict)
     priority_class_name: str = ""
     schedule_timeout_seconds: float | None = None
+    # Volcano's sla waiting time (its annotation): how long the job may wait.
+    waiting_seconds: float | None = None
     api_version: str = ""
     phase: str = "Pending"
     error: str | None = None

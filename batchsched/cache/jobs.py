@@ -284,6 +284,10 @@ class JobBuilder:
 
     def _job_for_group(self, group: PodGroup) -> JobInfo:
         priority, error = self._priority(None, group.priority_class_name)
+        if group.api_version != OUR_API:
+            # Volcano's and kube-batch's caches give a group whose class does not exist
+            # the default priority; our own PodGroup waits to have it named right.
+            error = None
         return JobInfo(
             key=group.key,
             namespace=group.namespace,

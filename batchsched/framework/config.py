@@ -55,7 +55,7 @@ TOP_KEYS = {
 }
 # The plugin that says which pods each evicting action may take: without it the action
 # could take none, and would look configured while doing nothing.
-VICTIM_PLUGINS = {"preempt": "priority", "reclaim": "proportion"}
+VICTIM_PLUGINS = {"preempt": ("priority",), "reclaim": ("proportion", "capacity")}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,15 +103,15 @@ def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
     actions = _actions(merged["actions"], source=source)
     tiers = restrict(_tiers(merged["tiers"], source=source), peer.disabled)
     listed = {plugin.name for tier in tiers for plugin in tier}
-    for action, plugin in VICTIM_PLUGINS.items():
-        if action in actions and plugin not in listed:
+    for action, plugins in VICTIM_PLUGINS.items():
+        if action in actions and not listed.intersection(plugins):
             if "actions" not in raw:
                 # Not asked for: the default actions leave it out, with its plugin.
                 actions = tuple(a for a in actions if a != action)
                 continue
             raise InvalidObject(
-                f"{source}.actions: the {action} action needs the {plugin} plugin, which "
-                f"says which pods it may evict; list it in tiers or drop {action}"
+                f"{source}.actions: the {action} action needs the {' or '.join(plugins)} "
+                f"plugin, which says which pods it may evict; list it in tiers or drop {action}"
             )
     period = parse_duration(merged["schedulePeriod"], where=f"{source}.schedulePeriod")
     burst_window = parse_duration(merged["burstWindow"], where=f"{source}.burstWindow")

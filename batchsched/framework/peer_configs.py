@@ -10,9 +10,10 @@ overcommit are batchsched plugins with Volcano's semantics). A plugin entry's
 `enable<Hook>` flags (also spelt `enabled<Hook>`) set to false take that plugin's
 callbacks of that kind out of the session, where batchsched has the kind; Volcano's
 binpack arguments (`binpack.weight`, `binpack.cpu`, ...) become binpack's own; the
-`reserve` action and `reservation` plugin, for Volcano's Reservation objects, are logged
-and left out; `configurations` (per-action arguments) are refused but for allocate's
-cache switch.
+`reserve` action and `reservation` plugin, for Volcano's Reservation objects, and the
+`network-topology-aware` plugin, for its HyperNodes, are logged and left out;
+`configurations` (per-action arguments) and some plugins' arguments are refused but for
+those that change no placement here (ACTION_ARGUMENTS, PLUGIN_ARGUMENTS), logged.
 
 KubeSchedulerConfiguration (kubescheduler.config.k8s.io, v1alpha1 to v1): the profile's
 score plugins become batchsched's scorers with their weights, RequestedToCapacityRatio
@@ -74,11 +75,39 @@ UNMAPPED_HOOKS: dict[str, str] = {
     "HyperNodeGradient": "batchsched reads no HyperNodes",
 }
 HIERARCHY = "Hierarchy"
+# The plugin whose `enableHierarchy: true` is what batchsched does anyway: its queues
+# form a tree by their `parent`.
+CAPACITY_PLUGIN = "capacity"
 # Volcano's actions and plugins that act on its Reservation objects, which batchsched
 # does not read.
 RESERVATION_ACTION = "reserve"
 RESERVATION_PLUGIN = "reservation"
 RESERVATION_WHY = "batchsched does not read Volcano's Reservation objects"
+# Volcano's plugin for its HyperNodes (network tiers), which batchsched does not read; a
+# PodGroup stating spec.networkTopology is refused (api/groups.py), so no job asks for it.
+TOPOLOGY_PLUGIN = "network-topology-aware"
+TOPOLOGY_WHY = (
+    "batchsched reads no HyperNodes, and a PodGroup stating spec.networkTopology is refused"
+)
+# Arguments of Volcano's plugins and actions that change nothing here, and why.
+CLAIMS_WAIT = "pods with spec.resourceClaims wait, saying claims are not supported"
+PLUGIN_ARGUMENTS = {
+    "predicates": {
+        "predicate.DynamicResourceAllocationEnable": f"{CLAIMS_WAIT}, whatever the flag"
+    },
+    "capacity": {
+        "capacity.DynamicResourceAllocationEnable": f"{CLAIMS_WAIT}, so no queue holds devices",
+        "capacity.DRAConsumableCapacityEnable": f"{CLAIMS_WAIT}, so no queue holds devices",
+    },
+}
+ACTION_ARGUMENTS = {
+    ("allocate", "predicateErrorCacheEnable"): "batchsched caches filter results per pod "
+    "shape itself",
+    # Volcano's two preempt searches differ in how they look for victims, not in which
+    # rules a victim set obeys; batchsched's search is its own (docs/preemption.md).
+    ("preempt", "enableTopologyAwarePreemption"): "batchsched's preempt takes the cheapest "
+    "victim set over every node, keeping pods' affinity and spread, with either search",
+}
 # Volcano's source of nodes' measured load, which only its usage plugin reads.
 METRICS_KEY = "metrics"
 METRICS_WHY = "it is where Volcano's usage plugin reads nodes' load; batchsched places by requests"
@@ -365,8 +394,8 @@ def _action_entries(actions: list[object], *, source: str) -> object:
 
 
 def _configurations(raw: object, *, source: str) -> None:
-    """Volcano's per-action arguments: only allocate's switch for caching filter
-    results, which changes no placement, is accepted."""
+    """Volcano's per-action arguments: those that change no placement here
+    (ACTION_ARGUMENTS) are accepted with a logged line."""
     if not isinstance(raw, list):
         raise InvalidObject(f"{source}: expected a list of {{name, arguments}}")
     for i, entry in enumerate(raw):
@@ -377,17 +406,14 @@ def _configurations(raw: object, *, source: str) -> None:
         if not isinstance(arguments, Mapping):
             raise InvalidObject(f"{where}.arguments: expected a map")
         for key in arguments:
-            if entry.get("name") == "allocate" and key == "predicateErrorCacheEnable":
-                log.warning(
-                    "%s.arguments.%s has no effect here: batchsched caches filter results "
-                    "per pod shape itself",
-                    where,
-                    key,
-                )
+            why = ACTION_ARGUMENTS.get((str(entry.get("name")), str(key)))
+            if why is not None:
+                log.warning("%s.arguments.%s has no effect here: %s", where, key, why)
                 continue
+            accepted = ", ".join(f"{action}'s {name}" for action, name in ACTION_ARGUMENTS)
             raise InvalidObject(
                 f"{where}.arguments.{key}: not supported: batchsched's actions take no "
-                "arguments (accepted: allocate's predicateErrorCacheEnable)"
+                f"arguments (accepted: {accepted})"
             )
 
 
@@ -397,10 +423,10 @@ def _volcano_tier(tier: object, *, where: str, disabled: dict[str, frozenset[str
     plugins = []
     for p, entry in enumerate(tier["plugins"]):
         at = f"{where}.plugins[{p}]"
-        if isinstance(entry, Mapping) and entry.get("name") == RESERVATION_PLUGIN:
-            log.warning(
-                "%s: plugin %r has no effect here: %s", at, RESERVATION_PLUGIN, RESERVATION_WHY
-            )
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        why = {RESERVATION_PLUGIN: RESERVATION_WHY, TOPOLOGY_PLUGIN: TOPOLOGY_WHY}.get(str(name))
+        if why is not None:
+            log.warning("%s: plugin %r has no effect here: %s", at, name, why)
             continue
         plugins.append(_volcano_plugin(entry, where=at, disabled=disabled))
     return {**tier, "plugins": plugins}
@@ -420,7 +446,7 @@ def _volcano_plugin(entry: object, *, where: str, disabled: dict[str, frozenset[
         if not isinstance(value, bool):
             raise InvalidObject(f"{at}: expected true or false, got {value!r}")
         if hook == HIERARCHY:
-            if value:
+            if value and name != CAPACITY_PLUGIN:
                 raise InvalidObject(
                     f"{at}: hierarchical sharing is not supported; queues' parents are "
                     "honoured by proportion"
@@ -445,7 +471,21 @@ def _volcano_plugin(entry: object, *, where: str, disabled: dict[str, frozenset[
     arguments = entry.get("arguments")
     if name == "binpack" and isinstance(arguments, Mapping):
         out["arguments"] = _volcano_binpack(arguments, where=f"{where}.arguments")
+    if name in PLUGIN_ARGUMENTS and isinstance(arguments, Mapping):
+        out["arguments"] = _without_effect(
+            arguments, PLUGIN_ARGUMENTS[str(name)], where=f"{where}.arguments"
+        )
     return out
+
+
+def _without_effect(
+    arguments: Mapping[str, Any], known: Mapping[str, str], *, where: str
+) -> Mapping[str, Any]:
+    """`arguments` less those in `known`, each logged with why it has no effect here."""
+    for key in arguments:
+        if key in known:
+            log.warning("%s.%s has no effect here: %s", where, key, known[key])
+    return {key: value for key, value in arguments.items() if key not in known}
 
 
 def _flag_hook(key: object) -> str | None:

@@ -174,6 +174,9 @@ class Session:
         # Task key -> its claims to bind with it, decided where it was placed.
         self.claim_bindings: dict[str, tuple[ClaimBinding, ...]] = {}
         self.enqueue_checks: list[JobCheck] = []
+        # How long a job may wait before room is held for it, where a plugin says so for
+        # that job (Volcano's sla); the starvation threshold applies to the others.
+        self.waiting_limits: list[Callable[[JobInfo], float | None]] = []
         # Room beyond what is idle that enqueue may admit into, per resource column
         # (the overcommit plugin's); none: only what is idle.
         self.enqueue_headroom: list[IntArray] = []
@@ -243,6 +246,20 @@ class Session:
 
     def not_enqueueable(self, job: JobInfo) -> str | None:
         return _first(self.enqueue_checks, job)
+
+    def waiting_limit(self, job: JobInfo) -> float | None:
+        """How long `job` may wait before room is held for it; None: for ever."""
+        stated = [limit for check in self.waiting_limits if (limit := check(job)) is not None]
+        return min(stated) if stated else self.starvation_seconds
+
+    def overdue(self, job: JobInfo) -> bool:
+        """Whether `job` has waited longer than a plugin says it may (not the cluster's
+        starvation threshold): admitted then without waiting for idle room, as Volcano's
+        sla plugin permits it, so that room can be held for it."""
+        return any(
+            (limit := check(job)) is not None and self.snapshot.now - job.creation > limit
+            for check in self.waiting_limits
+        )
 
     def blocker(self, task: TaskInfo) -> str | None:
         """Why no node will do for the task, whatever the cluster holds."""
@@ -458,8 +475,9 @@ class Session:
         for key in sorted(self.unplaced - making_room - self.held):
             job = jobs[key]
             times = [deadline(job) for deadline in self.deadlines]
-            if self.starvation_seconds is not None:
-                times.append(job.creation + self.starvation_seconds)
+            limit = self.waiting_limit(job)
+            if limit is not None:
+                times.append(job.creation + limit)
             ahead = [t for t in times if t is not None and t > now]
             self.decisions.unplaced[key] = Unplaced(
                 job_message=self.job_messages.get(key), until=min(ahead, default=None)

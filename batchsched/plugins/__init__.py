@@ -16,13 +16,15 @@ from batchsched.plugins.overcommit import Overcommit
 from batchsched.plugins.podaffinityscore import InterPodAffinityScore
 from batchsched.plugins.predicates import Predicates
 from batchsched.plugins.priority import Priority
-from batchsched.plugins.proportion import Proportion
+from batchsched.plugins.proportion import Capacity, Proportion
+from batchsched.plugins.sla import Sla
 from batchsched.plugins.spreadscore import PodTopologySpreadScore
 from batchsched.plugins.taintscore import TaintTolerationScore
 
 PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
     "balancedallocation": BalancedAllocation,
     "binpack": Binpack,
+    "capacity": Capacity,
     "conformance": Conformance,
     "drf": Drf,
     "gang": Gang,
@@ -36,5 +38,6 @@ PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
     "predicates": Predicates,
     "priority": Priority,
     "proportion": Proportion,
+    "sla": Sla,
     "tainttoleration": TaintTolerationScore,
 }

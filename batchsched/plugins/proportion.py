@@ -40,19 +40,29 @@ from batchsched.api.resources import PODS, format_amount
 from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
 from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
-from batchsched.plugins.arguments import check_keys
+from batchsched.plugins.arguments import check_keys, integer
 
 if TYPE_CHECKING:
     from batchsched.framework.victims import Victims
 
 FloatArray = npt.NDArray[np.float64]
+ANCESTOR_LEVELS = "ancestorReclaimLevel"
 
 
 class Proportion:
     name = "proportion"
+    # Whether queues share the cluster by weight, each held to its share while others
+    # wait (proportion); without, a queue deserves what its `deserved` states (capacity).
+    by_weight = True
 
     def __init__(self, arguments: Mapping[str, Any]) -> None:
-        check_keys(self.name, arguments, set())
+        allowed = set() if self.by_weight else {ANCESTOR_LEVELS}
+        check_keys(self.name, arguments, allowed)
+        # How many levels of a victim's ancestors the job's queue does not share must be
+        # above what they deserve too (Volcano capacity's ancestorReclaimLevel).
+        self.ancestor_levels = integer(
+            self.name, ANCESTOR_LEVELS, arguments.get(ANCESTOR_LEVELS, 0), low=0
+        )
 
     def open(self, session: Session) -> None:
         self.session = session
@@ -124,10 +134,11 @@ class Proportion:
         session.valid_checks.append(self._invalid)
         session.enqueue_checks.append(self._enqueue_blocked)
         session.capacity_checks.append(self._over_capability)
-        session.share_checks.append(self._over_share)
         session.queue_keys.append(self._priority)
         session.queue_keys.append(self._share)
-        session.overused_checks.append(self._overused)
+        if self.by_weight:
+            session.share_checks.append(self._over_share)
+            session.overused_checks.append(self._overused)
         session.reclaimable.append(self._reclaimable)
         session.on_allocate.append(self._allocated)
         session.on_deallocate.append(self._deallocated)
@@ -181,6 +192,8 @@ class Proportion:
         nodes a pod may use is the predicates plugin's to say, wherever the configuration
         lists it. Whole units, as resources are counted, so that a queue holding exactly
         its share is not taken for one holding more."""
+        if self._deserved is None and not self.by_weight:
+            self._deserved = self._stated()
         if self._deserved is None:
             shares: dict[str, FloatArray] = {}
             bounds: dict[str, tuple[FloatArray, FloatArray]] = {}
@@ -199,6 +212,19 @@ class Proportion:
                 name: np.floor(share * (1 + 1e-12) + 1e-9) for name, share in shares.items()
             }
         return self._deserved
+
+    def _stated(self) -> dict[str, FloatArray]:
+        """Volcano's capacity plugin's deserved: what each queue states (0 where it
+        states nothing), raised to its guarantee, within its capability and the room
+        the other queues' guarantees leave it."""
+        out: dict[str, FloatArray] = {}
+        for name in self.queues:
+            stated = np.nan_to_num(self.fixed[name], nan=0.0)
+            limit = self.capability[name]
+            if self.room:
+                limit = np.minimum(limit, self.room[name])
+            out[name] = np.floor(np.maximum(np.minimum(stated, limit), self.guarantee[name]))
+        return out
 
     def _bounds(
         self, name: str, bounds: dict[str, tuple[FloatArray, FloatArray]]
@@ -400,7 +426,9 @@ class Proportion:
             return 0.0
         counted = (deserved > 0) & self.shared
         if not counted.any():
-            return 0.0
+            # Volcano's capacity serves a queue that deserves nothing (best effort) after
+            # those below their share.
+            return 0.0 if self.by_weight else 1.0
         return float((self.allocated[queue][counted] / deserved[counted]).max())
 
     def _overused(self, queue: str) -> bool:
@@ -431,20 +459,27 @@ class Proportion:
         """The victims `job` may reclaim, from what queues hold now (evictions so far
         included): pods of other reclaimable queues above their deserved share, each
         leaving its queue, and every ancestor not also the job's, at or above its
-        guarantee. None unless the job's own queue is below its share in a resource the
-        job asks for."""
+        guarantee; for capacity's ancestorReclaimLevel, those ancestors up so many
+        levels (Volcano's root aside) above what they deserve too. None unless the job's
+        own queue may reclaim (`_may_reclaim`), nor while it or an ancestor is closed:
+        as Volcano's reclaim passes over queues that are not open."""
         allowed: BoolArray = np.zeros(len(victims), dtype=np.bool_)
         own = self.deserved.get(job.queue)
         if own is None or not len(victims):
             return allowed
-        asks = self.shared & (sum((t.vec for t in job.pending), np.zeros_like(own)) > 0)
-        if not (self.allocated[job.queue] < own)[asks].any():
+        if not all(self.queues[name].open for name in self.lineage[job.queue]):
+            return allowed
+        if not self._may_reclaim(job, own):
             return allowed
         held = np.array([self.allocated[name] for name in self._names])
         deserved = np.array([self.deserved[name] for name in self._names])
         guarantee = np.array([self.guarantee[name] for name in self._names])
-        queue_ok = ((held > deserved) & self.shared).any(axis=1)
-        queue_ok &= np.array([self.queues[name].reclaimable for name in self._names])
+        above: BoolArray = np.asarray(((held > deserved) & self.shared).any(axis=1))
+        queue_ok = above & np.array([self.queues[name].reclaimable for name in self._names])
+        root = self._position.get(ROOT_QUEUE)
+        if root is not None:
+            # Every queue shares Volcano's root: its ancestor checks pass over it.
+            above[root] = True
         queue_ok[self._names.index(job.queue)] = False
         # Within an ancestor the job's queue shares, reclaim moves resources, not out.
         common = np.isin(self._names, self.lineage[job.queue])
@@ -452,15 +487,32 @@ class Proportion:
         known = index >= 0
         row = np.where(known, index, 0)
         allowed = known & queue_ok[row]
-        live, level = allowed.copy(), row
+        live, level, depth = allowed.copy(), row, 0
         while live.any():
             kept = guarantee[level]
             breaks = (((held[level] - victims.vecs) < kept) & (kept > 0)).any(axis=1)
+            if 0 < depth <= self.ancestor_levels:
+                breaks |= ~above[level]
             allowed &= ~(live & ~common[level] & breaks)
             level = self._up[level]
+            depth += 1
             live &= level >= 0
             level = np.where(live, level, 0)
         return allowed
+
+    def _may_reclaim(self, job: JobInfo, own: FloatArray) -> bool:
+        """Whether the job's queue is below its share in a resource the job asks for;
+        for capacity, whether one of its pods would leave it within what it deserves
+        in a resource the pod asks for and the queue deserves (Volcano's preemptive
+        check of each reclaiming task)."""
+        held = self.allocated[job.queue]
+        if self.by_weight:
+            asks = self.shared & (sum((t.vec for t in job.pending), np.zeros_like(own)) > 0)
+            return bool((held < own)[asks].any())
+        return any(
+            ((held + t.vec <= own) & (t.vec > 0) & (own > 0) & self.shared).any()
+            for t in job.pending
+        )
 
     def _victim_queues(self, victims: "Victims") -> IntArray:
         """Each victim's queue as an index into `_names` (-1: none we share out), from
@@ -506,3 +558,14 @@ def _level(total: float, weight: FloatArray, floor: FloatArray, limit: FloatArra
     level = points[at] + (total - filled[at]) / weight[rising].sum()
     shares: FloatArray = np.clip(level * weight, floor, limit)
     return shares
+
+
+class Capacity(Proportion):
+    """capacity: Volcano's queue plugin of that name. A queue deserves what its
+    `deserved` states, not a weighted share; its pods go up to its capability and the
+    room the other queues' guarantees leave it, whatever it deserves, and no queue waits
+    for being at its share. Reclaim, guarantees, the tree of `parent`s and enqueue's
+    checks are proportion's (docs/drop-in.md lists how they differ from Volcano's)."""
+
+    name = "capacity"
+    by_weight = False

@@ -19,27 +19,10 @@ CASES = Path(__file__).resolve().parents[1] / "conformance" / "volcano"
 
 # Why a case fails today, as the defects it runs into in turn. A case leaves this table
 # when its last defect is fixed: the marks are strict, so a fixed case fails until then.
-OVERUSED_FLAG = "enabledOverused, a Volcano tier flag, is refused at start-up"
-PREEMPT_ARGUMENT = "preempt's enableTopologyAwarePreemption argument is refused at start-up"
-CAPACITY_PLUGIN = "Volcano's capacity plugin is refused at start-up"
-SLA_PLUGIN = "Volcano's sla plugin is refused at start-up"
-TOPOLOGY_PLUGIN = "Volcano's network-topology-aware plugin is refused at start-up"
-DRA_ARGUMENT = "predicates' predicate.DynamicResourceAllocationEnable argument is refused"
-GUARANTEE = "a queue's guarantee is a floor, not held back from other queues as Volcano does"
-BEYOND_MIN_MEMBER = (
-    "preemption evicts for a gang's members beyond minMember (Volcano stops once it can start)"
-)
-HELD_BACK_PREEMPTS = (
-    "a PodGroup enqueue holds back for its minResources preempts (Volcano: Pending never does)"
-)
-MIN_MEMBER_ZERO = "a PodGroup's minMember: 0 is refused"
-MIN_TASK_MEMBER = "minTaskMember is ignored"
-AT_CAPABILITY = "no preemption inside a queue at its capability"
-BEST_EFFORT = "a BestEffort pod never preempts another BestEffort pod"
 QUEUE_PRIORITY = "a Volcano Queue's spec.priority is refused (Volcano reclaims from lower first)"
-NO_PODS_NO_STATUS = "a PodGroup without pods gets no phase (Volcano: Pending)"
-MISSING_PRIORITY_CLASS = (
-    "a PodGroup naming a PriorityClass that does not exist waits (Volcano: default priority)"
+QUEUE_STATE = (
+    "a Volcano Queue's status.state is not read (spec.state is), so a queue Volcano closed "
+    "still reclaims"
 )
 # Where a case differs by a decision written in docs/drop-in.md.
 GANG_CANNOT_START = (
@@ -50,131 +33,9 @@ RUNNING_WITHOUT_NODE = (
 )
 
 FAILS: dict[str, tuple[str, ...]] = {
-    "allocate/queue-s-drf-share-value-will-be-updated-and-its-priority-will-ch": (
-        OVERUSED_FLAG,
-        MIN_MEMBER_ZERO,
-    ),
-    "enqueue/pggroup-cannot-enqueue-because-queue-resources-are-less-than-pod": (
-        OVERUSED_FLAG,
-        SLA_PLUGIN,
-        NO_PODS_NO_STATUS,
-    ),
-    "enqueue/pggroup-cannot-enqueue-because-the-specified-queue-is-c1-but-the": (
-        OVERUSED_FLAG,
-        SLA_PLUGIN,
-    ),
-    "enqueue/when-podgroup-status-is-inqueue": (OVERUSED_FLAG, SLA_PLUGIN),
-    "enqueue/when-podgroup-status-is-pending": (OVERUSED_FLAG, SLA_PLUGIN),
-    "enqueue/when-podgroup-status-is-running": (OVERUSED_FLAG, SLA_PLUGIN, RUNNING_WITHOUT_NODE),
-    "preempt/besteffort-high-priority-pod-preempt-besteffort-low-priority-pod": (
-        PREEMPT_ARGUMENT,
-        MIN_MEMBER_ZERO,
-        BEST_EFFORT,
-    ),
-    "preempt/can-not-preempt-resources-when-task-preemption-policy-is-never": (PREEMPT_ARGUMENT,),
-    "preempt/do-not-preempt-if-job-is-pipelined": (PREEMPT_ARGUMENT,),
-    "preempt/do-not-preempt-if-there-are-enough-idle-resources": (PREEMPT_ARGUMENT,),
-    "preempt/multi-queue-preemptortasks-must-not-be-overwritten-by-intra-job": (
-        PREEMPT_ARGUMENT,
-        MIN_MEMBER_ZERO,
-    ),
-    "preempt/only-commit-evictions-on-the-node-where-preemption-succeeds": (
-        PREEMPT_ARGUMENT,
-        MIN_MEMBER_ZERO,
-        AT_CAPABILITY,
-    ),
-    "preempt/preempt-enough-tasks-to-fit-large-task-of-different-job": (PREEMPT_ARGUMENT,),
-    "preempt/preempt-low-priority-job-in-same-queue-allocatable-and-has-enoug": (PREEMPT_ARGUMENT,),
-    "preempt/preempt-low-priority-job-in-same-queue-but-not-pod-with-preempta": (
-        PREEMPT_ARGUMENT,
-        AT_CAPABILITY,
-    ),
-    "preempt/preempt-low-priority-job-in-same-queue": (
-        PREEMPT_ARGUMENT,
-        MIN_MEMBER_ZERO,
-        AT_CAPABILITY,
-    ),
-    "preempt/preempt-one-task-of-different-job-to-fit-both-jobs-on-one-node": (PREEMPT_ARGUMENT,),
-    "preempt/rollback-evictions-when-preemptor-exceeds-queue-capacity-after-e": (PREEMPT_ARGUMENT,),
-    "preempt/unbesteffort-high-priority-pod-preempt-besteffort-low-priority-p": (
-        PREEMPT_ARGUMENT,
-        MIN_MEMBER_ZERO,
-    ),
-    "reclaim/can-not-reclaim-resources-when-queue-is-not-open-capacity-plugin": (CAPACITY_PLUGIN,),
-    "reclaim/node-available-resources-should-be-included-in-reclaimed-resourc": (
-        OVERUSED_FLAG,
-        MIN_MEMBER_ZERO,
-        QUEUE_PRIORITY,
-    ),
+    "enqueue/when-podgroup-status-is-running": (RUNNING_WITHOUT_NODE,),
     "reclaim/reclaim-succeeds-for-second-task-when-first-task-has-preemptionp": (
-        OVERUSED_FLAG,
         GANG_CANNOT_START,
-    ),
-    "reclaim/sort-reclaimees-when-reclaiming-from-overusing-queues-with-diffe": (
-        OVERUSED_FLAG,
-        QUEUE_PRIORITY,
-        MISSING_PRIORITY_CLASS,
-    ),
-    "reclaim/two-queue-with-one-queue-overusing-resource-should-reclaim": (
-        OVERUSED_FLAG,
-        MISSING_PRIORITY_CLASS,
-    ),
-}
-# Volcano's e2e runs take the CI scheduler configuration of its chart.
-CI_CONFIG = (SLA_PLUGIN, DRA_ARGUMENT, TOPOLOGY_PLUGIN)
-FAILS |= {
-    "e2e/allocate-don-t-work-when-job-not-satisfy-predicates": CI_CONFIG,
-    "e2e/allocate-don-t-work-when-resource-is-not-enough": CI_CONFIG,
-    "e2e/allocate-work-when-resource-is-enough": CI_CONFIG,
-    "e2e/enqueue-allocate-work-even-not-config-enqueue-action": CI_CONFIG,
-    "e2e/predicates-hostport": CI_CONFIG,
-    "e2e/predicates-nodeaffinity": CI_CONFIG,
-    "e2e/predicates-pod-affinity": CI_CONFIG,
-    "e2e/predicates-pod-anti-affinity": CI_CONFIG,
-    "e2e/preempt-schedule-high-priority-job-with-preemption-when-idle-res": (
-        *CI_CONFIG,
-        BEYOND_MIN_MEMBER,
-    ),
-    "e2e/preempt-schedule-high-priority-job-without-preemption-when-resou": CI_CONFIG,
-    "e2e/preemption-doesn-t-work-when-podgroup-is-pending-due-to-insuffic": (
-        *CI_CONFIG,
-        HELD_BACK_PREEMPTS,
-    ),
-    "e2e/preemption-doesn-t-work-when-total-resource-of-idle-resource-and": CI_CONFIG,
-    "e2e/preemption-only-works-in-the-same-queue": CI_CONFIG,
-    "e2e/guarantee-one-queue-reserve-all-cluster-resource": (*CI_CONFIG, GUARANTEE),
-    "e2e/guarantee-one-queue-reserve-some-cluster-resource-so-it-is-not-e": (
-        *CI_CONFIG,
-        GUARANTEE,
-    ),
-}
-# TestTopologyAwarePreempt repeats TestPreempt's cases with the topology-aware search,
-# and Volcano's capacity plugin beside proportion.
-FAILS |= {
-    name.replace("preempt/", "preempt/topology-aware-"): (
-        PREEMPT_ARGUMENT,
-        CAPACITY_PLUGIN,
-        *why[1:],
-    )
-    for name, why in FAILS.items()
-    if name.startswith("preempt/")
-    and not name.startswith("preempt/multi-queue")
-    and not name.startswith("preempt/only-commit")
-    and not name.startswith("preempt/rollback")
-}
-FAILS |= {
-    "preempt/topology-aware-preempt-low-priority-pod-when-high-priority-pod-has-podantiaffin": (
-        PREEMPT_ARGUMENT,
-        CAPACITY_PLUGIN,
-        MIN_MEMBER_ZERO,
-        AT_CAPABILITY,
-    ),
-    "preempt/topology-aware-preemption-with-priority-queues": (
-        PREEMPT_ARGUMENT,
-        CAPACITY_PLUGIN,
-        QUEUE_PRIORITY,
-        MIN_MEMBER_ZERO,
-        AT_CAPABILITY,
     ),
 }
 

@@ -245,3 +245,51 @@ def test_a_member_is_not_refused_for_a_mate_of_the_same_shape_that_pod_affinity_
         pod("g-1", requests=ONE_CPU, group="g", created=0, labels={"idx": "1"}),
     ]
     assert placements(decide(objects)) == {"default/g-1": "n1"}
+
+
+SLA = """starvationThreshold: "0"
+tiers:
+- plugins: [{{name: priority}}, {{name: gang}}, {{name: sla{arguments}}}]
+- plugins: [{{name: predicates}}, {{name: proportion}}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("argument", "annotation", "waited", "held"),
+    [
+        ("60s", None, 30, False),
+        ("60s", None, 120, True),
+        (None, "60s", 120, True),
+        ("10m", "60s", 120, True),
+        ("60s", "10m", 120, False),
+        (None, None, 120, False),
+    ],
+    ids=["within", "past", "annotation", "annotation-first", "annotation-longer", "none"],
+)
+def test_a_gang_past_its_sla_waiting_time_holds_room(
+    argument: str | None, annotation: str | None, waited: float, held: bool
+) -> None:
+    """Volcano's sla plugin: past the waiting time its PodGroup states (else the plugin's
+    argument), a gang has room held for it as a starving one has, the cluster's
+    starvation threshold off."""
+    objects = cluster("default")
+    if annotation is not None:
+        objects[3]["metadata"]["annotations"] = {"volcano.sh/sla-waiting-time": annotation}
+    arguments = "" if argument is None else f", arguments: {{sla-waiting-time: {argument}}}"
+    decisions = decide(objects, SLA.format(arguments=arguments), now=at(waited))
+    message = decisions.pending["default/big-0"]
+    assert (
+        "past the waiting time it is given: room is held for it on node(s) n1" in message
+    ) == held
+
+
+def test_a_gang_past_its_sla_waiting_time_is_admitted_without_idle_room() -> None:
+    """Enqueue admits it although its minResources exceed what is idle, so that room can
+    be held for it; before its time it waits for idle room."""
+    objects = cluster("default")
+    objects[3]["spec"]["minResources"] = {"cpu": "3"}
+    arguments = ", arguments: {sla-waiting-time: 60s}"
+    early = decide(objects, SLA.format(arguments=arguments), now=at(30))
+    assert early.pending["default/big-0"].startswith("waiting for resources: minResources")
+    late = decide(objects, SLA.format(arguments=arguments), now=at(120))
+    assert "room is held for it on node(s) n1" in late.pending["default/big-0"]

@@ -384,3 +384,53 @@ def test_a_pod_marked_not_preemptable_is_never_evicted(
     kept["metadata"][where] = {key: value}
     decisions = decide([node("n1"), kept, *pending_gang("high", 1)])
     assert evicted(decisions) == (set() if spared else {"default/kept"})
+
+
+def test_nothing_is_evicted_for_members_beyond_min_member() -> None:
+    """Volcano's preempt stops once the job can start: a gang of four members needing
+    two evicts room for two, and its other members wait for room of their own."""
+    decisions = decide(
+        [
+            *(node(f"n{i}", cpu="4") for i in range(4)),
+            *(
+                member
+                for i in range(4)
+                for member in running_gang(f"low-{i}", 1, min_member=1, nodes=[f"n{i}"])
+            ),
+            pod_group("high", 2, created=100),
+            *(
+                pod(
+                    f"high-{i}",
+                    requests=FOUR_CPU,
+                    group="high",
+                    created=100,
+                    spec={"priority": 1000},
+                )
+                for i in range(4)
+            ),
+        ]
+    )
+    assert len(evicted(decisions)) == 2
+    assert len(nominated(decisions)) == 2
+
+
+@pytest.mark.parametrize(("minimum", "evictions"), [("8", 1), ("17", 0)])
+def test_a_group_held_back_preempts_only_for_minresources_the_cluster_could_hold(
+    minimum: str, evictions: int
+) -> None:
+    """A group enqueue holds back for want of idle room makes room by preempting, unless
+    its minResources exceed the whole cluster's: no eviction would admit it (Volcano's
+    e2e "preemption doesn't work when podgroup is pending due to insufficient resource")."""
+    decisions = decide(
+        [
+            node("n1"),
+            node("n2"),
+            pod("victim", requests={"cpu": "8"}, node_name="n1", phase="Running"),
+            pod("spare", requests={"cpu": "8"}, node_name="n2", phase="Running"),
+            pod_group("high", 1, created=100, minResources={"cpu": minimum}),
+            pod(
+                "high-0", requests={"cpu": "8"}, group="high", created=100, spec={"priority": 1000}
+            ),
+        ]
+    )
+    assert len(decisions.evictions) == evictions

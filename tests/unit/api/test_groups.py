@@ -168,10 +168,20 @@ def test_every_api_version_gangs_its_pods(api_version: str, node_cpu: str, bound
 
 @pytest.mark.parametrize(
     ("raw", "seconds"),
-    [("30s", 30.0), ("5m", 300.0), ("1h30m", 5400.0), ("500ms", 0.5), (90, 90.0), (1.5, 1.5)],
+    [
+        ("30s", 30.0),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("500ms", 0.5),
+        (90, 90.0),
+        (1.5, 1.5),
+        # Go's every unit, as in Volcano's sla-waiting-time example.
+        ("1h2m3s4ms5µs6ns", 3723.004005006),
+        ("7us", 7e-6),
+    ],
 )
 def test_durations(raw: object, seconds: float) -> None:
-    assert parse_duration(raw, where="x") == seconds
+    assert parse_duration(raw, where="x") == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize(
@@ -220,3 +230,26 @@ def test_volcano_min_resources_keep_what_volcanos_scheduler_counts() -> None:
     # its message says which.
     ours = pod_group_from_object(pod_group("g", 2, minResources=written))
     assert set(ours.min_resources) == set(written)
+
+
+@pytest.mark.parametrize("api_version", [a for a in ALL_APIS if a != OURS])
+def test_peer_group_without_min_member_is_a_quorum_of_zero(api_version: str) -> None:
+    """The peers' CRDs do not require minMember, and their schedulers read a group
+    without one as Go's zero value: each member starts as it fits."""
+    obj = {"apiVersion": api_version, "kind": "PodGroup", "metadata": {"name": "g"}, "spec": {}}
+    group = pod_group_from_object(obj)
+    assert (group.error, group.min_member) == (None, 0)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("networkTopology", {"mode": "hard", "highestTierAllowed": 1}),
+        ("subGroupPolicy", [{"name": "workers", "minSubGroups": 2}]),
+    ],
+)
+def test_volcano_constraints_that_cannot_be_kept_are_refused(key: str, value: object) -> None:
+    obj = pod_group("g", 2, api_version=VOLCANO)
+    group = pod_group_from_object({**obj, "spec": {**obj["spec"], key: value}})
+    assert group.error is not None
+    assert group.error.startswith(f"PodGroup default/g.spec.{key}: {value!r} is not supported")

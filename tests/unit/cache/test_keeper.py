@@ -12,7 +12,7 @@ from batchsched.api.pods import OUR_QUEUE_KEY
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import SnapshotKeeper, take_snapshot
 from batchsched.cache.snapshot import JobInfo, Snapshot
-from batchsched.framework.config import default_config, run_session
+from batchsched.framework.config import default_config, load_config, run_session
 from batchsched.framework.decisions import Decisions
 
 from ..builders import SCHEDULER, Obj, at, node, pod, pod_group, priority_class, queue
@@ -357,3 +357,21 @@ def test_a_job_set_aside_is_tried_again_when_its_schedule_timeout_passes() -> No
     assert not late.set_aside
     assert run_session(late, config).jobs["default/g"].condition is not None
     assert "still short of minMember after 30s" in run_session(late, config).pending["default/g-0"]
+
+
+def test_a_job_set_aside_is_tried_again_when_its_sla_waiting_time_passes() -> None:
+    """Past its waiting time the sla plugin holds room for it: the operator must look at
+    it again then, as the simulator does, though nothing else changes."""
+    cache = ClusterCache()
+    cache.apply(node("n1", cpu="1"))
+    cache.apply(pod_group("g", 2, created=0))
+    for i in (0, 1):
+        cache.apply(pod(f"g-{i}", requests={"cpu": "1"}, group="g", created=0))
+    keeper = SnapshotKeeper(cache, scheduler_names={SCHEDULER})
+    config = load_config(
+        'starvationThreshold: "0"\ntiers:\n'
+        "- plugins: [{name: priority}, {name: gang}, {name: sla, arguments: "
+        "{sla-waiting-time: 45s}}]\n- plugins: [{name: predicates}, {name: proportion}]\n"
+    )
+    decisions = run_session(keeper.take(now=at(10)), config)
+    assert decisions.unplaced["default/g"].until == at(45)

@@ -246,3 +246,27 @@ def test_a_pod_whose_bind_was_refused_waits_with_the_reason_until_its_backoff_en
     ).error
     cache.apply(pod("p"), deleted=True)
     assert cache.refusals == {}
+
+
+@pytest.mark.parametrize(
+    ("api_version", "error"),
+    [
+        ("scheduling.volcano.sh/v1beta1", None),
+        ("scheduling.incubator.k8s.io/v1alpha1", None),
+        ("scheduling.batchsched.io/v1alpha1", "PriorityClass 'ghost' does not exist"),
+    ],
+)
+def test_a_peer_group_naming_a_missing_class_has_the_default_priority(
+    api_version: str, error: str | None
+) -> None:
+    """Volcano's and kube-batch's caches give such a group the default priority; our own
+    PodGroup waits to have its class named right."""
+    snapshot = snapshot_of(
+        [
+            priority_class("base", 50, global_default=True),
+            pod_group("g", 1, api_version=api_version, priorityClassName="ghost"),
+            pod("p", group="g"),
+        ]
+    )
+    job = snapshot.jobs["default/g"]
+    assert (job.priority, job.error) == (50, error)

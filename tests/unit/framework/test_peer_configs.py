@@ -246,7 +246,10 @@ def test_volcanos_metrics_source_is_logged(caplog: pytest.LogCaptureFixture) -> 
             "{name: predicates, enablePredicate: false}",
             r"plugins\[1\]\.enablePredicate: the predicates plugin's checks",
         ),
-        ("{name: sla}", r"unknown plugin 'sla'"),
+        ("{name: tdm}", r"unknown plugin 'tdm'"),
+        ("{name: sla, arguments: {sla-waiting-time: soon}}", r"sla-waiting-time: 'soon' is not"),
+        ("{name: capacity, arguments: {ancestorReclaimLevel: -1}}", r"must be >= 0, got -1"),
+        ("{name: proportion, arguments: {ancestorReclaimLevel: 1}}", r"unknown argument"),
         ("{name: gang, weight: 1}", r"unknown key 'weight'"),
     ],
 )
@@ -517,3 +520,61 @@ def test_scheduler_plugins_coscheduling_profile_loads(caplog: pytest.LogCaptureF
     assert "gang" in {plugin.name for tier in config.tiers for plugin in tier}
     assert "permitWaitingTimeSeconds has no effect here" in caplog.text
     assert "podGroupRejectPercentage has no effect here" in caplog.text
+
+
+def test_volcano_keys_without_effect_here_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """Keys Volcano's own tests and chart set, which change no placement here."""
+    text = (
+        'actions: "allocate, preempt"\n'
+        "tiers:\n- plugins:\n  - {name: priority}\n  - {name: gang}\n  - {name: sla}\n"
+        "- plugins:\n"
+        "  - {name: predicates, arguments: {predicate.DynamicResourceAllocationEnable: true}}\n"
+        "  - {name: capacity, enableHierarchy: true}\n"
+        "  - {name: network-topology-aware, arguments: {weight: 10}}\n"
+        "configurations:\n- name: preempt\n  arguments: {enableTopologyAwarePreemption: true}\n"
+    )
+    with caplog.at_level(logging.WARNING):
+        config = load_config(text, source="c")
+    assert names(config) == [["priority", "gang", "sla"], ["predicates", "capacity"]]
+    logged = messages(caplog)
+    assert (
+        "c.configurations[0].arguments.enableTopologyAwarePreemption has no effect here: "
+        "batchsched's preempt takes the cheapest victim set over every node, keeping pods' "
+        "affinity and spread, with either search"
+    ) in logged
+    assert (
+        "c.tiers[1].plugins[0].arguments.predicate.DynamicResourceAllocationEnable has no "
+        "effect here: pods with spec.resourceClaims wait, saying claims are not supported, "
+        "whatever the flag"
+    ) in logged
+    assert (
+        "c.tiers[1].plugins[2]: plugin 'network-topology-aware' has no effect here: batchsched "
+        "reads no HyperNodes, and a PodGroup stating spec.networkTopology is refused"
+    ) in logged
+
+
+def test_other_action_arguments_are_still_refused() -> None:
+    with pytest.raises(InvalidObject, match=r"arguments\.enableMagic: not supported"):
+        load_config(
+            "tiers:\n- plugins: [{name: predicates}]\n"
+            "configurations:\n- name: preempt\n  arguments: {enableMagic: true}\n"
+        )
+
+
+def test_reclaim_may_rest_on_capacity() -> None:
+    config = load_config(
+        'actions: "reclaim"\ntiers:\n- plugins: [{name: predicates}, {name: capacity}]\n'
+    )
+    assert config.actions == ("reclaim",)
+
+
+def test_capacity_device_switches_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    text = (
+        "tiers:\n- plugins:\n  - {name: predicates}\n  - name: capacity\n    arguments:\n"
+        "      capacity.DynamicResourceAllocationEnable: true\n"
+        "      capacity.DRAConsumableCapacityEnable: true\n      ancestorReclaimLevel: 2\n"
+    )
+    with caplog.at_level(logging.WARNING):
+        config = load_config(text, source="c")
+    assert names(config) == [["predicates", "capacity"]]
+    assert len([m for m in messages(caplog) if "no queue holds devices" in m]) == 2

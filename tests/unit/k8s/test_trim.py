@@ -577,3 +577,12 @@ def test_trimming_only_removes() -> None:
     assert trim_pod(containers)["spec"] == {"containers": "main"}
     bare = {"metadata": {"name": "n"}}
     assert trim_node(bare) == {"metadata": {"name": "n"}, "kind": "Node"}
+
+
+def test_a_group_s_sla_waiting_time_survives_trimming() -> None:
+    """The operator reads the sla plugin's waiting time as the simulator does."""
+    group = pod_group("g", 1, api_version="scheduling.volcano.sh/v1beta1")
+    group["metadata"]["annotations"] = {"volcano.sh/sla-waiting-time": "5m", "other": "x"}
+    trimmed = pod_group_from_object(trim_pod_group(group))
+    assert trimmed == pod_group_from_object(group)
+    assert trimmed.waiting_seconds == 300.0
