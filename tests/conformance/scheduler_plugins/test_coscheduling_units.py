@@ -33,8 +33,9 @@ PROFILE = coscheduling_config()
 # The simulator replays objects as they are created; Less compares two pods with both
 # groups present.
 GROUP_PRIORITY = (
-    "pg2 is created a second after pg1, and the simulator places p1 as soon as pg1 exists, "
-    "while p2 waits for its group; Less compares the two with both groups present"
+    "decided (docs/drop-in.md): the simulator takes a creationTimestamp as the moment an "
+    "object arrives, so p1 is placed when pg1 exists, a second before pg2; Less compares "
+    "the two with both groups present"
 )
 
 
