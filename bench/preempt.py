@@ -30,8 +30,8 @@ from batchsched.api.groups import OUR_API
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
-from batchsched.framework.decisions import Decisions
 from batchsched.framework.session import Timings
+from batchsched.model.decisions import Decisions
 
 SCHEDULER = "batch-scheduler"
 NAMESPACE = "bench"

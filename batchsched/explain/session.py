@@ -8,11 +8,12 @@ import numpy as np
 from batchsched.actions import ACTIONS
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
-from batchsched.cache.snapshot import IntArray, Snapshot, TaskInfo
 from batchsched.framework.config import SchedulerConfig
-from batchsched.framework.decisions import Decisions
-from batchsched.framework.plugin import NodeFilter, Plugin
-from batchsched.framework.session import FreshFilter, Session
+from batchsched.framework.plugin import NodeFilter
+from batchsched.framework.session import FreshFilter, Plugin, Session
+from batchsched.model.arrays import IntArray
+from batchsched.model.decisions import Decisions
+from batchsched.model.snapshot import Snapshot, TaskInfo
 
 
 @dataclass(frozen=True, kw_only=True)

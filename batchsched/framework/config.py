@@ -15,11 +15,10 @@ from batchsched.actions import ACTIONS
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import parse_duration
 from batchsched.api.meta import flag
-from batchsched.cache.snapshot import Snapshot
-from batchsched.framework.decisions import Decisions
 from batchsched.framework.peer_configs import restrict, translate
-from batchsched.framework.plugin import Plugin
-from batchsched.framework.session import CommitHandler, Session, Timings
+from batchsched.framework.session import CommitHandler, Plugin, Session, Timings
+from batchsched.model.decisions import Decisions
+from batchsched.model.snapshot import Snapshot
 from batchsched.plugins import PLUGINS
 
 DEFAULT_YAML = """

@@ -32,8 +32,7 @@ from typing import Any
 import yaml
 
 from batchsched.api.errors import InvalidObject
-from batchsched.framework.plugin import Plugin
-from batchsched.framework.session import Session
+from batchsched.framework.session import Plugin, Session
 from batchsched.plugins.nodeorder import PART_NAMES
 
 log = logging.getLogger(__name__)

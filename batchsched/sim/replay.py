@@ -26,10 +26,11 @@ from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.resources import CPU
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
-from batchsched.cache.snapshot import IntArray, JobInfo
 from batchsched.framework.config import SchedulerConfig
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
+from batchsched.model.arrays import IntArray
+from batchsched.model.snapshot import JobInfo
 from batchsched.plugins.fragmentation import FragmentationModel, TaskClass, task_class
 
 # Wraps the pods in arrival order, as tqdm wraps an iterable, to show how far a replay is.

@@ -4,7 +4,7 @@ first gangs while the session still places the rest."""
 from collections.abc import Sequence
 
 from batchsched.framework.config import default_config, run_session
-from batchsched.framework.decisions import Binding
+from batchsched.model.decisions import Binding
 
 from ..builders import gang, node, snapshot_of
 

@@ -7,7 +7,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
-from batchsched.framework.decisions import ClaimBinding
+from batchsched.model.decisions import ClaimBinding
 from batchsched.plugins.volumebinding import BIND_CONFLICT, MAX_VOLUME_COUNT
 
 from ..builders import SCHEDULER, Obj, cache_of, decide, node, placements, pod, pod_group
