@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from batchsched.framework.config import default_config
+from batchsched.config.load import default_config
 from batchsched.k8s import loop as session_loop
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.evictor import Evictor

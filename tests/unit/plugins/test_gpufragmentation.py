@@ -8,7 +8,7 @@ from batchsched.api.gpu import GPU_INDEX_ANNOTATION, GPU_MILLI, NO_GPU, GpuDeman
 from batchsched.api.objects import Constraints, Node
 from batchsched.api.resources import GPU
 from batchsched.api.selectors import Requirement
-from batchsched.framework.config import load_config
+from batchsched.config.load import load_config
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
 from batchsched.model.arrays import IntArray

@@ -4,7 +4,7 @@ of parents, and which running pods a job may reclaim."""
 from collections import Counter
 from typing import Any
 
-from batchsched.framework.config import default_config
+from batchsched.config.load import default_config
 from batchsched.framework.session import Session
 from batchsched.model.snapshot import JobInfo
 
