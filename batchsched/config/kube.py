@@ -158,6 +158,8 @@ DEFAULT_ACTIONS_WITHOUT_PREEMPT = "enqueue, allocate, reclaim, backfill"
 
 
 def translate(raw: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration in batchsched's format: its profiles' scheduler names
+    and one set of tiers they all place pods by."""
     version = str(raw.get("apiVersion", "")).removeprefix(KUBE_GROUP)
     if version not in KUBE_VERSIONS:
         raise InvalidObject(

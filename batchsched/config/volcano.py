@@ -144,6 +144,8 @@ class _Without:
 
 
 def translate(raw: Mapping[str, Any], *, source: str) -> Translated:
+    """Volcano's scheduler configuration in batchsched's format, with the session lists
+    its enable flags take each plugin's callbacks out of."""
     out = dict(raw)
     if out.pop(METRICS_KEY, None) is not None:
         log.warning("%s.%s has no effect here: %s", source, METRICS_KEY, METRICS_WHY)

@@ -2,7 +2,8 @@
 
 Resources are columns (cpu, memory, pods, ephemeral-storage, then extended resources by
 name); a task's request is one row vector over the same columns, shared by every task of
-the same shape. keeper.py takes snapshots of the cache; jobs.py groups pods into jobs.
+the same shape. cache/keeper.py takes snapshots of the cache; cache/jobs.py groups pods
+into jobs.
 """
 
 from collections.abc import Mapping
