@@ -27,6 +27,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 test: venv lint
 	@if [ "$${BATCHSCHED_SKIP_INTEGRATION:-}" = 1 ] && [ "$${CI:-}" != true ]; then \

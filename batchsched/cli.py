@@ -11,14 +11,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from batchsched.api.errors import InvalidObject
+from batchsched.api.errors import InvalidObject, UnreadableInput
 from batchsched.api.groups import parse_duration
 from batchsched.api.objects import Task
+from batchsched.config.load import SchedulerConfig, read_config
 from batchsched.explain.command import add_explain_parser, run_explain
-from batchsched.framework.config import SchedulerConfig, default_config, load_config
 from batchsched.logs import EXIT, FORMATS, configure
 from batchsched.sim import openb
-from batchsched.sim.loader import UnreadableInput, load_files
+from batchsched.sim.loader import load_files
 from batchsched.sim.plot import PlotError, Series, check_plot_path, write_curves
 from batchsched.sim.replay import ReplayResult, replay, replay_table, terminal_progress
 from batchsched.sim.report import to_json, to_table
@@ -322,16 +322,6 @@ def replay_labels(paths: Sequence[str]) -> list[str]:
     """Legend names: each file's name, or the paths as given when two names are alike."""
     names = [Path(path).name for path in paths]
     return names if len(set(names)) == len(names) else list(paths)
-
-
-def read_config(path: str | None) -> SchedulerConfig:
-    if path is None:
-        return default_config()
-    try:
-        text = Path(path).read_text()
-    except OSError as error:
-        raise UnreadableInput(f"{path}: cannot read: {error.strerror}") from None
-    return load_config(text, source=path)
 
 
 if __name__ == "__main__":

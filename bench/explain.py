@@ -20,11 +20,12 @@ from typing import Any
 from batchsched.api.groups import OUR_API
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
+from batchsched.config.load import default_config
 from batchsched.explain.analysis import explain
 from batchsched.explain.render import to_text
 from batchsched.explain.session import run_once
 from batchsched.explain.target import Target
-from batchsched.framework.config import default_config, run_session
+from batchsched.scheduler import run_session
 
 SCHEDULER = "batch-scheduler"
 NAMESPACE = "bench"

@@ -29,9 +29,10 @@ from typing import Any
 from batchsched.api.groups import OUR_API
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
-from batchsched.framework.config import default_config, run_session
-from batchsched.framework.decisions import Decisions
+from batchsched.config.load import default_config
 from batchsched.framework.session import Timings
+from batchsched.model.decisions import Decisions
+from batchsched.scheduler import run_session
 
 SCHEDULER = "batch-scheduler"
 NAMESPACE = "bench"

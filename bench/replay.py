@@ -38,8 +38,7 @@ from typing import Any
 
 from batchsched.api.gpu import CARD_MILLI
 from batchsched.api.pods import task_from_pod
-from batchsched.cli import read_config
-from batchsched.framework.config import SchedulerConfig
+from batchsched.config.load import SchedulerConfig, read_config
 from batchsched.plugins.fragmentation import TaskClass, task_class
 from batchsched.plugins.gpufragmentation import GpuFragmentation
 from batchsched.sim import openb

@@ -23,8 +23,9 @@ import numpy as np
 from batchsched.actions.gang_placement import eligible, place_job
 from batchsched.actions.nominations import hold_or_clear, terminating_rows
 from batchsched.api.objects import Constraints, Dequeue
-from batchsched.cache.snapshot import IntArray, JobInfo
 from batchsched.framework.session import Session
+from batchsched.model.arrays import IntArray
+from batchsched.model.snapshot import JobInfo
 
 # Node rows and the requests to hold there, one per member.
 Packing = tuple[list[int], list[IntArray]]

@@ -14,8 +14,9 @@ room for it.
 import numpy as np
 
 from batchsched.api.resources import format_amount
-from batchsched.cache.snapshot import IntArray, JobInfo
 from batchsched.framework.session import Session
+from batchsched.model.arrays import IntArray
+from batchsched.model.snapshot import JobInfo
 
 
 def enqueue(session: Session) -> None:

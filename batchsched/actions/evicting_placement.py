@@ -28,12 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
-from batchsched.framework.decisions import Eviction
-from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session, VictimCheck
 from batchsched.framework.statement import Statement
 from batchsched.framework.victims import Victims, queue_mask
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.decisions import Eviction
+from batchsched.model.snapshot import JobInfo, TaskInfo
 
 # Nodes whose victims are worked out exactly for one pod, after a cheap ranking: as
 # kube-scheduler's minCandidateNodesAbsolute, enough to find a good node without

@@ -1,8 +1,8 @@
 """Placing one job inside a Statement: all of its gang, or nothing."""
 
-from batchsched.cache.snapshot import JobInfo, TaskInfo
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
+from batchsched.model.snapshot import JobInfo, TaskInfo
 
 
 def eligible(session: Session, job: JobInfo) -> bool:

@@ -7,9 +7,9 @@ replaced, or the room was taken by another scheduler): it is cleared, and the jo
 placed afresh, preempting again if it must.
 """
 
-from batchsched.cache.snapshot import JobInfo
-from batchsched.framework.decisions import Nomination
 from batchsched.framework.session import Session
+from batchsched.model.decisions import Nomination
+from batchsched.model.snapshot import JobInfo
 
 
 def hold_or_clear(session: Session, job: JobInfo, terminating: set[int]) -> bool:

@@ -10,10 +10,10 @@ from collections import defaultdict
 
 from batchsched.actions.evicting_placement import place_by_evicting
 from batchsched.actions.room import wants_room
-from batchsched.cache.snapshot import JobInfo
-from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
 from batchsched.framework.victims import Victims, queue_mask
+from batchsched.model.arrays import BoolArray
+from batchsched.model.snapshot import JobInfo
 
 
 def reclaim(session: Session) -> None:

@@ -1,8 +1,8 @@
 """Which jobs preempt and reclaim make room for."""
 
 from batchsched.actions.enqueue import min_resources
-from batchsched.cache.snapshot import JobInfo
 from batchsched.framework.session import Session
+from batchsched.model.snapshot import JobInfo
 
 
 def wants_room(session: Session, job: JobInfo) -> bool:

@@ -127,7 +127,7 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
         # Read as Volcano reads them: its job controller writes quota usage there.
         group.min_resources = {k: v for k, v in group.min_resources.items() if volcano_counts(k)}
     queue = text(spec.get("queue"), where=f"{where}.spec.queue", default="")
-    # Unset, the namespace's queue applies, else the default one (see cache/snapshot.py).
+    # Unset, the namespace's queue applies, else the default one (see model/snapshot.py).
     group.queue, group.queue_explicit = queue or DEFAULT_QUEUE, bool(queue)
     group.priority_class_name = text(
         spec.get("priorityClassName"), where=f"{where}.spec.priorityClassName", default=""

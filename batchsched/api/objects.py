@@ -6,16 +6,14 @@ looks at raw Kubernetes dictionaries.
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from batchsched.api.gpu import node_cards
 from batchsched.api.placement import Placement
+from batchsched.api.podaffinity import PodAffinity
 from batchsched.api.resources import ResourceList
-
-if TYPE_CHECKING:
-    from batchsched.api.podaffinity import PodAffinity
-    from batchsched.api.topologyspread import SpreadConstraint
-    from batchsched.api.volumes import PodClaim
+from batchsched.api.selectors import Requirement
+from batchsched.api.topologyspread import SpreadConstraint
+from batchsched.api.volumes import PodClaim
 
 # Pod phases after which a pod no longer holds resources on its node.
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -50,16 +48,6 @@ class Toleration:
             return True
         # An empty key with operator Equal is rejected by the API server; treat it as no match.
         return bool(self.key) and self.value == taint.value
-
-
-@dataclass(frozen=True, slots=True)
-class Requirement:
-    """One node selector requirement; `field` marks a matchFields entry (metadata.name)."""
-
-    key: str
-    operator: str
-    values: tuple[str, ...]
-    field: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,11 +181,11 @@ class Task:
     # and 200 MiB for each container that requests none.
     score_extra: tuple[int, int] = (0, 0)
     # Its pod affinity and anti-affinity terms; None for the many pods without.
-    affinity: "PodAffinity | None" = None
+    affinity: PodAffinity | None = None
     # Its topology spread constraints, selectors merged with its matchLabelKeys.
-    spread: "tuple[SpreadConstraint, ...]" = ()
+    spread: tuple[SpreadConstraint, ...] = ()
     # The PersistentVolumeClaims it mounts, in the pod's namespace.
-    claims: "tuple[PodClaim, ...]" = ()
+    claims: tuple[PodClaim, ...] = ()
     # Why no node will do whatever the cluster holds: a scheduling gate, or a constraint
     # the core does not honour yet (api/unsupported.py).
     blocked: str | None = None

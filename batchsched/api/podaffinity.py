@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import mapping, sequence
-from batchsched.api.objects import Requirement
-from batchsched.api.selectors import NOTHING, Selector, parse_selector
+from batchsched.api.selectors import NOTHING, Requirement, Selector, parse_selector
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

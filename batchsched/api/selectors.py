@@ -6,10 +6,32 @@ namespace selectors depend on the difference.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import mapping, sequence
-from batchsched.api.objects import Node, Requirement
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node selector requirement; `field` marks a matchFields entry (metadata.name)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...]
+    field: bool = False
+
+
+class Labelled(Protocol):
+    """What a node selector term reads of a node: api/objects.py's Node, named by shape
+    because objects.py builds on this module."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
 
 SELECTOR_OPERATORS = ("DoesNotExist", "Exists", "In", "NotIn")
 
@@ -107,18 +129,18 @@ def node_selector_term(raw: object, *, where: str) -> tuple[Requirement, ...]:
     return tuple(requirements)
 
 
-def term_matches(node: Node, term: tuple[Requirement, ...]) -> bool:
+def term_matches(node: Labelled, term: tuple[Requirement, ...]) -> bool:
     """Whether a node meets every requirement of a node selector term; an empty term
     selects nothing, as in the Kubernetes API."""
     return bool(term) and all(requirement_matches(_node_value(node, r), r) for r in term)
 
 
-def node_matches(node: Node, terms: tuple[tuple[Requirement, ...], ...] | None) -> bool:
+def node_matches(node: Labelled, terms: tuple[tuple[Requirement, ...], ...] | None) -> bool:
     """Whether a node matches any of the terms (None: no constraint at all)."""
     return terms is None or any(term_matches(node, term) for term in terms)
 
 
-def _node_value(node: Node, requirement: Requirement) -> str | None:
+def _node_value(node: Labelled, requirement: Requirement) -> str | None:
     if requirement.field:
         return node.name if requirement.key == "metadata.name" else None
     return node.labels.get(requirement.key)

@@ -21,10 +21,9 @@ from batchsched.api.meta import (
     timestamp,
     whole_number,
 )
-from batchsched.api.objects import Requirement
 from batchsched.api.quantity import ceil_int, parse_quantity
 from batchsched.api.reads import keys_under, reads
-from batchsched.api.selectors import Selector, node_selector_term, parse_selector
+from batchsched.api.selectors import Requirement, Selector, node_selector_term, parse_selector
 
 # Written by the scheduler on a claim to be provisioned for the node it chose.
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"

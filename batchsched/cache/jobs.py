@@ -18,7 +18,8 @@ from batchsched.api.placement import Placement
 from batchsched.api.pods import LIGHTWEIGHT_MIN_LABEL
 from batchsched.api.queues import DEFAULT_QUEUE, ROOT_QUEUE, check_hierarchy
 from batchsched.cache.cluster import ClusterCache
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo, job_key
+from batchsched.model.arrays import IntArray
+from batchsched.model.snapshot import JobInfo, TaskInfo, job_key
 
 # By a peer's PodGroup API, the scheduler that acts on its groups before any pod of
 # theirs exists: Volcano's takes every PodGroup of its API, and its job controller

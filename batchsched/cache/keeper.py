@@ -33,16 +33,16 @@ from batchsched.api.resources import BASE_RESOURCES, GPU, ResourceList
 from batchsched.api.volumes import Storage
 from batchsched.cache.cluster import Changes, ClusterCache
 from batchsched.cache.jobs import JobBuilder, usable_queues
-from batchsched.cache.snapshot import (
+from batchsched.model.arrays import IntArray
+from batchsched.model.decisions import Unplaced
+from batchsched.model.snapshot import (
     NO_EXTRA,
-    IntArray,
     JobInfo,
     Snapshot,
     default_priority,
     job_key,
     placed_priority,
 )
-from batchsched.framework.decisions import Unplaced
 
 
 def _placed_by_others(task: Task) -> bool:

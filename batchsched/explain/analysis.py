@@ -15,14 +15,14 @@ import numpy as np
 
 from batchsched.api.resources import ResourceList, format_amount
 from batchsched.api.volumes import BIND_TIMEOUT_SECONDS, Claim, Volume
-from batchsched.cache.snapshot import JobInfo, TaskInfo
 from batchsched.explain import remedies
 from batchsched.explain.remedies import Finding, some
 from batchsched.explain.scores import NodeScore, scores_of
 from batchsched.explain.session import Ran, Refusal
 from batchsched.explain.target import Target
-from batchsched.framework.decisions import ClaimBinding
 from batchsched.framework.statement import Statement
+from batchsched.model.decisions import ClaimBinding
+from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.volumebinding import awaited
 
 

@@ -4,13 +4,13 @@ import argparse
 import json
 import sys
 
-from batchsched.api.errors import InvalidObject
+from batchsched.api.errors import InvalidObject, UnreadableInput
+from batchsched.config.load import read_config
 from batchsched.explain.analysis import explain
 from batchsched.explain.reading import from_cluster, from_files
 from batchsched.explain.render import to_json, to_text
 from batchsched.explain.session import run_once
 from batchsched.explain.target import parse_target
-from batchsched.sim.loader import UnreadableInput
 
 # As kubectl's: found (0), not found or the cluster unreadable (1), bad flags or input (2).
 EXIT_NOT_FOUND = EXIT_FAILED = 1
@@ -39,8 +39,6 @@ def add_explain_parser(commands: "argparse._SubParsersAction[argparse.ArgumentPa
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    # Imported here: cli.py imports this module to register the subcommand.
-    from batchsched.cli import read_config
     from batchsched.k8s.client import TRANSPORT_ERRORS, ApiError
     from batchsched.k8s.credentials import CredentialsError
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchsched.api.errors import InvalidObject
 from batchsched.cache.cluster import ClusterCache
-from batchsched.framework.config import SchedulerConfig
+from batchsched.config.load import SchedulerConfig
 from batchsched.sim.loader import load_files
 from batchsched.sim.simulator import simulate
 

@@ -12,8 +12,9 @@ import numpy as np
 
 from batchsched.api.objects import BLOCKING_EFFECTS, Node, Taint, Task
 from batchsched.api.resources import PODS, format_amount
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
 from batchsched.explain.session import Ran
+from batchsched.model.arrays import IntArray
+from batchsched.model.snapshot import JobInfo, TaskInfo
 
 Finding = tuple[str, str]
 # Running jobs tried, most helpful first, before saying more would have to finish.

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from batchsched.cache.snapshot import IntArray, TaskInfo
 from batchsched.explain.session import Ran, filter_name
-from batchsched.framework.plugin import BoolArray
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.snapshot import TaskInfo
 
 # Nodes shown besides the pod's own.
 TOP = 3

@@ -5,14 +5,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from batchsched.actions import ACTIONS
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
-from batchsched.cache.snapshot import IntArray, Snapshot, TaskInfo
-from batchsched.framework.config import SchedulerConfig
-from batchsched.framework.decisions import Decisions
-from batchsched.framework.plugin import NodeFilter, Plugin
-from batchsched.framework.session import FreshFilter, Session
+from batchsched.config.load import SchedulerConfig
+from batchsched.framework.plugin import NodeFilter
+from batchsched.framework.session import FreshFilter, Plugin, Session
+from batchsched.model.arrays import IntArray
+from batchsched.model.decisions import Decisions
+from batchsched.model.snapshot import Snapshot, TaskInfo
+from batchsched.scheduler import open_session, run_actions
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,15 +74,8 @@ class Ran:
 def run_once(cache: ClusterCache, config: SchedulerConfig, *, now: float) -> Ran:
     """What `run_session` does, the session kept: nothing is bound or written."""
     snapshot = take_snapshot(cache, now=now, scheduler_names=config.scheduler_names)
-    session = Session(
-        snapshot,
-        tiers=config.tiers,
-        starvation_seconds=config.starvation_seconds,
-        evict_other_schedulers=config.preempt_other_schedulers,
-    )
-    for action in config.actions:
-        ACTIONS[action](session)
-    decisions = session.close()
+    session = open_session(snapshot, config)
+    decisions = run_actions(session, config.actions)
     return Ran(config=config, snapshot=snapshot, session=session, decisions=decisions)
 
 

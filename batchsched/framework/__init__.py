@@ -1,1 +1,2 @@
-"""The session machinery: callbacks, statements, configuration."""
+"""The session machinery: the Session and its plugin contract, statements, GPU cards,
+reservations and victims."""

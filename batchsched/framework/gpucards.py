@@ -13,8 +13,9 @@ import numpy as np
 
 from batchsched.api.gpu import CARD_MILLI, GPU_MILLI, GpuDemand
 from batchsched.api.resources import GPU
-from batchsched.cache.snapshot import IntArray, Snapshot, TaskInfo
-from batchsched.framework.plugin import BoolArray, Explained
+from batchsched.framework.plugin import Explained
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.snapshot import Snapshot, TaskInfo
 
 # (task, node row) -> the cards to take on that node for the task; they must fit.
 CardChooser = Callable[[TaskInfo, int], tuple[int, ...]]

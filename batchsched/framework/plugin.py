@@ -8,28 +8,17 @@ cache their results per shape and refresh only the nodes that changed.
 """
 
 from collections import Counter
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
-from batchsched.cache.snapshot import IntArray, TaskInfo
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.snapshot import TaskInfo
 
-if TYPE_CHECKING:
-    from batchsched.framework.session import Session
-
-BoolArray = npt.NDArray[np.bool_]
 # Why nodes fail a filter, counted per reason, and the nodes that pass it.
 Explained = tuple[Counter[str], IntArray]
 
 MAX_NODE_SCORE = 100
-
-
-class Plugin(Protocol):
-    name: str
-
-    def open(self, session: "Session") -> None:
-        """Register callbacks on a new session and reset any per-session state."""
 
 
 class NodeFilter(Protocol):

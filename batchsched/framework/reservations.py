@@ -20,12 +20,10 @@ import math
 from collections import Counter
 
 import numpy as np
-import numpy.typing as npt
 
-from batchsched.cache.snapshot import IntArray, Snapshot, TaskInfo
-from batchsched.framework.plugin import BoolArray, Explained
-
-FloatArray = npt.NDArray[np.float64]
+from batchsched.framework.plugin import Explained
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.snapshot import Snapshot, TaskInfo
 
 
 class Reservations:

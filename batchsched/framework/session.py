@@ -13,12 +13,13 @@ from typing import Protocol, TypeVarTuple
 import numpy as np
 
 from batchsched.api.objects import Constraints, Task
-from batchsched.cache.snapshot import IntArray, JobInfo, Snapshot, TaskInfo
-from batchsched.framework.decisions import Binding, ClaimBinding, Decisions, Unplaced
 from batchsched.framework.gpucards import GpuCards
-from batchsched.framework.plugin import BoolArray, Explained, NodeFilter, NodeScorer, Plugin
+from batchsched.framework.plugin import Explained, NodeFilter, NodeScorer
 from batchsched.framework.reservations import Reservations
 from batchsched.framework.victims import Victims, build_victims
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.decisions import Binding, ClaimBinding, Decisions, Unplaced
+from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 
 JobCheck = Callable[[JobInfo], str | None]
 Args = TypeVarTuple("Args")
@@ -32,6 +33,16 @@ Handler = Callable[[JobInfo, TaskInfo, int], None]
 VictimCheck = Callable[[JobInfo, Victims], BoolArray]
 # Told each job's bindings the moment they are final, before the session ends.
 CommitHandler = Callable[[Sequence[Binding]], None]
+
+
+class Plugin(Protocol):
+    """What plugins provide to a session: `open` registers their callbacks on it
+    (framework/plugin.py has the filter and scorer shapes those callbacks take)."""
+
+    name: str
+
+    def open(self, session: "Session") -> None:
+        """Register callbacks on a new session and reset any per-session state."""
 
 
 class FreshFilter(Protocol):

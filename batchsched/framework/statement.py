@@ -4,9 +4,9 @@ This is what keeps gangs deadlock-free: a group that cannot reach minMember leav
 trace, so it never holds resources another group is waiting for.
 """
 
-from batchsched.cache.snapshot import JobInfo, TaskInfo
-from batchsched.framework.decisions import Binding, Nomination
 from batchsched.framework.session import Session
+from batchsched.model.decisions import Binding, Nomination
+from batchsched.model.snapshot import JobInfo, TaskInfo
 
 
 class Statement:

@@ -15,23 +15,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
 from batchsched.api.budgets import DisruptionBudget
 from batchsched.api.gpu import gpu_demand
 from batchsched.api.objects import Task
 from batchsched.api.resources import PODS
-from batchsched.cache.snapshot import (
-    IntArray,
-    JobInfo,
-    Snapshot,
-    TaskInfo,
-    default_priority,
-    placed_priority,
-)
-
-BoolArray = npt.NDArray[np.bool_]
-FloatArray = npt.NDArray[np.float64]
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo, default_priority, placed_priority
 
 # Never preempted, whatever their priority: what keeps the cluster itself running.
 SYSTEM_NAMESPACE = "kube-system"

@@ -51,7 +51,6 @@ from batchsched.api.volumes import (
     SELECTED_NODE_ANNOTATION,
     Claim,
 )
-from batchsched.framework.decisions import Binding, ClaimBinding, Condition, JobStatus
 from batchsched.k8s.client import (
     JSON,
     MERGE_PATCH,
@@ -75,6 +74,7 @@ from batchsched.metrics import (
     POD_CREATION_TO_BOUND,
     SCHEDULE_ATTEMPTS,
 )
+from batchsched.model.decisions import Binding, ClaimBinding, Condition, JobStatus
 from batchsched.plugins.volumebinding import awaited
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
 from batchsched.api.objects import Task
-from batchsched.framework.decisions import Eviction, Nomination
 from batchsched.k8s.binder import LEASE_LOST
 from batchsched.k8s.client import (
     STRATEGIC_MERGE_PATCH,
@@ -50,6 +49,7 @@ from batchsched.k8s.status import pod_ref
 from batchsched.k8s.watch import Watch
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES, PREEMPTION_FAILURES, PREEMPTION_VICTIMS
+from batchsched.model.decisions import Eviction, Nomination
 
 log = logging.getLogger(__name__)
 

@@ -57,9 +57,7 @@ from prometheus_client import Gauge
 from batchsched.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, ResourceList, to_base_units
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import SnapshotKeeper
-from batchsched.cache.snapshot import Snapshot
-from batchsched.framework.config import SchedulerConfig, run_session
-from batchsched.framework.decisions import Binding, Decisions
+from batchsched.config.load import SchedulerConfig
 from batchsched.framework.session import Timings
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.evictor import Evictor
@@ -81,6 +79,9 @@ from batchsched.metrics import (
     SESSION_PEAK_RSS,
     SESSIONS,
 )
+from batchsched.model.decisions import Binding, Decisions
+from batchsched.model.snapshot import Snapshot
+from batchsched.scheduler import run_session
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from batchsched.api.errors import InvalidObject
 from batchsched.cache.cluster import ClusterCache
-from batchsched.framework.config import SchedulerConfig
+from batchsched.config.load import SchedulerConfig
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.client import TRANSPORT_ERRORS, Api, ApiError
 from batchsched.k8s.credentials import load_credentials, service_account_dir

@@ -23,7 +23,6 @@ from batchsched.api.groups import OUR_API
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.resources import CPU, ResourceList
 from batchsched.api.unsupported import GATED_MESSAGE, GATED_REASON
-from batchsched.framework.decisions import Binding, Condition, JobStatus
 from batchsched.k8s.client import (
     JSON,
     STRATEGIC_MERGE_PATCH,
@@ -37,6 +36,7 @@ from batchsched.k8s.events import EventRecorder, ObjectRef, Write, rfc3339
 from batchsched.k8s.fence import Fenced, fenced, unbounded
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES
+from batchsched.model.decisions import Binding, Condition, JobStatus
 
 log = logging.getLogger(__name__)
 

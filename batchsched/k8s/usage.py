@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from batchsched.api.resources import ResourceList
-from batchsched.cache.snapshot import IntArray, Snapshot
-from batchsched.framework.decisions import Decisions
 from batchsched.k8s.status import QueueUsage
+from batchsched.model.arrays import IntArray
+from batchsched.model.decisions import Decisions
+from batchsched.model.snapshot import Snapshot
 
 # Group phases that count as waiting, and the Queue status field each phase counts in.
 WAITING_PHASES = ("Pending", "Inqueue")

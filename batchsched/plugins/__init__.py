@@ -3,7 +3,7 @@
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from batchsched.framework.plugin import Plugin
+from batchsched.framework.session import Plugin
 from batchsched.plugins.allocation import BalancedAllocation, LeastAllocated
 from batchsched.plugins.binpack import Binpack
 from batchsched.plugins.conformance import Conformance

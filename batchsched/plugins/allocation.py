@@ -20,16 +20,15 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.resources import CPU, MEMORY
-from batchsched.cache.snapshot import NO_EXTRA, IntArray, TaskInfo
-from batchsched.framework.plugin import MAX_NODE_SCORE, BoolArray
+from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.snapshot import NO_EXTRA, TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
 
-FloatArray = npt.NDArray[np.float64]
 # kube-scheduler's defaults: NodeResourcesFit scores CPU and memory alike, and
 # BalancedAllocation looks at the same two.
 DEFAULT_RESOURCES = {CPU: 1, MEMORY: 1}

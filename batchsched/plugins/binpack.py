@@ -19,9 +19,10 @@ import numpy as np
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import CARD_MILLI
 from batchsched.api.resources import CPU, GPU, MEMORY
-from batchsched.cache.snapshot import NO_EXTRA, IntArray, TaskInfo
 from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
+from batchsched.model.arrays import IntArray
+from batchsched.model.snapshot import NO_EXTRA, TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
 
 MAX_UTILIZATION = 100

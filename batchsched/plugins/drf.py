@@ -18,16 +18,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from batchsched.api.resources import PODS
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
-from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
 from batchsched.framework.victims import Victims
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.arguments import check_keys
 
-FloatArray = npt.NDArray[np.float64]
 # Volcano's tolerance when comparing shares for preemption.
 SHARE_DELTA = 1e-6
 

@@ -27,8 +27,7 @@ import numpy as np
 from batchsched.api.gpu import CARD_MILLI, GpuDemand, gpu_demand
 from batchsched.api.objects import Constraints, Node, Task
 from batchsched.api.resources import CPU
-from batchsched.cache.snapshot import IntArray
-from batchsched.framework.plugin import BoolArray
+from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.plugins.predicates import allowed_nodes
 
 _WHOLE_CARD_TAKEN = np.array([CARD_MILLI, 0], dtype=np.int64)

@@ -24,9 +24,9 @@ from typing import Any
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import OUR_API
 from batchsched.api.unsupported import GATED_MESSAGE
-from batchsched.cache.snapshot import JobInfo, TaskInfo
-from batchsched.framework.decisions import Condition, JobStatus
 from batchsched.framework.session import Session
+from batchsched.model.decisions import Condition, JobStatus
+from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.arguments import check_keys
 
 TIMEOUT_ACTION = "scheduleTimeoutAction"

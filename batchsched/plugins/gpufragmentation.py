@@ -41,9 +41,10 @@ import numpy as np
 from batchsched.api.gpu import CARD_MILLI, GpuDemand
 from batchsched.api.objects import Constraints
 from batchsched.api.resources import CPU
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
-from batchsched.framework.plugin import MAX_NODE_SCORE, BoolArray
+from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
 from batchsched.plugins.fragmentation import (
     InstanceFragmentationModel,

@@ -24,9 +24,10 @@ import numpy as np
 
 from batchsched.api.objects import Task
 from batchsched.api.podaffinity import AffinityTerm
-from batchsched.cache.snapshot import IntArray, TaskInfo
-from batchsched.framework.plugin import BoolArray, Explained
+from batchsched.framework.plugin import Explained
 from batchsched.framework.session import Session
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.snapshot import TaskInfo
 from batchsched.plugins.podcounts import (
     Counts,
     PodCounts,

@@ -26,8 +26,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from batchsched.framework.plugin import Plugin
-from batchsched.framework.session import Session
+from batchsched.framework.session import Plugin, Session
 from batchsched.plugins.allocation import BalancedAllocation, LeastAllocated
 from batchsched.plugins.arguments import check_keys, integer
 from batchsched.plugins.binpack import Binpack

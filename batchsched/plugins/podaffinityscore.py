@@ -20,9 +20,10 @@ import numpy as np
 
 from batchsched.api.objects import Task
 from batchsched.api.podaffinity import AffinityTerm
-from batchsched.cache.snapshot import IntArray, TaskInfo
-from batchsched.framework.plugin import MAX_NODE_SCORE, BoolArray
+from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.snapshot import TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
 from batchsched.plugins.podcounts import Counts, PodCounts, SelectorIndex, add, per_node
 

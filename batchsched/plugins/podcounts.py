@@ -17,9 +17,9 @@ from batchsched.api.namespaces import implied_labels
 from batchsched.api.objects import Task
 from batchsched.api.podaffinity import AffinityTerm
 from batchsched.api.selectors import Selector
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
-from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.topology import Topology
 
 Terms = tuple[AffinityTerm, ...]

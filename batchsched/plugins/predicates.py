@@ -19,9 +19,10 @@ import numpy as np
 from batchsched.api.objects import BLOCKING_EFFECTS, Constraints, Node, Taint, Toleration
 from batchsched.api.resources import PODS
 from batchsched.api.selectors import term_matches
-from batchsched.cache.snapshot import IntArray, TaskInfo
-from batchsched.framework.plugin import BoolArray, Explained
+from batchsched.framework.plugin import Explained
 from batchsched.framework.session import Session
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.snapshot import TaskInfo
 from batchsched.plugins.arguments import check_keys
 from batchsched.plugins.interpodaffinity import InterPodAffinity
 from batchsched.plugins.topologyspread import TopologySpread, own_constraints, stated

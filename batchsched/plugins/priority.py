@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from batchsched.cache.snapshot import JobInfo
-from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
 from batchsched.framework.victims import Victims
+from batchsched.model.arrays import BoolArray
+from batchsched.model.snapshot import JobInfo
 from batchsched.plugins.arguments import check_keys
 
 

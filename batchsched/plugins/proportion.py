@@ -32,20 +32,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from batchsched.api.objects import Constraints
 from batchsched.api.queues import ROOT_QUEUE
 from batchsched.api.resources import PODS, format_amount
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
-from batchsched.framework.plugin import BoolArray
 from batchsched.framework.session import Session
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
 
 if TYPE_CHECKING:
     from batchsched.framework.victims import Victims
 
-FloatArray = npt.NDArray[np.float64]
 ANCESTOR_LEVELS = "ancestorReclaimLevel"
 
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchsched.api.groups import parse_duration
-from batchsched.cache.snapshot import JobInfo
 from batchsched.framework.session import Session
+from batchsched.model.snapshot import JobInfo
 from batchsched.plugins.arguments import check_keys
 
 WAITING_TIME = "sla-waiting-time"

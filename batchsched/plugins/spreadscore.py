@@ -41,9 +41,10 @@ from batchsched.api.topologyspread import (
     match_label_keys,
     spread_constraint,
 )
-from batchsched.cache.snapshot import IntArray, TaskInfo
-from batchsched.framework.plugin import MAX_NODE_SCORE, BoolArray
+from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.snapshot import TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
 from batchsched.plugins.predicates import allowed_nodes
 from batchsched.plugins.topologyspread import (

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from batchsched.api.objects import PREFER_NO_SCHEDULE, Taint, Toleration
-from batchsched.cache.snapshot import IntArray, TaskInfo
-from batchsched.framework.plugin import MAX_NODE_SCORE, BoolArray
+from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.snapshot import TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
 
 

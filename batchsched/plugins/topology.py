@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from batchsched.api.objects import Node
-from batchsched.cache.snapshot import IntArray
+from batchsched.model.arrays import IntArray
 
 
 class Topology:

@@ -30,9 +30,10 @@ from batchsched.api.objects import Constraints, Task, Toleration
 from batchsched.api.podaffinity import AffinityTerm
 from batchsched.api.selectors import NOTHING
 from batchsched.api.topologyspread import Spread, SpreadConstraint
-from batchsched.cache.snapshot import IntArray, TaskInfo
-from batchsched.framework.plugin import BoolArray, CheckedFilter
+from batchsched.framework.plugin import CheckedFilter
 from batchsched.framework.session import Session
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.snapshot import TaskInfo
 from batchsched.plugins.podcounts import Counts, PodCounts
 
 CONSTRAINTS_MISMATCH = "node(s) didn't match pod topology spread constraints"

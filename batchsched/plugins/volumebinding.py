@@ -41,10 +41,11 @@ from batchsched.api.volumes import (
     StorageClass,
     Volume,
 )
-from batchsched.cache.snapshot import IntArray, JobInfo, TaskInfo
-from batchsched.framework.decisions import ClaimBinding
-from batchsched.framework.plugin import BoolArray, CheckedFilter
+from batchsched.framework.plugin import CheckedFilter
 from batchsched.framework.session import Session
+from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.decisions import ClaimBinding
+from batchsched.model.snapshot import JobInfo, TaskInfo
 
 IMMEDIATE_UNBOUND = "pod has unbound immediate PersistentVolumeClaims"
 READ_WRITE_ONCE_POD_CONFLICT = (

@@ -7,14 +7,10 @@ from typing import Any
 
 import yaml
 
-from batchsched.api.errors import InvalidObject
+from batchsched.api.errors import InvalidObject, UnreadableInput
 from batchsched.api.meta import describe, name_of, namespace_of
 from batchsched.cache.cluster import KINDS
 from batchsched.sim.workloads import IMPLIED_LABEL, WORKLOAD_KINDS, ephemeral_claims, expand
-
-
-class UnreadableInput(Exception):
-    """The input cannot be read at all; the simulator stops with a non-zero exit."""
 
 
 @dataclass

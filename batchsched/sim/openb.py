@@ -10,10 +10,9 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from batchsched.api.errors import InvalidObject
+from batchsched.api.errors import InvalidObject, UnreadableInput
 from batchsched.api.gpu import CARD_MILLI, GPU_MILLI, GPU_MODEL_LABEL
 from batchsched.api.resources import GPU
-from batchsched.sim.loader import UnreadableInput
 
 # Where the trace lives beside a checkout of this repository.
 TRACE_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "openb"

@@ -26,11 +26,13 @@ from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.resources import CPU
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
-from batchsched.cache.snapshot import IntArray, JobInfo
-from batchsched.framework.config import SchedulerConfig
+from batchsched.config.load import SchedulerConfig
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
+from batchsched.model.arrays import IntArray
+from batchsched.model.snapshot import JobInfo
 from batchsched.plugins.fragmentation import FragmentationModel, TaskClass, task_class
+from batchsched.scheduler import open_session
 
 # Wraps the pods in arrival order, as tqdm wraps an iterable, to show how far a replay is.
 Track = Callable[[Sequence[JobInfo]], Iterable[JobInfo]]
@@ -109,7 +111,7 @@ def replay(
         cache.apply(pod)
     snapshot = take_snapshot(cache, now=0.0, scheduler_names=config.scheduler_names)
     # The paper's method has no reservation for pods that waited: each is tried once.
-    session = Session(snapshot, tiers=config.tiers, starvation_seconds=None)
+    session = open_session(snapshot, dataclasses.replace(config, starvation_seconds=None))
     jobs = sorted(snapshot.jobs.values(), key=lambda job: job.creation)
     mix = Counter(task_class(t.task) for job in jobs for t in job.pending)
     sampler = _Sampler(session, mix, capacity)

@@ -40,13 +40,14 @@ from typing import Any
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import parse_duration
 from batchsched.api.meta import annotations_of, creation_of, describe, name_of, namespace_of
-from batchsched.api.objects import Requirement
+from batchsched.api.selectors import Requirement
 from batchsched.api.volumes import ClaimRef, NodeTerms, Volume
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
-from batchsched.cache.snapshot import Snapshot
-from batchsched.framework.config import SchedulerConfig, run_session
-from batchsched.framework.decisions import ClaimBinding, Decisions, Eviction, Nomination
+from batchsched.config.load import SchedulerConfig
+from batchsched.model.decisions import ClaimBinding, Decisions, Eviction, Nomination
+from batchsched.model.snapshot import Snapshot
+from batchsched.scheduler import run_session
 
 # A guard against a plugin that keeps binding forever; real inputs settle far sooner.
 MAX_SESSIONS = 10_000

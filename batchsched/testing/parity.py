@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from batchsched.framework.config import default_config
+from batchsched.config.load import default_config
 from batchsched.sim.simulator import simulate
 
 JSON = dict[str, Any]

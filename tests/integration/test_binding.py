@@ -9,7 +9,6 @@ import asyncio
 import pytest
 
 from batchsched.cache.cluster import ClusterCache
-from batchsched.framework.decisions import Binding
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.client import Api, ApiError
 from batchsched.k8s.credentials import load_credentials
@@ -17,6 +16,7 @@ from batchsched.k8s.fence import unbounded
 from batchsched.k8s.protobuf import PROTOBUF
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
+from batchsched.model.decisions import Binding
 from batchsched.testing import ControlPlane, Kube
 from batchsched.testing.objects import pod
 

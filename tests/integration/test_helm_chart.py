@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from batchsched.framework.config import load_config
+from batchsched.config.load import load_config
 from batchsched.testing import ControlPlane, Kube
 from batchsched.testing.kube import JSON
 from batchsched.testing.objects import load_manifests

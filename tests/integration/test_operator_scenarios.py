@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from batchsched.api.meta import CLUSTER_SCOPED
-from batchsched.cli import read_config
+from batchsched.config.load import read_config
 from batchsched.sim.loader import load_files
 from batchsched.sim.report import to_json
 from batchsched.sim.simulator import simulate

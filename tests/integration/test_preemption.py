@@ -30,13 +30,13 @@ from batchsched.api.groups import OUR_API
 from batchsched.api.pods import OUR_GROUP_KEY as GROUP_ANNOTATION
 from batchsched.api.volumes import SELECTED_NODE_ANNOTATION
 from batchsched.cache.cluster import ClusterCache
-from batchsched.framework.decisions import Eviction, Nomination
 from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.evictor import Evictor
 from batchsched.k8s.fence import unbounded
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
+from batchsched.model.decisions import Eviction, Nomination
 from batchsched.testing import JSON, ClusterObjects, Kube
 from batchsched.testing.objects import node, pod, pod_group
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from batchsched.framework.config import default_config
+from batchsched.config.load import default_config
 from batchsched.sim.report import to_json
 from batchsched.sim.simulator import simulate
 

@@ -8,8 +8,8 @@ import pytest
 
 from batchsched.api.gpu import gpu_demand
 from batchsched.api.pods import task_from_pod
-from batchsched.cli import main, read_config
-from batchsched.framework.config import default_config
+from batchsched.cli import main
+from batchsched.config.load import default_config, read_config
 from batchsched.sim.openb import read_nodes, read_pods
 from batchsched.sim.replay import arrivals, replay
 

@@ -11,9 +11,10 @@ from typing import Any
 
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
-from batchsched.cache.snapshot import Snapshot, TaskInfo
-from batchsched.framework.config import SchedulerConfig, default_config, load_config, run_session
-from batchsched.framework.decisions import Decisions
+from batchsched.config.load import SchedulerConfig, default_config, load_config
+from batchsched.model.decisions import Decisions
+from batchsched.model.snapshot import Snapshot, TaskInfo
+from batchsched.scheduler import run_session
 
 Obj = dict[str, Any]
 Quantities = Mapping[str, str | int]

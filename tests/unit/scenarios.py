@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from batchsched.api.budgets import budget_from_object
+from batchsched.api.errors import UnreadableInput
 from batchsched.api.groups import pod_group_from_object
 from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.nodes import node_from_object
@@ -27,7 +28,7 @@ from batchsched.api.volumes import (
     storage_class_from_object,
     volume_from_object,
 )
-from batchsched.sim.loader import UnreadableInput, load_files
+from batchsched.sim.loader import load_files
 
 REPO = Path(__file__).resolve().parents[2]
 

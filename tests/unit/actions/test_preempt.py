@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from batchsched.framework.decisions import Decisions
+from batchsched.model.decisions import Decisions
 
 from ..builders import Obj, decide, node, pod, pod_group, priority_class, queue
 

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 import pytest
 
 from batchsched.cache.keeper import take_snapshot
-from batchsched.framework.config import run_session
-from batchsched.framework.decisions import Decisions
+from batchsched.model.decisions import Decisions
+from batchsched.scheduler import run_session
 
 from ..builders import SCHEDULER, Obj, cache_of, config_of, decide, node, pod, pod_group
 

@@ -5,10 +5,9 @@ from typing import Any
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.api.objects import Requirement
 from batchsched.api.podaffinity import AffinityTerm, pod_affinity
 from batchsched.api.pods import ShapeMemo, task_from_pod
-from batchsched.api.selectors import NOTHING, Selector, parse_selector
+from batchsched.api.selectors import NOTHING, Requirement, Selector, parse_selector
 
 from ..builders import pod
 

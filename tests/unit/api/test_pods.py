@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.api.objects import GroupRef, QueueName, Requirement, Toleration
+from batchsched.api.objects import GroupRef, QueueName, Toleration
 from batchsched.api.pods import ShapeMemo, effective_request, group_of, task_from_pod
 from batchsched.api.queues import priority_class_from_object
+from batchsched.api.selectors import Requirement
 
 from ..builders import Obj, pod, priority_class
 

@@ -12,7 +12,8 @@ from batchsched.api.objects import Dequeue, Queue
 from batchsched.api.queues import check_hierarchy, queue_from_object
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
-from batchsched.framework.config import default_config, run_session
+from batchsched.config.load import default_config
+from batchsched.scheduler import run_session
 
 from ..builders import SCHEDULER, gang, node, placements
 

@@ -5,9 +5,8 @@ from typing import Any
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.api.objects import Requirement
 from batchsched.api.pods import ShapeMemo, task_from_pod
-from batchsched.api.selectors import NOTHING, Selector
+from batchsched.api.selectors import NOTHING, Requirement, Selector
 from batchsched.api.topologyspread import SpreadConstraint, spread_constraint, spread_constraints
 
 from ..builders import pod

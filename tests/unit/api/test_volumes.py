@@ -6,7 +6,7 @@ import pytest
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import Obj
-from batchsched.api.objects import Requirement
+from batchsched.api.selectors import Requirement
 from batchsched.api.volumes import (
     ClaimRef,
     PodClaim,

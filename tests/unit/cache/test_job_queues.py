@@ -7,7 +7,8 @@ import pytest
 
 from batchsched.api.errors import InvalidObject
 from batchsched.cache.keeper import take_snapshot
-from batchsched.framework.config import default_config, run_session
+from batchsched.config.load import default_config
+from batchsched.scheduler import run_session
 
 from ..builders import SCHEDULER, Obj, cache_of, decide, node, placements, pod, pod_group, queue
 

@@ -11,9 +11,10 @@ from batchsched.api.placement import Placement
 from batchsched.api.pods import OUR_QUEUE_KEY
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import SnapshotKeeper, take_snapshot
-from batchsched.cache.snapshot import JobInfo, Snapshot
-from batchsched.framework.config import default_config, load_config, run_session
-from batchsched.framework.decisions import Decisions
+from batchsched.config.load import default_config, load_config
+from batchsched.model.decisions import Decisions
+from batchsched.model.snapshot import JobInfo, Snapshot
+from batchsched.scheduler import run_session
 
 from ..builders import SCHEDULER, Obj, at, node, pod, pod_group, priority_class, queue
 

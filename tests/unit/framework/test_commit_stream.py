@@ -3,8 +3,9 @@ first gangs while the session still places the rest."""
 
 from collections.abc import Sequence
 
-from batchsched.framework.config import default_config, run_session
-from batchsched.framework.decisions import Binding
+from batchsched.config.load import default_config
+from batchsched.model.decisions import Binding
+from batchsched.scheduler import run_session
 
 from ..builders import gang, node, snapshot_of
 

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, GPU_MILLI
 from batchsched.api.resources import GPU
 from batchsched.cache.keeper import take_snapshot
-from batchsched.cache.snapshot import Snapshot
-from batchsched.framework.config import default_config
+from batchsched.config.load import default_config
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
+from batchsched.model.snapshot import Snapshot
 from batchsched.sim.simulator import simulate
 
 from ..builders import (

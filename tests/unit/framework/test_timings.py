@@ -1,7 +1,8 @@
 """What a session reports besides its decisions: timings and the queues' fair shares."""
 
-from batchsched.framework.config import default_config, run_session
+from batchsched.config.load import default_config
 from batchsched.framework.session import Timings
+from batchsched.scheduler import run_session
 
 from ..builders import gang, node, queue, snapshot_of
 

@@ -15,11 +15,11 @@ from batchsched.api.volumes import (
     BOUND_BY_CONTROLLER_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
 )
-from batchsched.framework.decisions import Binding, ClaimBinding, JobStatus
 from batchsched.k8s.binder import CLAIM_POLL_SECONDS, Binder, VolumeWait
 from batchsched.k8s.client import JSON, ApiError
 from batchsched.k8s.events import rfc3339
 from batchsched.k8s.watch import CLAIMS, PODS, VOLUMES, WATCHED
+from batchsched.model.decisions import Binding, ClaimBinding, JobStatus
 
 from ..builders import node, pod
 from .recording_api import RecordingApi, created, watch_over

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from batchsched.framework.decisions import Eviction, Nomination
 from batchsched.k8s.client import JSON, ApiError
 from batchsched.k8s.evictor import Evictor
 from batchsched.k8s.fence import unbounded
 from batchsched.k8s.watch import PODS, Watch
+from batchsched.model.decisions import Eviction, Nomination
 
 from ..builders import pod
 from .recording_api import RecordingApi, settle, watch_over

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from batchsched.framework.config import default_config
-from batchsched.framework.decisions import Binding
+from batchsched.config.load import default_config
 from batchsched.k8s import loop as session_loop
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.evictor import Evictor
@@ -20,6 +19,7 @@ from batchsched.k8s.fence import unbounded
 from batchsched.k8s.forked import run_forked
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.watch import PODS, WATCHED
+from batchsched.model.decisions import Binding
 
 from ..builders import gang, node, pod, pod_group
 from .recording_api import RecordingApi, settle, watch_over

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 import batchsched.metrics
-from batchsched.framework.config import load_config
+from batchsched.config.load import load_config
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -8,9 +8,9 @@ from prometheus_client import REGISTRY
 
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.unsupported import GATED_MESSAGE
-from batchsched.framework.decisions import Binding, Condition, JobStatus
 from batchsched.k8s.client import ApiError
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
+from batchsched.model.decisions import Binding, Condition, JobStatus
 
 from .recording_api import RecordingApi, settle
 

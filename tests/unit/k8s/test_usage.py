@@ -1,8 +1,9 @@
 """What a session leaves each queue and the cluster holding."""
 
-from batchsched.framework.config import default_config, run_session
-from batchsched.framework.decisions import Binding, Nomination
+from batchsched.config.load import default_config
 from batchsched.k8s.usage import summarize
+from batchsched.model.decisions import Binding, Nomination
+from batchsched.scheduler import run_session
 
 from ..builders import gang, node, pod, queue, snapshot_of
 

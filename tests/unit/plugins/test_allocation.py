@@ -3,7 +3,7 @@ BalancedAllocation scores, worked by hand."""
 
 import pytest
 
-from batchsched.framework.config import load_config
+from batchsched.config.load import load_config
 from batchsched.framework.session import Session
 
 from ..builders import Quantities, decide, node, pending_task, placements, pod, snapshot_of

@@ -4,7 +4,7 @@ spares, so it registers nothing."""
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.framework.config import load_config
+from batchsched.config.load import load_config
 
 from ..builders import decide, node, pod, pod_group
 

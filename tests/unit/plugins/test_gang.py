@@ -4,9 +4,9 @@ import pytest
 
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.cache.keeper import SnapshotKeeper
-from batchsched.framework.config import run_session
-from batchsched.framework.decisions import Condition
 from batchsched.k8s.usage import summarize
+from batchsched.model.decisions import Condition
+from batchsched.scheduler import run_session
 
 from ..builders import (
     SCHEDULER,

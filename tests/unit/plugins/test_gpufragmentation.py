@@ -5,12 +5,13 @@ from collections import Counter
 import numpy as np
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, GPU_MILLI, NO_GPU, GpuDemand
-from batchsched.api.objects import Constraints, Node, Requirement
+from batchsched.api.objects import Constraints, Node
 from batchsched.api.resources import GPU
-from batchsched.cache.snapshot import IntArray
-from batchsched.framework.config import load_config
+from batchsched.api.selectors import Requirement
+from batchsched.config.load import load_config
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
+from batchsched.model.arrays import IntArray
 from batchsched.plugins.fragmentation import (
     FragmentationModel,
     InstanceFragmentationModel,

@@ -4,9 +4,10 @@ by shape, rows in equal states evaluated once, and the plugin's scores kept per 
 import numpy as np
 
 from batchsched.api.gpu import GPU_MILLI, GPU_MODEL_LABEL, GpuDemand
-from batchsched.api.objects import Constraints, Node, Requirement
+from batchsched.api.objects import Constraints, Node
 from batchsched.api.resources import GPU
-from batchsched.framework.config import load_config
+from batchsched.api.selectors import Requirement
+from batchsched.config.load import load_config
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
 from batchsched.plugins.fragmentation import InstanceFragmentationModel, TaskClass

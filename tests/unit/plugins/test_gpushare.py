@@ -5,7 +5,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, GPU_MILLI
 from batchsched.api.resources import GPU
-from batchsched.framework.config import load_config
+from batchsched.config.load import load_config
 
 from ..builders import Obj, decide, node, placements, pod
 

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from batchsched.framework.config import default_config
+from batchsched.config.load import default_config
 from batchsched.framework.session import Session
 from batchsched.plugins.interpodaffinity import (
     AFFINITY_MISMATCH,

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.framework.config import load_config
+from batchsched.config.load import load_config
 from batchsched.framework.session import Session
 
 from ..builders import decide, node, placements, pod, snapshot_of

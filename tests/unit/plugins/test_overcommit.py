@@ -3,7 +3,7 @@
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.framework.config import load_config
+from batchsched.config.load import load_config
 
 from ..builders import decide, gang, node
 

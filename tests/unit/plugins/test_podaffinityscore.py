@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.framework.config import load_config
+from batchsched.config.load import load_config
 from batchsched.plugins.podaffinityscore import min_max
 
 from ..builders import Obj, decide, node, placements, pod, pod_group

@@ -4,9 +4,9 @@ of parents, and which running pods a job may reclaim."""
 from collections import Counter
 from typing import Any
 
-from batchsched.cache.snapshot import JobInfo
-from batchsched.framework.config import default_config
+from batchsched.config.load import default_config
 from batchsched.framework.session import Session
+from batchsched.model.snapshot import JobInfo
 
 from ..builders import Obj, decide, gang, node, placements, pod, pod_group, snapshot_of
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.framework.config import load_config
+from batchsched.config.load import load_config
 from batchsched.framework.session import Session
 
 from ..builders import Obj, decide, node, pending_task, placements, pod, snapshot_of

@@ -2,7 +2,7 @@
 
 import pytest
 
-from batchsched.framework.config import default_config
+from batchsched.config.load import default_config
 from batchsched.framework.session import Session
 from batchsched.plugins.taintscore import TaintTolerationScore
 

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from batchsched.framework.config import default_config
+from batchsched.config.load import default_config
 from batchsched.framework.session import Session
 from batchsched.plugins.topologyspread import CONSTRAINTS_MISMATCH, MISSING_LABEL, TopologySpread
 

@@ -6,9 +6,10 @@ import pytest
 
 from batchsched.api.errors import InvalidObject
 from batchsched.cache.keeper import take_snapshot
-from batchsched.framework.config import default_config, run_session
-from batchsched.framework.decisions import ClaimBinding
+from batchsched.config.load import default_config
+from batchsched.model.decisions import ClaimBinding
 from batchsched.plugins.volumebinding import BIND_CONFLICT, MAX_VOLUME_COUNT
+from batchsched.scheduler import run_session
 
 from ..builders import SCHEDULER, Obj, cache_of, decide, node, placements, pod, pod_group
 

@@ -4,10 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from batchsched.api.errors import InvalidObject
+from batchsched.api.errors import InvalidObject, UnreadableInput
 from batchsched.api.gpu import GPU_MILLI, GPU_MODEL_LABEL
 from batchsched.api.resources import GPU
-from batchsched.sim.loader import UnreadableInput
 from batchsched.sim.openb import read_nodes, read_pods
 
 from ..builders import SCHEDULER, decide, placements

@@ -4,7 +4,7 @@ nominates: pods deleted at once, their runs ended, budgets spent, nominations wr
 from typing import Any
 
 from batchsched.cache.cluster import ClusterCache
-from batchsched.framework.decisions import Eviction, Nomination
+from batchsched.model.decisions import Eviction, Nomination
 from batchsched.sim.simulator import DURATION_ANNOTATION, _Events
 
 

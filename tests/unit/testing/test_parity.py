@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from batchsched.framework.config import default_config
+from batchsched.config.load import default_config
 from batchsched.sim.loader import load_files
 from batchsched.sim.simulator import simulate
 from batchsched.testing.parity import (

@@ -4,22 +4,20 @@ Every problem is reported with the key it concerns and what is allowed there, be
 the scheduler does anything.
 """
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from batchsched.actions import ACTIONS
-from batchsched.api.errors import InvalidObject
+from batchsched.api.errors import InvalidObject, UnreadableInput
 from batchsched.api.groups import parse_duration
 from batchsched.api.meta import flag
-from batchsched.cache.snapshot import Snapshot
-from batchsched.framework.decisions import Decisions
-from batchsched.framework.peer_configs import restrict, translate
-from batchsched.framework.plugin import Plugin
-from batchsched.framework.session import CommitHandler, Session, Timings
+from batchsched.config.peers import translate
+from batchsched.config.volcano import restrict
+from batchsched.framework.session import Plugin
 from batchsched.plugins import PLUGINS
 
 DEFAULT_YAML = """
@@ -141,28 +139,15 @@ def default_config() -> SchedulerConfig:
     return load_config(DEFAULT_YAML, source="default config")
 
 
-def run_session(
-    snapshot: Snapshot,
-    config: SchedulerConfig,
-    *,
-    timings: Timings | None = None,
-    on_commit: CommitHandler | None = None,
-) -> Decisions:
-    """The scheduling core: a snapshot in, decisions out, no I/O; `timings` are filled in
-    and `on_commit` hears each job's bindings as soon as they are final."""
-    session = Session(
-        snapshot,
-        tiers=config.tiers,
-        starvation_seconds=config.starvation_seconds,
-        timings=timings,
-        on_commit=on_commit,
-        evict_other_schedulers=config.preempt_other_schedulers,
-    )
-    for action in config.actions:
-        started = time.perf_counter()
-        ACTIONS[action](session)
-        session.timings.actions[action] = time.perf_counter() - started
-    return session.close()
+def read_config(path: str | None) -> SchedulerConfig:
+    """The configuration in the file at `path`; the default one when there is none."""
+    if path is None:
+        return default_config()
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise UnreadableInput(f"{path}: cannot read: {error.strerror}") from None
+    return load_config(text, source=path)
 
 
 def _scheduler_names(

@@ -3,7 +3,7 @@
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.framework.config import default_config, load_config
+from batchsched.config.load import default_config, load_config
 from batchsched.plugins import PLUGINS
 from batchsched.plugins.binpack import Binpack
 from batchsched.plugins.gang import Gang

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.framework.config import SchedulerConfig, load_config
+from batchsched.config.load import SchedulerConfig, load_config
 from batchsched.framework.session import Session
 
 from ..builders import node, pod, snapshot_of

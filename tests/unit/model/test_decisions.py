@@ -1,6 +1,6 @@
 import pickle
 
-from batchsched.framework.decisions import Binding, Condition, JobStatus
+from batchsched.model.decisions import Binding, Condition, JobStatus
 
 
 def test_statuses_pickle_back_to_equal_ones() -> None:

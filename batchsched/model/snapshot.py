@@ -2,23 +2,23 @@
 
 Resources are columns (cpu, memory, pods, ephemeral-storage, then extended resources by
 name); a task's request is one row vector over the same columns, shared by every task of
-the same shape. keeper.py takes snapshots of the cache; jobs.py groups pods into jobs.
+the same shape. cache/keeper.py takes snapshots of the cache; cache/jobs.py groups pods
+into jobs.
 """
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
 from batchsched.api.budgets import DisruptionBudget
 from batchsched.api.gpu import NO_GPU, GpuDemand
 from batchsched.api.objects import Node, PodGroup, PriorityClass, Queue, Task
 from batchsched.api.resources import PODS, ResourceList
 from batchsched.api.volumes import Storage
-from batchsched.framework.decisions import Unplaced
+from batchsched.model.arrays import IntArray
+from batchsched.model.decisions import Unplaced
 
-IntArray = npt.NDArray[np.int64]
 NO_EXTRA = (0, 0)
 
 

@@ -1,0 +1,349 @@
+"""Volcano's scheduler configuration in batchsched's words.
+
+Plugins and actions keep their names (conformance, drf, nodeorder and overcommit are
+batchsched plugins with Volcano's semantics). A plugin entry's `enable<Hook>` flags
+(also spelt `enabled<Hook>`) set to false take that plugin's callbacks of that kind out
+of the session, where batchsched has the kind; Volcano's binpack arguments
+(`binpack.weight`, `binpack.cpu`, ...) become binpack's own; the `reserve` action and
+`reservation` plugin, for Volcano's Reservation objects, and the
+`network-topology-aware` plugin, for its HyperNodes, are logged and left out;
+`configurations` (per-action arguments) and some plugins' arguments are refused but for
+those that change no placement here (ACTION_ARGUMENTS, PLUGIN_ARGUMENTS), logged.
+"""
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from batchsched.api.errors import InvalidObject
+from batchsched.framework.session import Plugin, Session
+from batchsched.plugins.nodeorder import PART_NAMES
+
+log = logging.getLogger(__name__)
+
+# Volcano's per-plugin flags, by the kind of callback they govern, and the session lists
+# that hold batchsched's callbacks of that kind.
+HOOKS: dict[str, tuple[str, ...]] = {
+    "JobOrder": ("job_keys",),
+    "TaskOrder": ("task_keys",),
+    "QueueOrder": ("queue_keys",),
+    "Preemptable": ("preemptable",),
+    "Reclaimable": ("reclaimable",),
+    # Without the gang's readiness no member counts toward a minimum: each is elastic.
+    "JobReady": ("ready_checks", "minimum_checks", "shortfalls"),
+    "JobEnqueued": ("enqueue_checks", "enqueue_headroom"),
+    "Overused": ("overused_checks",),
+    "Allocatable": ("share_checks",),
+    "NodeOrder": ("scorers", "normalized_scorers"),
+    "Predicate": ("filters", "fresh_filters"),
+}
+# Flags for callbacks batchsched has no counterpart of: false is logged as having no
+# effect, and why.
+UNMAPPED_HOOKS: dict[str, str] = {
+    "JobPipelined": "batchsched has no pipelined state: a job is placed or waits",
+    "JobStarving": "room for starving gangs is set by starvationThreshold",
+    "BestNode": "batchsched takes the best-scored node",
+    "TargetJob": "room for starving gangs is set by starvationThreshold",
+    "ReservedNodes": "room for starving gangs is set by starvationThreshold",
+    "Victim": "batchsched evicts only in preempt and reclaim",
+    "NamespaceOrder": "batchsched orders jobs by queue, not by namespace",
+    "ClusterOrder": "batchsched schedules one cluster",
+    "Preemptive": "which queues may reclaim is said by proportion",
+    "HyperNodeOrder": "batchsched reads no HyperNodes",
+    "SubJobOrder": "batchsched has no sub-jobs",
+    "SubJobReady": "batchsched has no sub-jobs",
+    "SubJobPipelined": "batchsched has no sub-jobs",
+    "HyperNodeGradient": "batchsched reads no HyperNodes",
+}
+HIERARCHY = "Hierarchy"
+# The plugin whose `enableHierarchy: true` is what batchsched does anyway: its queues
+# form a tree by their `parent`.
+CAPACITY_PLUGIN = "capacity"
+# Volcano's actions and plugins that act on its Reservation objects, which batchsched
+# does not read.
+RESERVATION_ACTION = "reserve"
+RESERVATION_PLUGIN = "reservation"
+RESERVATION_WHY = "batchsched does not read Volcano's Reservation objects"
+# Volcano's plugin for its HyperNodes (network tiers), which batchsched does not read; a
+# PodGroup stating spec.networkTopology is refused (api/groups.py), so no job asks for it.
+TOPOLOGY_PLUGIN = "network-topology-aware"
+TOPOLOGY_WHY = (
+    "batchsched reads no HyperNodes, and a PodGroup stating spec.networkTopology is refused"
+)
+# Arguments of Volcano's plugins and actions that change nothing here, and why.
+CLAIMS_WAIT = "pods with spec.resourceClaims wait, saying claims are not supported"
+PLUGIN_ARGUMENTS = {
+    "predicates": {
+        "predicate.DynamicResourceAllocationEnable": f"{CLAIMS_WAIT}, whatever the flag"
+    },
+    "capacity": {
+        "capacity.DynamicResourceAllocationEnable": f"{CLAIMS_WAIT}, so no queue holds devices",
+        "capacity.DRAConsumableCapacityEnable": f"{CLAIMS_WAIT}, so no queue holds devices",
+    },
+}
+ACTION_ARGUMENTS = {
+    ("allocate", "predicateErrorCacheEnable"): "batchsched caches filter results per pod "
+    "shape itself",
+    # Volcano's two preempt searches differ in how they look for victims, not in which
+    # rules a victim set obeys; batchsched's search is its own (docs/preemption.md).
+    ("preempt", "enableTopologyAwarePreemption"): "batchsched's preempt takes the cheapest "
+    "victim set over every node, keeping pods' affinity and spread, with either search",
+}
+# Volcano's source of nodes' measured load, which only its usage plugin reads.
+METRICS_KEY = "metrics"
+METRICS_WHY = "it is where Volcano's usage plugin reads nodes' load; batchsched places by requests"
+# Volcano's binpack arguments.
+BINPACK_PREFIX = "binpack."
+
+
+@dataclass(frozen=True, kw_only=True)
+class Translated:
+    """A configuration in batchsched's own words, where it was read (a ConfigMap's key),
+    and per plugin name the session lists its callbacks are to be kept out of (Volcano's
+    enable flags set to false)."""
+
+    raw: Mapping[str, Any]
+    source: str
+    disabled: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+def restrict(
+    tiers: tuple[tuple[Plugin, ...], ...], disabled: Mapping[str, frozenset[str]]
+) -> tuple[tuple[Plugin, ...], ...]:
+    """The tiers with each plugin named in `disabled` kept out of those session lists."""
+    if not disabled:
+        return tiers
+    return tuple(
+        tuple(
+            _Without(plugin, disabled[plugin.name]) if plugin.name in disabled else plugin
+            for plugin in tier
+        )
+        for tier in tiers
+    )
+
+
+class _Without:
+    """A plugin whose callbacks of some kinds are taken back as soon as it registers them:
+    Volcano's `enablePreemptable: false` and the like."""
+
+    def __init__(self, plugin: Plugin, lists: frozenset[str]) -> None:
+        self.plugin = plugin
+        self.name = plugin.name
+        self.lists = lists
+
+    def open(self, session: Session) -> None:
+        before = {name: len(getattr(session, name)) for name in self.lists}
+        scored = set(session.scored)
+        self.plugin.open(session)
+        for name, length in before.items():
+            del getattr(session, name)[length:]
+        if "scorers" in self.lists:
+            # Pods with preferences no plugin scores now wait, saying so.
+            session.scored &= scored
+
+
+def translate(raw: Mapping[str, Any], *, source: str) -> Translated:
+    """Volcano's scheduler configuration in batchsched's format, with the session lists
+    its enable flags take each plugin's callbacks out of."""
+    out = dict(raw)
+    if out.pop(METRICS_KEY, None) is not None:
+        log.warning("%s.%s has no effect here: %s", source, METRICS_KEY, METRICS_WHY)
+    if "configurations" in out:
+        _configurations(out.pop("configurations"), source=f"{source}.configurations")
+    if isinstance(out.get("actions"), list):
+        out["actions"] = _action_entries(out["actions"], source=f"{source}.actions")
+    if isinstance(out.get("actions"), str):
+        out["actions"] = _volcano_actions(out["actions"], source=source)
+    disabled: dict[str, frozenset[str]] = {}
+    tiers = out.get("tiers")
+    if isinstance(tiers, list):
+        out["tiers"] = [
+            _volcano_tier(tier, where=f"{source}.tiers[{t}]", disabled=disabled)
+            for t, tier in enumerate(tiers)
+        ]
+        _check_nodeorder(out["tiers"], source=source)
+    return Translated(raw=out, source=source, disabled=disabled)
+
+
+def _volcano_actions(actions: str, *, source: str) -> str:
+    names = [name.strip() for name in actions.split(",")]
+    if RESERVATION_ACTION in names:
+        log.warning(
+            "%s.actions: %r has no effect here: %s",
+            source,
+            RESERVATION_ACTION,
+            RESERVATION_WHY,
+        )
+    return ", ".join(name for name in names if name != RESERVATION_ACTION)
+
+
+def _action_entries(actions: list[object], *, source: str) -> object:
+    """Volcano's first releases listed actions as {name, arguments}: their names, in
+    order; arguments are refused by name, as in `configurations`."""
+    if not all(isinstance(entry, Mapping) for entry in actions):
+        return actions
+    names = []
+    for i, entry in enumerate(actions):
+        assert isinstance(entry, Mapping)
+        if "name" not in entry or set(entry) - {"name", "arguments"}:
+            raise InvalidObject(f"{source}[{i}]: expected a map with name and arguments")
+        for key in entry.get("arguments") or {}:
+            raise InvalidObject(
+                f"{source}[{i}].arguments.{key}: not supported: batchsched's actions take no "
+                "arguments (the overcommit plugin admits beyond what is idle)"
+            )
+        names.append(str(entry["name"]))
+    return ", ".join(names)
+
+
+def _configurations(raw: object, *, source: str) -> None:
+    """Volcano's per-action arguments: those that change no placement here
+    (ACTION_ARGUMENTS) are accepted with a logged line."""
+    if not isinstance(raw, list):
+        raise InvalidObject(f"{source}: expected a list of {{name, arguments}}")
+    for i, entry in enumerate(raw):
+        where = f"{source}[{i}]"
+        if not isinstance(entry, Mapping) or set(entry) - {"name", "arguments"}:
+            raise InvalidObject(f"{where}: expected a map with name and arguments")
+        arguments = entry.get("arguments") or {}
+        if not isinstance(arguments, Mapping):
+            raise InvalidObject(f"{where}.arguments: expected a map")
+        for key in arguments:
+            why = ACTION_ARGUMENTS.get((str(entry.get("name")), str(key)))
+            if why is not None:
+                log.warning("%s.arguments.%s has no effect here: %s", where, key, why)
+                continue
+            accepted = ", ".join(f"{action}'s {name}" for action, name in ACTION_ARGUMENTS)
+            raise InvalidObject(
+                f"{where}.arguments.{key}: not supported: batchsched's actions take no "
+                f"arguments (accepted: {accepted})"
+            )
+
+
+def _volcano_tier(tier: object, *, where: str, disabled: dict[str, frozenset[str]]) -> object:
+    if not isinstance(tier, Mapping) or not isinstance(tier.get("plugins"), list):
+        return tier
+    plugins = []
+    for p, entry in enumerate(tier["plugins"]):
+        at = f"{where}.plugins[{p}]"
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        why = {RESERVATION_PLUGIN: RESERVATION_WHY, TOPOLOGY_PLUGIN: TOPOLOGY_WHY}.get(str(name))
+        if why is not None:
+            log.warning("%s: plugin %r has no effect here: %s", at, name, why)
+            continue
+        plugins.append(_volcano_plugin(entry, where=at, disabled=disabled))
+    return {**tier, "plugins": plugins}
+
+
+def _volcano_plugin(entry: object, *, where: str, disabled: dict[str, frozenset[str]]) -> object:
+    if not isinstance(entry, Mapping):
+        return entry
+    out = {key: value for key, value in entry.items() if not _flag_hook(key)}
+    name = entry.get("name")
+    lists: set[str] = set()
+    for key, value in entry.items():
+        hook = _flag_hook(key)
+        if hook is None:
+            continue
+        at = f"{where}.{key}"
+        if not isinstance(value, bool):
+            raise InvalidObject(f"{at}: expected true or false, got {value!r}")
+        if hook == HIERARCHY:
+            if value and name != CAPACITY_PLUGIN:
+                raise InvalidObject(
+                    f"{at}: hierarchical sharing is not supported; queues' parents are "
+                    "honoured by proportion"
+                )
+        elif hook in HOOKS:
+            if value:
+                continue
+            if hook == "Predicate" and name == "predicates":
+                raise InvalidObject(
+                    f"{at}: the predicates plugin's checks cannot be turned off: pods would "
+                    "be placed where they do not fit"
+                )
+            lists.update(HOOKS[hook])
+        elif hook in UNMAPPED_HOOKS:
+            if not value:
+                log.warning("%s: false has no effect here: %s", at, UNMAPPED_HOOKS[hook])
+        else:
+            allowed = ", ".join(f"enable{h}" for h in sorted({*HOOKS, *UNMAPPED_HOOKS, HIERARCHY}))
+            raise InvalidObject(f"{at}: unknown flag (allowed: {allowed})")
+    if lists and isinstance(name, str):
+        disabled[name] = frozenset(lists)
+    arguments = entry.get("arguments")
+    if name == "binpack" and isinstance(arguments, Mapping):
+        out["arguments"] = _volcano_binpack(arguments, where=f"{where}.arguments")
+    if name in PLUGIN_ARGUMENTS and isinstance(arguments, Mapping):
+        out["arguments"] = _without_effect(
+            arguments, PLUGIN_ARGUMENTS[str(name)], where=f"{where}.arguments"
+        )
+    return out
+
+
+def _without_effect(
+    arguments: Mapping[str, Any], known: Mapping[str, str], *, where: str
+) -> Mapping[str, Any]:
+    """`arguments` less those in `known`, each logged with why it has no effect here."""
+    for key in arguments:
+        if key in known:
+            log.warning("%s.%s has no effect here: %s", where, key, known[key])
+    return {key: value for key, value in arguments.items() if key not in known}
+
+
+def _flag_hook(key: object) -> str | None:
+    """`JobOrder` for Volcano's `enableJobOrder` or `enabledJobOrder`, else None."""
+    if not isinstance(key, str):
+        return None
+    # Volcano spells one flag `EnabledClusterOrder`.
+    for prefix in ("enabled", "enable", "Enabled"):
+        rest = key.removeprefix(prefix)
+        if rest != key and rest[:1].isupper():
+            return rest
+    return None
+
+
+def _volcano_binpack(arguments: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
+    """Volcano's `binpack.weight`, `binpack.cpu`, `binpack.memory`, `binpack.resources`
+    and `binpack.resources.<name>` as binpack's `weight` and `resources`; a resource of
+    weight 0 is left out, as Volcano leaves it out."""
+    if not any(str(key).startswith(BINPACK_PREFIX) for key in arguments):
+        return arguments
+    foreign = sorted(str(k) for k in arguments if not str(k).startswith(BINPACK_PREFIX))
+    if foreign:
+        raise InvalidObject(f"{where}.{foreign[0]}: not with Volcano's binpack.* arguments")
+    weights: dict[str, Any] = {"cpu": arguments.get("binpack.cpu", 1)}
+    weights["memory"] = arguments.get("binpack.memory", 1)
+    listed = arguments.get("binpack.resources", "")
+    if not isinstance(listed, str):
+        raise InvalidObject(f"{where}.binpack.resources: expected comma-separated names")
+    for resource in filter(None, (name.strip() for name in listed.split(","))):
+        weights[resource] = arguments.get(f"{BINPACK_PREFIX}resources.{resource}", 1)
+    known = {"binpack.weight", "binpack.cpu", "binpack.memory", "binpack.resources"}
+    known |= {f"{BINPACK_PREFIX}resources.{name}" for name in weights}
+    unknown = sorted(str(key) for key in arguments if key not in known)
+    if unknown:
+        raise InvalidObject(
+            f"{where}.{unknown[0]}: unknown binpack argument (a resource's weight needs "
+            "the resource listed in binpack.resources)"
+        )
+    out: dict[str, Any] = {"resources": {n: w for n, w in weights.items() if w != 0}}
+    if "binpack.weight" in arguments:
+        out["weight"] = arguments["binpack.weight"]
+    return out
+
+
+def _check_nodeorder(tiers: list[object], *, source: str) -> None:
+    names = {
+        entry.get("name")
+        for tier in tiers
+        if isinstance(tier, Mapping) and isinstance(tier.get("plugins"), list)
+        for entry in tier["plugins"]
+        if isinstance(entry, Mapping)
+    }
+    if "nodeorder" in names and names & PART_NAMES:
+        both = sorted(str(n) for n in names & PART_NAMES)[0]
+        raise InvalidObject(
+            f"{source}.tiers: nodeorder already scores with {both}; list one or the other"
+        )
