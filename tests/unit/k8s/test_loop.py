@@ -139,7 +139,7 @@ async def test_a_job_dropped_at_hand_off_is_not_reported_as_placed(
     monkeypatch.setattr(loop, "_accept", recreated_meanwhile)
     before = scheduled_attempts()
     await loop.session()
-    await settle(loop.status, api)
+    await settle(loop.status)
     assert scheduled_attempts() == before
     assert not api.sent("PATCH", "/podgroups/"), "the next session writes the group's status"
     assert not api.sent("POST", "/binding")
