@@ -315,7 +315,10 @@ async def test_an_eviction_on_the_wire_when_the_lease_deadline_passes_is_abandon
         assert time.monotonic() >= deadline
         assert len(held.paths) == 1
         held.release()
-        await asyncio.sleep(1)
+        # Sent on, it would be answered before the proxy is idle; dropped, it never is.
+        async with asyncio.timeout(30):
+            while proxy.in_progress:
+                await asyncio.sleep(0.01)
     untouched = run.pod("v0")
     assert not untouched["metadata"].get("deletionTimestamp")
     assert disruption_target(untouched) is None
