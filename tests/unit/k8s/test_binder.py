@@ -229,7 +229,7 @@ async def test_status_waits_after_a_failed_bind_until_a_session_decided_again() 
     binder, _, bindings = setup(refuse(404), members=1)
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(30):
         while not binder.watch.changes.take():
             await asyncio.sleep(0.001)
     for _ in range(20):
@@ -261,7 +261,7 @@ async def test_binds_are_not_idle_while_a_session_may_send_more() -> None:
         assert len(api.sent("POST", "/binding")) == 1
         assert not binder.idle.is_set(), "status writes would slip in before the next job"
         binder.submit(bindings[1:])
-    await asyncio.wait_for(binder.idle.wait(), 5)
+    await asyncio.wait_for(binder.idle.wait(), 30)
     task.cancel()
     assert len(api.sent("POST", "/binding")) == 2
 

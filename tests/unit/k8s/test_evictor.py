@@ -77,7 +77,7 @@ async def carry_out(
     """Submit one session's decisions and run the evictor until they are settled."""
     runner = asyncio.create_task(evictor.run())
     evictor.submit(evictions, nominations or [])
-    await asyncio.wait_for(evictor.idle.wait(), 5)
+    await asyncio.wait_for(evictor.idle.wait(), 30)
     runner.cancel()
 
 

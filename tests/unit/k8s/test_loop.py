@@ -70,7 +70,7 @@ async def test_a_session_assumes_and_sends_every_binding(
     loop, api = setup()
     runner = asyncio.create_task(loop.binder.run())
     await loop.session()
-    await asyncio.wait_for(loop.binder.idle.wait(), 5)
+    await asyncio.wait_for(loop.binder.idle.wait(), 30)
     runner.cancel()
     assert sorted(p["metadata"]["name"] for p in api.sent("POST", "/binding")) == ["g-0", "g-1"]
     assert loop.cache.tasks["default/g-0"].node_name == "n1"
@@ -88,7 +88,7 @@ async def test_jobs_set_aside_are_not_tried_and_leave_a_session_small(
     assert len(forks) == 1
     loop.watch.apply(PODS, pod("small", requests={"cpu": "1"}))
     await loop.session()
-    await asyncio.wait_for(loop.binder.idle.wait(), 5)
+    await asyncio.wait_for(loop.binder.idle.wait(), 30)
     runner.cancel()
     # The huge pods were set aside: the second session placed the small pod alone, in
     # the event loop, and said of them what the first did.
