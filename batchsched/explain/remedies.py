@@ -226,7 +226,9 @@ def narrowing(ran: Ran, task: TaskInfo) -> list[str]:
     for taint, _ in _untolerated(ran, task, list(nodes)):
         shown = f"{taint.key}={taint.value}" if taint.value else taint.key
         named.append(f"untolerated taint {shown}:{taint.effect}")
-    if any(n.unschedulable or not n.ready for n in nodes):
+    # Only where they keep it out: a pod may tolerate their taints.
+    allowed = ran.session.allowed(pod)
+    if any((n.unschedulable or not n.ready) and not allowed[i] for i, n in enumerate(nodes)):
         named.append("cordoned or not-ready nodes")
     return named
 
