@@ -12,6 +12,7 @@ import numpy as np
 
 from batchsched.api.objects import BLOCKING_EFFECTS, Node, Taint, Task
 from batchsched.api.resources import PODS, format_amount
+from batchsched.api.selectors import node_matches
 from batchsched.explain.session import Ran
 from batchsched.model.arrays import IntArray
 from batchsched.model.snapshot import JobInfo, TaskInfo
@@ -136,7 +137,17 @@ def room(ran: Ran, job: JobInfo, task: TaskInfo, wanted: int) -> Finding | None:
         if wanted == 1
         else f"needs room for {wanted} members at once, each {need}"
     )
-    cause = f"{what}; {have} fit(s) now on the {len(rows)} node(s) it may use"
+    named = narrowing(ran, task)
+    if named:
+        limits, one = " and ".join(named), len(named) == 1
+        where = f"the {len(rows)} of {len(snapshot.nodes)} nodes its {limits} " + (
+            "leaves it" if one else "leave it"
+        )
+        admitted = f" that its {limits} " + ("admits" if one else "admit")
+        relax = ", relax it," if one else ", relax them,"
+    else:
+        where, admitted, relax = f"the {len(rows)} node(s) it may use", "", ""
+    cause = f"{what}; {have} fit(s) now on {where}"
     empty = fits(snapshot.allocatable[rows], task.vec)
     holds = int(np.minimum(empty, wanted).sum())
     if holds < wanted:
@@ -144,7 +155,8 @@ def room(ran: Ran, job: JobInfo, task: TaskInfo, wanted: int) -> Finding | None:
         return (
             cause,
             f"even empty, the nodes it may use hold {int(empty.sum())} (largest: {largest}): "
-            f"add {_nodes(wanted - holds)} with {need} allocatable, or ask for less",
+            f"add {_nodes(wanted - holds)} with {need} allocatable{admitted}{relax} "
+            "or ask for less",
         )
     # Nodes with just its request free, one member each, that would let it run now.
     lacking = wanted - have
@@ -187,12 +199,39 @@ def room(ran: Ran, job: JobInfo, task: TaskInfo, wanted: int) -> Finding | None:
         return (
             cause,
             f"more than {MOST_JOBS} running jobs must finish first (on nodes "
-            f"{some(busy)}); or add {_nodes(lacking)} with {need} free",
+            f"{some(busy)}); or add {_nodes(lacking)} with {need} free{admitted}",
         )
     opened = [snapshot.nodes[int(rows[i])].name for i in np.flatnonzero(count > now)]
     jobs = " and ".join(chosen) if len(chosen) < 3 else ", ".join(chosen)
     verb = "finishes" if len(chosen) == 1 else "finish"
     return cause, f"node(s) {some(opened)} qualify once {jobs} {verb}"
+
+
+def narrowing(ran: Ran, task: TaskInfo) -> list[str]:
+    """The pod's constraints that each rule out some node of the cluster, named with
+    their keys (`nodeSelector pool=a`, `untolerated taint gpu:NoSchedule`); none when it
+    may use every node."""
+    pod = task.task.constraints
+    nodes = ran.snapshot.nodes
+    named = [
+        f"nodeSelector {key}={value}"
+        for key, value in pod.node_selector
+        if any(n.labels.get(key) != value for n in nodes)
+    ]
+    if pod.affinity and not all(node_matches(n, pod.affinity) for n in nodes):
+        terms = " or ".join(
+            "(" + ", ".join(f"{r.key} {r.operator} [{', '.join(r.values)}]" for r in term) + ")"
+            for term in pod.affinity
+        )
+        named.append(f"required node affinity {terms}")
+    for taint, _ in _untolerated(ran, task, list(nodes)):
+        shown = f"{taint.key}={taint.value}" if taint.value else taint.key
+        named.append(f"untolerated taint {shown}:{taint.effect}")
+    # Only where they keep it out: a pod may tolerate their taints.
+    allowed = ran.session.allowed(pod)
+    if any((n.unschedulable or not n.ready) and not allowed[i] for i, n in enumerate(nodes)):
+        named.append("cordoned or not-ready nodes")
+    return named
 
 
 def _nodes(count: int) -> str:

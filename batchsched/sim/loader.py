@@ -9,6 +9,7 @@ import yaml
 
 from batchsched.api.errors import InvalidObject, UnreadableInput
 from batchsched.api.meta import describe, name_of, namespace_of
+from batchsched.api.yamlload import load_all
 from batchsched.cache.cluster import KINDS
 from batchsched.sim.workloads import IMPLIED_LABEL, WORKLOAD_KINDS, ephemeral_claims, expand
 
@@ -28,7 +29,7 @@ def load_files(paths: Iterable[str]) -> LoadedInput:
         except OSError as error:
             raise UnreadableInput(f"{path}: cannot read: {error.strerror}") from None
         try:
-            documents = list(yaml.safe_load_all(text))
+            documents = load_all(text)
         except yaml.YAMLError as error:
             raise UnreadableInput(f"{path}: not valid YAML: {error}") from None
         for number, document in enumerate(documents, start=1):

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
-
 from batchsched.api.groups import OUR_API
+from batchsched.api.yamlload import load_all
 from batchsched.testing.kube import JSON
 
 SCHEDULER_NAME = "batch-scheduler"
@@ -25,7 +24,7 @@ def load_manifests(*paths: Path) -> list[JSON]:
         files.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
     docs: list[JSON] = []
     for file in files:
-        docs.extend(doc for doc in yaml.safe_load_all(file.read_text()) if doc)
+        docs.extend(doc for doc in load_all(file.read_text()) if doc)
     return docs
 
 

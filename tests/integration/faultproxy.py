@@ -114,6 +114,12 @@ class FaultProxy:
     def remove(self, fault: Fault) -> None:
         self._call(self._remove(fault))
 
+    @property
+    def in_progress(self) -> int:
+        """Requests the proxy is holding, forwarding or answering: none once every
+        request it took has been answered or dropped."""
+        return len(self._handlers)
+
     def close(self) -> None:
         """Drop every request in progress (held ones are never sent on) and stop."""
         if self._thread.is_alive():

@@ -63,6 +63,32 @@ def eventually(check: Callable[[], T | None], *, timeout: float = 30.0, what: st
         time.sleep(0.1)
 
 
+def ticks_pass(
+    scheduler: Scheduler,
+    count: int = 3,
+    *,
+    meanwhile: Callable[[], object] = lambda: None,
+    timeout: float = 60.0,
+) -> None:
+    """Wait until the scheduler's session loop has ticked `count` more times (sessions
+    run and idle ticks alike), calling `meanwhile` at each poll: what a tick would have
+    done by then it has done, so a check that nothing happened is made after the point
+    where it would have happened, however busy the machine."""
+
+    def ticked() -> float:
+        metrics = scheduler.metrics()
+        return sum(v for k, v in metrics.items() if k.startswith("batchsched_sessions_total{"))
+
+    goal = ticked() + count
+    deadline = time.monotonic() + timeout
+    while ticked() < goal:
+        meanwhile()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g}s: {count} session-loop ticks")
+        time.sleep(0.1)
+    meanwhile()
+
+
 class SchedulerAccounts:
     """ServiceAccounts with the scheduler's ClusterRole and lease Role from
     manifests/rbac.yaml, under names of their own so that the RBAC tests can create the

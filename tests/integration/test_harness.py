@@ -173,9 +173,12 @@ def test_control_plane_restarts_cleanly(control_plane: ControlPlane) -> None:
 
 _RUNNER = textwrap.dedent(
     """
-    import json, sys, time
+    import json, signal, sys, time
     from batchsched.testing import ControlPlane, find_assets
 
+    # A shell without job control starts background commands with SIGINT ignored, and
+    # Python keeps it ignored then: Ctrl-C is what this runner stands for, so take it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     plane = ControlPlane.start(find_assets())
     print(json.dumps({"pids": plane.pids, "workdir": str(plane.workdir)}), flush=True)
     try:

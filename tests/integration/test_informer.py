@@ -132,7 +132,7 @@ async def informing(
                 raise AssertionError(f"an informer stopped by itself: {outcome!r}")
 
 
-async def until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+async def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     """Poll `check` until it holds, letting the informers run in between."""
     deadline = time.monotonic() + timeout
     while not check():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     scheduler_kubeconfig_fixture,
     set_running,
     start_scheduler_fixture,
+    ticks_pass,
     unschedulable_message,
 )
 
@@ -160,7 +160,7 @@ def test_an_example_ends_as_the_simulator_says(
     with what has arrived so far."""
     objects = relocated(load_files([str(REPO / "examples" / example)]).objects, namespace)
     config = str(REPO / CONFIGS[example]) if example in CONFIGS else None
-    start_scheduler(config=Path(config) if config else None)
+    scheduler = start_scheduler(config=Path(config) if config else None)
     arrived: list[JSON] = []
     for wave in waves(objects):
         for obj in wave:
@@ -173,7 +173,7 @@ def test_an_example_ends_as_the_simulator_says(
         arrived += wave
         expected = simulated(arrived, config, namespace)
         settles(kube, namespace, expected, f"{len(arrived)} objects: {expected.outcome}")
-    time.sleep(2.5)  # more sessions: nothing else may be bound, evicted or told otherwise
+    ticks_pass(scheduler)  # more sessions: nothing else may be bound, evicted or told otherwise
     assert observed(kube, namespace, expected.gangs) == expected.outcome
 
 
@@ -248,9 +248,11 @@ def test_a_node_added_later_unblocks_a_gang(
     assert status["phase"] in ("Pending", "Inqueue")
     assert status["scheduled"] == 0
     assert "gang" in status["conditions"][0]["message"]
-    for _ in range(15):  # three sessions: never half a gang
+
+    def never_half_a_gang() -> None:
         assert not any(placements(kube, namespace).values())
-        time.sleep(0.2)
+
+    ticks_pass(scheduler, meanwhile=never_half_a_gang)
     group_events = [e for e in events(kube, namespace) if e["regarding"]["kind"] == "PodGroup"]
     assert [e["reason"] for e in group_events] == ["FailedScheduling"]
 

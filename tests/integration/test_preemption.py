@@ -40,6 +40,7 @@ from batchsched.model.decisions import Eviction, Nomination
 from batchsched.testing import JSON, ClusterObjects, Kube
 from batchsched.testing.objects import node, pod, pod_group
 
+from .faultproxy import FaultProxy
 from .operator_support import (  # noqa: F401 (fixtures)
     SchedulerAccounts,
     StartProxy,
@@ -140,6 +141,14 @@ async def evicting(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await api.close()
+
+
+async def answered(proxy: FaultProxy) -> None:
+    """Wait until the proxy has answered or dropped every request it took: a request
+    sent on reaches the API server before that, one dropped never does."""
+    async with asyncio.timeout(30):
+        while proxy.in_progress:
+            await asyncio.sleep(0.01)
 
 
 def running_pods(kube: Kube, namespace: str, names: Iterable[str]) -> None:
@@ -273,16 +282,22 @@ async def test_a_preemptor_is_nominated_and_the_nomination_cleared(
 
 
 async def test_a_replica_that_cannot_prove_its_lease_evicts_and_nominates_nothing(
-    kube: Kube, namespace: str, scheduler_kubeconfig: Path
+    kube: Kube,
+    namespace: str,
+    scheduler_accounts: SchedulerAccounts,
+    start_proxy: StartProxy,
 ) -> None:
     running_pods(kube, namespace, ["v0", "v1"])
     create(kube, namespace, pod("high-0", CPU))
     fenced = sample(FAILURES, reason="fenced")
-    async with evicting(kube, namespace, scheduler_kubeconfig, valid_for=lambda: 0.0) as run:
+    # Through a proxy, so that whatever it sent anyway is known to have been answered.
+    proxy = start_proxy()
+    kubeconfig = scheduler_accounts.kubeconfig("fenced", server=proxy.url)
+    async with evicting(kube, namespace, kubeconfig, valid_for=lambda: 0.0) as run:
         run.see(["v0", "v1", "high-0"])
         victims = [run.victim("v0"), run.victim("v1", budget=f"{namespace}/keep")]
         await run.carry_out(victims, [run.nomination("high-0", "n1")])
-        await asyncio.sleep(1)
+        await answered(proxy)
     for name in ("v0", "v1"):
         untouched = run.pod(name)
         assert not untouched["metadata"].get("deletionTimestamp")
@@ -315,7 +330,7 @@ async def test_an_eviction_on_the_wire_when_the_lease_deadline_passes_is_abandon
         assert time.monotonic() >= deadline
         assert len(held.paths) == 1
         held.release()
-        await asyncio.sleep(1)
+        await answered(proxy)
     untouched = run.pod("v0")
     assert not untouched["metadata"].get("deletionTimestamp")
     assert disruption_target(untouched) is None

@@ -281,3 +281,42 @@ spec: {weight: 1}
     _, lines = explain(capsys, tmp_path, text, "pod/small-0", config=config)
     assert "held by queue(s) keep, which are reclaimable: false" in lines[1], lines
     assert lines[2].endswith("set spec.reclaimable: true on Queue keep")
+
+
+AFFINITY_POOL_A = (
+    "  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+    "{nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [a]}]}]}}}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ("  nodeSelector: {pool: a}\n", "nodeSelector pool=a"),
+        (AFFINITY_POOL_A, "required node affinity (pool In [a])"),
+    ],
+    ids=["nodeSelector", "nodeAffinity"],
+)
+def test_a_gang_kept_to_few_nodes_is_told_what_keeps_it_there(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, spec: str, named: str
+) -> None:
+    pools = "".join(node(f"a{i}", labels="{pool: a}") for i in range(2)) + "".join(
+        node(f"b{i}", labels="{pool: b}") for i in range(3)
+    )
+    gang = group("train", 3) + "".join(
+        pod(f"t{i}", group="train", cpu=20, spec=spec) for i in range(3)
+    )
+    busy = group("other", 2) + "".join(
+        pod(f"o{i}", group="other", cpu=20, node=f"a{i}") for i in range(2)
+    )
+    _, lines = explain(capsys, tmp_path, pools + gang, "pg/train")
+    assert lines[1] == (
+        "cause: needs room for 3 members at once, each 20 cpu; 2 fit(s) now on the 2 of 5 "
+        f"nodes its {named} leaves it"
+    )
+    assert lines[2] == (
+        "remedy: even empty, the nodes it may use hold 2 (largest: 32 cpu): add 1 node with "
+        f"20 cpu allocatable that its {named} admits, relax it, or ask for less"
+    )
+    _, lines = explain(capsys, tmp_path, pools + gang + busy, "pg/train")
+    assert lines[1].endswith(f"0 fit(s) now on the 2 of 5 nodes its {named} leaves it")

@@ -77,7 +77,7 @@ async def carry_out(
     """Submit one session's decisions and run the evictor until they are settled."""
     runner = asyncio.create_task(evictor.run())
     evictor.submit(evictions, nominations or [])
-    await asyncio.wait_for(evictor.idle.wait(), 5)
+    await asyncio.wait_for(evictor.idle.wait(), 30)
     runner.cancel()
 
 
@@ -94,7 +94,7 @@ async def test_a_victim_is_evicted_then_marked_and_told_why() -> None:
     evictor, watch = evictor_over(api)
     before = counted("batchsched_preemption_victims_total", action="reclaim")
     await carry_out(evictor, [victim(action="reclaim")])
-    await settle(watch.status, api)
+    await settle(watch.status)
     methods = [(m, path.rsplit("/", 1)[1]) for m, path, _ in api.requests if "/events" not in path]
     assert methods == [("POST", "eviction"), ("PATCH", "status")]
     [eviction] = api.sent("POST", "/eviction")
@@ -120,7 +120,7 @@ async def test_a_victim_past_its_budget_is_marked_then_deleted_and_the_event_say
     api = RecordingApi()
     evictor, watch = evictor_over(api)
     await carry_out(evictor, [victim(budget="default/keep")])
-    await settle(watch.status, api)
+    await settle(watch.status)
     methods = [(m, path.rsplit("/", 1)[1]) for m, path, _ in api.requests if "/events" not in path]
     assert methods == [("PATCH", "status"), ("DELETE", "low-0")]
     assert not api.sent("POST", "/eviction")
@@ -142,7 +142,7 @@ async def test_a_victim_gone_already_is_neither_counted_nor_reported(status: int
     victims = counted("batchsched_preemption_victims_total", action="preempt")
     failures = counted("batchsched_preemption_failures_total", reason="error")
     await carry_out(evictor, [victim()])
-    await settle(watch.status, api)
+    await settle(watch.status)
     assert len(api.requests) == 1
     assert counted("batchsched_preemption_victims_total", action="preempt") == victims
     assert counted("batchsched_preemption_failures_total", reason="error") == failures
@@ -161,7 +161,7 @@ async def test_a_budget_refusing_leaves_the_pod_with_a_warning_naming_the_budget
     # Refused at once, not retried as a throttled request would be.
     assert len(api.sent("POST", "/eviction")) == 1
     assert not api.sent("PATCH")
-    await settle(watch.status, api)
+    await settle(watch.status)
     [event] = events(api)
     assert (event["type"], event["reason"]) == ("Warning", "EvictionRefused")
     assert "The disruption budget keep needs 2 healthy pods" in event["note"]
@@ -223,7 +223,7 @@ async def test_a_replica_that_cannot_prove_its_lease_sends_nothing() -> None:
     await carry_out(
         evictor, [victim("low-0"), victim("low-1", budget="default/keep")], [nomination()]
     )
-    await settle(watch.status, api)
+    await settle(watch.status)
     assert api.requests == []
     assert counted("batchsched_preemption_failures_total", reason="fenced") == fenced + 2
 

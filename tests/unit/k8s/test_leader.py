@@ -141,7 +141,7 @@ async def test_a_hung_lease_request_ends_the_run_at_the_renew_deadline() -> None
         retry_seconds=0.05,
     )
     run = asyncio.create_task(a.run())
-    await asyncio.wait_for(a.acquired.wait(), 1)
+    await asyncio.wait_for(a.acquired.wait(), 30)
     api.hang = True
     started = time.monotonic()
     with pytest.raises(leader_module.LeadershipLost):

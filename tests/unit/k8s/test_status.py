@@ -12,7 +12,7 @@ from batchsched.k8s.client import ApiError
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
 from batchsched.model.decisions import Binding, Condition, JobStatus
 
-from .recording_api import RecordingApi, settle
+from .recording_api import RecordingApi, drained, settle
 
 OUR_API = "scheduling.batchsched.io/v1alpha1"
 
@@ -60,7 +60,7 @@ async def test_a_pending_pod_is_told_once_per_distinct_reason() -> None:
     status = writer(api)
     for _ in range(3):
         status.pods({"ns/p": "0/2 nodes are available: 2 Insufficient cpu."}, {})
-    await settle(status, api)
+    await settle(status)
     [patch] = api.sent("PATCH", "/api/v1/namespaces/ns/pods/p/status")
     [condition] = patch["status"]["conditions"]
     assert condition["type"] == "PodScheduled"
@@ -74,7 +74,7 @@ async def test_a_pending_pod_is_told_once_per_distinct_reason() -> None:
     assert event["regarding"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "ns", "name": "p"}
 
     status.pods({"ns/p": "0/3 nodes are available: 3 Insufficient cpu."}, {})
-    await settle(status, api)
+    await settle(status)
     patches = api.sent("PATCH", "/pods/p/status")
     assert len(patches) == 2
     # The pod stays unschedulable: the merge keeps the time it became so.
@@ -85,7 +85,7 @@ async def test_a_gated_pod_is_told_so_as_kube_scheduler_tells_it_without_an_even
     api = RecordingApi()
     status = writer(api)
     status.pods({"ns/p": GATED_MESSAGE}, {})
-    await settle(status, api)
+    await settle(status)
     [patch] = api.sent("PATCH", "/api/v1/namespaces/ns/pods/p/status")
     [condition] = patch["status"]["conditions"]
     assert (condition["reason"], condition["message"]) == ("SchedulingGated", GATED_MESSAGE)
@@ -97,7 +97,7 @@ async def test_what_a_pod_already_shows_is_not_written_again() -> None:
     status = writer(api)
     status.observe("Pod", "ns/p", "waiting")
     status.pods({"ns/p": "waiting"}, {})
-    await settle(status, api)
+    await settle(status)
     assert api.requests == []
 
 
@@ -109,7 +109,7 @@ async def test_a_bound_pod_gets_a_scheduled_event_and_a_fresh_start() -> None:
     status.bound(Binding(namespace="ns", name="p", uid="u1", node="n1", job="ns/g"))
     status.pods({"ns/p": "waiting"}, {})
     await asyncio.sleep(0.3)
-    await settle(status, api)
+    await settle(status)
     reasons = [e["reason"] for e in api.sent("POST", "/events")]
     assert reasons.count("Scheduled") == 1
     # The second FailedScheduling about the same pod joins the first one's series,
@@ -134,18 +134,18 @@ async def test_group_status_keeps_the_transition_time_while_the_condition_holds(
     api = RecordingApi()
     status = writer(api)
     status.groups({"ns/g": group_status("Inqueue", 0, WAITING)}, GROUPS)
-    await settle(status, api)
+    await settle(status)
     [first] = api.sent("PATCH", f"/apis/{OUR_API}/namespaces/ns/podgroups/g/status")
     since = first["status"]["conditions"][0]["lastTransitionTime"]
     assert first["status"]["phase"] == "Inqueue"
 
     status.groups({"ns/g": group_status("Inqueue", 0, WAITING)}, GROUPS)
-    await settle(status, api)
+    await settle(status)
     assert len(api.sent("PATCH", "/podgroups/g/status")) == 1
 
     moved = Condition("Unschedulable", "NotEnoughResources", "gang ns/g: 2/3 placed")
     status.groups({"ns/g": group_status("Inqueue", 0, moved)}, GROUPS)
-    await settle(status, api)
+    await settle(status)
     second = api.sent("PATCH", "/podgroups/g/status")[1]
     assert second["status"]["conditions"][0]["lastTransitionTime"] == since
     group_events = [e for e in api.sent("POST", "/events") if e["regarding"]["kind"] == "PodGroup"]
@@ -161,7 +161,7 @@ async def test_a_group_failed_by_its_schedule_timeout_is_written_once() -> None:
     timed_out = Condition("Unschedulable", "ScheduleTimeout", "gang ns/g: did not reach minMember")
     for _ in range(2):
         status.groups({"ns/g": group_status("Failed", 1, timed_out)}, GROUPS)
-        await settle(status, api)
+        await settle(status)
     [patch] = api.sent("PATCH", f"/apis/{OUR_API}/namespaces/ns/podgroups/g/status")
     assert patch["status"]["phase"] == "Failed"
     [condition] = patch["status"]["conditions"]
@@ -264,7 +264,7 @@ async def test_a_peer_group_gets_the_status_its_project_writes(
     api = RecordingApi()
     writer_ = writer(api)
     writer_.groups({"ns/g": job}, peer_group(api_version))
-    await settle(writer_, api)
+    await settle(writer_)
     group = api_version.partition("/")[0]
     # The PodGroup CRDs of Volcano and of scheduler-plugins' sigs.k8s.io API have no
     # status subresource: their status is patched on the object.
@@ -295,7 +295,7 @@ async def test_a_peer_groups_status_goes_where_its_crd_takes_it(
     api = RecordingApi()
     writer_ = writer(api)
     writer_.groups({"ns/g": placed(0)}, peer_group(api_version))
-    await settle(writer_, api)
+    await settle(writer_)
     assert [(m, p) for m, p, _ in api.requests if "/podgroups/" in p] == [
         ("PATCH", f"/apis/{api_version}/namespaces/ns/{path}")
     ]
@@ -307,7 +307,7 @@ async def test_a_schedule_start_time_is_written_once() -> None:
     api_version = "scheduling.x-k8s.io/v1alpha1"
     status.observe(f"PodGroup {api_version}", "ns/g", {"scheduleStartTime": "2020-01-01T00:00:00Z"})
     status.groups({"ns/g": placed(0)}, peer_group(api_version))
-    await settle(status, api)
+    await settle(status)
     [patch] = api.sent("PATCH")
     assert patch["status"]["scheduleStartTime"] == "2020-01-01T00:00:00Z"
 
@@ -326,7 +326,7 @@ async def test_peer_status_skip_leaves_peers_objects_alone() -> None:
     )
     status.groups({"ns/g": placed(0)}, peer_group("scheduling.volcano.sh/v1beta1"))
     status.queues({"q": QueueUsage(running=1)}, {"q": Queue(name="q")})
-    await settle(status, api)
+    await settle(status)
     assert api.requests == []
 
 
@@ -346,7 +346,7 @@ async def test_a_volcano_queue_gets_its_counts_and_its_state_is_never_written() 
     )
     usage = {"q": QueueUsage(allocated={"cpu": 1000}, running=1, pending=2)}
     status.queues(usage, {"q": Queue(name="q", open=False)})
-    await settle(status, api)
+    await settle(status)
     [patch] = api.sent("PATCH", f"/apis/{api_version}/queues/q/status")
     assert patch["status"] == {"pending": 2, "inqueue": 0, "running": 1}
 
@@ -357,7 +357,7 @@ async def test_queue_status_lists_allocations_and_removes_the_ones_gone() -> Non
     status.observe("Queue", "q", {"allocated": {"cpu": "2", "nvidia.com/gpu": "1"}, "running": 1})
     usage = {"q": QueueUsage(allocated={"cpu": 1500, "memory": 2**30}, running=1, inqueue=2)}
     status.queues(usage, {"q": Queue(name="q")})
-    await settle(status, api)
+    await settle(status)
     [patch] = api.sent("PATCH", f"/apis/{OUR_API}/queues/q/status")
     assert patch["status"] == {
         "allocated": {"cpu": "1500m", "memory": str(2**30), "nvidia.com/gpu": None},
@@ -366,7 +366,7 @@ async def test_queue_status_lists_allocations_and_removes_the_ones_gone() -> Non
         "running": 1,
     }
     status.queues(usage, {"q": Queue(name="q")})
-    await settle(status, api)
+    await settle(status)
     assert len(api.sent("PATCH")) == 1
 
 
@@ -379,7 +379,7 @@ async def test_writes_wait_while_binds_are_in_flight() -> None:
     await asyncio.sleep(0.05)
     assert api.requests == []
     binds_idle.set()
-    await asyncio.sleep(0.05)
+    await drained(status)
     task.cancel()
     assert len(api.requests) == 2
 
@@ -397,7 +397,7 @@ async def test_a_pod_placed_before_its_condition_went_out_is_not_told_it_waits()
     status.pods({"ns/q": "waiting"}, tasks)
     tasks["ns/q"] = pod_task("ns", "q", node="n1")  # assumed by a later session
     status.bound(Binding(namespace="ns", name="p", uid="u", node="n1", job="ns/p"))
-    await settle(status, api)
+    await settle(status)
     assert api.sent("PATCH") == []
 
 
@@ -416,9 +416,9 @@ async def test_a_write_that_failed_is_sent_again_later(monkeypatch: pytest.Monke
     api = RecordingApi(answer)
     status = writer(api)
     status.pods({"ns/p": "0/2 nodes are available: 2 Insufficient cpu."}, {})
-    await settle(status, api)
+    await settle(status)
     await asyncio.sleep(0.2)
-    await settle(status, api)
+    await settle(status)
     first, again = api.sent("PATCH", "/pods/p/status")
     assert first == again
 
@@ -446,7 +446,7 @@ async def test_a_status_write_answered_404_is_told_apart_by_reading_the_object(
     status = writer(api)
     before = {result: writes(result) for result in ("gone", "unwritable")}
     status.groups({"ns/g": placed(0)}, peer_group("scheduling.x-k8s.io/v1alpha1"))
-    await settle(status, api)
+    await settle(status)
     counted = {result: writes(result) - before[result] for result in before}
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     if exists:
