@@ -1,10 +1,10 @@
 """GPU allocation of the shipped policies on every openb pod list, by the FGD paper's method.
 
-Usage: python bench/replay.py [--traces default,cpu050,...|PATH.csv,...] [--seeds 42-51]
+Usage: python -m bench.replay [--traces default,cpu050,...|PATH.csv,...] [--seeds 42-51]
                               [--workers 2] [--trace-dir ../shared/data/openb] [--nodes CSV]
                               [--no-leave-one-out]
-       python bench/replay.py --derive-spec 0.33 --out DIR [--from gpuspec10]
-       python bench/replay.py --derive-share 0.8 --out DIR [--from default]
+       python -m bench.replay --derive-spec 0.33 --out DIR [--from gpuspec10]
+       python -m bench.replay --derive-share 0.8 --out DIR [--from default]
 Prints one JSON object: every run (trace, policy, seed) with its allocation at 100 % and
 130 % of arrived GPU demand and its replay time, then per trace and policy the means
 over the seeds beside the paper's published figures (DESIGN section 8); the same

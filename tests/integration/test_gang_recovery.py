@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 
 from batchsched.api.placement import PLACEMENT_ANNOTATION, Placement, parse_placement
-from batchsched.testing import ClusterObjects, Kube
-from batchsched.testing.objects import pod, pod_group
+from tests.support import ClusterObjects, Kube
+from tests.support.objects import pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     BINDING_PATHS,

@@ -23,9 +23,9 @@ import pytest
 import yaml
 
 from batchsched.framework.config import load_config
-from batchsched.testing import ControlPlane, Kube
-from batchsched.testing.kube import JSON
-from batchsched.testing.objects import load_manifests
+from tests.support import ControlPlane, Kube
+from tests.support.kube import JSON
+from tests.support.objects import load_manifests
 
 from .operator_support import REPO
 

@@ -21,8 +21,8 @@ from datetime import datetime
 
 import pytest
 
-from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube
-from batchsched.testing.objects import pod
+from tests.support import JSON, ClusterObjects, ControlPlane, Kube
+from tests.support.objects import pod
 
 from .faultproxy import Fault, FaultProxy
 from .operator_support import (  # noqa: F401 (fixtures)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from batchsched.testing import JSON, ClusterObjects, Kube
-from batchsched.testing.objects import pod, pod_group
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,

@@ -37,8 +37,8 @@ from batchsched.k8s.evictor import Evictor
 from batchsched.k8s.fence import unbounded
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
-from batchsched.testing import JSON, ClusterObjects, Kube
-from batchsched.testing.objects import node, pod, pod_group
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import node, pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     SchedulerAccounts,
@@ -404,9 +404,7 @@ def test_the_operator_reclaims_for_a_queue_below_its_share(
     pool = namespace
     nodes = [f"n{i}-{namespace}" for i in range(2)]
     for name in nodes:
-        ready_node(
-            cluster_objects, kube, node(name, {"cpu": "2", "memory": "4Gi"}, labels={"pool": pool})
-        )
+        ready_node(cluster_objects, kube, node(name, cpu="2", memory="4Gi", labels={"pool": pool}))
     lender, borrower = f"a-{namespace}", f"b-{namespace}"
     for name in (lender, borrower):
         cluster_objects.create(

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from batchsched.testing import ClusterObjects, Kube
-from batchsched.testing.objects import pod, pod_group
+from tests.support import ClusterObjects, Kube
+from tests.support.objects import pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,

@@ -12,8 +12,8 @@ import pytest
 
 from batchsched.api.volumes import BINDING_SINCE_ANNOTATION, SELECTED_NODE_ANNOTATION
 from batchsched.k8s.events import rfc3339
-from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube
-from batchsched.testing.objects import pod, pod_group
+from tests.support import JSON, ClusterObjects, ControlPlane, Kube
+from tests.support.objects import pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     SchedulerAccounts,

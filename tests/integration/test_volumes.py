@@ -12,8 +12,8 @@ import time
 import pytest
 
 from batchsched.api.volumes import BIND_COMPLETED_ANNOTATION, SELECTED_NODE_ANNOTATION
-from batchsched.testing import JSON, ClusterObjects, Kube
-from batchsched.testing.objects import pod, pod_group
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,

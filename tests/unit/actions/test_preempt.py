@@ -6,8 +6,7 @@ from typing import Any
 import pytest
 
 from batchsched.framework.decisions import Decisions
-
-from ..builders import Obj, decide, node, pod, pod_group, priority_class, queue
+from tests.support.objects import Obj, decide, node, pod, pod_group, priority_class, queue
 
 FOUR_CPU = {"cpu": "4"}
 

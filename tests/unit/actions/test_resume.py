@@ -4,8 +4,16 @@ nodes it was given, even when higher-priority work is waiting for the same room.
 import json
 
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
-
-from ..builders import Obj, decide, node, placements, pod, pod_group, priority_class, snapshot_of
+from tests.support.objects import (
+    Obj,
+    decide,
+    node,
+    placements,
+    pod,
+    pod_group,
+    priority_class,
+    snapshot_of,
+)
 
 ONE_CPU = {"cpu": "1"}
 

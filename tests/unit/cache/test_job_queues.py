@@ -8,8 +8,17 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
-
-from ..builders import SCHEDULER, Obj, cache_of, decide, node, placements, pod, pod_group, queue
+from tests.support.objects import (
+    SCHEDULER,
+    Obj,
+    cache_of,
+    decide,
+    node,
+    placements,
+    pod,
+    pod_group,
+    queue,
+)
 
 KEY = "scheduling.batchsched.io/queue-name"
 VOLCANO_KEY = "scheduling.volcano.sh/queue-name"

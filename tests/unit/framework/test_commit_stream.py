@@ -5,8 +5,7 @@ from collections.abc import Sequence
 
 from batchsched.framework.config import default_config, run_session
 from batchsched.framework.decisions import Binding
-
-from ..builders import gang, node, snapshot_of
+from tests.support.objects import gang, node, snapshot_of
 
 
 def test_committed_jobs_are_heard_one_by_one_and_add_up_to_the_decisions() -> None:

@@ -2,8 +2,7 @@
 
 from batchsched.framework.config import default_config, run_session
 from batchsched.framework.session import Timings
-
-from ..builders import gang, node, queue, snapshot_of
+from tests.support.objects import gang, node, queue, snapshot_of
 
 
 def test_every_action_and_plugin_is_timed() -> None:

@@ -8,8 +8,17 @@ from batchsched.api.errors import InvalidObject
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
-
-from ..builders import SCHEDULER, Obj, decide, gang, node, placements, pod, pod_group, queue
+from tests.support.objects import (
+    SCHEDULER,
+    Obj,
+    decide,
+    gang,
+    node,
+    placements,
+    pod,
+    pod_group,
+    queue,
+)
 
 
 def one_pod_jobs(prefix: str, count: int, queue_name: str) -> list[Obj]:

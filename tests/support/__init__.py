@@ -4,14 +4,14 @@ Shared by the integration tests, operator tests and benchmarks; nothing in the
 scheduler itself imports it.
 """
 
-from batchsched.testing.controlplane import (
+from tests.support.controlplane import (
     ControlPlane,
     ControlPlaneError,
     component_binary,
     find_assets,
 )
-from batchsched.testing.kube import JSON, ClusterObjects, Kube, KubeError, Resource, Response
-from batchsched.testing.peers import PEERS, PeersUnavailable, peer_crds, peer_source
+from tests.support.kube import JSON, ClusterObjects, Kube, KubeError, Resource, Response
+from tests.support.peers import PEERS, PeersUnavailable, peer_crds, peer_source
 
 __all__ = [
     "JSON",
