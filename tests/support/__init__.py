@@ -1,7 +1,8 @@
-"""Test support: a real Kubernetes control plane on loopback and a raw REST client.
+"""Test support: a real Kubernetes control plane on loopback, a raw REST client, the
+peers' released CRDs, and (in `objects`) the object builders every test shares.
 
-Shared by the integration tests, operator tests and benchmarks; nothing in the
-scheduler itself imports it.
+Shared by the tests and the benchmarks; it is not part of the package, so the wheel and
+the image carry none of it.
 """
 
 from tests.support.controlplane import (
