@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from batchsched.k8s.client import Api
+
 from tests.support.objects import node
 
 REPO = Path(__file__).resolve().parents[1]

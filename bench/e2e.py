@@ -98,6 +98,7 @@ from batchsched.api.groups import OUR_API
 from batchsched.k8s.client import JSON, Api
 from batchsched.k8s.credentials import Credentials, load_credentials
 from batchsched.k8s.protobuf import PROTOBUF
+
 from bench.cluster import (
     CREATE_CONCURRENCY,
     NODE_ALLOCATABLE,

@@ -46,6 +46,7 @@ from pathlib import Path
 from batchsched.api.groups import OUR_API
 from batchsched.k8s.client import JSON, Api, with_retries
 from batchsched.k8s.credentials import load_credentials
+
 from bench.cluster import (
     CREATE_CONCURRENCY,
     POD_REQUESTS,

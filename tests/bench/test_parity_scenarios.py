@@ -9,6 +9,7 @@ import pytest
 from batchsched.framework.config import default_config
 from batchsched.sim.loader import load_files
 from batchsched.sim.simulator import simulate
+
 from bench.parity_scenarios import (
     BIND_COMPLETED,
     KUBE_SCHEDULER,

@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from .operator_support import SchedulerAccounts
 from tests.support import (
     JSON,
     PEERS,
@@ -30,8 +31,6 @@ from tests.support import (
     peer_crds,
 )
 from tests.support.objects import load_manifests
-
-from .operator_support import SchedulerAccounts
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_CRDS = REPO / "crds"

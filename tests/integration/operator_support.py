@@ -30,10 +30,10 @@ import pytest
 import yaml
 
 from batchsched.api.quantity import parse_quantity
-from tests.support import JSON, ClusterObjects, ControlPlane, Kube
-from tests.support.objects import load_manifests, node
 
 from .faultproxy import FaultProxy
+from tests.support import JSON, ClusterObjects, ControlPlane, Kube
+from tests.support.objects import load_manifests, node
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "manifests" / "rbac.yaml"

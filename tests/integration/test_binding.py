@@ -17,6 +17,7 @@ from batchsched.k8s.fence import unbounded
 from batchsched.k8s.protobuf import PROTOBUF
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
+
 from tests.support import ControlPlane, Kube
 from tests.support.objects import pod
 

@@ -19,8 +19,6 @@ import yaml
 
 from batchsched.sim.loader import load_files
 from batchsched.sim.workloads import expand
-from tests.support import JSON, ClusterObjects, Kube, peer_source
-from tests.support.objects import node
 
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
@@ -34,6 +32,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     unschedulable_message,
 )
 from .peer_modules import scheduler_plugins_fixture  # noqa: F401 (fixture)
+from tests.support import JSON, ClusterObjects, Kube, peer_source
+from tests.support.objects import node
 
 pytestmark = pytest.mark.integration
 

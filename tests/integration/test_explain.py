@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from .operator_support import add_nodes, create
 from tests.support import ClusterObjects, ControlPlane, Kube
 from tests.support.objects import pod, pod_group
-
-from .operator_support import add_nodes, create
 
 pytestmark = pytest.mark.integration
 

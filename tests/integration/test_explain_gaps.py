@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ClusterObjects, ControlPlane, Kube
-from tests.support.objects import node, pod, pod_group
-
 from .operator_support import add_nodes, create, ready_node
 from .test_explain import plugin
+from tests.support import ClusterObjects, ControlPlane, Kube
+from tests.support.objects import node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 

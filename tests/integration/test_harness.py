@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
-from tests.support import ClusterObjects, ControlPlane, Kube, find_assets
-from tests.support.objects import node, pod
-
 from .faultproxy import FaultProxy
 from .operator_support import eventually
+from tests.support import ClusterObjects, ControlPlane, Kube, find_assets
+from tests.support.objects import node, pod
 
 pytestmark = pytest.mark.integration
 

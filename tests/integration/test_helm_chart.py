@@ -23,11 +23,11 @@ import pytest
 import yaml
 
 from batchsched.framework.config import load_config
+
+from .operator_support import REPO
 from tests.support import ControlPlane, Kube
 from tests.support.kube import JSON
 from tests.support.objects import load_manifests
-
-from .operator_support import REPO
 
 pytestmark = pytest.mark.integration
 

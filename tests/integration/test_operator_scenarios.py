@@ -19,8 +19,6 @@ from batchsched.cli import read_config
 from batchsched.sim.loader import load_files
 from batchsched.sim.report import to_json
 from batchsched.sim.simulator import simulate
-from tests.support import JSON, ClusterObjects, Kube
-from tests.support.objects import node, pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
@@ -39,6 +37,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 

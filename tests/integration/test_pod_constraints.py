@@ -7,9 +7,6 @@ from collections import Counter
 
 import pytest
 
-from tests.support import ClusterObjects, Kube
-from tests.support.objects import node, pod, pod_group
-
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
     add_nodes,
@@ -22,6 +19,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import ClusterObjects, Kube
+from tests.support.objects import node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 

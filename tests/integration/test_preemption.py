@@ -37,8 +37,6 @@ from batchsched.k8s.evictor import Evictor
 from batchsched.k8s.fence import unbounded
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
-from tests.support import JSON, ClusterObjects, Kube
-from tests.support.objects import node, pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     SchedulerAccounts,
@@ -60,6 +58,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     unschedulable_message,
 )
 from .test_volumes import bind_claim, claim, claims, storage_class, with_claim
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 

@@ -18,6 +18,7 @@ import yaml
 from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.endpoints import MetricsAuth, serve
+
 from tests.support import JSON, ClusterObjects, Kube, KubeError
 from tests.support.objects import load_manifests, node, pod, pod_group
 

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import JSON, ClusterObjects, Kube
-from tests.support.objects import node
-
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
     StartScheduler,
@@ -21,6 +18,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import node
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,6 @@ import subprocess
 import pytest
 import yaml
 
-from tests.support import JSON, ClusterObjects, ControlPlane, Kube, peer_source
-from tests.support.objects import node
-
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
     StartScheduler,
@@ -26,6 +23,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import JSON, ClusterObjects, ControlPlane, Kube, peer_source
+from tests.support.objects import node
 
 pytestmark = pytest.mark.integration
 

@@ -16,11 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.support import ControlPlane, ControlPlaneError, Kube
-from tests.support.objects import SCHEDULER, pod
-
 from .conftest import kube_controller_manager, start_control_plane
 from .operator_support import eventually
+from tests.support import ControlPlane, ControlPlaneError, Kube
+from tests.support.objects import SCHEDULER, pod
 
 pytestmark = pytest.mark.integration
 

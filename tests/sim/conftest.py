@@ -9,6 +9,7 @@ import pytest
 
 from batchsched.cache.cluster import ClusterCache
 from batchsched.k8s.watch import WATCHED
+
 from tests.unit.scenarios import label, outcome
 
 TRIMMERS = {watched.kind: watched.trim for watched in WATCHED}

@@ -3,6 +3,7 @@
 import pytest
 
 from batchsched.plugins.gang import AWAITING_PODS
+
 from tests.support.objects import (
     SCHEDULER,
     Obj,

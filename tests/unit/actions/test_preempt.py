@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from batchsched.framework.decisions import Decisions
+
 from tests.support.objects import Obj, decide, node, pod, pod_group, priority_class, queue
 
 FOUR_CPU = {"cpu": "4"}

@@ -4,6 +4,7 @@ nodes it was given, even when higher-priority work is waiting for the same room.
 import json
 
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
+
 from tests.support.objects import (
     Obj,
     decide,

@@ -11,6 +11,7 @@ import pytest
 from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import run_session
 from batchsched.framework.decisions import Decisions
+
 from tests.support.objects import SCHEDULER, Obj, cache_of, config_of, decide, node, pod, pod_group
 
 ALLOCATE_ONLY = "actions: allocate\n"

@@ -15,6 +15,7 @@ from batchsched.api.gpu import (
 )
 from batchsched.api.pods import task_from_pod
 from batchsched.api.resources import GPU
+
 from tests.support.objects import pod
 
 

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from batchsched.api.groups import POD_GROUP_APIS, parse_duration, pod_group_from_object
+
 from tests.support.objects import decide, pod, pod_group
 
 KUBE_BATCH = "scheduling.incubator.k8s.io/v1alpha1"

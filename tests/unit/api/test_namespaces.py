@@ -7,6 +7,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.objects import QueueName
+
 from tests.support.objects import Obj
 
 KEY = "scheduling.batchsched.io/queue-name"

@@ -9,6 +9,7 @@ from batchsched.api.objects import Requirement
 from batchsched.api.podaffinity import AffinityTerm, pod_affinity
 from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.selectors import NOTHING, Selector, parse_selector
+
 from tests.support.objects import pod
 
 WHERE = "Pod shop/p"

@@ -10,6 +10,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.objects import GroupRef, QueueName, Requirement, Toleration
 from batchsched.api.pods import ShapeMemo, effective_request, group_of, task_from_pod
 from batchsched.api.queues import priority_class_from_object
+
 from tests.support.objects import Obj, pod, priority_class
 
 WHERE = "Pod default/p"

@@ -13,6 +13,7 @@ from batchsched.api.queues import check_hierarchy, queue_from_object
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
+
 from tests.support.objects import SCHEDULER, gang, node, placements
 
 VOLCANO = "scheduling.volcano.sh/v1beta1"

@@ -9,6 +9,7 @@ from batchsched.api.objects import Requirement
 from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.selectors import NOTHING, Selector
 from batchsched.api.topologyspread import SpreadConstraint, spread_constraint, spread_constraints
+
 from tests.support.objects import pod
 
 WHERE = "Pod shop/p"

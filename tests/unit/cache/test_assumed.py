@@ -1,6 +1,7 @@
 """Assumed binds: decided, not yet seen in the pod, and kept until the pod shows a node."""
 
 from batchsched.cache.cluster import ClusterCache
+
 from tests.support.objects import cache_of, node, pod
 
 

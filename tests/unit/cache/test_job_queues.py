@@ -8,6 +8,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
+
 from tests.support.objects import (
     SCHEDULER,
     Obj,

@@ -14,6 +14,7 @@ from batchsched.cache.keeper import SnapshotKeeper, take_snapshot
 from batchsched.cache.snapshot import JobInfo, Snapshot
 from batchsched.framework.config import default_config, load_config, run_session
 from batchsched.framework.decisions import Decisions
+
 from tests.support.objects import SCHEDULER, Obj, at, node, pod, pod_group, priority_class, queue
 
 

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from batchsched.api.groups import OUR_API
+
 from tests.support.objects import Obj, decide, node, pod, queue
 
 # (PodGroup apiVersion, where the pod names its group, the key)

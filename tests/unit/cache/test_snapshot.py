@@ -6,6 +6,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
+
 from tests.support.objects import (
     SCHEDULER,
     Obj,

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 
 from batchsched.framework.config import default_config, run_session
 from batchsched.framework.decisions import Binding
+
 from tests.support.objects import gang, node, snapshot_of
 
 

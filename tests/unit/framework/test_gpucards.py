@@ -11,6 +11,7 @@ from batchsched.framework.config import default_config
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
 from batchsched.sim.simulator import simulate
+
 from tests.support.objects import (
     SCHEDULER,
     Obj,

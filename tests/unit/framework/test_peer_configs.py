@@ -9,6 +9,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.framework.config import SchedulerConfig, load_config
 from batchsched.framework.session import Session
+
 from tests.support.objects import node, pod, snapshot_of
 
 CONFIGS = Path(__file__).resolve().parents[3] / "examples" / "config"

@@ -2,6 +2,7 @@
 
 from batchsched.framework.config import default_config, run_session
 from batchsched.framework.session import Timings
+
 from tests.support.objects import gang, node, queue, snapshot_of
 
 

@@ -20,10 +20,10 @@ from batchsched.k8s.binder import CLAIM_POLL_SECONDS, Binder, VolumeWait
 from batchsched.k8s.client import JSON, ApiError
 from batchsched.k8s.events import rfc3339
 from batchsched.k8s.watch import CLAIMS, PODS, VOLUMES, WATCHED
-from tests.support.objects import node, pod
 
 from .recording_api import RecordingApi, created, watch_over
 from .recording_api import settle as settle_status
+from tests.support.objects import node, pod
 
 
 def setup(

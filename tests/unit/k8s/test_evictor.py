@@ -15,9 +15,9 @@ from batchsched.k8s.client import JSON, ApiError
 from batchsched.k8s.evictor import Evictor
 from batchsched.k8s.fence import unbounded
 from batchsched.k8s.watch import PODS, Watch
-from tests.support.objects import pod
 
 from .recording_api import RecordingApi, settle, watch_over
+from tests.support.objects import pod
 
 MESSAGE = "preempted by default/high on n1: job default/high has priority 1000, this pod 0"
 TOO_MANY = {

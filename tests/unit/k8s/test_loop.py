@@ -20,9 +20,9 @@ from batchsched.k8s.fence import unbounded
 from batchsched.k8s.forked import run_forked
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.watch import PODS, WATCHED
-from tests.support.objects import gang, node, pod, pod_group
 
 from .recording_api import RecordingApi, settle, watch_over
+from tests.support.objects import gang, node, pod, pod_group
 
 NODES = next(w for w in WATCHED if w.kind == "Node")
 GROUPS = next(w for w in WATCHED if w.kind == "PodGroup")  # ours come first

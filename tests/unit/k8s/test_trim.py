@@ -38,6 +38,7 @@ from batchsched.k8s.trim import (
     trim_volume,
     without_managed_fields,
 )
+
 from tests.support.objects import Obj, node, pod, pod_group, priority_class, queue, stamp
 
 FULL_POD: Obj = {

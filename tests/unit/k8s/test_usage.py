@@ -3,6 +3,7 @@
 from batchsched.framework.config import default_config, run_session
 from batchsched.framework.decisions import Binding, Nomination
 from batchsched.k8s.usage import summarize
+
 from tests.support.objects import gang, node, pod, queue, snapshot_of
 
 

@@ -11,9 +11,9 @@ from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.groups import OUR_API
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
 from batchsched.k8s.watch import CLAIMS, PODS, WATCHED, Watch, Watched, version_key
-from tests.support.objects import pod, pod_group, queue
 
 from .recording_api import RecordingApi, watch_over
+from tests.support.objects import pod, pod_group, queue
 
 
 def watching(manifest: dict[str, object]) -> Watch:

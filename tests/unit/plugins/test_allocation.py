@@ -5,6 +5,7 @@ import pytest
 
 from batchsched.framework.config import load_config
 from batchsched.framework.session import Session
+
 from tests.support.objects import (
     Quantities,
     decide,

@@ -2,10 +2,9 @@
 
 import pytest
 
-from tests.support.objects import Obj, decide, node, placements, pod, pod_group, queue
-
 from ..actions.test_preempt import evicted
 from ..actions.test_reclaim import running, waiting
+from tests.support.objects import Obj, decide, node, placements, pod, pod_group, queue
 
 
 def config(plugin: str, actions: str) -> str:

@@ -7,6 +7,7 @@ from batchsched.cache.keeper import SnapshotKeeper
 from batchsched.framework.config import run_session
 from batchsched.framework.decisions import Condition
 from batchsched.k8s.usage import summarize
+
 from tests.support.objects import (
     SCHEDULER,
     Obj,

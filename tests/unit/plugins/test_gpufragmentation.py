@@ -18,6 +18,7 @@ from batchsched.plugins.fragmentation import (
     TaskClass,
 )
 from batchsched.plugins.gpufragmentation import GpuFragmentation, _points, smallest_request
+
 from tests.support.objects import Obj, decide, node, pod, snapshot_of
 
 HALF = TaskClass(1000, GpuDemand(1, 500), Constraints())

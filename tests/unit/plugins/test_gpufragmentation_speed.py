@@ -11,6 +11,7 @@ from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
 from batchsched.plugins.fragmentation import InstanceFragmentationModel, TaskClass
 from batchsched.plugins.gpufragmentation import GpuFragmentation, _points
+
 from tests.support.objects import node, pod, snapshot_of
 
 

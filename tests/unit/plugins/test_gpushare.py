@@ -6,6 +6,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, GPU_MILLI
 from batchsched.api.resources import GPU
 from batchsched.framework.config import load_config
+
 from tests.support.objects import Obj, decide, node, placements, pod
 
 GPU_BINPACK = """

@@ -12,6 +12,7 @@ from batchsched.plugins.interpodaffinity import (
     EXISTING_ANTI_AFFINITY,
     InterPodAffinity,
 )
+
 from tests.support.objects import (
     Obj,
     decide,

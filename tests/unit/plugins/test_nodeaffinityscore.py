@@ -8,6 +8,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.api.pods import task_from_pod
 from batchsched.framework.session import Session
+
 from tests.support.objects import (
     Obj,
     config_of,

@@ -7,6 +7,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.framework.config import load_config
 from batchsched.framework.session import Session
+
 from tests.support.objects import decide, node, placements, pod, snapshot_of
 
 

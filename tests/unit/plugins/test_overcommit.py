@@ -4,6 +4,7 @@ import pytest
 
 from batchsched.api.errors import InvalidObject
 from batchsched.framework.config import load_config
+
 from tests.support.objects import decide, gang, node
 
 WITH = (

@@ -8,6 +8,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.framework.config import load_config
 from batchsched.plugins.podaffinityscore import min_max
+
 from tests.support.objects import Obj, decide, node, placements, pod, pod_group
 
 HOST = "kubernetes.io/hostname"

@@ -8,6 +8,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
+
 from tests.support.objects import (
     SCHEDULER,
     Obj,

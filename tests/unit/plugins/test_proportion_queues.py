@@ -7,6 +7,7 @@ from typing import Any
 from batchsched.cache.snapshot import JobInfo
 from batchsched.framework.config import default_config
 from batchsched.framework.session import Session
+
 from tests.support.objects import Obj, decide, gang, node, placements, pod, pod_group, snapshot_of
 
 VOLCANO = "scheduling.volcano.sh/v1beta1"

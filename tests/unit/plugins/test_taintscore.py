@@ -5,6 +5,7 @@ import pytest
 from batchsched.framework.config import default_config
 from batchsched.framework.session import Session
 from batchsched.plugins.taintscore import TaintTolerationScore
+
 from tests.support.objects import decide, node, pending_task, placements, pod, snapshot_of
 
 AVOID = {"key": "spot", "value": "true", "effect": "PreferNoSchedule"}

@@ -7,6 +7,7 @@ import pytest
 from batchsched.framework.config import default_config
 from batchsched.framework.session import Session
 from batchsched.plugins.topologyspread import CONSTRAINTS_MISMATCH, MISSING_LABEL, TopologySpread
+
 from tests.support.objects import Obj, decide, node, placements, pod, pod_group, snapshot_of
 
 HOST = "kubernetes.io/hostname"

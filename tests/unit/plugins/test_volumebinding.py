@@ -9,6 +9,7 @@ from batchsched.cache.keeper import take_snapshot
 from batchsched.framework.config import default_config, run_session
 from batchsched.framework.decisions import ClaimBinding
 from batchsched.plugins.volumebinding import BIND_CONFLICT, MAX_VOLUME_COUNT
+
 from tests.support.objects import SCHEDULER, Obj, cache_of, decide, node, placements, pod, pod_group
 
 HOST = "kubernetes.io/hostname"
