@@ -1,6 +1,6 @@
 """Throughput of the scheduling core alone: a synthetic cluster through one session.
 
-Usage: python bench/core.py [--nodes 5000] [--pods 20000] [--seed 1] [--anti-affinity]
+Usage: python -m bench.core [--nodes 5000] [--pods 20000] [--seed 1] [--anti-affinity]
     [--zone-spread DoNotSchedule|ScheduleAnyway] [--placeable] [--caught-up K]
 Prints one JSON object. Nodes are a mix of CPU and 8-GPU machines; pods come in gangs
 of 1 to 32 members sharing one shape (plus a CPU launcher for GPU gangs), sized so

@@ -1,7 +1,7 @@
 """End-to-end throughput of `batchsched run` on a real control plane, beside the raw bind
 ceiling and the list-watch floor measured in the same run.
 
-Usage: python bench/e2e.py [--nodes 1000] [--pods 5000] [--gang 8] [--concurrency 64]
+Usage: python -m bench.e2e [--nodes 1000] [--pods 5000] [--gang 8] [--concurrency 64]
                           [--rounds 6] [--control-plane-cpus 0|shared]
                           [--kinds ours|volcano]
 Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
@@ -80,7 +80,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -88,34 +87,40 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import urlencode
+from typing import Any
 
 from batchsched.api.groups import OUR_API
 from batchsched.k8s.client import JSON, Api
 from batchsched.k8s.credentials import Credentials, load_credentials
 from batchsched.k8s.protobuf import PROTOBUF
-from batchsched.testing import ControlPlane, find_assets, peer_crds
-from batchsched.testing.objects import load_manifests, node, pod, pod_group
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.cluster import (
+    CREATE_CONCURRENCY,
+    NODE_ALLOCATABLE,
+    POD_REQUESTS,
+    REPO,
+    SCHEDULER,
+    bounded,
+    control_plane_cpus,
+    cpu_set,
+    create_namespace,
+    create_nodes,
+    free_port,
+    pin,
+    watch_bound,
+)
+from tests.support import ControlPlane, find_assets, peer_crds
+from tests.support.objects import load_manifests, pod, pod_group
+
 FLOOR = REPO / "bench" / "floor.py"
-SCHEDULER = "batch-scheduler"
 NOBODY = "no-scheduler"
-POD_REQUESTS = {"cpu": "1", "memory": "1Gi"}
-NODE_ALLOCATABLE = {"cpu": "32", "memory": "128Gi", "pods": "110"}
-CREATE_CONCURRENCY = 32
 DELETE_BATCH = 1000
 BATCH_LABEL = "bench-batch"
-# Longer than any phase waits for its first event; a silent watch is then a broken one.
-WATCH_SILENCE_SECONDS = 600.0
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -140,46 +145,13 @@ KINDS = {
 }
 
 
-async def bounded(
-    concurrency: int, call: Callable[[T], Awaitable[Any]], items: Iterable[T]
-) -> None:
-    """`call(item)` for every item, `concurrency` at a time. That many workers take the
-    items in turn: a task per item, made up front, cost ~0.9 s of the event loop at
-    50,000 items (~0.08 s at 5,000), which the raw phase's clock counted against the
-    ceiling."""
-    remaining = iter(items)
-
-    async def worker() -> None:
-        for item in remaining:
-            await call(item)
-
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-
-
-async def create_nodes(api: Api, count: int) -> list[str]:
-    names = [f"node-{i:05d}" for i in range(count)]
-
-    async def create(name: str) -> None:
-        await api.post("/api/v1/nodes", node(name, NODE_ALLOCATABLE))
-        # No node lifecycle controller runs here to lift the not-ready taint the API
-        # server puts on new nodes.
-        await api.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
-
-    await bounded(CREATE_CONCURRENCY, create, names)
-    return names
-
-
-async def create_namespace(api: Api, name: str) -> None:
-    await api.post("/api/v1/namespaces", {"metadata": {"name": name}})
-
-
 def pod_manifests(
     count: int, gang: int, scheduler: str, prefix: str = "job", kinds: Kinds = KINDS["ours"]
 ) -> list[JSON]:
     manifests = []
     for i in range(count):
         group = f"{prefix}-{i // gang:05d}"
-        manifest = pod(f"{group}-{i % gang}", POD_REQUESTS, scheduler_name=scheduler)
+        manifest = pod(f"{group}-{i % gang}", POD_REQUESTS, scheduler=scheduler)
         manifest["metadata"]["annotations"] = {kinds.group_key: group}
         manifest["metadata"]["labels"] = {BATCH_LABEL: str(i // DELETE_BATCH)}
         manifests.append(manifest)
@@ -215,7 +187,7 @@ async def create_groups(
 ) -> None:
     path = f"/apis/{kinds.api_version}/namespaces/{namespace}/podgroups"
     sizes = Counter(f"{prefix}-{i // gang:05d}" for i in range(count))
-    queue = {"queue": kinds.queue} if kinds.queue else {}
+    queue: dict[str, Any] = {"queue": kinds.queue} if kinds.queue else {}
     bodies = [pod_group(g, sizes[g], api_version=kinds.api_version, **queue) for g in sorted(sizes)]
     await bounded(CREATE_CONCURRENCY, lambda body: api.post(path, body), bodies)
 
@@ -293,40 +265,6 @@ async def delete_pods(api: Api, namespace: str, pods: int) -> None:
     await bounded(4, delete, range(pods // DELETE_BATCH + 1))
     while (await api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1"))["items"]:
         await asyncio.sleep(0.2)
-
-
-async def watch_bound(
-    api: Api,
-    namespace: str,
-    bound: dict[str, float],
-    *,
-    expected: int | None = None,
-    done: asyncio.Event | None = None,
-) -> None:
-    """Record when each pod is first seen with a node; `done` is set once `expected`
-    are (without them, it records until cancelled).
-
-    The API server drops a watcher that falls behind (this process is busy binding in
-    the raw phase), so the watch resumes from the last version seen.
-    """
-    listed = await api.get(f"/api/v1/namespaces/{namespace}/pods?limit=1")
-    version = listed["metadata"]["resourceVersion"]
-    while True:
-        params = {"watch": "true", "resourceVersion": version, "allowWatchBookmarks": "true"}
-        path = f"/api/v1/namespaces/{namespace}/pods?{urlencode(params)}"
-        async with api.stream(path, silence=WATCH_SILENCE_SECONDS) as reply:
-            async for line in reply.lines():
-                event = json.loads(line)
-                obj = event["object"]
-                if event["type"] == "ERROR":
-                    raise RuntimeError(f"watch failed: {obj}")
-                version = obj["metadata"]["resourceVersion"]
-                name = obj["metadata"].get("name")
-                if event["type"] != "BOOKMARK" and obj["spec"].get("nodeName"):
-                    bound.setdefault(name, time.monotonic())
-                    if done is not None and expected is not None and len(bound) >= expected:
-                        done.set()
-                        return
 
 
 def process_cpu(pids: list[int]) -> float:
@@ -558,12 +496,6 @@ def synced_after(log: Path, started_wall: float) -> float:
     raise RuntimeError("the operator never logged its cache as synced")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def scrape(port: int) -> dict[str, float]:
     """The operator's /metrics, sample name (with labels) -> value."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
@@ -601,30 +533,6 @@ async def steady_state(api: Api, kinds: Kinds, port: int, gangs: int, gang: int)
         "sessions": int(sessions_after - sessions),
         "session_mean_seconds": round((spent_after - spent) / max(sessions_after - sessions, 1), 3),
     }
-
-
-def control_plane_cpus(chosen: set[int] | None) -> set[int]:
-    """The CPUs to give the control plane: as chosen, else the first if there are more."""
-    if chosen is not None:
-        return chosen
-    allowed = sorted(os.sched_getaffinity(0))
-    return {allowed[0]} if len(allowed) > 1 else set()
-
-
-def pin(control_plane: list[int], cpus: set[int]) -> None:
-    """The control plane's processes (every thread) on `cpus`, this one on the rest; the
-    processes it starts from now on inherit that."""
-    allowed = os.sched_getaffinity(0)
-    rest = allowed - cpus
-    if not cpus <= allowed or not rest:
-        raise SystemExit(
-            f"--control-plane-cpus: {sorted(cpus)} must be some of {sorted(allowed)}, "
-            "leaving at least one for the rest"
-        )
-    for pid in control_plane:
-        for thread in os.listdir(f"/proc/{pid}/task"):
-            os.sched_setaffinity(int(thread), cpus)
-    os.sched_setaffinity(0, rest)
 
 
 async def run(args: argparse.Namespace) -> JSON:
@@ -730,15 +638,6 @@ async def run(args: argparse.Namespace) -> JSON:
 
 def ratio(pods_per_second: float, baseline: JSON) -> float:
     return round(pods_per_second / float(baseline["pods_per_second"]), 3)
-
-
-def cpu_set(text: str) -> set[int]:
-    if text == "shared":
-        return set()
-    try:
-        return {int(cpu) for cpu in text.split(",")}
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of CPU numbers: {text!r}") from None
 
 
 def main() -> None:

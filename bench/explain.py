@@ -1,6 +1,6 @@
 """How long `batchsched explain` takes on a large cluster, once the cluster is read.
 
-Usage: python bench/explain.py [--nodes 5000] [--pods 50000] [--repeats 5] [--seed 1]
+Usage: python -m bench.explain [--nodes 5000] [--pods 50000] [--repeats 5] [--seed 1]
 Prints one JSON object. A synthetic cluster (40 % of nodes with 8 GPUs; gangs of 1 to
 16 pods, a fifth of them asking for GPUs) is scheduled by one session first, its
 bindings assumed, so most pods run and the rest wait as on a busy cluster. Each target

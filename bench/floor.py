@@ -1,6 +1,6 @@
 """The list-watch floor: the least work any scheduler that watches the cluster does.
 
-Usage: python bench/floor.py --kubeconfig FILE --namespace NS [--concurrency 64]
+Usage: python -m bench.floor --kubeconfig FILE --namespace NS [--concurrency 64]
 Started by bench/e2e.py as it starts the operator, and timed the same way.
 
 It does what no scheduler can skip, and nothing else: start Python, list every node

@@ -1,7 +1,7 @@
 """Creation-to-bound latency of `batchsched run` under steady arrival, measured the way
 kube-scheduler's scheduling SLI is: per pod, and per gang until its last member is bound.
 
-Usage: python bench/latency.py [--nodes 1000] [--load-pods 0] [--rate 20] [--seconds 60]
+Usage: python -m bench.latency [--nodes 1000] [--load-pods 0] [--rate 20] [--seconds 60]
                                [--sizes 1,16] [--rounds 1] [--operator-source DIR]
                                [--control-plane-cpus 0|shared]
 Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
@@ -43,7 +43,11 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from e2e import (
+from batchsched.api.groups import OUR_API
+from batchsched.k8s.client import JSON, Api, with_retries
+from batchsched.k8s.credentials import load_credentials
+
+from bench.cluster import (
     CREATE_CONCURRENCY,
     POD_REQUESTS,
     REPO,
@@ -57,12 +61,8 @@ from e2e import (
     pin,
     watch_bound,
 )
-
-from batchsched.api.groups import OUR_API
-from batchsched.k8s.client import JSON, Api, with_retries
-from batchsched.k8s.credentials import load_credentials
-from batchsched.testing import ControlPlane, find_assets
-from batchsched.testing.objects import load_manifests, pod, pod_group
+from tests.support import ControlPlane, find_assets
+from tests.support.objects import load_manifests, pod, pod_group
 
 GROUP_ANNOTATION = "scheduling.batchsched.io/group-name"
 LOAD_NAMESPACE = "load"
@@ -93,7 +93,7 @@ async def hold_load(api: Api, nodes: list[str], pods: int) -> None:
     await create_namespace(api, LOAD_NAMESPACE)
 
     async def create(index: int) -> None:
-        manifest = pod(f"load-{index:06d}", POD_REQUESTS, scheduler_name="no-scheduler")
+        manifest = pod(f"load-{index:06d}", POD_REQUESTS, scheduler="no-scheduler")
         manifest["spec"]["nodeName"] = nodes[index % len(nodes)]
         await api.post(f"/api/v1/namespaces/{LOAD_NAMESPACE}/pods", manifest)
 
@@ -143,7 +143,7 @@ async def arrive(api: Api, namespace: str, name: str, size: int, created: dict[s
 
     async def create(pod_name: str) -> None:
         notes = {GROUP_ANNOTATION: name} if size > 1 else None
-        manifest = pod(pod_name, POD_REQUESTS, scheduler_name=SCHEDULER, annotations=notes)
+        manifest = pod(pod_name, POD_REQUESTS, scheduler=SCHEDULER, annotations=notes)
         await api.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
         created[pod_name] = time.monotonic()
 

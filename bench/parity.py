@@ -1,12 +1,12 @@
 """Conformance of batchsched's constraint filters with kube-scheduler, on random scenarios.
 
-Usage: python bench/parity.py [--scenarios 500] [--seed 1] [--out parity-cases]
+Usage: python -m bench.parity [--scenarios 500] [--seed 1] [--out parity-cases]
                               [--only INDEX] [--settle 0.2]
 Needs KUBEBUILDER_ASSETS holding etcd, kube-apiserver and kube-scheduler:
     bash hack/envtest.sh && export KUBEBUILDER_ASSETS=$(bash hack/kube-scheduler.sh)
 Prints one JSON object; see docs/conformance.md.
 
-Each scenario (batchsched/testing/parity.py generates it from the seed and its index,
+Each scenario (bench/parity_scenarios.py generates it from the seed and its index,
 so `--only` replays one) is decided by batchsched's simulator, then created on a real
 control plane where kube-scheduler decides it: the nodes, the storage objects, the
 pods already bound (by spec.nodeName) and the incoming pod. When batchsched places the
@@ -24,15 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from batchsched.testing import (
-    ControlPlane,
-    ControlPlaneError,
-    Kube,
-    component_binary,
-    find_assets,
-)
-from batchsched.testing.kube import JSON
-from batchsched.testing.parity import (
+from bench.parity_scenarios import (
     KUBE_SCHEDULER,
     SELECTED_NODE,
     Answer,
@@ -46,6 +38,14 @@ from batchsched.testing.parity import (
     kube_verdict,
     probe_scenario,
 )
+from tests.support import (
+    ControlPlane,
+    ControlPlaneError,
+    Kube,
+    component_binary,
+    find_assets,
+)
+from tests.support.kube import JSON
 
 SCHEDULER_BINARY = "kube-scheduler"
 # kube-scheduler's own configuration: every node is scored (the pinned question needs

@@ -1,6 +1,6 @@
 """Cost of a preempting session: a full cluster, and pending work that must evict to run.
 
-Usage: python bench/preempt.py [--nodes 5000] [--repeat 5] [--high-gangs 10]
+Usage: python -m bench.preempt [--nodes 5000] [--repeat 5] [--high-gangs 10]
     [--gang-size 8] [--high-pods 20] [--reclaim-gangs 5]
 Prints one JSON object. The issue's target: at 5,000 nodes and 20,000 running pods a
 preempting session decides in under 1 s.

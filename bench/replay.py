@@ -1,10 +1,10 @@
 """GPU allocation of the shipped policies on every openb pod list, by the FGD paper's method.
 
-Usage: python bench/replay.py [--traces default,cpu050,...|PATH.csv,...] [--seeds 42-51]
+Usage: python -m bench.replay [--traces default,cpu050,...|PATH.csv,...] [--seeds 42-51]
                               [--workers 2] [--trace-dir ../shared/data/openb] [--nodes CSV]
                               [--no-leave-one-out]
-       python bench/replay.py --derive-spec 0.33 --out DIR [--from gpuspec10]
-       python bench/replay.py --derive-share 0.8 --out DIR [--from default]
+       python -m bench.replay --derive-spec 0.33 --out DIR [--from gpuspec10]
+       python -m bench.replay --derive-share 0.8 --out DIR [--from default]
 Prints one JSON object: every run (trace, policy, seed) with its allocation at 100 % and
 130 % of arrived GPU demand and its replay time, then per trace and policy the means
 over the seeds beside the paper's published figures (DESIGN section 8); the same
@@ -45,6 +45,10 @@ from batchsched.sim import openb
 from batchsched.sim.replay import replay
 
 CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "config"
+# Where the trace lives beside a checkout of this repository, and its files' names.
+TRACE_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "openb"
+NODE_LIST = "openb_node_list_gpu_node.csv"
+POD_LISTS = ("default", "cpu050", "gpushare40", "multigpu20", "gpuspec10")
 POLICIES = {"binpack": "binpack.yaml", "gpu-fragmentation": "gpu-fragmentation.yaml"}
 # The paper's means over seeds 42-51: BestFit stands against binpack, FGD against ours.
 PAPER_AT_130 = {
@@ -237,7 +241,7 @@ def _source(trace_dir: str, nodes: str | None, trace: str) -> Source:
         name = path.stem.removeprefix("openb_pod_list_")
     else:
         path, name = Path(trace_dir) / f"openb_pod_list_{trace}.csv", trace
-    return (nodes or str(Path(trace_dir) / openb.NODE_LIST), str(path), name)
+    return (nodes or str(Path(trace_dir) / NODE_LIST), str(path), name)
 
 
 def _held_out(
@@ -252,10 +256,10 @@ def _held_out(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", default=",".join(openb.POD_LISTS))
+    parser.add_argument("--traces", default=",".join(POD_LISTS))
     parser.add_argument("--seeds", default="42-51", help="a range 42-51 or a list 42,43")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--trace-dir", default=str(openb.TRACE_DIR))
+    parser.add_argument("--trace-dir", default=str(TRACE_DIR))
     parser.add_argument("--nodes", help="the node list; default: the trace's GPU nodes")
     parser.add_argument(
         "--no-leave-one-out",

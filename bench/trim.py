@@ -1,7 +1,7 @@
 """Cost of the watch's first step on every event: trimming the object and hashing what
 is kept (batchsched/k8s/trim.py, fingerprint_of in batchsched/k8s/watch.py).
 
-Usage: python bench/trim.py [--events 20000] [--repeat 9]
+Usage: python -m bench.trim [--events 20000] [--repeat 9]
 Prints one JSON object: microseconds per event for a pod and for a node, each as the
 API server sends them once running (a bound pod with its status, containers'
 statuses and token volume; a node with its kubelet's conditions, images and info,

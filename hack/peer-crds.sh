@@ -10,7 +10,7 @@
 # cluster has them) into
 #   ${BATCHSCHED_PEERS_CACHE:-${XDG_CACHE_HOME:-~/.cache}/batchsched/peers}/<stamp>/<peer>/crds/
 # beside a link `<peer>/source` to the module's directory (for its documented examples).
-# batchsched.testing.peers reads this layout.
+# tests/support/peers.py reads this layout.
 #
 # To move a peer to another release: set its version in hack/peers/<peer>/go.mod, run
 # `go mod download -json MODULE` there (it rewrites go.sum) and check the `crds` globs.

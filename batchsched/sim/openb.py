@@ -14,18 +14,10 @@ from batchsched.api.errors import InvalidObject, UnreadableInput
 from batchsched.api.gpu import CARD_MILLI, GPU_MILLI, GPU_MODEL_LABEL
 from batchsched.api.resources import GPU
 
-# Where the trace lives beside a checkout of this repository.
-TRACE_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "openb"
-NODE_LIST = "openb_node_list_gpu_node.csv"
-POD_LISTS = ("default", "cpu050", "gpushare40", "multigpu20", "gpuspec10")
 NAMESPACE = "openb"
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
-
-
-def pod_list(name: str) -> Path:
-    return TRACE_DIR / f"openb_pod_list_{name}.csv"
 
 
 def read_nodes(path: str | Path) -> list[dict[str, Any]]:

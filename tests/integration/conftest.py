@@ -1,4 +1,4 @@
-"""Fixtures for tests against a real etcd + kube-apiserver (see batchsched.testing).
+"""Fixtures for tests against a real etcd + kube-apiserver (see tests.support).
 
 One control plane serves the whole session; each test gets its own namespace, and
 the cluster-scoped objects it creates through `cluster_objects` are deleted after it.
@@ -17,7 +17,8 @@ import pytest
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from batchsched.testing import (
+from .operator_support import SchedulerAccounts
+from tests.support import (
     JSON,
     PEERS,
     ClusterObjects,
@@ -29,9 +30,7 @@ from batchsched.testing import (
     find_assets,
     peer_crds,
 )
-from batchsched.testing.objects import load_manifests
-
-from .operator_support import SchedulerAccounts
+from tests.support.objects import load_manifests
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_CRDS = REPO / "crds"
@@ -39,7 +38,7 @@ PROJECT_CRDS = REPO / "crds"
 # types: the Go module proxy refuses kube-batch (github.com/kubernetes-sigs/kube-batch,
 # sigs.k8s.io/kube-batch), whose released CRDs are apiextensions.k8s.io/v1beta1 anyway
 # (API servers stopped serving it in 1.22), and no Go module is known to ship Tencent's.
-# Every other peer's CRDs are its released files, unchanged (batchsched.testing.peers).
+# Every other peer's CRDs are its released files, unchanged (tests.support.peers).
 STAND_IN_CRDS = Path(__file__).resolve().parent / "crds"
 
 

@@ -30,10 +30,10 @@ import pytest
 import yaml
 
 from batchsched.api.quantity import parse_quantity
-from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube
-from batchsched.testing.objects import load_manifests, node
 
 from .faultproxy import FaultProxy
+from tests.support import JSON, ClusterObjects, ControlPlane, Kube
+from tests.support.objects import load_manifests, node
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "manifests" / "rbac.yaml"
@@ -337,7 +337,7 @@ def add_nodes(
     cluster_objects: ClusterObjects, kube: Kube, names: Iterable[str], allocatable: dict[str, str]
 ) -> None:
     for name in names:
-        ready_node(cluster_objects, kube, node(name, allocatable))
+        ready_node(cluster_objects, kube, node(name, extra=allocatable))
 
 
 def create(kube: Kube, namespace: str, obj: JSON) -> JSON:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from batchsched.testing import JSON, Kube
+from tests.support import JSON, Kube
 
 SCHEDULER_PLUGINS = ("sigs.k8s.io/scheduler-plugins", "v0.34.7")
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

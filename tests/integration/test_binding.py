@@ -17,8 +17,9 @@ from batchsched.k8s.protobuf import PROTOBUF
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
 from batchsched.model.decisions import Binding
-from batchsched.testing import ControlPlane, Kube
-from batchsched.testing.objects import pod
+
+from tests.support import ControlPlane, Kube
+from tests.support.objects import pod
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from batchsched.testing import JSON, ClusterObjects, Kube
+from tests.support import JSON, ClusterObjects, Kube
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,9 @@ from batchsched.k8s import client as client_module
 from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import SERVICE_ACCOUNT_DIR_ENV, Credentials, load_credentials
 from batchsched.k8s.leader import LeaderElection
-from batchsched.testing import ControlPlane, Kube
-from batchsched.testing.controlplane import ADMIN_USER
+
+from tests.support import ControlPlane, Kube
+from tests.support.controlplane import ADMIN_USER
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
 """Drop-in for each scheduler users switch from: that project's CRDs (its released files,
-batchsched.testing.peers, or for kube-batch and Tencent stand-ins in tests/integration/crds;
+tests.support.peers, or for kube-batch and Tencent stand-ins in tests/integration/crds;
 installed with the control plane), its documented example workload as written, and
 `batchsched run` on the configuration a switching cluster starts from. Gangs bind whole,
 the peer's PodGroups get the status its own project writes, and Volcano's Queue is
@@ -19,8 +19,6 @@ import yaml
 
 from batchsched.sim.loader import load_files
 from batchsched.sim.workloads import expand
-from batchsched.testing import JSON, ClusterObjects, Kube, peer_source
-from batchsched.testing.objects import node
 
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
@@ -34,6 +32,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     unschedulable_message,
 )
 from .peer_modules import scheduler_plugins_fixture  # noqa: F401 (fixture)
+from tests.support import JSON, ClusterObjects, Kube, peer_source
+from tests.support.objects import node
 
 pytestmark = pytest.mark.integration
 
@@ -238,7 +238,7 @@ def test_volcano_queue_and_gangs(
     workload = documents(queue_file.read_text())
     workload += expand_all(documents(deployment_file.read_text()))
     workload += volcano_gang("fits", 2, "500m") + volcano_gang("too-big", 2, "1")
-    room = node(f"n-{namespace}", {"cpu": "8", "memory": "16Gi"})
+    room = node(f"n-{namespace}", cpu="8", memory="16Gi")
     apply_all(kube, cluster_objects, [room, *workload], namespace)
     start_scheduler(config=DROP_IN)
 
@@ -368,7 +368,7 @@ def test_coscheduling_install_walkthrough(
     PodGroup's phase is the project's for minMember placed but not yet running."""
     installed(kube, f"podgroups.{api_version.partition('/')[0]}")
     group, deployment = documents(COSCHEDULING_DOC.format(api=api_version, label=label))
-    room = node(f"n-{namespace}", {"cpu": "4", "memory": "8Gi"})
+    room = node(f"n-{namespace}", cpu="4", memory="8Gi")
     apply_all(kube, cluster_objects, [room, group, *expand(deployment)], namespace)
     start_scheduler(config=DROP_IN)
 
@@ -424,7 +424,7 @@ def test_coscheduling_page_demo(
     config = tmp_path / "config.yaml"
     (written,) = blocks[config_heading]
     config.write_text(written)
-    room = node(f"n-{namespace}", {"cpu": "10", "memory": "8Gi"})
+    room = node(f"n-{namespace}", cpu="10", memory="8Gi")
     apply_all(kube, cluster_objects, [room, group, *expand(replicaset)], namespace)
     start_scheduler(config=config)
 

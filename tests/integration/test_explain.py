@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from batchsched.testing import ClusterObjects, ControlPlane, Kube
-from batchsched.testing.objects import pod, pod_group
-
 from .operator_support import add_nodes, create
+from tests.support import ClusterObjects, ControlPlane, Kube
+from tests.support.objects import pod, pod_group
 
 pytestmark = pytest.mark.integration
 

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from batchsched.testing import ClusterObjects, ControlPlane, Kube
-from batchsched.testing.objects import node, pod, pod_group
-
 from .operator_support import add_nodes, create, ready_node
 from .test_explain import plugin
+from tests.support import ClusterObjects, ControlPlane, Kube
+from tests.support.objects import node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +34,7 @@ def test_a_gangs_spread_refusals_beside_its_own_members_are_listed(
     refused zone a by its spread constraint (beside the first), zone b for cpu."""
     for name, zone, cpu in ((f"a-{namespace}", "a", "4"), (f"b-{namespace}", "b", "1")):
         labels = {f"zone-{namespace}": zone}
-        ready_node(cluster_objects, kube, node(name, {"cpu": cpu, "memory": "8Gi"}, labels=labels))
+        ready_node(cluster_objects, kube, node(name, cpu=cpu, memory="8Gi", labels=labels))
     create(kube, namespace, pod("filler", {"cpu": "1"}))
     kube.post(
         f"/api/v1/namespaces/{namespace}/pods/filler/binding",

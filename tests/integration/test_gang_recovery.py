@@ -14,8 +14,6 @@ from __future__ import annotations
 import pytest
 
 from batchsched.api.placement import PLACEMENT_ANNOTATION, Placement, parse_placement
-from batchsched.testing import ClusterObjects, Kube
-from batchsched.testing.objects import pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     BINDING_PATHS,
@@ -36,6 +34,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import ClusterObjects, Kube
+from tests.support.objects import pod, pod_group
 
 pytestmark = pytest.mark.integration
 

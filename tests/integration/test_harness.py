@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
-from batchsched.testing import ClusterObjects, ControlPlane, Kube, find_assets
-from batchsched.testing.objects import node, pod
-
 from .faultproxy import FaultProxy
 from .operator_support import eventually
+from tests.support import ClusterObjects, ControlPlane, Kube, find_assets
+from tests.support.objects import node, pod
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +37,7 @@ def _node_and_pod(
     kube: Kube, cluster_objects: ClusterObjects, namespace: str
 ) -> tuple[str, dict[str, Any]]:
     node_name = f"node-{namespace}"
-    cluster_objects.create(node(node_name, {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2"}))
+    cluster_objects.create(node(node_name, cpu="4", memory="8Gi", extra={"nvidia.com/gpu": "2"}))
     created = kube.create(pod("p0", {"cpu": "1", "memory": "1Gi"}), namespace)
     return node_name, created
 
@@ -174,7 +173,7 @@ def test_control_plane_restarts_cleanly(control_plane: ControlPlane) -> None:
 _RUNNER = textwrap.dedent(
     """
     import json, signal, sys, time
-    from batchsched.testing import ControlPlane, find_assets
+    from tests.support import ControlPlane, find_assets
 
     # A shell without job control starts background commands with SIGINT ignored, and
     # Python keeps it ignored then: Ctrl-C is what this runner stands for, so take it.

@@ -23,11 +23,11 @@ import pytest
 import yaml
 
 from batchsched.config.load import load_config
-from batchsched.testing import ControlPlane, Kube
-from batchsched.testing.kube import JSON
-from batchsched.testing.objects import load_manifests
 
 from .operator_support import REPO
+from tests.support import ControlPlane, Kube
+from tests.support.kube import JSON
+from tests.support.objects import load_manifests
 
 pytestmark = pytest.mark.integration
 

@@ -30,8 +30,9 @@ from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.informer import Informer
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import WATCHED, Watch, Watched
-from batchsched.testing import ControlPlane, Kube, peer_crds
-from batchsched.testing.objects import pod_group
+
+from tests.support import ControlPlane, Kube, peer_crds
+from tests.support.objects import pod_group
 
 pytestmark = pytest.mark.integration
 

@@ -21,9 +21,6 @@ from datetime import datetime
 
 import pytest
 
-from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube
-from batchsched.testing.objects import pod
-
 from .faultproxy import Fault, FaultProxy
 from .operator_support import (  # noqa: F401 (fixtures)
     BINDING_PATHS,
@@ -43,6 +40,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_proxy_fixture,
     start_scheduler_fixture,
 )
+from tests.support import JSON, ClusterObjects, ControlPlane, Kube
+from tests.support.objects import pod
 
 pytestmark = pytest.mark.integration
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from batchsched.testing import Kube
-from batchsched.testing.objects import load_manifests
-
 from .operator_support import REPO
+from tests.support import Kube
+from tests.support.objects import load_manifests
 
 pytestmark = pytest.mark.integration
 

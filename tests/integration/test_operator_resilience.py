@@ -6,9 +6,6 @@ from collections import Counter
 
 import pytest
 
-from batchsched.testing import ClusterObjects, ControlPlane, Kube
-from batchsched.testing.objects import node, pod, pod_group
-
 from .operator_support import (  # noqa: F401 (fixtures)
     FAST_LEADER_ELECTION,
     Scheduler,
@@ -25,6 +22,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import ClusterObjects, ControlPlane, Kube
+from tests.support.objects import node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -138,7 +137,7 @@ def test_two_replicas_one_leader_and_the_other_takes_over(
 def test_unusable_objects_are_reported_and_do_not_block_the_rest(
     kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
 ) -> None:
-    ready_node(cluster_objects, kube, node(f"n-{namespace}", {"cpu": "8", "memory": "8Gi"}))
+    ready_node(cluster_objects, kube, node(f"n-{namespace}", cpu="8", memory="8Gi"))
     # kube-batch's first API: its CRD (a stand-in, tests/integration/conftest.py)
     # validates nothing, so a value no released CRD would store can still reach us.
     bad_group = {

@@ -18,8 +18,6 @@ from batchsched.config.load import read_config
 from batchsched.sim.loader import load_files
 from batchsched.sim.report import to_json
 from batchsched.sim.simulator import simulate
-from batchsched.testing import JSON, ClusterObjects, Kube
-from batchsched.testing.objects import node, pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
@@ -39,6 +37,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     ticks_pass,
     unschedulable_message,
 )
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -233,7 +233,7 @@ def test_a_node_added_later_unblocks_a_gang(
     queue = f"q-{namespace}"
     cluster_objects.create({"apiVersion": OUR_API, "kind": "Queue", "metadata": {"name": queue}})
     first, second = f"a-{namespace}", f"b-{namespace}"
-    ready_node(cluster_objects, kube, node(first, {"cpu": "2", "memory": "8Gi"}))
+    ready_node(cluster_objects, kube, node(first, cpu="2", memory="8Gi"))
     create(kube, namespace, pod_group("g", 3, queue=queue))
     for member in group_members("g", 3):
         create(kube, namespace, member)
@@ -256,7 +256,7 @@ def test_a_node_added_later_unblocks_a_gang(
     group_events = [e for e in events(kube, namespace) if e["regarding"]["kind"] == "PodGroup"]
     assert [e["reason"] for e in group_events] == ["FailedScheduling"]
 
-    ready_node(cluster_objects, kube, node(second, {"cpu": "2", "memory": "8Gi"}))
+    ready_node(cluster_objects, kube, node(second, cpu="2", memory="8Gi"))
     eventually(lambda: all(placements(kube, namespace).values()), what="the gang bound")
     assert sorted(str(n) for n in placements(kube, namespace).values()) == [first, first, second]
 

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from batchsched.testing import JSON, ClusterObjects, Kube
-from batchsched.testing.objects import pod, pod_group
-
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
     add_nodes,
@@ -21,6 +18,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import pod, pod_group
 
 pytestmark = pytest.mark.integration
 

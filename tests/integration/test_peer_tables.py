@@ -20,15 +20,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conformance.runner import Case
-from conformance.scheduler_plugins.test_capacity_scheduling import POST_FILTER, REGULAR_PREEMPTION
-from conformance.scheduler_plugins.test_coscheduling_integration import (
-    BACKOFF,
-    COMPLETED,
-    PLUGIN_CASES,
-)
-
-from batchsched.testing import ClusterObjects, Kube
 
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
@@ -42,6 +33,17 @@ from .operator_support import (  # noqa: F401 (fixtures)
     unschedulable_message,
 )
 from .peer_modules import scheduler_plugins_fixture  # noqa: F401 (fixture)
+from tests.conformance.runner import Case
+from tests.conformance.scheduler_plugins.test_capacity_scheduling import (
+    POST_FILTER,
+    REGULAR_PREEMPTION,
+)
+from tests.conformance.scheduler_plugins.test_coscheduling_integration import (
+    BACKOFF,
+    COMPLETED,
+    PLUGIN_CASES,
+)
+from tests.support import ClusterObjects, Kube
 
 pytestmark = pytest.mark.integration
 

@@ -7,9 +7,6 @@ from collections import Counter
 
 import pytest
 
-from batchsched.testing import ClusterObjects, Kube
-from batchsched.testing.objects import node, pod, pod_group
-
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
     add_nodes,
@@ -22,6 +19,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import ClusterObjects, Kube
+from tests.support.objects import node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -84,7 +83,7 @@ def test_zone_spread_is_honoured_for_a_gang(
     zones = {f"{zone}{i}-{namespace}": zone for zone in "abc" for i in range(2)}
     for name, zone in zones.items():
         labels = {"topology.kubernetes.io/zone": zone}
-        ready_node(cluster_objects, kube, node(name, {"cpu": "8", "memory": "16Gi"}, labels=labels))
+        ready_node(cluster_objects, kube, node(name, cpu="8", memory="16Gi", labels=labels))
     create(kube, namespace, pod_group("g", 6))
     for i in range(6):
         member = pod(f"g-{i}", CPU, labels={"app": "g"})

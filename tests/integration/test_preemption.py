@@ -37,8 +37,6 @@ from batchsched.k8s.fence import unbounded
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import PODS, Watch
 from batchsched.model.decisions import Eviction, Nomination
-from batchsched.testing import JSON, ClusterObjects, Kube
-from batchsched.testing.objects import node, pod, pod_group
 
 from .faultproxy import FaultProxy
 from .operator_support import (  # noqa: F401 (fixtures)
@@ -61,6 +59,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     unschedulable_message,
 )
 from .test_volumes import bind_claim, claim, claims, storage_class, with_claim
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -419,9 +419,7 @@ def test_the_operator_reclaims_for_a_queue_below_its_share(
     pool = namespace
     nodes = [f"n{i}-{namespace}" for i in range(2)]
     for name in nodes:
-        ready_node(
-            cluster_objects, kube, node(name, {"cpu": "2", "memory": "4Gi"}, labels={"pool": pool})
-        )
+        ready_node(cluster_objects, kube, node(name, cpu="2", memory="4Gi", labels={"pool": pool}))
     lender, borrower = f"a-{namespace}", f"b-{namespace}"
     for name in (lender, borrower):
         cluster_objects.create(

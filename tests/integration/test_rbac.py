@@ -18,8 +18,9 @@ import yaml
 from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.endpoints import MetricsAuth, serve
-from batchsched.testing import JSON, ClusterObjects, Kube, KubeError
-from batchsched.testing.objects import load_manifests, node, pod, pod_group
+
+from tests.support import JSON, ClusterObjects, Kube, KubeError
+from tests.support.objects import load_manifests, node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -255,7 +256,7 @@ def test_scheduler_requests_succeed(
     cluster_objects: ClusterObjects,
     service_account: JSON,
 ) -> None:
-    cluster_objects.create(node("rbac-node", {"cpu": "4", "memory": "8Gi"}))
+    cluster_objects.create(node("rbac-node", cpu="4", memory="8Gi"))
     uid = kube.create(pod("p0", {"cpu": "1"}), namespace)["metadata"]["uid"]
     group_path = f"/apis/scheduling.batchsched.io/v1alpha1/namespaces/{namespace}/podgroups/pg"
     kube.create(pod_group("pg", 1), namespace)
@@ -417,7 +418,7 @@ def test_scheduler_requests_refused(scheduler: Kube, namespace: str) -> None:
         scheduler.post(f"/api/v1/namespaces/{namespace}/pods", pod("sneaky", {"cpu": "1"})),
         scheduler.delete(f"/api/v1/namespaces/{namespace}/pods"),
         scheduler.delete(f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/anything"),
-        scheduler.post("/api/v1/nodes", node("sneaky", {"cpu": "1"})),
+        scheduler.post("/api/v1/nodes", node("sneaky", cpu="1")),
         scheduler.delete("/api/v1/nodes/anything"),
         scheduler.delete(
             f"/apis/scheduling.batchsched.io/v1alpha1/namespaces/{namespace}/podgroups/pg"

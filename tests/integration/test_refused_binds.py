@@ -8,9 +8,6 @@ import time
 
 import pytest
 
-from batchsched.testing import ClusterObjects, Kube
-from batchsched.testing.objects import pod, pod_group
-
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
     add_nodes,
@@ -23,6 +20,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import ClusterObjects, Kube
+from tests.support.objects import pod, pod_group
 
 pytestmark = pytest.mark.integration
 

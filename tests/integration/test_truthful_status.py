@@ -12,8 +12,6 @@ import pytest
 
 from batchsched.api.volumes import BINDING_SINCE_ANNOTATION, SELECTED_NODE_ANNOTATION
 from batchsched.k8s.events import rfc3339
-from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube
-from batchsched.testing.objects import pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     SchedulerAccounts,
@@ -33,6 +31,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
 )
 from .test_explain import plugin
 from .test_volumes import PROVISIONER, bind_claim, claim, claims, storage_class, with_claim
+from tests.support import JSON, ClusterObjects, ControlPlane, Kube
+from tests.support.objects import pod, pod_group
 
 pytestmark = pytest.mark.integration
 

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from batchsched.testing import JSON, ClusterObjects, Kube
-from batchsched.testing.objects import node
-
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
     StartScheduler,
@@ -21,6 +18,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import node
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +70,7 @@ def test_task_minimums_min_member_zero_and_groups_without_pods(
     controller then creates its pods) and `too-big`, whose minResources the cluster
     cannot hold, stays Pending."""
     for name, role, cpu in ((f"m-{namespace}", "master", "1"), (f"w-{namespace}", "worker", "4")):
-        obj = node(name, {"cpu": cpu, "memory": "8Gi"})
+        obj = node(name, cpu=cpu, memory="8Gi")
         obj["metadata"].setdefault("labels", {})["role"] = role
         ready_node(cluster_objects, kube, obj)
     objects = [

@@ -23,9 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube, peer_crds, peer_source
-from batchsched.testing.objects import load_manifests, node
-
 from .conftest import PROJECT_CRDS, start_control_plane
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
@@ -39,6 +36,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import JSON, ClusterObjects, ControlPlane, Kube, peer_crds, peer_source
+from tests.support.objects import load_manifests, node
 
 pytestmark = pytest.mark.integration
 
@@ -144,7 +143,7 @@ def add_nodes(
     kube: Kube, cluster_objects: ClusterObjects, allocatable: dict[str, str], *names: str
 ) -> None:
     for name in names:
-        ready_node(cluster_objects, kube, node(name, allocatable))
+        ready_node(cluster_objects, kube, node(name, extra=allocatable))
 
 
 def bound(kube: Kube, namespace: str) -> dict[str, str]:

@@ -12,9 +12,6 @@ import subprocess
 import pytest
 import yaml
 
-from batchsched.testing import JSON, ClusterObjects, ControlPlane, Kube, peer_source
-from batchsched.testing.objects import node
-
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
     StartScheduler,
@@ -26,6 +23,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import JSON, ClusterObjects, ControlPlane, Kube, peer_source
+from tests.support.objects import node
 
 pytestmark = pytest.mark.integration
 
@@ -94,7 +93,7 @@ def test_queues_with_the_crds_defaults_schedule_in_their_dequeue_order(
     traverse = volcano_queue(cluster_objects, f"tr-{namespace}")
     assert traverse["spec"] == {"dequeueStrategy": "traverse", "weight": 1}
     volcano_queue(cluster_objects, f"ff-{namespace}", dequeueStrategy="fifo")
-    ready_node(cluster_objects, kube, node(f"n-{namespace}", {"cpu": "4", "memory": "8Gi"}))
+    ready_node(cluster_objects, kube, node(f"n-{namespace}", cpu="4", memory="8Gi"))
     for queue in (f"tr-{namespace}", f"ff-{namespace}"):
         tag = queue.partition("-")[0]
         gang(kube, namespace, f"{tag}-huge", queue, 2, "3")
@@ -126,7 +125,7 @@ def test_a_queue_closed_in_its_status_stays_closed(
         200
     )
     volcano_queue(cluster_objects, f"open-{namespace}")
-    ready_node(cluster_objects, kube, node(f"n-{namespace}", {"cpu": "4", "memory": "8Gi"}))
+    ready_node(cluster_objects, kube, node(f"n-{namespace}", cpu="4", memory="8Gi"))
     gang(kube, namespace, "shut", closed, 1, "500m")
     gang(kube, namespace, "runs", f"open-{namespace}", 2, "500m")
     start_scheduler(config=DROP_IN)
@@ -177,7 +176,7 @@ def test_the_root_queue_tops_the_tree_with_its_capability(
     and its capability bounds the queues below it (those naming no parent)."""
     volcano_queue(cluster_objects, "root", capability={"cpu": "1500m"})
     volcano_queue(cluster_objects, f"team-{namespace}")
-    ready_node(cluster_objects, kube, node(f"n-{namespace}", {"cpu": "8", "memory": "8Gi"}))
+    ready_node(cluster_objects, kube, node(f"n-{namespace}", cpu="8", memory="8Gi"))
     gang(kube, namespace, "first", f"team-{namespace}", 2, "500m")
     start_scheduler(config=DROP_IN)
 
@@ -201,7 +200,7 @@ def test_volcanos_hierarchical_example_queues_schedule(
     assert [q["kind"] for q in queues] == ["Queue"] * 4
     for queue in queues:
         cluster_objects.create(queue)
-    ready_node(cluster_objects, kube, node(f"n-{namespace}", {"cpu": "8", "memory": "8Gi"}))
+    ready_node(cluster_objects, kube, node(f"n-{namespace}", cpu="8", memory="8Gi"))
     for queue in queues:
         name = queue["metadata"]["name"]
         gang(kube, namespace, name, name, 2, "500m")

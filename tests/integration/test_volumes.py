@@ -12,8 +12,6 @@ import time
 import pytest
 
 from batchsched.api.volumes import BIND_COMPLETED_ANNOTATION, SELECTED_NODE_ANNOTATION
-from batchsched.testing import JSON, ClusterObjects, Kube
-from batchsched.testing.objects import pod, pod_group
 
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
@@ -26,6 +24,8 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import pod, pod_group
 
 pytestmark = pytest.mark.integration
 

@@ -16,11 +16,10 @@ from typing import Any
 
 import pytest
 
-from batchsched.testing import ControlPlane, ControlPlaneError, Kube
-from batchsched.testing.objects import SCHEDULER_NAME, pod
-
 from .conftest import kube_controller_manager, start_control_plane
 from .operator_support import eventually
+from tests.support import ControlPlane, ControlPlaneError, Kube
+from tests.support.objects import SCHEDULER, pod
 
 pytestmark = pytest.mark.integration
 
@@ -129,7 +128,7 @@ def test_a_job_that_does_not_qualify_gets_pods_and_no_gang(
     own = shape.get("scheduling_group")
     for p in pods:
         assert owners(p) == [("Job", "plain", True)]
-        assert p["spec"]["schedulerName"] == SCHEDULER_NAME
+        assert p["spec"]["schedulerName"] == SCHEDULER
         assert p["spec"].get("schedulingGroup") == ({"podGroupName": own} if own else None)
     if shape.get("indexed", True):
         assert sorted(p["metadata"]["annotations"][COMPLETION_INDEX] for p in pods) == [
@@ -184,7 +183,7 @@ def test_a_qualifying_job_becomes_a_workload_a_gang_podgroup_and_member_pods(
     for p in pods:
         assert p["spec"]["schedulingGroup"] == {"podGroupName": group_name}
         # The template's scheduler is kept: such a gang is the named scheduler's to place.
-        assert p["spec"]["schedulerName"] == SCHEDULER_NAME
+        assert p["spec"]["schedulerName"] == SCHEDULER
         # The controller means to add the PodGroup as a second owner, but pods are made
         # from the template with the Job as their only owner.
         assert owners(p) == [job_ref]

@@ -6,10 +6,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from unit.scenarios import label, outcome
 
 from batchsched.cache.cluster import ClusterCache
 from batchsched.k8s.watch import WATCHED
+
+from tests.unit.scenarios import label, outcome
 
 TRIMMERS = {watched.kind: watched.trim for watched in WATCHED}
 

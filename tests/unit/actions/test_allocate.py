@@ -2,7 +2,7 @@
 
 import pytest
 
-from ..builders import Obj, at, decide, node, placements, pod, pod_group, queue, stamp
+from tests.support.objects import Obj, at, decide, node, placements, pod, pod_group, queue, stamp
 
 ONE_CPU = {"cpu": "1"}
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ..builders import decide, gang, node, placements, pod
+from tests.support.objects import decide, gang, node, placements, pod
 
 FULL = [node("n1", cpu="2"), pod("hog", requests={"cpu": "2"}, node_name="n1", scheduler="other")]
 

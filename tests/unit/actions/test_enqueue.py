@@ -4,7 +4,7 @@ import pytest
 
 from batchsched.plugins.gang import AWAITING_PODS
 
-from ..builders import (
+from tests.support.objects import (
     SCHEDULER,
     Obj,
     Quantities,

@@ -7,7 +7,7 @@ import pytest
 
 from batchsched.model.decisions import Decisions
 
-from ..builders import Obj, decide, node, pod, pod_group, priority_class, queue
+from tests.support.objects import Obj, decide, node, pod, pod_group, priority_class, queue
 
 FOUR_CPU = {"cpu": "4"}
 

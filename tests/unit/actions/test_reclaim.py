@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from ..builders import Obj, decide, node, pod, pod_group, queue
 from .test_preempt import evicted, nominated
+from tests.support.objects import Obj, decide, node, pod, pod_group, queue
 
 EIGHT_NODES = [node(f"n{i}", cpu="4") for i in range(4)]
 

@@ -5,7 +5,16 @@ import json
 
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
 
-from ..builders import Obj, decide, node, placements, pod, pod_group, priority_class, snapshot_of
+from tests.support.objects import (
+    Obj,
+    decide,
+    node,
+    placements,
+    pod,
+    pod_group,
+    priority_class,
+    snapshot_of,
+)
 
 ONE_CPU = {"cpu": "1"}
 

@@ -12,7 +12,7 @@ from batchsched.cache.keeper import take_snapshot
 from batchsched.model.decisions import Decisions
 from batchsched.scheduler import run_session
 
-from ..builders import SCHEDULER, Obj, cache_of, config_of, decide, node, pod, pod_group
+from tests.support.objects import SCHEDULER, Obj, cache_of, config_of, decide, node, pod, pod_group
 
 ALLOCATE_ONLY = "actions: allocate\n"
 

@@ -16,7 +16,7 @@ from batchsched.api.gpu import (
 from batchsched.api.pods import task_from_pod
 from batchsched.api.resources import GPU
 
-from ..builders import pod
+from tests.support.objects import pod
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 
 from batchsched.api.groups import POD_GROUP_APIS, parse_duration, pod_group_from_object
 
-from ..builders import decide, pod, pod_group
+from tests.support.objects import decide, pod, pod_group
 
 KUBE_BATCH = "scheduling.incubator.k8s.io/v1alpha1"
 # kube-batch's later API group and version (Volcano's too, before scheduling.volcano.sh).

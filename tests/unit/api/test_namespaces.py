@@ -8,7 +8,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.objects import QueueName
 
-from ..builders import Obj
+from tests.support.objects import Obj
 
 KEY = "scheduling.batchsched.io/queue-name"
 

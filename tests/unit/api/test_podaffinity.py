@@ -9,7 +9,7 @@ from batchsched.api.podaffinity import AffinityTerm, pod_affinity
 from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.selectors import NOTHING, Requirement, Selector, parse_selector
 
-from ..builders import pod
+from tests.support.objects import pod
 
 WHERE = "Pod shop/p"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"

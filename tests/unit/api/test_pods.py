@@ -12,7 +12,7 @@ from batchsched.api.pods import ShapeMemo, effective_request, group_of, task_fro
 from batchsched.api.queues import priority_class_from_object
 from batchsched.api.selectors import Requirement
 
-from ..builders import Obj, pod, priority_class
+from tests.support.objects import Obj, pod, priority_class
 
 WHERE = "Pod default/p"
 GI = 2**30

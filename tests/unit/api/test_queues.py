@@ -15,7 +15,7 @@ from batchsched.cache.keeper import take_snapshot
 from batchsched.config.load import default_config
 from batchsched.scheduler import run_session
 
-from ..builders import SCHEDULER, gang, node, placements
+from tests.support.objects import SCHEDULER, gang, node, placements
 
 VOLCANO = "scheduling.volcano.sh/v1beta1"
 

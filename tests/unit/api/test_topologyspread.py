@@ -9,7 +9,7 @@ from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.selectors import NOTHING, Requirement, Selector
 from batchsched.api.topologyspread import SpreadConstraint, spread_constraint, spread_constraints
 
-from ..builders import pod
+from tests.support.objects import pod
 
 WHERE = "Pod shop/p"
 WEB = {"matchLabels": {"app": "web"}}

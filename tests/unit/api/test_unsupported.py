@@ -8,7 +8,7 @@ from batchsched.api.podaffinity import PREFERRED
 from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.unsupported import GATED_MESSAGE
 
-from ..builders import pod
+from tests.support.objects import pod
 
 TERM = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
 

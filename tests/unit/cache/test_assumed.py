@@ -2,7 +2,7 @@
 
 from batchsched.cache.cluster import ClusterCache
 
-from ..builders import cache_of, node, pod
+from tests.support.objects import cache_of, node, pod
 
 
 def cache_with_pending_pod() -> ClusterCache:

@@ -10,7 +10,17 @@ from batchsched.cache.keeper import take_snapshot
 from batchsched.config.load import default_config
 from batchsched.scheduler import run_session
 
-from ..builders import SCHEDULER, Obj, cache_of, decide, node, placements, pod, pod_group, queue
+from tests.support.objects import (
+    SCHEDULER,
+    Obj,
+    cache_of,
+    decide,
+    node,
+    placements,
+    pod,
+    pod_group,
+    queue,
+)
 
 KEY = "scheduling.batchsched.io/queue-name"
 VOLCANO_KEY = "scheduling.volcano.sh/queue-name"

@@ -16,7 +16,7 @@ from batchsched.model.decisions import Decisions
 from batchsched.model.snapshot import JobInfo, Snapshot
 from batchsched.scheduler import run_session
 
-from ..builders import SCHEDULER, Obj, at, node, pod, pod_group, priority_class, queue
+from tests.support.objects import SCHEDULER, Obj, at, node, pod, pod_group, priority_class, queue
 
 
 def namespace_object(name: str, *, queue: str) -> Obj:

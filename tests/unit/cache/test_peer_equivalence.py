@@ -5,7 +5,9 @@ from typing import Any
 
 import pytest
 
-from ..builders import OUR_API, Obj, decide, node, pod, queue
+from batchsched.api.groups import OUR_API
+
+from tests.support.objects import Obj, decide, node, pod, queue
 
 # (PodGroup apiVersion, where the pod names its group, the key)
 PEERS = {

@@ -7,7 +7,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
 
-from ..builders import (
+from tests.support.objects import (
     SCHEDULER,
     Obj,
     at,

@@ -10,7 +10,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.config.load import SchedulerConfig, load_config
 from batchsched.framework.session import Session
 
-from ..builders import node, pod, snapshot_of
+from tests.support.objects import node, pod, snapshot_of
 
 CONFIGS = Path(__file__).resolve().parents[3] / "examples" / "config"
 

@@ -7,7 +7,7 @@ from batchsched.config.load import default_config
 from batchsched.model.decisions import Binding
 from batchsched.scheduler import run_session
 
-from ..builders import gang, node, snapshot_of
+from tests.support.objects import gang, node, snapshot_of
 
 
 def test_committed_jobs_are_heard_one_by_one_and_add_up_to_the_decisions() -> None:

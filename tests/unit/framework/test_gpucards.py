@@ -12,7 +12,7 @@ from batchsched.framework.statement import Statement
 from batchsched.model.snapshot import Snapshot
 from batchsched.sim.simulator import simulate
 
-from ..builders import (
+from tests.support.objects import (
     SCHEDULER,
     Obj,
     cache_of,

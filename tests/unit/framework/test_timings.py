@@ -4,7 +4,7 @@ from batchsched.config.load import default_config
 from batchsched.framework.session import Timings
 from batchsched.scheduler import run_session
 
-from ..builders import gang, node, queue, snapshot_of
+from tests.support.objects import gang, node, queue, snapshot_of
 
 
 def test_every_action_and_plugin_is_timed() -> None:

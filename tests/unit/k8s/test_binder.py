@@ -21,9 +21,9 @@ from batchsched.k8s.events import rfc3339
 from batchsched.k8s.watch import CLAIMS, PODS, VOLUMES, WATCHED
 from batchsched.model.decisions import Binding, ClaimBinding, JobStatus
 
-from ..builders import node, pod
 from .recording_api import RecordingApi, created, watch_over
 from .recording_api import settle as settle_status
+from tests.support.objects import node, pod
 
 
 def setup(
@@ -37,7 +37,7 @@ def setup(
     watch = watch_over(api, scheduler_name="s")
     bindings = []
     for i in range(members):
-        manifest = pod(f"p{i}", requests={"cpu": "1"})
+        manifest = pod(f"p{i}", requests={"cpu": "1"}, namespace="default")
         manifest["metadata"]["uid"] = f"uid-{i}"
         watch.apply(PODS, manifest)
         binding = Binding(namespace="default", name=f"p{i}", uid=f"uid-{i}", node="n1", job="g")
@@ -243,7 +243,7 @@ async def test_status_waits_after_a_failed_bind_until_a_session_decided_again() 
 
 @pytest.mark.parametrize("status", [400, 422])
 async def test_other_refusals_forget_the_bind(status: int) -> None:
-    unbound = pod("p0", requests={"cpu": "1"})
+    unbound = pod("p0", requests={"cpu": "1"}, namespace="default")
     unbound["metadata"]["uid"] = "uid-0"
     binder, api, bindings = setup(refuse(status, read_back=unbound), members=1)
     await settle(binder, bindings)

@@ -16,8 +16,8 @@ from batchsched.k8s.fence import unbounded
 from batchsched.k8s.watch import PODS, Watch
 from batchsched.model.decisions import Eviction, Nomination
 
-from ..builders import pod
 from .recording_api import RecordingApi, settle, watch_over
+from tests.support.objects import pod
 
 MESSAGE = "preempted by default/high on n1: job default/high has priority 1000, this pod 0"
 TOO_MANY = {
@@ -52,7 +52,9 @@ def nomination(name: str = "high-0", node: str = "n1") -> Nomination:
 
 
 def running(watch: Watch, name: str, *, nominated: str | None = None) -> JSON:
-    obj = pod(name, requests={"cpu": "1"}, node_name=None if nominated else "n1")
+    obj = pod(
+        name, requests={"cpu": "1"}, node_name=None if nominated else "n1", namespace="default"
+    )
     obj["metadata"]["uid"] = f"uid-{name}"
     obj["status"] = {"phase": "Pending" if nominated else "Running"}
     if nominated:

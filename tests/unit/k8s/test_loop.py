@@ -23,8 +23,8 @@ from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.watch import PODS, WATCHED
 from batchsched.model.decisions import Binding
 
-from ..builders import gang, node, pod, pod_group
 from .recording_api import RecordingApi, settle, watch_over
+from tests.support.objects import gang, node, pod, pod_group
 
 NODES = next(w for w in WATCHED if w.kind == "Node")
 GROUPS = next(w for w in WATCHED if w.kind == "PodGroup")  # ours come first
@@ -34,7 +34,7 @@ def setup() -> tuple[SessionLoop, RecordingApi]:
     api = RecordingApi()
     watch = watch_over(api)
     watch.apply(NODES, node("n1", cpu="4"))
-    for i, obj in enumerate(gang("g", 2, requests={"cpu": "1"})):
+    for i, obj in enumerate(gang("g", 2, requests={"cpu": "1"}, namespace="default")):
         obj["metadata"]["uid"] = f"uid-{i}"
         watch.apply(PODS if obj["kind"] == "Pod" else GROUPS, obj)
     binder = Binder(api, watch, valid_for=unbounded, idle=watch.status.binds_idle)
@@ -82,11 +82,11 @@ async def test_jobs_set_aside_are_not_tried_and_leave_a_session_small(
 ) -> None:
     loop, _ = setup()
     for i in range(session_loop.INLINE_PENDING_PODS + 1):
-        loop.watch.apply(PODS, pod(f"huge-{i}", requests={"cpu": "64"}))
+        loop.watch.apply(PODS, pod(f"huge-{i}", requests={"cpu": "64"}, namespace="default"))
     runner = asyncio.create_task(loop.binder.run())
     await loop.session()
     assert len(forks) == 1
-    loop.watch.apply(PODS, pod("small", requests={"cpu": "1"}))
+    loop.watch.apply(PODS, pod("small", requests={"cpu": "1"}, namespace="default"))
     await loop.session()
     await asyncio.wait_for(loop.binder.idle.wait(), 30)
     runner.cancel()
@@ -228,17 +228,19 @@ async def test_a_change_a_session_acts_on_starts_one_within_the_burst_window(
 ) -> None:
     loop, started = running
     watch = loop.watch
-    other = pod("other", scheduler="default-scheduler", node_name="n1", phase="Running")
-    gated = pod("gated", spec={"schedulingGates": [{"name": "wait"}]})
+    other = pod(
+        "other", scheduler="default-scheduler", node_name="n1", phase="Running", namespace="default"
+    )
+    gated = pod("gated", spec={"schedulingGates": [{"name": "wait"}]}, namespace="default")
     watch.apply(PODS, other)
     watch.apply(PODS, gated)
     watch.apply(NODES, node("new", taints=[{"key": NOT_READY, "effect": "NoSchedule"}]))
     await no_session_after(started, 1)
     before = time.monotonic()
     if change == "a pending pod of ours":
-        watch.apply(PODS, pod("new"))
+        watch.apply(PODS, pod("new", namespace="default"))
     elif change == "a new PodGroup":
-        watch.apply(GROUPS, pod_group("h", 2))
+        watch.apply(GROUPS, pod_group("h", 2, namespace="default"))
     elif change == "a node":
         watch.apply(NODES, node("n2", ready=True))
     elif change == "a node made ready":
@@ -248,7 +250,7 @@ async def test_a_change_a_session_acts_on_starts_one_within_the_burst_window(
     elif change == "a bound pod of another scheduler deleted":
         watch.delete(PODS, "default/other")
     else:
-        watch.apply(PODS, pod("gated"))
+        watch.apply(PODS, pod("gated", namespace="default"))
     await sessions(started, 2)
     # Well within the period; the window itself is not timed on a shared machine.
     assert started[1] - before < LONG_PERIOD / 10
@@ -270,14 +272,16 @@ async def test_a_change_no_session_acts_on_at_once_waits_for_the_period(
     loop, started = running
     watch = loop.watch
     if change == "another scheduler's pending pod":
-        watch.apply(PODS, pod("theirs", scheduler="default-scheduler"))
+        watch.apply(PODS, pod("theirs", scheduler="default-scheduler", namespace="default"))
     elif change == "a pod starting to run":
-        bound = pod("g-0", group="g", node_name="n1", phase="Pending")
+        bound = pod("g-0", group="g", node_name="n1", phase="Pending", namespace="default")
         watch.apply(PODS, bound)
         await no_session_after(started, 1)
         watch.apply(PODS, {**bound, "status": {"phase": "Running"}})
     elif change == "a group's status":
-        watch.apply(GROUPS, {**pod_group("g", 2), "status": {"phase": "Running"}})
+        watch.apply(
+            GROUPS, {**pod_group("g", 2, namespace="default"), "status": {"phase": "Running"}}
+        )
     elif change == "a node not ready yet":
         watch.apply(NODES, node("n2", ready=False))
     else:
@@ -307,7 +311,7 @@ async def test_a_burst_of_pods_goes_in_one_session(
     clock = Clock(monkeypatch)
     window = loop.config.burst_window
     for i in range(20):
-        loop.watch.apply(PODS, pod(f"burst-{i}"))
+        loop.watch.apply(PODS, pod(f"burst-{i}", namespace="default"))
         clock.now += window / 2
         await asyncio.sleep(0.001)
     clock.now += window
@@ -325,7 +329,7 @@ async def test_a_steady_stream_is_not_held_back_past_the_longest_wait(
     streamed = clock.now
     i = 0
     while clock.now - streamed < 10 * longest:
-        loop.watch.apply(PODS, pod(f"stream-{i}"))
+        loop.watch.apply(PODS, pod(f"stream-{i}", namespace="default"))
         i += 1
         clock.now += 0.001
         await asyncio.sleep(0.001)
@@ -337,10 +341,10 @@ async def test_a_gang_starts_a_session_once_its_members_are_all_there(
     running: tuple[SessionLoop, list[float]],
 ) -> None:
     loop, started = running
-    loop.watch.apply(GROUPS, pod_group("h", 3))
+    loop.watch.apply(GROUPS, pod_group("h", 3, namespace="default"))
     await sessions(started, 2)
     for i in range(2):
-        loop.watch.apply(PODS, pod(f"h-{i}", group="h"))
+        loop.watch.apply(PODS, pod(f"h-{i}", group="h", namespace="default"))
     await no_session_after(started, 2)
-    loop.watch.apply(PODS, pod("h-2", group="h"))
+    loop.watch.apply(PODS, pod("h-2", group="h", namespace="default"))
     await sessions(started, 3)

@@ -3,9 +3,8 @@
 import json
 from typing import Any
 
+from batchsched.api.groups import OUR_API
 from batchsched.k8s.pages import LIST_METADATA_BYTES, continue_token
-
-from ..builders import OUR_API
 
 
 def page(metadata: object, items: int = 3) -> bytes:

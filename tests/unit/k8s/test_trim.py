@@ -39,7 +39,7 @@ from batchsched.k8s.trim import (
     without_managed_fields,
 )
 
-from ..builders import Obj, node, pod, pod_group, priority_class, queue, stamp
+from tests.support.objects import Obj, node, pod, pod_group, priority_class, queue, stamp
 
 FULL_POD: Obj = {
     "apiVersion": "v1",
@@ -162,7 +162,7 @@ def test_a_trimmed_pod_parses_like_the_whole_pod(whole: Obj) -> None:
 
 
 def test_a_bound_deleting_pod_keeps_its_node_phase_and_deletion() -> None:
-    bound = pod("p", requests={"cpu": "1"}, node_name="n1", phase="Running")
+    bound = pod("p", requests={"cpu": "1"}, node_name="n1", phase="Running", namespace="default")
     bound["metadata"]["deletionTimestamp"] = stamp(9)
     assert task_from_pod(trim_pod(bound)) == task_from_pod(bound)
 
@@ -271,7 +271,9 @@ def test_node_capacity_stands_in_for_missing_allocatable() -> None:
 
 
 def test_groups_queues_and_priority_classes_parse_like_the_whole_object() -> None:
-    group = pod_group("g", 3, created=1, queue="research", minResources={"cpu": "4"})
+    group = pod_group(
+        "g", 3, created=1, queue="research", minResources={"cpu": "4"}, namespace="default"
+    )
     group["status"] = {"phase": "Inqueue", "scheduled": 1}
     assert pod_group_from_object(trim_pod_group(group)) == pod_group_from_object(group)
     q = queue("research", weight=2, capability={"cpu": "10"})
@@ -581,7 +583,7 @@ def test_trimming_only_removes() -> None:
 
 def test_a_group_s_sla_waiting_time_survives_trimming() -> None:
     """The operator reads the sla plugin's waiting time as the simulator does."""
-    group = pod_group("g", 1, api_version="scheduling.volcano.sh/v1beta1")
+    group = pod_group("g", 1, api_version="scheduling.volcano.sh/v1beta1", namespace="default")
     group["metadata"]["annotations"] = {"volcano.sh/sla-waiting-time": "5m", "other": "x"}
     trimmed = pod_group_from_object(trim_pod_group(group))
     assert trimmed == pod_group_from_object(group)

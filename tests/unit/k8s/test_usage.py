@@ -5,16 +5,16 @@ from batchsched.k8s.usage import summarize
 from batchsched.model.decisions import Binding, Nomination
 from batchsched.scheduler import run_session
 
-from ..builders import gang, node, pod, queue, snapshot_of
+from tests.support.objects import gang, node, pod, queue, snapshot_of
 
 
 def test_queue_usage_counts_bound_and_just_decided_pods() -> None:
     objects = [
         node("n1", cpu="4", memory="8Gi"),
         queue("research"),
-        pod("running", requests={"cpu": "1"}, node_name="n1", phase="Running"),
-        *gang("fits", 2, requests={"cpu": "1"}, queue="research"),
-        *gang("waits", 4, requests={"cpu": "1"}, queue="research"),
+        pod("running", requests={"cpu": "1"}, node_name="n1", phase="Running", namespace="default"),
+        *gang("fits", 2, requests={"cpu": "1"}, queue="research", namespace="default"),
+        *gang("waits", 4, requests={"cpu": "1"}, queue="research", namespace="default"),
     ]
     snapshot = snapshot_of(objects)
     decisions = run_session(snapshot, default_config())
@@ -29,7 +29,7 @@ def test_queue_usage_counts_bound_and_just_decided_pods() -> None:
 
 
 def nominated(name: str, node_name: str) -> dict[str, object]:
-    waiting = pod(name, requests={"cpu": "8"})
+    waiting = pod(name, requests={"cpu": "8"}, namespace="default")
     waiting["status"] = {"phase": "Pending", "nominatedNodeName": node_name}
     return waiting
 

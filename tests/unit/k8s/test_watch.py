@@ -8,11 +8,12 @@ import pytest
 from prometheus_client import REGISTRY
 
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
+from batchsched.api.groups import OUR_API
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
 from batchsched.k8s.watch import CLAIMS, PODS, WATCHED, Watch, Watched, version_key
 
-from ..builders import OUR_API, pod, pod_group, queue
 from .recording_api import RecordingApi, watch_over
+from tests.support.objects import pod, pod_group, queue
 
 
 def watching(manifest: dict[str, object]) -> Watch:
@@ -24,24 +25,24 @@ def watching(manifest: dict[str, object]) -> Watch:
 
 
 def test_the_assumed_node_showing_up_confirms_the_bind_quietly() -> None:
-    watch = watching(pod("p", requests={"cpu": "1"}))
-    watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n1"))
+    watch = watching(pod("p", requests={"cpu": "1"}, namespace="default"))
+    watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n1", namespace="default"))
     assert "default/p" not in watch.cache.assumed
     assert watch.cache.tasks["default/p"].node_name == "n1"
     assert not watch.changes.take()
 
 
 def test_a_bind_that_comes_with_another_change_is_applied() -> None:
-    watch = watching(pod("p", requests={"cpu": "1"}))
+    watch = watching(pod("p", requests={"cpu": "1"}, namespace="default"))
     # Resized in place as it was bound.
-    watch.apply(PODS, pod("p", requests={"cpu": "2"}, node_name="n1"))
+    watch.apply(PODS, pod("p", requests={"cpu": "2"}, node_name="n1", namespace="default"))
     assert watch.cache.tasks["default/p"].request["cpu"] == 2000
     assert watch.changes.take()
 
 
 def test_another_node_than_the_assumed_one_is_applied() -> None:
-    watch = watching(pod("p", requests={"cpu": "1"}))
-    watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n2"))
+    watch = watching(pod("p", requests={"cpu": "1"}, namespace="default"))
+    watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n2", namespace="default"))
     assert watch.cache.tasks["default/p"].node_name == "n2"
     assert watch.changes.take()
 
@@ -52,26 +53,32 @@ def test_deleting_another_apis_group_of_the_same_name_keeps_ours() -> None:
         next(w for w in WATCHED if w.kind == "PodGroup" and w.api_version == version)
         for version in (OUR_API, "scheduling.volcano.sh/v1beta1")
     )
-    watch.apply(ours, pod_group("g", 3))
-    watch.apply(volcano, pod_group("g", 5, api_version=volcano.api_version))
+    watch.apply(ours, pod_group("g", 3, namespace="default"))
+    watch.apply(volcano, pod_group("g", 5, api_version=volcano.api_version, namespace="default"))
     watch.delete(volcano, "default/g")
     assert watch.cache.pod_groups["default/g"].min_member == 3
 
 
 def test_a_bind_that_writes_the_gangs_record_and_cards_confirms_quietly() -> None:
     """The binder's own annotations come with the node; the record is kept in the cache."""
-    watch = watching(pod("p", requests={"cpu": "1"}))
+    watch = watching(pod("p", requests={"cpu": "1"}, namespace="default"))
     record = format_placement(1.0, [("p", "", "n1"), ("q", "", "n2")])
     assert record is not None
     notes = {PLACEMENT_ANNOTATION: record, GPU_INDEX_ANNOTATION: "0"}
-    watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n1", annotations=notes))
+    watch.apply(
+        PODS,
+        pod("p", requests={"cpu": "1"}, node_name="n1", annotations=notes, namespace="default"),
+    )
     assert not watch.changes.take()
     placement = watch.cache.tasks["default/p"].placement
     assert placement is not None
     assert placement.node_for("q", "") == "n2"
     # Annotations written later by anyone else are a change like any other.
     notes = {**notes, PLACEMENT_ANNOTATION: "{}"}
-    watch.apply(PODS, pod("p", requests={"cpu": "1"}, node_name="n1", annotations=notes))
+    watch.apply(
+        PODS,
+        pod("p", requests={"cpu": "1"}, node_name="n1", annotations=notes, namespace="default"),
+    )
     assert watch.changes.take()
 
 
@@ -214,32 +221,34 @@ def synced_watch() -> Watch:
 def test_a_pod_is_timed_from_when_it_was_seen_to_when_it_was_seen_bound() -> None:
     watch = synced_watch()
     pods = sli_count("pod")
-    watch.apply(PODS, pod("p"))
+    watch.apply(PODS, pod("p", namespace="default"))
     watch.cache.assume("default/p", "n1")
-    watch.apply(PODS, pod("p", node_name="n1"))
+    watch.apply(PODS, pod("p", node_name="n1", namespace="default"))
     assert sli_count("pod") == pods + 1
-    watch.apply(PODS, pod("p", node_name="n1", phase="Running"))
+    watch.apply(PODS, pod("p", node_name="n1", phase="Running", namespace="default"))
     assert sli_count("pod") == pods + 1, "once"
 
 
 def test_neither_a_gated_pod_nor_another_schedulers_is_timed() -> None:
     watch = synced_watch()
     pods = sli_count("pod")
-    watch.apply(PODS, pod("p", spec={"schedulingGates": [{"name": "wait"}]}))
-    watch.apply(PODS, pod("theirs", scheduler="default-scheduler"))
-    watch.apply(PODS, pod("p", node_name="n1"))
-    watch.apply(PODS, pod("theirs", scheduler="default-scheduler", node_name="n1"))
+    watch.apply(PODS, pod("p", spec={"schedulingGates": [{"name": "wait"}]}, namespace="default"))
+    watch.apply(PODS, pod("theirs", scheduler="default-scheduler", namespace="default"))
+    watch.apply(PODS, pod("p", node_name="n1", namespace="default"))
+    watch.apply(
+        PODS, pod("theirs", scheduler="default-scheduler", node_name="n1", namespace="default")
+    )
     assert sli_count("pod") == pods
 
 
 def test_a_gang_is_timed_once_its_last_waiting_member_is_bound() -> None:
     watch = synced_watch()
     gangs = sli_count("podgroup")
-    watch.apply(WATCHED_GROUPS, pod_group("g", 2))
+    watch.apply(WATCHED_GROUPS, pod_group("g", 2, namespace="default"))
     for i in range(3):
-        watch.apply(PODS, pod(f"g-{i}", group="g"))
+        watch.apply(PODS, pod(f"g-{i}", group="g", namespace="default"))
     watch.delete(PODS, "default/g-2")
-    watch.apply(PODS, pod("g-0", group="g", node_name="n1"))
+    watch.apply(PODS, pod("g-0", group="g", node_name="n1", namespace="default"))
     assert sli_count("podgroup") == gangs
-    watch.apply(PODS, pod("g-1", group="g", node_name="n1"))
+    watch.apply(PODS, pod("g-1", group="g", node_name="n1", namespace="default"))
     assert sli_count("podgroup") == gangs + 1

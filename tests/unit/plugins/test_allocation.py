@@ -6,7 +6,15 @@ import pytest
 from batchsched.config.load import load_config
 from batchsched.framework.session import Session
 
-from ..builders import Quantities, decide, node, pending_task, placements, pod, snapshot_of
+from tests.support.objects import (
+    Quantities,
+    decide,
+    node,
+    pending_task,
+    placements,
+    pod,
+    snapshot_of,
+)
 
 GPU = "nvidia.com/gpu"
 

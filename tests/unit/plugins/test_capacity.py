@@ -4,7 +4,7 @@ import pytest
 
 from ..actions.test_preempt import evicted
 from ..actions.test_reclaim import running, waiting
-from ..builders import Obj, decide, node, placements, pod, pod_group, queue
+from tests.support.objects import Obj, decide, node, placements, pod, pod_group, queue
 
 
 def config(plugin: str, actions: str) -> str:

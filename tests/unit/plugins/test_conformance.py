@@ -6,7 +6,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.config.load import load_config
 
-from ..builders import decide, node, pod, pod_group
+from tests.support.objects import decide, node, pod, pod_group
 
 CONFIG = (
     'actions: "enqueue, allocate, preempt"\n'

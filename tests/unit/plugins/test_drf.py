@@ -2,7 +2,7 @@
 
 import pytest
 
-from ..builders import Obj, decide, node, placements, pod, pod_group
+from tests.support.objects import Obj, decide, node, placements, pod, pod_group
 
 ONE_CPU = {"cpu": "1"}
 

@@ -8,7 +8,7 @@ from batchsched.k8s.usage import summarize
 from batchsched.model.decisions import Condition
 from batchsched.scheduler import run_session
 
-from ..builders import (
+from tests.support.objects import (
     SCHEDULER,
     Obj,
     at,

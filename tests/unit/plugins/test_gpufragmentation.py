@@ -20,7 +20,7 @@ from batchsched.plugins.fragmentation import (
 )
 from batchsched.plugins.gpufragmentation import GpuFragmentation, _points, smallest_request
 
-from ..builders import Obj, decide, node, pod, snapshot_of
+from tests.support.objects import Obj, decide, node, pod, snapshot_of
 
 HALF = TaskClass(1000, GpuDemand(1, 500), Constraints())
 WHOLE = TaskClass(1000, GpuDemand(1, 1000), Constraints())

@@ -13,7 +13,7 @@ from batchsched.framework.statement import Statement
 from batchsched.plugins.fragmentation import InstanceFragmentationModel, TaskClass
 from batchsched.plugins.gpufragmentation import GpuFragmentation, _points
 
-from ..builders import node, pod, snapshot_of
+from tests.support.objects import node, pod, snapshot_of
 
 
 def on(*models: str) -> Constraints:

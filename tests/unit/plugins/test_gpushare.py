@@ -7,7 +7,7 @@ from batchsched.api.gpu import GPU_INDEX_ANNOTATION, GPU_MILLI
 from batchsched.api.resources import GPU
 from batchsched.config.load import load_config
 
-from ..builders import Obj, decide, node, placements, pod
+from tests.support.objects import Obj, decide, node, placements, pod
 
 GPU_BINPACK = """
 tiers:

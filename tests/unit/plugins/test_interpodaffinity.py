@@ -13,7 +13,16 @@ from batchsched.plugins.interpodaffinity import (
     InterPodAffinity,
 )
 
-from ..builders import Obj, decide, node, pending_task, placements, pod, pod_group, snapshot_of
+from tests.support.objects import (
+    Obj,
+    decide,
+    node,
+    pending_task,
+    placements,
+    pod,
+    pod_group,
+    snapshot_of,
+)
 
 HOST = "kubernetes.io/hostname"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"

@@ -9,7 +9,16 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.pods import task_from_pod
 from batchsched.framework.session import Session
 
-from ..builders import Obj, config_of, decide, node, pending_task, placements, pod, snapshot_of
+from tests.support.objects import (
+    Obj,
+    config_of,
+    decide,
+    node,
+    pending_task,
+    placements,
+    pod,
+    snapshot_of,
+)
 
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 # No binpack: without a score every node ties and the first one wins.

@@ -8,7 +8,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.config.load import load_config
 from batchsched.framework.session import Session
 
-from ..builders import decide, node, placements, pod, snapshot_of
+from tests.support.objects import decide, node, placements, pod, snapshot_of
 
 
 def nodeorder(arguments: str = "{}") -> str:

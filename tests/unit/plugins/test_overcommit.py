@@ -5,7 +5,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.config.load import load_config
 
-from ..builders import decide, gang, node
+from tests.support.objects import decide, gang, node
 
 WITH = (
     "tiers:\n- plugins:\n  - {{name: gang}}\n"

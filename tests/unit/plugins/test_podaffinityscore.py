@@ -9,7 +9,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.config.load import load_config
 from batchsched.plugins.podaffinityscore import min_max
 
-from ..builders import Obj, decide, node, placements, pod, pod_group
+from tests.support.objects import Obj, decide, node, placements, pod, pod_group
 
 HOST = "kubernetes.io/hostname"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from ..builders import Obj, decide, node, placements, pod
+from tests.support.objects import Obj, decide, node, placements, pod
 
 SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 PORTS = "node(s) didn't have free ports for the requested pod ports"

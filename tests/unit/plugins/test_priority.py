@@ -2,7 +2,16 @@
 
 import pytest
 
-from ..builders import Obj, decide, gang, node, placements, pod, pod_group, priority_class
+from tests.support.objects import (
+    Obj,
+    decide,
+    gang,
+    node,
+    placements,
+    pod,
+    pod_group,
+    priority_class,
+)
 
 CLASSES = [priority_class("high", 1000), priority_class("low", 10)]
 ONE_CPU = {"cpu": "1"}

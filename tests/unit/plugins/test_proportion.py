@@ -10,7 +10,17 @@ from batchsched.cache.keeper import take_snapshot
 from batchsched.config.load import default_config
 from batchsched.scheduler import run_session
 
-from ..builders import SCHEDULER, Obj, decide, gang, node, placements, pod, pod_group, queue
+from tests.support.objects import (
+    SCHEDULER,
+    Obj,
+    decide,
+    gang,
+    node,
+    placements,
+    pod,
+    pod_group,
+    queue,
+)
 
 
 def one_pod_jobs(prefix: str, count: int, queue_name: str) -> list[Obj]:

@@ -8,7 +8,7 @@ from batchsched.config.load import default_config
 from batchsched.framework.session import Session
 from batchsched.model.snapshot import JobInfo
 
-from ..builders import Obj, decide, gang, node, placements, pod, pod_group, snapshot_of
+from tests.support.objects import Obj, decide, gang, node, placements, pod, pod_group, snapshot_of
 
 VOLCANO = "scheduling.volcano.sh/v1beta1"
 

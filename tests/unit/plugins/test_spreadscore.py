@@ -11,8 +11,8 @@ from batchsched.api.errors import InvalidObject
 from batchsched.config.load import load_config
 from batchsched.framework.session import Session
 
-from ..builders import Obj, decide, node, pending_task, placements, pod, snapshot_of
 from .test_topologyspread import spread
+from tests.support.objects import Obj, decide, node, pending_task, placements, pod, snapshot_of
 
 HOST = "kubernetes.io/hostname"
 WEB = {"app": "web"}

@@ -6,7 +6,7 @@ from batchsched.config.load import default_config
 from batchsched.framework.session import Session
 from batchsched.plugins.taintscore import TaintTolerationScore
 
-from ..builders import decide, node, pending_task, placements, pod, snapshot_of
+from tests.support.objects import decide, node, pending_task, placements, pod, snapshot_of
 
 AVOID = {"key": "spot", "value": "true", "effect": "PreferNoSchedule"}
 OTHER = {"key": "old", "value": "", "effect": "PreferNoSchedule"}

@@ -8,7 +8,7 @@ from batchsched.config.load import default_config
 from batchsched.framework.session import Session
 from batchsched.plugins.topologyspread import CONSTRAINTS_MISMATCH, MISSING_LABEL, TopologySpread
 
-from ..builders import Obj, decide, node, placements, pod, pod_group, snapshot_of
+from tests.support.objects import Obj, decide, node, placements, pod, pod_group, snapshot_of
 
 HOST = "kubernetes.io/hostname"
 WEB = {"app": "web"}

@@ -11,7 +11,7 @@ from batchsched.model.decisions import ClaimBinding
 from batchsched.plugins.volumebinding import BIND_CONFLICT, MAX_VOLUME_COUNT
 from batchsched.scheduler import run_session
 
-from ..builders import SCHEDULER, Obj, cache_of, decide, node, placements, pod, pod_group
+from tests.support.objects import SCHEDULER, Obj, cache_of, decide, node, placements, pod, pod_group
 
 HOST = "kubernetes.io/hostname"
 

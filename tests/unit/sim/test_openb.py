@@ -9,7 +9,7 @@ from batchsched.api.gpu import GPU_MILLI, GPU_MODEL_LABEL
 from batchsched.api.resources import GPU
 from batchsched.sim.openb import read_nodes, read_pods
 
-from ..builders import SCHEDULER, decide, placements
+from tests.support.objects import SCHEDULER, decide, placements
 
 NODES = """sn,cpu_milli,memory_mib,gpu,model
 n-v100,32000,131072,2,V100M16

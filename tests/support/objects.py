@@ -1,14 +1,19 @@
 """Kubernetes objects as the plain dicts a watch or a YAML file gives, and one call from
 a list of them to a session's decisions.
 
-Tests describe a cluster with these builders and assert on what the pure core decides:
-ClusterCache -> take_snapshot -> run_session, with no I/O.
+The same manifests serve the pure core (ClusterCache -> take_snapshot -> run_session,
+with no I/O) and a real API server. There is no kubelet there, so a Node is what a
+kubelet would register: Ready, its hostname label, the allocatable resources given.
 """
 
 from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from batchsched.api.groups import OUR_API
+from batchsched.api.pods import OUR_GROUP_KEY
+from batchsched.api.yamlload import load_all
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
 from batchsched.config.load import SchedulerConfig, default_config, load_config
@@ -20,9 +25,22 @@ Obj = dict[str, Any]
 Quantities = Mapping[str, str | int]
 
 SCHEDULER = "batch-scheduler"
-OUR_API = "scheduling.batchsched.io/v1alpha1"
-OUR_GROUP_KEY = "scheduling.batchsched.io/group-name"
+HOSTNAME = "kubernetes.io/hostname"
+# What a kubelet reports when its --max-pods is left at its default.
+MAX_PODS = "110"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def load_manifests(*paths: Path) -> list[Obj]:
+    """Every YAML document in the given files and directories (``*.yaml``, by name)."""
+    files: list[Path] = []
+    for path in paths:
+        files.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
+    docs: list[Obj] = []
+    for file in files:
+        docs.extend(doc for doc in load_all(file.read_text()) if doc)
+    return docs
 
 
 def stamp(seconds: float) -> str:
@@ -53,13 +71,15 @@ def node(
     labels: Mapping[str, str] | None = None,
     taints: Iterable[Mapping[str, str]] = (),
     unschedulable: bool = False,
-    ready: bool | None = None,
+    ready: bool | None = True,
 ) -> Obj:
-    """A Node; `ready` None leaves out the conditions (the simulator reads that as Ready)."""
+    """A Node as its kubelet registers it; `extra` adds resources or overrides the
+    defaults (cpu, memory, pods); `ready` None leaves out the conditions (the core reads
+    that as Ready)."""
     meta = _metadata(name, None, None)
-    if labels:
-        meta["labels"] = dict(labels)
-    status: Obj = {"allocatable": {"cpu": cpu, "memory": memory, **(extra or {})}}
+    meta["labels"] = {HOSTNAME: name, **(labels or {})}
+    resources = {"pods": MAX_PODS, "cpu": cpu, "memory": memory, **(extra or {})}
+    status: Obj = {"capacity": dict(resources), "allocatable": resources}
     if ready is not None:
         status["conditions"] = [{"type": "Ready", "status": str(ready)}]
     spec: Obj = {"taints": [dict(t) for t in taints]}
@@ -70,9 +90,9 @@ def node(
 
 def pod(
     name: str,
-    *,
     requests: Quantities | None = None,
-    namespace: str = "default",
+    *,
+    namespace: str | None = None,
     group: str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
@@ -82,7 +102,9 @@ def pod(
     scheduler: str = SCHEDULER,
     spec: Mapping[str, Any] | None = None,
 ) -> Obj:
-    """A one-container Pod; `group` names a PodGroup through our own annotation."""
+    """A one-container Pod; `group` names a PodGroup through our own annotation. Without
+    `namespace` it is the core's "default", or the one the API server is asked to create
+    it in."""
     meta = _metadata(name, namespace, created)
     notes = dict(annotations or {})
     if group is not None:
@@ -91,7 +113,7 @@ def pod(
         meta["annotations"] = notes
     if labels:
         meta["labels"] = dict(labels)
-    container: Obj = {"name": "main", "image": "busybox"}
+    container: Obj = {"name": "main", "image": PAUSE_IMAGE}
     if requests:
         container["resources"] = {"requests": dict(requests)}
     body: Obj = {"schedulerName": scheduler, "containers": [container], **(spec or {})}
@@ -107,7 +129,7 @@ def pod_group(
     name: str,
     min_member: int,
     *,
-    namespace: str = "default",
+    namespace: str | None = None,
     api_version: str = OUR_API,
     created: float | None = None,
     **spec: Any,
@@ -122,13 +144,20 @@ def pod_group(
 
 
 def gang(
-    name: str, size: int, *, min_member: int | None = None, requests: Quantities, **spec: Any
+    name: str,
+    size: int,
+    *,
+    min_member: int | None = None,
+    requests: Quantities,
+    namespace: str | None = None,
+    **spec: Any,
 ) -> list[Obj]:
     """A PodGroup and `size` pods `name-0`.. naming it, all with the same requests."""
-    return [
-        pod_group(name, size if min_member is None else min_member, **spec),
-        *(pod(f"{name}-{i}", requests=requests, group=name) for i in range(size)),
-    ]
+    group = pod_group(name, size if min_member is None else min_member, namespace=namespace, **spec)
+    members = (
+        pod(f"{name}-{i}", requests=requests, group=name, namespace=namespace) for i in range(size)
+    )
+    return [group, *members]
 
 
 def queue(

@@ -9,7 +9,8 @@ import pytest
 from batchsched.config.load import default_config
 from batchsched.sim.loader import load_files
 from batchsched.sim.simulator import simulate
-from batchsched.testing.parity import (
+
+from bench.parity_scenarios import (
     BIND_COMPLETED,
     KUBE_SCHEDULER,
     PREFERRED,

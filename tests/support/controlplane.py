@@ -32,7 +32,7 @@ from types import TracebackType
 
 import yaml
 
-from batchsched.testing.kube import JSON, Kube
+from tests.support.kube import JSON, Kube
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from batchsched.testing.kube import JSON
-from batchsched.testing.objects import load_manifests
+from tests.support.kube import JSON
+from tests.support.objects import load_manifests
 
 PEERS_ENV = "BATCHSCHED_PEER_CRDS"
 SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "peer-crds.sh"
