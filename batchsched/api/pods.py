@@ -55,8 +55,8 @@ TENCENT_GROUP_LABEL = "group.batch.scheduler.tencent.com"
 LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 # Every key whose value names a PodGroup object, as (where on the pod, key), each where
-# its own scheduler reads it (DESIGN section 3). A key elsewhere means nothing to that
-# scheduler, so it means nothing here either.
+# its own scheduler reads it (README, "How a pod finds its group"). A key elsewhere
+# means nothing to that scheduler, so it means nothing here either.
 GROUP_KEYS: tuple[tuple[str, str], ...] = (
     ("annotation", OUR_GROUP_KEY),
     ("label", OUR_GROUP_KEY),
@@ -354,7 +354,7 @@ def pod_shape(spec: Mapping[str, object], *, where: str) -> PodShape:
 
 
 def group_of(pod: Obj, *, namespace: str, where: str) -> GroupRef | None:
-    """The group a pod names by any association key (DESIGN section 3)."""
+    """The group a pod names by any association key (README, "How a pod finds its group")."""
     return group_from_metadata(
         labels_of(pod, kind="Pod"),
         annotations_of(pod, kind="Pod"),

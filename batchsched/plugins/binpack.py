@@ -1,4 +1,4 @@
-"""binpack: prefer the nodes a pod fills most (RequestedToCapacityRatio, DESIGN section 4).
+"""binpack: prefer the nodes a pod fills most (RequestedToCapacityRatio; README, "Binpack").
 
 For each scored resource r: u_r = floor((node requested + pod request) * 100 / allocatable),
 capped at 100; f is the configured broken-line shape; the node score is

@@ -1,4 +1,4 @@
-"""predicates: may this pod run on this node at all (DESIGN section 4)?
+"""predicates: may this pod run on this node at all (docs/constraints.md)?
 
 Required pod affinity and anti-affinity are checked by InterPodAffinity, which opens
 here only in sessions where some pod states a term; topology spread constraints with

@@ -1,4 +1,4 @@
-"""Trace replay by the FGD paper's method (DESIGN section 8).
+"""Trace replay by the FGD paper's method (README, "Replaying the openb GPU trace").
 
 Pods are shuffled with the seed, then pods drawn with replacement from the trace are
 appended until GPU requests reach `inflate` times the cluster's GPUs. Every pod arrives
