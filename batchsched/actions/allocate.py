@@ -21,7 +21,7 @@ from collections import defaultdict
 import numpy as np
 
 from batchsched.actions.gang_placement import eligible, place_job
-from batchsched.actions.nominations import hold_or_clear, terminating_rows
+from batchsched.actions.nominations import keep_or_clear, terminating_rows
 from batchsched.api.objects import Constraints, Dequeue
 from batchsched.framework.session import Session
 from batchsched.model.arrays import IntArray
@@ -47,7 +47,7 @@ def allocate(session: Session) -> None:
         place_job(session, job, job.pending)
     terminating = terminating_rows(session) if nominated else set()
     for job in session.job_order(nominated):
-        if not place_job(session, job, job.pending) and not hold_or_clear(
+        if not place_job(session, job, job.pending) and not keep_or_clear(
             session, job, terminating
         ):
             by_queue[job.queue].append(job)
@@ -143,7 +143,7 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
     # one pass.
     cursor: dict[tuple[bytes, Constraints], int] = {}
     for task in sorted(pending, key=lambda t: -float((t.vec / largest).sum())):
-        constraints = task.task.constraints
+        constraints = task.pod.constraints
         key = (task.vec.tobytes(), constraints)
         start = cursor.get(key, 0)
         allowed = session.allowed(constraints)[order]

@@ -226,14 +226,14 @@ def _hardest(ran: Ran, job: JobInfo) -> TaskInfo | None:
     """The pending member whose shape fits the fewest nodes now: the one to explain."""
     shapes: dict[tuple[object, ...], TaskInfo] = {}
     for info in job.pending:
-        shapes.setdefault((info.task.shape_key, info.task.constraints), info)
+        shapes.setdefault((info.pod.shape_key, info.pod.constraints), info)
     if len(shapes) <= 1:
         return next(iter(shapes.values()), None)
     free = ran.session.free
     return min(
         shapes.values(),
         key=lambda t: int(
-            (remedies.fits(free, t.vec) * ran.session.allowed(t.task.constraints)).sum()
+            (remedies.fits(free, t.vec) * ran.session.allowed(t.pod.constraints)).sum()
         ),
     )
 
@@ -262,7 +262,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
         return (
             f"nothing holds it back: the scheduler places it now, on node(s) {some(placed)}",
             "if it stays pending, check that batch-scheduler runs and serves its "
-            f"schedulerName {task.task.scheduler_name!r}",
+            f"schedulerName {task.pod.scheduler_name!r}",
         )
     nominated = sorted({n.node for n in decisions.nominations if n.key in keys and n.node})
     if nominated:
@@ -365,7 +365,7 @@ def _unreclaimable(ran: Ran, job: JobInfo, task: TaskInfo) -> Finding | None:
     ]
     if not below:
         return None
-    rows = np.flatnonzero(ran.session.allowed(task.task.constraints))
+    rows = np.flatnonzero(ran.session.allowed(task.pod.constraints))
     usable = {ran.snapshot.nodes[int(r)].name for r in rows}
     queues = ran.snapshot.queues
     kept = sorted(
@@ -394,7 +394,7 @@ def _wanted(job: JobInfo, task: TaskInfo) -> int:
     alike = sum(
         1
         for t in job.pending
-        if t.task.shape_key == task.task.shape_key and t.task.constraints == task.task.constraints
+        if t.pod.shape_key == task.pod.shape_key and t.pod.constraints == task.pod.constraints
     )
     return min(short, alike)
 

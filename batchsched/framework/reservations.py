@@ -48,7 +48,7 @@ class Reservations:
         wanted = task.vec > 0
         left = self.free[np.ix_(nodes, wanted)] - task.vec[wanted]
         beside = (left >= self.held[np.ix_(nodes, wanted)]).all(axis=1)
-        deadline = task.task.deadline_seconds
+        deadline = task.pod.deadline_seconds
         if deadline is None:
             return np.asarray(beside, dtype=np.bool_)
         ends_first = self.snapshot.now + deadline <= self.ready_at[nodes]

@@ -24,7 +24,7 @@ NO_EXTRA = (0, 0)
 
 @dataclass(slots=True)
 class TaskInfo:
-    task: Task
+    pod: Task
     vec: IntArray
     priority: int
     # Set when the pod cannot be scheduled whatever the cluster looks like.
@@ -40,12 +40,12 @@ class TaskInfo:
 
     @property
     def key(self) -> str:
-        return self.task.key
+        return self.pod.key
 
     @property
     def best_effort(self) -> bool:
         """Requests nothing but its pod slot."""
-        return self.task.request.keys() <= {PODS}
+        return self.pod.request.keys() <= {PODS}
 
 
 @dataclass(slots=True)

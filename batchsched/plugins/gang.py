@@ -85,19 +85,19 @@ class Gang:
         """Short of minMember, or of the minimum of the task's own role."""
         if job.bound + self.session.allocations[job.key] < job.min_member:
             return True
-        needed = job.role_minimum.get(task.task.role)
-        return needed is not None and self._role_count(job, task.task.role) < needed
+        needed = job.role_minimum.get(task.pod.role)
+        return needed is not None and self._role_count(job, task.pod.role) < needed
 
     def _role_count(self, job: JobInfo, role: str) -> int:
         return job.role_bound.get(role, 0) + self.roles[job.key, role]
 
     def _count_role(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         if job.role_minimum:
-            self.roles[job.key, task.task.role] += 1
+            self.roles[job.key, task.pod.role] += 1
 
     def _uncount_role(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         if job.role_minimum:
-            self.roles[job.key, task.task.role] -= 1
+            self.roles[job.key, task.pod.role] -= 1
 
     def _invalid(self, job: JobInfo) -> str | None:
         if job.error:
@@ -134,7 +134,7 @@ class Gang:
             return None
         if job.bound + job.succeeded >= job.min_member:
             return None
-        oldest = min((t.task.creation for t in job.pending), default=job.creation)
+        oldest = min((t.pod.creation for t in job.pending), default=job.creation)
         return max(job.creation, oldest) + timeout
 
     def _write_statuses(self) -> None:

@@ -60,17 +60,16 @@ class InterPodAffinity(PodCounts):
         if any(t.affinity and t.affinity.anti_affinity for _, t in session.snapshot.placed_affine):
             return True
         return any(
-            t.task.affinity is not None
-            and (t.task.affinity.affinity or t.task.affinity.anti_affinity)
+            t.pod.affinity is not None and (t.pod.affinity.affinity or t.pod.affinity.anti_affinity)
             for job in session.placing
             for t in job.pending
         )
 
     def concerns(self, task: TaskInfo) -> bool:
         """The pod states required terms, or placed pods' anti-affinity selects it."""
-        affinity = task.task.affinity
+        affinity = task.pod.affinity
         states = affinity is not None and bool(affinity.affinity or affinity.anti_affinity)
-        return states or bool(self._holding(task.task))
+        return states or bool(self._holding(task.pod))
 
     def mask(self, task: TaskInfo) -> BoolArray | None:
         """Where the pod may go, over all nodes; None when no term concerns it."""
@@ -79,28 +78,28 @@ class InterPodAffinity(PodCounts):
         return self.filter(task, self.all_nodes)
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
-        ok = ~self._held_off(task.task, nodes)
-        affinity = task.task.affinity
+        ok = ~self._held_off(task.pod, nodes)
+        affinity = task.pod.affinity
         if affinity is not None:
             if affinity.anti_affinity:
                 ok &= ~self._repelled(affinity.anti_affinity, nodes)
             if affinity.affinity:
-                ok &= self._attracted(task.task, affinity.affinity, nodes)
+                ok &= self._attracted(task.pod, affinity.affinity, nodes)
         return ok
 
     def explain(self, task: TaskInfo, nodes: IntArray) -> Explained:
         """One reason per node, the first kube-scheduler's filter would give."""
         reasons: Counter[str] = Counter()
         left: BoolArray = np.ones(len(nodes), dtype=np.bool_)
-        affinity = task.task.affinity
+        affinity = task.pod.affinity
         failures = []
         if affinity is not None and affinity.affinity:
             failures.append(
-                (AFFINITY_MISMATCH, ~self._attracted(task.task, affinity.affinity, nodes))
+                (AFFINITY_MISMATCH, ~self._attracted(task.pod, affinity.affinity, nodes))
             )
         if affinity is not None and affinity.anti_affinity:
             failures.append((ANTI_AFFINITY_MISMATCH, self._repelled(affinity.anti_affinity, nodes)))
-        failures.append((EXISTING_ANTI_AFFINITY, self._held_off(task.task, nodes)))
+        failures.append((EXISTING_ANTI_AFFINITY, self._held_off(task.pod, nodes)))
         for reason, failing in failures:
             count = int((failing & left).sum())
             if count:

@@ -81,7 +81,7 @@ class _Wishes(PodCounts):
         return None if raw is None else min_max(raw, feasible)
 
     def raw_scores(self, task: TaskInfo) -> IntArray | None:
-        pod = task.task
+        pod = task.pod
         parts: list[IntArray] = []
         affinity = pod.affinity
         if affinity is not None:
@@ -124,5 +124,5 @@ def _needed(session: Session) -> bool:
 
     snapshot = session.snapshot
     return any(weighs(t) for _, t in snapshot.placed_affine) or any(
-        weighs(t.task) for job in session.placing for t in job.pending
+        weighs(t.pod) for job in session.placing for t in job.pending
     )

@@ -82,7 +82,7 @@ class PodTopologySpreadScore:
 
     def open(self, session: Session) -> None:
         session.scored.add(self.name)
-        pending = [t.task for job in session.placing for t in job.pending]
+        pending = [t.pod for job in session.placing for t in job.pending]
         defaults = self.defaults
         held = own_constraints if not defaults else lambda pod: pod.spread or defaults.of(pod)
         # One cache of node tests for the filter and the score.
@@ -154,7 +154,7 @@ class _Spreading(SpreadCounts):
     """The score of the ScheduleAnyway constraints `constraints_of` gives a pod."""
 
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
-        planned = self.planned(task.task, hard=False)
+        planned = self.planned(task.pod, hard=False)
         if not planned:
             return None
         candidates = feasible & planned[0].keyed
