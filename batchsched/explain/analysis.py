@@ -23,7 +23,7 @@ from batchsched.explain.target import Target
 from batchsched.framework.statement import Statement
 from batchsched.model.decisions import ClaimBinding
 from batchsched.model.snapshot import JobInfo, TaskInfo
-from batchsched.plugins.volumebinding import awaited
+from batchsched.plugins.volumefilters import awaited
 
 
 @dataclass(kw_only=True)

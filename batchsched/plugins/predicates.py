@@ -24,9 +24,9 @@ from batchsched.framework.session import Session
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import TaskInfo
 from batchsched.plugins.arguments import check_keys
-from batchsched.plugins.interpodaffinity import InterPodAffinity
-from batchsched.plugins.topologyspread import TopologySpread, own_constraints, stated
-from batchsched.plugins.volumebinding import VolumeBinding
+from batchsched.plugins.interpodaffinityfilter import InterPodAffinity
+from batchsched.plugins.podtopologyspreadfilter import TopologySpread, own_constraints, stated
+from batchsched.plugins.volumefilters import VolumeBinding
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")

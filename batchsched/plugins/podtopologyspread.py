@@ -6,7 +6,7 @@ constraint adds
 
     matching pods in the node's domain * log(domains + 2) + maxSkew - 1
 
-where pods count on eligible nodes as in the filter (topologyspread.py) and the domains
+where pods count on eligible nodes as in the filter (podtopologyspreadfilter.py) and the domains
 are those of the nodes that fit; for `kubernetes.io/hostname`, the pods on the node
 itself, and the nodes that fit. The sum is rounded, then inverted and normalized:
 100 * (max + min - score) / max over those nodes (100 everywhere when max is 0), and
@@ -46,14 +46,14 @@ from batchsched.framework.session import Session
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
-from batchsched.plugins.predicates import allowed_nodes
-from batchsched.plugins.topologyspread import (
+from batchsched.plugins.podtopologyspreadfilter import (
     Allowed,
     Planned,
     SpreadCounts,
     TopologySpread,
     own_constraints,
 )
+from batchsched.plugins.predicates import allowed_nodes
 
 HOSTNAME = "kubernetes.io/hostname"
 LIST, SYSTEM = "List", "System"
