@@ -32,7 +32,7 @@ from batchsched.framework.session import Session, VictimCheck
 from batchsched.framework.statement import Statement
 from batchsched.framework.victims import Victims, queue_mask
 from batchsched.model.arrays import BoolArray, IntArray
-from batchsched.model.decisions import Eviction
+from batchsched.model.decisions import Eviction, EvictionAction
 from batchsched.model.snapshot import JobInfo, TaskInfo
 
 # Nodes whose victims are worked out exactly for one pod, after a cheap ranking: as
@@ -71,7 +71,12 @@ class _Plan:
     """Evictions made for one job, undone together unless committed."""
 
     def __init__(
-        self, session: Session, job: JobInfo, *, action: str, allowed: Callable[[], BoolArray]
+        self,
+        session: Session,
+        job: JobInfo,
+        *,
+        action: EvictionAction,
+        allowed: Callable[[], BoolArray],
     ) -> None:
         self.session = session
         self.victims = session.victims
@@ -538,7 +543,7 @@ def place_by_evicting(
     session: Session,
     job: JobInfo,
     *,
-    action: str,
+    action: EvictionAction,
     checks: list[VictimCheck],
     scope: Scope,
     failed: set[object],

@@ -6,6 +6,7 @@ looks at raw Kubernetes dictionaries.
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal, get_args
 
 from batchsched.api.gpu import node_cards
 from batchsched.api.placement import Placement
@@ -205,6 +206,12 @@ class Task:
         return self.phase in TERMINAL_PHASES
 
 
+# A group's phase, as ours and Volcano's PodGroups name it; the other projects' names are
+# written from it (k8s/status.py).
+GroupPhase = Literal["Pending", "Inqueue", "Running", "Completed", "Failed", "Unknown"]
+GROUP_PHASES: tuple[GroupPhase, ...] = get_args(GroupPhase)
+
+
 @dataclass(slots=True)
 class PodGroup:
     """A gang: at least `min_member` of its pods start together, or none does.
@@ -228,7 +235,7 @@ class PodGroup:
     # Volcano's sla waiting time (its annotation): how long the job may wait.
     waiting_seconds: float | None = None
     api_version: str = ""
-    phase: str = "Pending"
+    phase: GroupPhase = "Pending"
     error: str | None = None
     # Events about the group name it by uid: `kubectl describe` looks them up by it.
     uid: str = ""

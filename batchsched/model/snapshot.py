@@ -13,7 +13,7 @@ import numpy as np
 
 from batchsched.api.budgets import DisruptionBudget
 from batchsched.api.gpu import NO_GPU, GpuDemand
-from batchsched.api.objects import Node, PodGroup, PriorityClass, Queue, Task
+from batchsched.api.objects import GroupPhase, Node, PodGroup, PriorityClass, Queue, Task
 from batchsched.api.resources import PODS, ResourceList
 from batchsched.api.volumes import Storage
 from batchsched.model.arrays import IntArray
@@ -77,7 +77,7 @@ class JobInfo:
     failed: int = 0
     total: int = 0
     error: str | None = None
-    phase: str = "Pending"
+    phase: GroupPhase = "Pending"
     # Some pending member is named in a recorded placement: the gang was cut off
     # mid-bind and is finished first, even where its recorded nodes are gone.
     resumes: bool = False

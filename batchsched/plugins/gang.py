@@ -23,6 +23,7 @@ from typing import Any
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import OUR_API
+from batchsched.api.objects import GroupPhase
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.session import Session
 from batchsched.model.decisions import Condition, JobStatus
@@ -212,7 +213,7 @@ class Gang:
         return f"still short of minMember after {timeout:g}s: {message}"
 
 
-def _phase(job: JobInfo, scheduled: int) -> str | None:
+def _phase(job: JobInfo, scheduled: int) -> GroupPhase | None:
     """Failed, Completed or Running, as `scheduled` members make it; None while it is
     short of minMember, when admission and time decide. A group of minMember 0 needs
     one member to be running or done: with none it has not started."""
