@@ -57,7 +57,7 @@ def allocate(session: Session) -> None:
         name = min(queues, key=session.queue_order_key) if len(queues) > 1 else next(iter(queues))
         jobs = queues[name]
         if session.overused(name):
-            _leave_waiting(session, jobs[cursor[name] :], f"queue {name} is at its fair share")
+            _leave_waiting(session, jobs[cursor[name] :], at_fair_share(name))
             del queues[name]
             continue
         job = jobs[cursor[name]]
@@ -158,6 +158,12 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
         if len(rows) == needed:
             return rows, vecs
     return None
+
+
+def at_fair_share(queue: str) -> str:
+    """The pending message of the jobs an overused queue leaves waiting, which explain
+    recognises to advise on the queue's weight."""
+    return f"queue {queue} is at its fair share"
 
 
 def _leave_waiting(session: Session, jobs: list[JobInfo], message: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from batchsched.actions.allocate import at_fair_share
 from batchsched.api.resources import ResourceList, format_amount
 from batchsched.api.volumes import BIND_TIMEOUT_SECONDS, Claim, Volume
 from batchsched.explain import remedies
@@ -275,7 +276,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     if queue is not None:
         return queue
     reason = seen.reason or ""
-    if "at its fair share" in reason:
+    if reason == at_fair_share(job.queue):
         return (
             reason,
             f"it runs as queue {job.queue}'s usage falls to its deserved share; "
@@ -296,7 +297,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     if found is not None:
         return found
     if not any(r.filter != "Reservations" for r in seen.refusals) and seen.refusals:
-        gangs = sorted({g for r in seen.refusals for g in _gangs(r.reason)})
+        gangs = _starving_gangs(ran, task)
         return (
             f"starving gang(s) {some(gangs)} hold the room it needs on "
             f"{sum(r.count for r in seen.refusals)} node(s)",
@@ -453,10 +454,12 @@ def _held_for(ran: Ran, key: str) -> list[int]:
     return sorted(row for row, gangs in reservations.holders.items() if key in gangs)
 
 
-def _gangs(reason: str) -> list[str]:
-    marker = "starving gang(s) "
-    at = reason.find(marker)
-    return [] if at < 0 else reason[at + len(marker) :].split(", ")
+def _starving_gangs(ran: Ran, task: TaskInfo | None) -> list[str]:
+    """The gangs whose held room refuses `task` every node its other filters pass."""
+    reservations = ran.session.reservations
+    if reservations is None or task is None:
+        return []
+    return reservations.refusing(task, ran.session.all_nodes)
 
 
 def _queue_view(ran: Ran, name: str) -> QueueView | None:

@@ -62,6 +62,11 @@ class Reservations:
             reasons[f"node(s) had room held for starving gang(s) {gangs}"] += 1
         return reasons, nodes[fits]
 
+    def refusing(self, task: TaskInfo, nodes: IntArray) -> list[str]:
+        """The gangs whose held room keeps `task` off some of `nodes`."""
+        refused = nodes[~self.filter(task, nodes)].tolist()
+        return sorted({gang for row in refused for gang in self.holders.get(row, ())})
+
     def _settle_times(self, rows: set[int]) -> None:
         """When the held room of each of `rows` is sure to be free: once enough of the
         pods there have reached their deadlines, soonest first."""
