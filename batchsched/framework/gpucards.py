@@ -22,6 +22,8 @@ CardChooser = Callable[[TaskInfo, int], tuple[int, ...]]
 
 
 class GpuCards:
+    name = "GpuCards"
+
     def __init__(self, snapshot: Snapshot, requested: IntArray) -> None:
         """`requested` is the session's node usage, which only explain() reads."""
         self.allocatable = snapshot.allocatable

@@ -27,6 +27,8 @@ from batchsched.model.snapshot import Snapshot, TaskInfo
 
 
 class Reservations:
+    name = "Reservations"
+
     def __init__(self, snapshot: Snapshot, free: IntArray) -> None:
         """`free` is the session's free room per node, which placements keep current."""
         self.snapshot = snapshot

@@ -46,6 +46,9 @@ class Plugin(Protocol):
 
 
 class FreshFilter(Protocol):
+    # The plugin it comes from (or the session's own check), as explain names it.
+    name: str
+
     def concerns(self, task: TaskInfo) -> bool:
         """Whether any term of the session bears on where the task may go."""
 
@@ -60,6 +63,9 @@ class FreshFilter(Protocol):
 
 
 class NormalizedScorer(Protocol):
+    # The plugin it comes from (or the session's own check), as explain names it.
+    name: str
+
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
         """0..MAX_NODE_SCORE for every node where `feasible` (over the whole cluster),
         normalized over those nodes; None when it would be the same everywhere."""

@@ -56,6 +56,8 @@ class _Wishes(PodCounts):
     """The terms placed pods state that weigh on where other pods go, counted per
     domain, and the raw score of a pod against them and against its own preferences."""
 
+    name = InterPodAffinityScore.name
+
     def __init__(self, session: Session, *, hard_weight: int) -> None:
         self.hard_weight = hard_weight
         self.wishes: dict[Wish, Counts] = {}

@@ -45,6 +45,8 @@ EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rul
 class InterPodAffinity(PodCounts):
     """The filter; opened by the predicates plugin, whose concern it shares."""
 
+    name = "InterPodAffinity"
+
     def __init__(self, session: Session) -> None:
         # Required anti-affinity terms of placed pods -> per domain, how many state them.
         self.holders: dict[AffinityTerm, Counts] = {}

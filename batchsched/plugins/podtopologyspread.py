@@ -153,6 +153,8 @@ def _allowed(session: Session) -> Allowed:
 class _Spreading(SpreadCounts):
     """The score of the ScheduleAnyway constraints `constraints_of` gives a pod."""
 
+    name = PodTopologySpreadScore.name
+
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
         planned = self.planned(task.pod, hard=False)
         if not planned:

@@ -145,6 +145,8 @@ class SpreadCounts(PodCounts):
 class TopologySpread(SpreadCounts, CheckedFilter):
     """The filter, for the DoNotSchedule constraints `constraints_of` gives a pod."""
 
+    name = "TopologySpread"
+
     def __init__(
         self, session: Session, *, constraints_of: ConstraintsOf, allowed: Allowed
     ) -> None:

@@ -77,6 +77,8 @@ class VolumeBinding(CheckedFilter):
     """The filter; opened by the predicates plugin in sessions where a pending pod
     mounts a claim."""
 
+    name = "VolumeBinding"
+
     def __init__(self, session: Session) -> None:
         self.session = session
         snapshot = session.snapshot
