@@ -16,8 +16,11 @@ from batchsched.api.selectors import Requirement
 from batchsched.api.topologyspread import SpreadConstraint
 from batchsched.api.volumes import PodClaim
 
+# A pod's phase, as Kubernetes names it.
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+POD_PHASES: tuple[PodPhase, ...] = get_args(PodPhase)
 # Pod phases after which a pod no longer holds resources on its node.
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+TERMINAL_PHASES: frozenset[PodPhase] = frozenset({"Succeeded", "Failed"})
 
 
 # Taint effects that keep pods not tolerating them off a node, and the one that only
@@ -148,7 +151,7 @@ class Task:
     request: ResourceList
     creation: float
     node_name: str | None = None
-    phase: str = "Pending"
+    phase: PodPhase = "Pending"
     priority: int | None = None
     priority_class_name: str = ""
     # spec.preemptionPolicy; "" when unset (then its PriorityClass's applies).

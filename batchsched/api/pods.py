@@ -20,8 +20,10 @@ from batchsched.api.meta import (
     whole_number,
 )
 from batchsched.api.objects import (
+    POD_PHASES,
     Constraints,
     GroupRef,
+    PodPhase,
     PreferredTerm,
     QueueName,
     Task,
@@ -288,7 +290,7 @@ def task_from_pod(
         request=shape.request,
         creation=creation_of(pod, default=default_creation, kind="Pod"),
         node_name=spec.get("nodeName") or None,
-        phase=str(status.get("phase") or "Pending"),
+        phase=_phase(status.get("phase")),
         priority=priority if isinstance(priority, int) else None,
         priority_class_name=str(spec.get("priorityClassName") or ""),
         preemption_policy=""
@@ -549,3 +551,11 @@ def _host_ports(spec: Mapping[str, object], *, where: str) -> frozenset[tuple[st
                 if isinstance(host_port, int) and host_port > 0:
                     ports.add((str(entry.get("protocol") or "TCP"), host_port))
     return frozenset(ports)
+
+
+def _phase(raw: object) -> PodPhase:
+    """Pending when unset; a phase Kubernetes does not define is Unknown, its word for a
+    pod whose state could not be had."""
+    if not raw:
+        return "Pending"
+    return next((p for p in POD_PHASES if p == raw), "Unknown")
