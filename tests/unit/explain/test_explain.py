@@ -31,22 +31,6 @@ spec: {{minMember: {min_member}, queue: {queue}}}
 """
 
 
-def queue(name: str, spec: str = "{weight: 1}") -> str:
-    return f"""---
-apiVersion: scheduling.batchsched.io/v1alpha1
-kind: Queue
-metadata: {{name: {name}}}
-spec: {spec}
-"""
-
-
-# Tiers with proportion, the plugin that keeps queues to their shares.
-PROPORTION_TIERS = (
-    "tiers:\n- plugins: [{name: priority}, {name: gang}]\n"
-    "- plugins: [{name: predicates}, {name: proportion}, {name: binpack}]\n"
-)
-
-
 def pod(
     name: str,
     *,
@@ -270,7 +254,17 @@ def test_a_gangs_spread_refusals_beside_its_own_members_are_listed(
 def test_a_queue_kept_from_reclaim_is_named(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    queues = queue("keep", "{weight: 1, reclaimable: false}") + queue("want")
+    queues = """---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: Queue
+metadata: {name: keep}
+spec: {weight: 1, reclaimable: false}
+---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: Queue
+metadata: {name: want}
+spec: {weight: 1}
+"""
     text = (
         node("n1")
         + queues
@@ -279,7 +273,11 @@ def test_a_queue_kept_from_reclaim_is_named(
         + group("small", 1, queue="want")
         + pod("small-0", group="small", cpu=1)
     )
-    config = 'actions: "enqueue, allocate, preempt, reclaim, backfill"\n' + PROPORTION_TIERS
+    config = (
+        'actions: "enqueue, allocate, preempt, reclaim, backfill"\n'
+        "tiers:\n- plugins: [{name: priority}, {name: gang}]\n"
+        "- plugins: [{name: predicates}, {name: proportion}, {name: binpack}]\n"
+    )
     _, lines = explain(capsys, tmp_path, text, "pod/small-0", config=config)
     assert "held by queue(s) keep, which are reclaimable: false" in lines[1], lines
     assert lines[2].endswith("set spec.reclaimable: true on Queue keep")
@@ -290,10 +288,20 @@ def test_a_queue_at_its_fair_share_is_told_to_raise_its_weight(
 ) -> None:
     """Queue big uses 24 of 32 CPUs while queue other asks for 16: big is past its
     deserved share, so its new job waits for the share, not for room."""
+    queues = """---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: Queue
+metadata: {name: big}
+spec: {weight: 1}
+---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: Queue
+metadata: {name: other}
+spec: {weight: 1}
+"""
     text = (
         node("n1")
-        + queue("big")
-        + queue("other")
+        + queues
         + group("running", 1, queue="big")
         + pod("running-0", group="running", cpu=24, node="n1")
         + group("more", 1, queue="big")
@@ -301,7 +309,11 @@ def test_a_queue_at_its_fair_share_is_told_to_raise_its_weight(
         + group("wants", 1, queue="other")
         + pod("wants-0", group="wants", cpu=16)
     )
-    config = 'actions: "enqueue, allocate, backfill"\n' + PROPORTION_TIERS
+    config = (
+        'actions: "enqueue, allocate, backfill"\n'
+        "tiers:\n- plugins: [{name: priority}, {name: gang}]\n"
+        "- plugins: [{name: predicates}, {name: proportion}, {name: binpack}]\n"
+    )
     _, lines = explain(capsys, tmp_path, text, "pod/more-0", config=config)
     assert lines[1] == "cause: queue big is at its fair share"
     assert lines[2].endswith("raise Queue big's spec.weight for a larger share")
