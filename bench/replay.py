@@ -7,7 +7,7 @@ Usage: python -m bench.replay [--traces default,cpu050,...|PATH.csv,...] [--seed
        python -m bench.replay --derive-share 0.8 --out DIR [--from default]
 Prints one JSON object: every run (trace, policy, seed) with its allocation at 100 % and
 130 % of arrived GPU demand and its replay time, then per trace and policy the means
-over the seeds beside the paper's published figures (DESIGN section 8); the same
+over the seeds beside the paper's published figures (docs/benchmarks.md); the same
 summary goes to stderr as a table.
 
 Leave-one-out: the fragmentation policy derives what it scores by from the task mix it

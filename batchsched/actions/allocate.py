@@ -21,7 +21,7 @@ from collections import defaultdict
 import numpy as np
 
 from batchsched.actions.gang_placement import eligible, place_job
-from batchsched.actions.nominations import hold_or_clear, terminating_rows
+from batchsched.actions.nominations import keep_or_clear, terminating_rows
 from batchsched.api.objects import Constraints, Dequeue
 from batchsched.framework.session import Session
 from batchsched.model.arrays import IntArray
@@ -47,7 +47,7 @@ def allocate(session: Session) -> None:
         place_job(session, job, job.pending)
     terminating = terminating_rows(session) if nominated else set()
     for job in session.job_order(nominated):
-        if not place_job(session, job, job.pending) and not hold_or_clear(
+        if not place_job(session, job, job.pending) and not keep_or_clear(
             session, job, terminating
         ):
             by_queue[job.queue].append(job)
@@ -57,7 +57,7 @@ def allocate(session: Session) -> None:
         name = min(queues, key=session.queue_order_key) if len(queues) > 1 else next(iter(queues))
         jobs = queues[name]
         if session.overused(name):
-            _leave_waiting(session, jobs[cursor[name] :], f"queue {name} is at its fair share")
+            _leave_waiting(session, jobs[cursor[name] :], at_fair_share(name))
             del queues[name]
             continue
         job = jobs[cursor[name]]
@@ -143,7 +143,7 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
     # one pass.
     cursor: dict[tuple[bytes, Constraints], int] = {}
     for task in sorted(pending, key=lambda t: -float((t.vec / largest).sum())):
-        constraints = task.task.constraints
+        constraints = task.pod.constraints
         key = (task.vec.tobytes(), constraints)
         start = cursor.get(key, 0)
         allowed = session.allowed(constraints)[order]
@@ -158,6 +158,12 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
         if len(rows) == needed:
             return rows, vecs
     return None
+
+
+def at_fair_share(queue: str) -> str:
+    """The pending message of the jobs an overused queue leaves waiting, which explain
+    recognises to advise on the queue's weight."""
+    return f"queue {queue} is at its fair share"
 
 
 def _leave_waiting(session: Session, jobs: list[JobInfo], message: str) -> None:

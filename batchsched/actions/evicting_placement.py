@@ -32,7 +32,7 @@ from batchsched.framework.session import Session, VictimCheck
 from batchsched.framework.statement import Statement
 from batchsched.framework.victims import Victims, queue_mask
 from batchsched.model.arrays import BoolArray, IntArray
-from batchsched.model.decisions import Eviction
+from batchsched.model.decisions import Eviction, EvictionAction
 from batchsched.model.snapshot import JobInfo, TaskInfo
 
 # Nodes whose victims are worked out exactly for one pod, after a cheap ranking: as
@@ -71,7 +71,12 @@ class _Plan:
     """Evictions made for one job, undone together unless committed."""
 
     def __init__(
-        self, session: Session, job: JobInfo, *, action: str, allowed: Callable[[], BoolArray]
+        self,
+        session: Session,
+        job: JobInfo,
+        *,
+        action: EvictionAction,
+        allowed: Callable[[], BoolArray],
     ) -> None:
         self.session = session
         self.victims = session.victims
@@ -246,14 +251,14 @@ class _Plan:
         """Whether the free room could hold `count` members, counting resources alone:
         no placement can do better, and most often it cannot, found at once."""
         free = self.session.free
-        shapes = Counter(t.task.shape_key for t in self.ordered)
+        shapes = Counter(t.pod.shape_key for t in self.ordered)
         fits = 0
-        for task in {t.task.shape_key: t for t in self.ordered}.values():
+        for task in {t.pod.shape_key: t for t in self.ordered}.values():
             wanted = task.vec > 0
             if not wanted.any():
                 return True
             slots = (free[:, wanted] // task.vec[wanted]).min(axis=1).clip(min=0).sum()
-            fits += min(shapes[task.task.shape_key], int(slots))
+            fits += min(shapes[task.pod.shape_key], int(slots))
         return fits >= count
 
     def _recount_budgets(self) -> None:
@@ -329,7 +334,7 @@ class _Plan:
         np.add.at(freeable, rows, victims.vecs[candidates])
         wanted = task.vec > 0
         room = (session.free[:, wanted] + freeable[:, wanted] >= task.vec[wanted]).all(axis=1)
-        room &= session.allowed(task.task.constraints) & freeable.any(axis=1)
+        room &= session.allowed(task.pod.constraints) & freeable.any(axis=1)
         nodes = np.flatnonzero(room)
         if not nodes.size:
             return None
@@ -531,14 +536,14 @@ class _Plan:
             f"{', '.join(landing)}; waiting for them to terminate"
         )
         self.statement.nominate()
-        session.held.add(job.key)
+        session.awaiting_victims.add(job.key)
 
 
 def place_by_evicting(
     session: Session,
     job: JobInfo,
     *,
-    action: str,
+    action: EvictionAction,
     checks: list[VictimCheck],
     scope: Scope,
     failed: set[object],
@@ -590,7 +595,7 @@ def _kind(job: JobInfo) -> object:
     priority, members still needed and their shapes; None for a job whose members are
     placed by their labels and namespace too (pod affinity, spread), never alike."""
     pending = job.pending
-    if any(t.task.fit_key is not None for t in pending):
+    if any(t.pod.fit_key is not None for t in pending):
         return None
-    shapes = frozenset(Counter((t.task.shape_key, t.preempts) for t in pending).items())
+    shapes = frozenset(Counter((t.pod.shape_key, t.preempts) for t in pending).items())
     return (job.queue, job.priority, job.min_member - job.bound, shapes)

@@ -37,7 +37,7 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
         # Filters asked afresh (pod affinity, spread) also read a pod's namespace and
         # labels, which its shape leaves out: members alike in shape may differ there.
         fresh = any(f.concerns(task) for f in session.fresh_filters)
-        kind = _failure_key(task) if fresh else task.task.shape_key
+        kind = _failure_key(task) if fresh else task.pod.shape_key
         reason = task.error or failed.get(kind)
         if reason is None:
             reason = session.not_allocatable(job, task)
@@ -81,5 +81,5 @@ def preferred_node(task: TaskInfo) -> int | None:
 
 
 def _failure_key(task: TaskInfo) -> object:
-    pod = task.task
+    pod = task.pod
     return (pod.shape_key, pod.namespace, frozenset(pod.labels.items()))

@@ -1,4 +1,4 @@
-"""Room a preemption freed, held for the pods nominated to it while the victims go.
+"""Room a preemption freed, kept for the pods nominated to it while the victims go.
 
 A nominated job that still does not fit keeps its nodes' room for this session, so
 that nothing else slips into what its victims leave, as long as pods on those nodes
@@ -12,15 +12,15 @@ from batchsched.model.decisions import Nomination
 from batchsched.model.snapshot import JobInfo
 
 
-def hold_or_clear(session: Session, job: JobInfo, terminating: set[int]) -> bool:
-    """Hold the job's nominated room (True) while `terminating` rows include one of
+def keep_or_clear(session: Session, job: JobInfo, terminating: set[int]) -> bool:
+    """Keep the job's nominated room (True) while `terminating` rows include one of
     its nodes; otherwise clear its nominations (False)."""
     nominated = [(t, t.nominated) for t in job.pending if t.nominated is not None]
     rows = {row for _, row in nominated}
     if rows & terminating:
         for task, row in nominated:
             session.allocate(job, task, row)
-        session.held.add(job.key)
+        session.awaiting_victims.add(job.key)
         session.pin(job.key, len(nominated))
         names = ", ".join(sorted(session.snapshot.nodes[row].name for row in rows))
         session.job_messages[job.key] = (
@@ -29,7 +29,7 @@ def hold_or_clear(session: Session, job: JobInfo, terminating: set[int]) -> bool
         return True
     session.decisions.nominations.extend(
         Nomination(namespace=p.namespace, name=p.name, uid=p.uid, node="", job=job.key)
-        for p in (t.task for t in job.pending)
+        for p in (t.pod for t in job.pending)
         if p.nominated_node is not None
     )
     return False

@@ -10,7 +10,11 @@ def wants_room(session: Session, job: JobInfo) -> bool:
     evict. A job enqueue held back only for want of idle resources counts: making room
     is what it waits for. A job of BestEffort pods (asking for nothing but a pod slot)
     evicts only BestEffort pods, as Volcano's preempt has it (evicting_placement.py)."""
-    if job.bound >= job.min_member or job.key in session.held or session.placed[job.key]:
+    if (
+        job.bound >= job.min_member
+        or job.key in session.awaiting_victims
+        or session.placed[job.key]
+    ):
         return False
     if not any(t.preempts for t in job.pending):
         return False

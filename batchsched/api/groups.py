@@ -18,7 +18,7 @@ from batchsched.api.meta import (
     text,
     whole_number,
 )
-from batchsched.api.objects import PodGroup
+from batchsched.api.objects import GROUP_PHASES, PodGroup
 from batchsched.api.queues import DEFAULT_QUEUE
 from batchsched.api.reads import keys_under, reads
 from batchsched.api.resources import parse_resource_list, volcano_counts
@@ -67,8 +67,6 @@ POD_GROUP_READS = reads(
     "spec",
     "status.phase",
 )
-
-PHASES = ("Pending", "Inqueue", "Running", "Completed", "Failed", "Unknown")
 
 
 def pod_group_from_object(obj: Obj, *, default_creation: float = 0.0) -> PodGroup:
@@ -142,7 +140,7 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
             else whole_number(raw, where=field, minimum=1)
         )
     phase = status.get("phase")
-    group.phase = str(phase) if phase in PHASES else "Pending"
+    group.phase = next((p for p in GROUP_PHASES if p == phase), "Pending")
     annotations = mapping(
         (obj.get("metadata") or {}).get("annotations"), where=f"{where}.metadata.annotations"
     )

@@ -6,6 +6,7 @@ looks at raw Kubernetes dictionaries.
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal, get_args
 
 from batchsched.api.gpu import node_cards
 from batchsched.api.placement import Placement
@@ -15,8 +16,11 @@ from batchsched.api.selectors import Requirement
 from batchsched.api.topologyspread import SpreadConstraint
 from batchsched.api.volumes import PodClaim
 
+# A pod's phase, as Kubernetes names it.
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+POD_PHASES: tuple[PodPhase, ...] = get_args(PodPhase)
 # Pod phases after which a pod no longer holds resources on its node.
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+TERMINAL_PHASES: frozenset[PodPhase] = frozenset({"Succeeded", "Failed"})
 
 
 # Taint effects that keep pods not tolerating them off a node, and the one that only
@@ -147,7 +151,7 @@ class Task:
     request: ResourceList
     creation: float
     node_name: str | None = None
-    phase: str = "Pending"
+    phase: PodPhase = "Pending"
     priority: int | None = None
     priority_class_name: str = ""
     # spec.preemptionPolicy; "" when unset (then its PriorityClass's applies).
@@ -205,6 +209,12 @@ class Task:
         return self.phase in TERMINAL_PHASES
 
 
+# A group's phase, as ours and Volcano's PodGroups name it; the other projects' names are
+# written from it (k8s/status.py).
+GroupPhase = Literal["Pending", "Inqueue", "Running", "Completed", "Failed", "Unknown"]
+GROUP_PHASES: tuple[GroupPhase, ...] = get_args(GroupPhase)
+
+
 @dataclass(slots=True)
 class PodGroup:
     """A gang: at least `min_member` of its pods start together, or none does.
@@ -228,7 +238,7 @@ class PodGroup:
     # Volcano's sla waiting time (its annotation): how long the job may wait.
     waiting_seconds: float | None = None
     api_version: str = ""
-    phase: str = "Pending"
+    phase: GroupPhase = "Pending"
     error: str | None = None
     # Events about the group name it by uid: `kubectl describe` looks them up by it.
     uid: str = ""

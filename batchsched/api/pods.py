@@ -20,8 +20,10 @@ from batchsched.api.meta import (
     whole_number,
 )
 from batchsched.api.objects import (
+    POD_PHASES,
     Constraints,
     GroupRef,
+    PodPhase,
     PreferredTerm,
     QueueName,
     Task,
@@ -55,8 +57,8 @@ TENCENT_GROUP_LABEL = "group.batch.scheduler.tencent.com"
 LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 # Every key whose value names a PodGroup object, as (where on the pod, key), each where
-# its own scheduler reads it (DESIGN section 3). A key elsewhere means nothing to that
-# scheduler, so it means nothing here either.
+# its own scheduler reads it (README, "How a pod finds its group"). A key elsewhere
+# means nothing to that scheduler, so it means nothing here either.
 GROUP_KEYS: tuple[tuple[str, str], ...] = (
     ("annotation", OUR_GROUP_KEY),
     ("label", OUR_GROUP_KEY),
@@ -288,7 +290,7 @@ def task_from_pod(
         request=shape.request,
         creation=creation_of(pod, default=default_creation, kind="Pod"),
         node_name=spec.get("nodeName") or None,
-        phase=str(status.get("phase") or "Pending"),
+        phase=_phase(status.get("phase")),
         priority=priority if isinstance(priority, int) else None,
         priority_class_name=str(spec.get("priorityClassName") or ""),
         preemption_policy=""
@@ -354,7 +356,7 @@ def pod_shape(spec: Mapping[str, object], *, where: str) -> PodShape:
 
 
 def group_of(pod: Obj, *, namespace: str, where: str) -> GroupRef | None:
-    """The group a pod names by any association key (DESIGN section 3)."""
+    """The group a pod names by any association key (README, "How a pod finds its group")."""
     return group_from_metadata(
         labels_of(pod, kind="Pod"),
         annotations_of(pod, kind="Pod"),
@@ -549,3 +551,11 @@ def _host_ports(spec: Mapping[str, object], *, where: str) -> frozenset[tuple[st
                 if isinstance(host_port, int) and host_port > 0:
                     ports.add((str(entry.get("protocol") or "TCP"), host_port))
     return frozenset(ports)
+
+
+def _phase(raw: object) -> PodPhase:
+    """Pending when unset; a phase Kubernetes does not define is Unknown, its word for a
+    pod whose state could not be had."""
+    if not raw:
+        return "Pending"
+    return next((p for p in POD_PHASES if p == raw), "Unknown")

@@ -20,7 +20,7 @@ UNSUPPORTED_SPEC_FIELDS = (
 )
 # In-tree disk sources, which kube-scheduler keeps apart (VolumeRestrictions) and counts
 # against CSI attach limits by translating them to their CSI drivers. Claims are
-# honoured (plugins/volumebinding.py); inline CSI volumes constrain no node.
+# honoured (plugins/volumefilters.py); inline CSI volumes constrain no node.
 NODE_BOUND_VOLUMES = (
     "awsElasticBlockStore",
     "gcePersistentDisk",

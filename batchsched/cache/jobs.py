@@ -32,7 +32,7 @@ def _reserve(job: JobInfo, placements: list[Placement], node_rows: Mapping[str, 
     member whose node is gone holds nothing and is placed afresh, still ahead of others."""
     for info in job.pending:
         for placement in reversed(placements):
-            node = placement.node_for(info.task.name, info.task.uid)
+            node = placement.node_for(info.pod.name, info.pod.uid)
             if node is not None:
                 info.reserved = node_rows.get(node)
                 job.resumes = True
@@ -141,7 +141,7 @@ class JobBuilder:
                 error = error or refusal.message
             job.pending.append(
                 TaskInfo(
-                    task=task,
+                    pod=task,
                     vec=vec,
                     priority=priority,
                     error=error,
@@ -173,8 +173,8 @@ class JobBuilder:
             _reserve(self.jobs[key], sorted(placements, key=lambda p: p.at), node_rows)
         for job in self.jobs.values():
             for info in job.pending:
-                if info.task.nominated_node is not None:
-                    info.nominated = node_rows.get(info.task.nominated_node)
+                if info.pod.nominated_node is not None:
+                    info.nominated = node_rows.get(info.pod.nominated_node)
                     job.nominated = True
         return self.jobs
 

@@ -84,7 +84,7 @@ class SnapshotKeeper:
             state = self._state = _State(self.cache, scheduler_names=self.scheduler_names, now=now)
             self.whole += 1
         if retry_all:
-            state.resting.clear()
+            state.set_aside.clear()
         return state.snapshot(now)
 
     def set_aside(self, unplaced: Mapping[str, Unplaced]) -> None:
@@ -98,16 +98,16 @@ class SnapshotKeeper:
             return
         for key, why in unplaced.items():
             job = state.jobs.get(key)
-            if job is not None and not any(_placed_by_others(t.task) for t in job.pending):
-                state.resting[key] = why
+            if job is not None and not any(_placed_by_others(t.pod) for t in job.pending):
+                state.set_aside[key] = why
 
 
 @dataclass(slots=True)
-class _Held:
+class _Counted:
     """A pod as the state counted it: a pod's node changes in place (an assumed bind),
     so what it added must be remembered to be taken back."""
 
-    task: Task
+    pod: Task
     vec: IntArray
     row: int | None
     job: str
@@ -150,20 +150,20 @@ class _State:
         self.cards_used: IntArray | None = None
         self.unnamed: dict[str, tuple[int, GpuDemand]] = {}
         self.vectors: dict[tuple[object, ...], IntArray] = {}
-        self.held: dict[str, _Held] = {}
+        self.counted: dict[str, _Counted] = {}
         # Job key -> the keys of its pods, in the order they were counted.
         self.members: dict[str, dict[str, None]] = {}
         self.queues, self.rejected_queues = usable_queues(cache)
         builder = self._builder(cache.pod_groups.values())
         for key, task in cache.tasks.items():
             self._count(key, task)
-            builder.add(task, self.held[key].vec)
+            builder.add(task, self.counted[key].vec)
         self.jobs: dict[str, JobInfo] = builder.finish(self.index)
         self._count_cards()
         # The jobs built again by the last follow(); None: all of them.
         self.changed: frozenset[str] | None = None
         # Jobs set aside, and what the session said of them.
-        self.resting: dict[str, Unplaced] = {}
+        self.set_aside: dict[str, Unplaced] = {}
 
     def follow(self, changes: Changes, *, now: float) -> bool:
         """Catch up with `changes`; False if they need the state taken whole again."""
@@ -189,45 +189,49 @@ class _State:
         dirty |= {key for key, job in self.jobs.items() if job.namespace in changes.namespaces}
         # Room freed, and pods newly on nodes (_wake says why these).
         freed = changes.nodes
-        arrived: list[_Held] = []
+        arrived: list[_Counted] = []
         for key in changes.pods:
-            held = self.held.pop(key, None)
-            if held is not None:
-                self._take_back(key, held)
-                self._name(held.task, -1)
-                dirty.add(held.job)
+            counted = self.counted.pop(key, None)
+            if counted is not None:
+                self._take_back(key, counted)
+                self._name(counted.pod, -1)
+                dirty.add(counted.job)
             if key in tasks:
                 self._name(tasks[key], 1)
                 dirty.add(self._count(key, tasks[key]))
-            now_held = self.held.get(key)
-            row = None if now_held is None else now_held.row
-            if held is not None:
-                freed |= now_held is None or held.task.nominated_node is not None
-                if held.row is not None:
-                    freed |= row != held.row
+            now_counted = self.counted.get(key)
+            row = None if now_counted is None else now_counted.row
+            if counted is not None:
+                freed |= now_counted is None or counted.pod.nominated_node is not None
+                if counted.row is not None:
+                    freed |= row != counted.row
                     # Pods of one shape share their vector: most updates compare nothing.
                     freed |= (
-                        now_held is not None
-                        and now_held.vec is not held.vec
-                        and bool((now_held.vec < held.vec).any())
+                        now_counted is not None
+                        and now_counted.vec is not counted.vec
+                        and bool((now_counted.vec < counted.vec).any())
                     )
-            if now_held is not None and row is not None and (held is None or held.row != row):
-                arrived.append(now_held)
+            if (
+                now_counted is not None
+                and row is not None
+                and (counted is None or counted.row != row)
+            ):
+                arrived.append(now_counted)
         if self.dropped and self._columns() != self.resources:
             return False
         if changes.nodes:
             self.allocatable = self._allocatable()
             self._count_cards()
         for key, refusal in self.cache.refusals.items():
-            if refusal.until > self.now and key in self.held:
-                dirty.add(self.held[key].job)
+            if refusal.until > self.now and key in self.counted:
+                dirty.add(self.counted[key].job)
         self.now = now
         self._rebuild(dirty)
         self.changed = frozenset(dirty)
         self._wake(dirty, freed=freed, arrived=arrived)
         return True
 
-    def _wake(self, dirty: set[str], *, freed: bool, arrived: list[_Held]) -> None:
+    def _wake(self, dirty: set[str], *, freed: bool, arrived: list[_Counted]) -> None:
         """Take back from the jobs set aside those that might be placed now: those
         that changed, and all of them when room may have been freed: nodes changed, a
         pod left its node or asks less there, a pod was deleted or a nominated one
@@ -236,29 +240,29 @@ class _State:
         for none, but it may be evicted: by a job of higher priority (preempt) or of
         another queue (reclaim)."""
         if freed:
-            self.resting.clear()
+            self.set_aside.clear()
             return
         for key in dirty:
-            self.resting.pop(key, None)
-        if not arrived or not self.resting:
+            self.set_aside.pop(key, None)
+        if not arrived or not self.set_aside:
             return
         classes = self.cache.priority_classes
         default = default_priority(classes)
         lowest = min(
-            placed_priority(held.task, self.jobs.get(held.job), classes, default)
-            for held in arrived
+            placed_priority(counted.pod, self.jobs.get(counted.job), classes, default)
+            for counted in arrived
         )
-        queues = {self.jobs[held.job].queue for held in arrived if held.job in self.jobs}
-        for key in list(self.resting):
+        queues = {self.jobs[counted.job].queue for counted in arrived if counted.job in self.jobs}
+        for key in list(self.set_aside):
             job = self.jobs.get(key)
             if job is None or job.priority > lowest or queues - {job.queue}:
-                del self.resting[key]
+                del self.set_aside[key]
 
     def snapshot(self, now: float) -> Snapshot:
         cache = self.cache
-        for key, why in list(self.resting.items()):
+        for key, why in list(self.set_aside.items()):
             if why.until is not None and why.until <= now:
-                del self.resting[key]
+                del self.set_aside[key]
         return Snapshot(
             now=now,
             resources=self.resources,
@@ -268,7 +272,7 @@ class _State:
             port_users={port: set(rows) for port, rows in self.ports.items()},
             jobs=dict(self.jobs),
             changed_jobs=self.changed,
-            set_aside=dict(self.resting),
+            set_aside=dict(self.set_aside),
             queues=self.queues,
             scheduler_names=self.scheduler_names,
             rejected_queues=self.rejected_queues,
@@ -306,25 +310,25 @@ class _State:
         extra[moved[kept]] = self.extra[kept]
         self.used, self.extra = used, extra
         to: list[int] = moved.tolist()
-        arrived: list[tuple[str, _Held]] = []
-        for key, held in self.held.items():
-            if held.row is None:
-                task = held.task
+        arrived: list[tuple[str, _Counted]] = []
+        for key, counted in self.counted.items():
+            if counted.row is None:
+                task = counted.pod
                 if task.node_name in self.index and not task.terminal:
-                    arrived.append((key, held))
+                    arrived.append((key, counted))
                 continue
-            row = to[held.row]
+            row = to[counted.row]
             if row < 0:
-                held.row = None
+                counted.row = None
                 self.placed.pop(key)
                 self.affine.pop(key, None)
                 self.gpu_holders.pop(key, None)
-                self.extra_pods -= held.task.score_extra != NO_EXTRA
+                self.extra_pods -= counted.pod.score_extra != NO_EXTRA
                 continue
-            held.row = row
-            self.placed[key] = (row, held.task)
+            counted.row = row
+            self.placed[key] = (row, counted.pod)
             if key in self.affine:
-                self.affine[key] = (row, held.task)
+                self.affine[key] = (row, counted.pod)
             if key in self.gpu_holders:
                 self.gpu_holders[key] = (row, *self.gpu_holders[key][1:])
         for port, users in list(self.ports.items()):
@@ -334,11 +338,11 @@ class _State:
             else:
                 del self.ports[port]
         # Pods bound to a node before it was seen hold it now.
-        for key, held in arrived:
-            self._take_back(key, held)
-            self._count(key, held.task)
+        for key, counted in arrived:
+            self._take_back(key, counted)
+            self._count(key, counted.pod)
         named = {key for key, job in self.jobs.items() if job.resumes or job.nominated}
-        return named | {held.job for _, held in arrived}
+        return named | {counted.job for _, counted in arrived}
 
     def _take_nodes(self) -> None:
         self.nodes: list[Node] = sorted(self.cache.nodes.values(), key=lambda n: n.name)
@@ -390,7 +394,7 @@ class _State:
         if task.node_name is not None and not task.terminal:
             row = self.index.get(task.node_name)
         job = job_key(task)
-        self.held[key] = _Held(task, vec, row, job)
+        self.counted[key] = _Counted(task, vec, row, job)
         self.members.setdefault(job, {})[key] = None
         if row is None:
             return job
@@ -411,15 +415,15 @@ class _State:
             self.extra_pods += 1
         return job
 
-    def _take_back(self, key: str, held: _Held) -> None:
-        members = self.members[held.job]
+    def _take_back(self, key: str, counted: _Counted) -> None:
+        members = self.members[counted.job]
         del members[key]
         if not members:
-            del self.members[held.job]
-        row, task = held.row, held.task
+            del self.members[counted.job]
+        row, task = counted.row, counted.pod
         if row is None:
             return
-        self.used[row] -= held.vec
+        self.used[row] -= counted.vec
         del self.placed[key]
         self.affine.pop(key, None)
         for port in task.host_ports:
@@ -478,8 +482,8 @@ class _State:
         for key in keys:
             self.jobs.pop(key, None)
             for member in self.members.get(key, ()):
-                held = self.held[member]
-                builder.add(held.task, held.vec)
+                counted = self.counted[member]
+                builder.add(counted.pod, counted.vec)
         self.jobs.update(builder.finish(self.index))
 
     def _builder(self, groups: Iterable[PodGroup]) -> JobBuilder:

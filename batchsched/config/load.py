@@ -1,4 +1,6 @@
-"""SchedulerConfig: the YAML users write (DESIGN section 5), checked in full at load.
+"""SchedulerConfig: the YAML users write, checked in full at load.
+
+README's "Configuration reference" documents it.
 
 Every problem is reported with the key it concerns and what is allowed there, before
 the scheduler does anything.

@@ -12,7 +12,7 @@ those that change no placement here (ACTION_ARGUMENTS, PLUGIN_ARGUMENTS), logged
 """
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,20 +23,21 @@ from batchsched.plugins.nodeorder import PART_NAMES
 log = logging.getLogger(__name__)
 
 # Volcano's per-plugin flags, by the kind of callback they govern, and the session lists
-# that hold batchsched's callbacks of that kind.
-HOOKS: dict[str, tuple[str, ...]] = {
-    "JobOrder": ("job_keys",),
-    "TaskOrder": ("task_keys",),
-    "QueueOrder": ("queue_keys",),
-    "Preemptable": ("preemptable",),
-    "Reclaimable": ("reclaimable",),
+# that hold batchsched's callbacks of that kind (as accessors, which mypy checks).
+Callbacks = Callable[[Session], list[Any]]
+HOOKS: dict[str, tuple[Callbacks, ...]] = {
+    "JobOrder": (lambda s: s.job_keys,),
+    "TaskOrder": (lambda s: s.task_keys,),
+    "QueueOrder": (lambda s: s.queue_keys,),
+    "Preemptable": (lambda s: s.preemptable,),
+    "Reclaimable": (lambda s: s.reclaimable,),
     # Without the gang's readiness no member counts toward a minimum: each is elastic.
-    "JobReady": ("ready_checks", "minimum_checks", "shortfalls"),
-    "JobEnqueued": ("enqueue_checks", "enqueue_headroom"),
-    "Overused": ("overused_checks",),
-    "Allocatable": ("share_checks",),
-    "NodeOrder": ("scorers", "normalized_scorers"),
-    "Predicate": ("filters", "fresh_filters"),
+    "JobReady": (lambda s: s.ready_checks, lambda s: s.minimum_checks, lambda s: s.shortfalls),
+    "JobEnqueued": (lambda s: s.enqueue_checks, lambda s: s.enqueue_headroom),
+    "Overused": (lambda s: s.overused_checks,),
+    "Allocatable": (lambda s: s.share_checks,),
+    "NodeOrder": (lambda s: s.scorers, lambda s: s.normalized_scorers),
+    "Predicate": (lambda s: s.filters, lambda s: s.fresh_filters),
 }
 # Flags for callbacks batchsched has no counterpart of: false is logged as having no
 # effect, and why.
@@ -100,8 +101,8 @@ BINPACK_PREFIX = "binpack."
 @dataclass(frozen=True, kw_only=True)
 class Translated:
     """A configuration in batchsched's own words, where it was read (a ConfigMap's key),
-    and per plugin name the session lists its callbacks are to be kept out of (Volcano's
-    enable flags set to false)."""
+    and per plugin name the hooks (HOOKS) whose callbacks are to be kept out of the
+    session (Volcano's enable flags set to false)."""
 
     raw: Mapping[str, Any]
     source: str
@@ -111,7 +112,7 @@ class Translated:
 def restrict(
     tiers: tuple[tuple[Plugin, ...], ...], disabled: Mapping[str, frozenset[str]]
 ) -> tuple[tuple[Plugin, ...], ...]:
-    """The tiers with each plugin named in `disabled` kept out of those session lists."""
+    """The tiers with each plugin named in `disabled` kept out of those hooks."""
     if not disabled:
         return tiers
     return tuple(
@@ -127,25 +128,26 @@ class _Without:
     """A plugin whose callbacks of some kinds are taken back as soon as it registers them:
     Volcano's `enablePreemptable: false` and the like."""
 
-    def __init__(self, plugin: Plugin, lists: frozenset[str]) -> None:
+    def __init__(self, plugin: Plugin, hooks: frozenset[str]) -> None:
         self.plugin = plugin
         self.name = plugin.name
-        self.lists = lists
+        self.hooks = hooks
 
     def open(self, session: Session) -> None:
-        before = {name: len(getattr(session, name)) for name in self.lists}
+        lists = [callbacks(session) for hook in self.hooks for callbacks in HOOKS[hook]]
+        before = [len(callbacks) for callbacks in lists]
         scored = set(session.scored)
         self.plugin.open(session)
-        for name, length in before.items():
-            del getattr(session, name)[length:]
-        if "scorers" in self.lists:
+        for callbacks, length in zip(lists, before, strict=True):
+            del callbacks[length:]
+        if "NodeOrder" in self.hooks:
             # Pods with preferences no plugin scores now wait, saying so.
             session.scored &= scored
 
 
 def translate(raw: Mapping[str, Any], *, source: str) -> Translated:
-    """Volcano's scheduler configuration in batchsched's format, with the session lists
-    its enable flags take each plugin's callbacks out of."""
+    """Volcano's scheduler configuration in batchsched's format, with the hooks its
+    enable flags take each plugin's callbacks out of."""
     out = dict(raw)
     if out.pop(METRICS_KEY, None) is not None:
         log.warning("%s.%s has no effect here: %s", source, METRICS_KEY, METRICS_WHY)
@@ -241,7 +243,7 @@ def _volcano_plugin(entry: object, *, where: str, disabled: dict[str, frozenset[
         return entry
     out = {key: value for key, value in entry.items() if not _flag_hook(key)}
     name = entry.get("name")
-    lists: set[str] = set()
+    hooks: set[str] = set()
     for key, value in entry.items():
         hook = _flag_hook(key)
         if hook is None:
@@ -263,15 +265,15 @@ def _volcano_plugin(entry: object, *, where: str, disabled: dict[str, frozenset[
                     f"{at}: the predicates plugin's checks cannot be turned off: pods would "
                     "be placed where they do not fit"
                 )
-            lists.update(HOOKS[hook])
+            hooks.add(hook)
         elif hook in UNMAPPED_HOOKS:
             if not value:
                 log.warning("%s: false has no effect here: %s", at, UNMAPPED_HOOKS[hook])
         else:
             allowed = ", ".join(f"enable{h}" for h in sorted({*HOOKS, *UNMAPPED_HOOKS, HIERARCHY}))
             raise InvalidObject(f"{at}: unknown flag (allowed: {allowed})")
-    if lists and isinstance(name, str):
-        disabled[name] = frozenset(lists)
+    if hooks and isinstance(name, str):
+        disabled[name] = frozenset(hooks)
     arguments = entry.get("arguments")
     if name == "binpack" and isinstance(arguments, Mapping):
         out["arguments"] = _volcano_binpack(arguments, where=f"{where}.arguments")

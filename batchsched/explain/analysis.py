@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from batchsched.actions.allocate import at_fair_share
 from batchsched.api.resources import ResourceList, format_amount
 from batchsched.api.volumes import BIND_TIMEOUT_SECONDS, Claim, Volume
 from batchsched.explain import remedies
@@ -23,7 +24,7 @@ from batchsched.explain.target import Target
 from batchsched.framework.statement import Statement
 from batchsched.model.decisions import ClaimBinding
 from batchsched.model.snapshot import JobInfo, TaskInfo
-from batchsched.plugins.volumebinding import awaited
+from batchsched.plugins.volumefilters import awaited
 
 
 @dataclass(kw_only=True)
@@ -226,14 +227,14 @@ def _hardest(ran: Ran, job: JobInfo) -> TaskInfo | None:
     """The pending member whose shape fits the fewest nodes now: the one to explain."""
     shapes: dict[tuple[object, ...], TaskInfo] = {}
     for info in job.pending:
-        shapes.setdefault((info.task.shape_key, info.task.constraints), info)
+        shapes.setdefault((info.pod.shape_key, info.pod.constraints), info)
     if len(shapes) <= 1:
         return next(iter(shapes.values()), None)
     free = ran.session.free
     return min(
         shapes.values(),
         key=lambda t: int(
-            (remedies.fits(free, t.vec) * ran.session.allowed(t.task.constraints)).sum()
+            (remedies.fits(free, t.vec) * ran.session.allowed(t.pod.constraints)).sum()
         ),
     )
 
@@ -262,7 +263,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
         return (
             f"nothing holds it back: the scheduler places it now, on node(s) {some(placed)}",
             "if it stays pending, check that batch-scheduler runs and serves its "
-            f"schedulerName {task.task.scheduler_name!r}",
+            f"schedulerName {task.pod.scheduler_name!r}",
         )
     nominated = sorted({n.node for n in decisions.nominations if n.key in keys and n.node})
     if nominated:
@@ -275,7 +276,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     if queue is not None:
         return queue
     reason = seen.reason or ""
-    if "at its fair share" in reason:
+    if reason == at_fair_share(job.queue):
         return (
             reason,
             f"it runs as queue {job.queue}'s usage falls to its deserved share; "
@@ -296,7 +297,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     if found is not None:
         return found
     if not any(r.filter != "Reservations" for r in seen.refusals) and seen.refusals:
-        gangs = sorted({g for r in seen.refusals for g in _gangs(r.reason)})
+        gangs = _starving_gangs(ran, task)
         return (
             f"starving gang(s) {some(gangs)} hold the room it needs on "
             f"{sum(r.count for r in seen.refusals)} node(s)",
@@ -365,7 +366,7 @@ def _unreclaimable(ran: Ran, job: JobInfo, task: TaskInfo) -> Finding | None:
     ]
     if not below:
         return None
-    rows = np.flatnonzero(ran.session.allowed(task.task.constraints))
+    rows = np.flatnonzero(ran.session.allowed(task.pod.constraints))
     usable = {ran.snapshot.nodes[int(r)].name for r in rows}
     queues = ran.snapshot.queues
     kept = sorted(
@@ -394,7 +395,7 @@ def _wanted(job: JobInfo, task: TaskInfo) -> int:
     alike = sum(
         1
         for t in job.pending
-        if t.task.shape_key == task.task.shape_key and t.task.constraints == task.task.constraints
+        if t.pod.shape_key == task.pod.shape_key and t.pod.constraints == task.pod.constraints
     )
     return min(short, alike)
 
@@ -453,10 +454,12 @@ def _held_for(ran: Ran, key: str) -> list[int]:
     return sorted(row for row, gangs in reservations.holders.items() if key in gangs)
 
 
-def _gangs(reason: str) -> list[str]:
-    marker = "starving gang(s) "
-    at = reason.find(marker)
-    return [] if at < 0 else reason[at + len(marker) :].split(", ")
+def _starving_gangs(ran: Ran, task: TaskInfo | None) -> list[str]:
+    """The gangs whose held room refuses `task` every node its other filters pass."""
+    reservations = ran.session.reservations
+    if reservations is None or task is None:
+        return []
+    return reservations.refusing(task, ran.session.all_nodes)
 
 
 def _queue_view(ran: Ran, name: str) -> QueueView | None:

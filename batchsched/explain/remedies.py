@@ -47,7 +47,7 @@ def job_label(task: Task) -> str:
 
 def constraints(ran: Ran, task: TaskInfo) -> Finding | None:
     """Why no node takes pods with these constraints at all, whatever runs there."""
-    pod = task.task.constraints
+    pod = task.pod.constraints
     nodes = ran.snapshot.nodes
     if not nodes:
         return ("the cluster has no nodes", "add nodes, or check --kubeconfig names the cluster")
@@ -101,7 +101,7 @@ def constraints(ran: Ran, task: TaskInfo) -> Finding | None:
 
 def _untolerated(ran: Ran, task: TaskInfo, nodes: list[Node]) -> list[tuple[Taint, list[Node]]]:
     """Blocking taints the pod does not tolerate, each with its nodes, most nodes first."""
-    tolerations = task.task.constraints.tolerations
+    tolerations = task.pod.constraints.tolerations
     found: dict[Taint, list[Node]] = defaultdict(list)
     for node in nodes:
         for taint in node.taints:
@@ -126,7 +126,7 @@ def room(ran: Ran, job: JobInfo, task: TaskInfo, wanted: int) -> Finding | None:
     """When the nodes the pod may use are too full for the `wanted` members of its
     shape: which running jobs, once finished, free enough, and on which nodes."""
     session, snapshot = ran.session, ran.snapshot
-    rows = np.flatnonzero(session.allowed(task.task.constraints))
+    rows = np.flatnonzero(session.allowed(task.pod.constraints))
     now = fits(session.free[rows], task.vec)
     have = int(np.minimum(now, wanted).sum())
     if have >= wanted:
@@ -211,7 +211,7 @@ def narrowing(ran: Ran, task: TaskInfo) -> list[str]:
     """The pod's constraints that each rule out some node of the cluster, named with
     their keys (`nodeSelector pool=a`, `untolerated taint gpu:NoSchedule`); none when it
     may use every node."""
-    pod = task.task.constraints
+    pod = task.pod.constraints
     nodes = ran.snapshot.nodes
     named = [
         f"nodeSelector {key}={value}"

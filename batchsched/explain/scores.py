@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from batchsched.explain.session import Ran, filter_name
+from batchsched.explain.session import Ran
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import TaskInfo
 
@@ -69,11 +69,11 @@ def _score(ran: Ran, info: TaskInfo) -> tuple[BoolArray, dict[str, IntArray]]:
             feasible &= allowed
     parts: dict[str, IntArray] = {}
     for scorer, weight in session.scorers:
-        name = filter_name(scorer)
+        name = scorer.name
         parts[name] = parts.get(name, 0) + scorer.score(info, nodes) * weight
     for normalized, weight in session.normalized_scorers:
         normal = normalized.normalized_scores(info, feasible)
         if normal is not None:
-            name = filter_name(normalized)
+            name = normalized.name
             parts[name] = parts.get(name, 0) + np.where(feasible, normal * weight, 0)
     return feasible, parts

@@ -58,7 +58,7 @@ class Ran:
             if not counted:
                 left = passing
                 continue
-            name = filter_name(node_filter)
+            name = node_filter.name
             ranked = sorted(counted.items(), key=lambda item: (-item[1], item[0]))
             found += [Refusal(filter=name, reason=why, count=n) for why, n in ranked]
             refused = np.setdiff1d(left, passing)[:3]
@@ -77,10 +77,3 @@ def run_once(cache: ClusterCache, config: SchedulerConfig, *, now: float) -> Ran
     session = open_session(snapshot, config)
     decisions = run_actions(session, config.actions)
     return Ran(config=config, snapshot=snapshot, session=session, decisions=decisions)
-
-
-def filter_name(node_filter: object) -> str:
-    """A plugin's configured name, else its class's (the session's own card and
-    reservation filters)."""
-    name = getattr(node_filter, "name", None)
-    return name if isinstance(name, str) else type(node_filter).__name__

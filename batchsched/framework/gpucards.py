@@ -1,4 +1,4 @@
-"""Per-card GPU accounting for one session (DESIGN section 8; api/gpu.py says how pods ask).
+"""Per-card GPU accounting for one session (README, "GPU sharing"; api/gpu.py says how pods ask).
 
 Node-level resource columns cannot tell a node with one free card from one with two half
 free cards, so the session keeps the free milli of every card here and always filters
@@ -22,6 +22,8 @@ CardChooser = Callable[[TaskInfo, int], tuple[int, ...]]
 
 
 class GpuCards:
+    name = "GpuCards"
+
     def __init__(self, snapshot: Snapshot, requested: IntArray) -> None:
         """`requested` is the session's node usage, which only explain() reads."""
         self.allocatable = snapshot.allocatable

@@ -22,6 +22,9 @@ MAX_NODE_SCORE = 100
 
 
 class NodeFilter(Protocol):
+    # The plugin it comes from (or the session's own check), as explain names it.
+    name: str
+
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         """True where the task may be placed on the node."""
 
@@ -31,6 +34,9 @@ class NodeFilter(Protocol):
 
 
 class NodeScorer(Protocol):
+    # The plugin it comes from (or the session's own check), as explain names it.
+    name: str
+
     def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         """0..MAX_NODE_SCORE per node."""
 

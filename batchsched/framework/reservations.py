@@ -27,6 +27,8 @@ from batchsched.model.snapshot import Snapshot, TaskInfo
 
 
 class Reservations:
+    name = "Reservations"
+
     def __init__(self, snapshot: Snapshot, free: IntArray) -> None:
         """`free` is the session's free room per node, which placements keep current."""
         self.snapshot = snapshot
@@ -48,7 +50,7 @@ class Reservations:
         wanted = task.vec > 0
         left = self.free[np.ix_(nodes, wanted)] - task.vec[wanted]
         beside = (left >= self.held[np.ix_(nodes, wanted)]).all(axis=1)
-        deadline = task.task.deadline_seconds
+        deadline = task.pod.deadline_seconds
         if deadline is None:
             return np.asarray(beside, dtype=np.bool_)
         ends_first = self.snapshot.now + deadline <= self.ready_at[nodes]
@@ -61,6 +63,11 @@ class Reservations:
             gangs = ", ".join(self.holders.get(row, ()))
             reasons[f"node(s) had room held for starving gang(s) {gangs}"] += 1
         return reasons, nodes[fits]
+
+    def refusing(self, task: TaskInfo, nodes: IntArray) -> list[str]:
+        """The gangs whose held room keeps `task` off some of `nodes`."""
+        refused = nodes[~self.filter(task, nodes)].tolist()
+        return sorted({gang for row in refused for gang in self.holders.get(row, ())})
 
     def _settle_times(self, rows: set[int]) -> None:
         """When the held room of each of `rows` is sure to be free: once enough of the

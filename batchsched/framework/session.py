@@ -46,6 +46,9 @@ class Plugin(Protocol):
 
 
 class FreshFilter(Protocol):
+    # The plugin it comes from (or the session's own check), as explain names it.
+    name: str
+
     def concerns(self, task: TaskInfo) -> bool:
         """Whether any term of the session bears on where the task may go."""
 
@@ -60,6 +63,9 @@ class FreshFilter(Protocol):
 
 
 class NormalizedScorer(Protocol):
+    # The plugin it comes from (or the session's own check), as explain names it.
+    name: str
+
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
         """0..MAX_NODE_SCORE for every node where `feasible` (over the whole cluster),
         normalized over those nodes; None when it would be the same everywhere."""
@@ -216,9 +222,9 @@ class Session:
         self.closers: list[Callable[[], None]] = []
         self.preemptable: list[VictimCheck] = []
         self.reclaimable: list[VictimCheck] = []
-        # Jobs holding the room a preemption freed while its victims terminate: neither
+        # Jobs keeping the room a preemption freed while its victims terminate: neither
         # placed elsewhere nor preempting again in this session.
-        self.held: set[str] = set()
+        self.awaiting_victims: set[str] = set()
         # Job key -> members placed or nominated by this session, which no victim frees:
         # the job's running members are evicted only as far as they leave it minMember.
         self.pinned: Counter[str] = Counter()
@@ -245,7 +251,7 @@ class Session:
 
     def task_order(self, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
         keys = self.task_keys
-        return sorted(tasks, key=lambda t: (*(k(t) for k in keys), t.task.name))
+        return sorted(tasks, key=lambda t: (*(k(t) for k in keys), t.pod.name))
 
     def queue_order_key(self, queue: str) -> tuple[object, ...]:
         return (*(k(queue) for k in self.queue_keys), queue)
@@ -274,7 +280,7 @@ class Session:
 
     def blocker(self, task: TaskInfo) -> str | None:
         """Why no node will do for the task, whatever the cluster holds."""
-        pod = task.task
+        pod = task.pod
         if pod.blocked:
             return pod.blocked
         for check in self.blockers:
@@ -321,7 +327,7 @@ class Session:
 
     def best_node(self, task: TaskInfo) -> int | None:
         """The highest-scoring feasible node (lowest index on ties), or None."""
-        key = task.task.fit_key or task.task.shape_key
+        key = task.pod.fit_key or task.pod.shape_key
         cache = self._shapes.get(key)
         if cache is None:
             cache = _ShapeCache(scores=self._evaluate(task, self.all_nodes), seen=0)
@@ -397,7 +403,7 @@ class Session:
         self.gpu.take(task, node)
         self.requested[node] += task.vec
         self.free[node] -= task.vec
-        for port in task.task.host_ports:
+        for port in task.pod.host_ports:
             self.port_users.setdefault(port, set()).add(node)
         self.touched.append(node)
         self.allocations[job.key] += 1
@@ -408,7 +414,7 @@ class Session:
         self.gpu.release(task, node)
         self.requested[node] -= task.vec
         self.free[node] += task.vec
-        for port in task.task.host_ports:
+        for port in task.pod.host_ports:
             self.port_users[port].discard(node)
         self.touched.append(node)
         self.allocations[job.key] -= 1
@@ -445,7 +451,7 @@ class Session:
         restored): its resources, cards and ports are free, and plugins forget it."""
         victims = self.victims
         info = victims.info(index)
-        cards = info.task.gpu_index
+        cards = info.pod.gpu_index
         if cards and len(set(cards)) == info.gpu.cards:
             # Cards it was bound with are known; others were counted best fit, and stay
             # counted rather than free a card that might be another pod's.
@@ -483,7 +489,7 @@ class Session:
         making_room = {e.preemptor for e in self.decisions.evictions}
         making_room.update(n.job for n in self.decisions.nominations if n.node)
         jobs, now = self.snapshot.jobs, self.snapshot.now
-        for key in sorted(self.unplaced - making_room - self.held):
+        for key in sorted(self.unplaced - making_room - self.awaiting_victims):
             job = jobs[key]
             times = [deadline(job) for deadline in self.deadlines]
             limit = self.waiting_limit(job)

@@ -32,9 +32,9 @@ class Statement:
         nodes = session.snapshot.nodes
         session.decisions.nominations.extend(
             Nomination(
-                namespace=task.task.namespace,
-                name=task.task.name,
-                uid=task.task.uid,
+                namespace=task.pod.namespace,
+                name=task.pod.name,
+                uid=task.pod.uid,
                 node=nodes[node].name,
                 job=self.job.key,
             )
@@ -50,9 +50,9 @@ class Statement:
         session.pin(self.job.key, len(self.placed))
         bindings = [
             Binding(
-                namespace=task.task.namespace,
-                name=task.task.name,
-                uid=task.task.uid,
+                namespace=task.pod.namespace,
+                name=task.pod.name,
+                uid=task.pod.uid,
                 node=nodes[node].name,
                 job=self.job.key,
                 gpu_index=session.gpu.placed.get(task.key, ()),

@@ -83,7 +83,7 @@ class Victims:
         if found is None:
             task = self.tasks[index]
             found = self.infos[index] = TaskInfo(
-                task=task,
+                pod=task,
                 vec=self.vecs[index],
                 priority=int(self.priority[index]),
                 gpu=gpu_demand(task.request),

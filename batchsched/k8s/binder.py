@@ -75,7 +75,7 @@ from batchsched.metrics import (
     SCHEDULE_ATTEMPTS,
 )
 from batchsched.model.decisions import Binding, ClaimBinding, Condition, JobStatus
-from batchsched.plugins.volumebinding import awaited
+from batchsched.plugins.volumefilters import awaited
 
 log = logging.getLogger(__name__)
 

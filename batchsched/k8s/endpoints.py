@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client import REGISTRY
+from prometheus_client.aiohttp import make_aiohttp_handler
 
 from batchsched.api.errors import InvalidObject
 from batchsched.k8s.client import JSON, TRANSPORT_ERRORS, ApiError, Requests
@@ -161,7 +162,11 @@ def _readyz(ready: Callable[[], bool]) -> Handler:
 
 
 def _metrics(auth: MetricsAuth | None) -> Handler:
-    async def metrics(request: web.Request) -> web.Response:
+    # prometheus-client's own handler: it honours the scraper's Accept (OpenMetrics or
+    # text) and compression; only the caller check in front of it is ours.
+    exposition = make_aiohttp_handler(REGISTRY)
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
         if auth is not None:
             try:
                 verdict = await auth.verdict(request.headers.get("Authorization"))
@@ -170,8 +175,7 @@ def _metrics(auth: MetricsAuth | None) -> Handler:
                 return _text(503, "could not check the caller's credentials")
             if verdict is not Verdict.ALLOWED:
                 return _text(*verdict.value)
-        body = generate_latest(REGISTRY)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return await exposition(request)
 
     return metrics
 

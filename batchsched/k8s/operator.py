@@ -8,7 +8,7 @@ stopped scheduling would be worse than one that restarts. The error is raised as
 not inside the task group's ExceptionGroup, for the command to end with one line saying
 why (`exit_reason`). SIGTERM and SIGINT stop it cleanly, handing the lease over.
 
-Why not kopf, which DESIGN section 7 suggests for watching: it runs every watch event
+Why not kopf, the usual Python choice for watching: it runs every watch event
 through a per-object worker and its handler machinery, and its index readiness, the one
 way it tells that a listing is complete, grows with the square of the listed objects.
 The informers here cost a fraction of that per event and know exactly when each list

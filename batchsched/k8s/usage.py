@@ -71,7 +71,7 @@ def _nominated(snapshot: Snapshot, decisions: Decisions, decided: set[str]) -> i
         task.key
         for job in snapshot.jobs.values()
         for task in job.pending
-        if task.task.nominated_node
+        if task.pod.nominated_node
     }
     for nomination in decisions.nominations:
         if nomination.node:

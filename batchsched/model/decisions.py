@@ -2,8 +2,13 @@
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Literal
 
+from batchsched.api.objects import GroupPhase
 from batchsched.api.resources import ResourceList
+
+# The action that evicts: preempt (for a higher priority) or reclaim (for a queue's share).
+EvictionAction = Literal["preempt", "reclaim"]
 
 
 class _PickledAsFields:
@@ -66,8 +71,7 @@ class Eviction(_PickledAsFields):
     name: str
     uid: str
     node: str
-    # "preempt" or "reclaim".
-    action: str
+    action: EvictionAction
     # The job the room is made for, and a sentence naming it and why, for events.
     preemptor: str
     message: str
@@ -110,7 +114,7 @@ class JobStatus(_PickledAsFields):
     key: str
     namespace: str
     name: str
-    phase: str
+    phase: GroupPhase
     min_member: int
     scheduled: int
     running: int

@@ -13,7 +13,7 @@ import numpy as np
 
 from batchsched.api.budgets import DisruptionBudget
 from batchsched.api.gpu import NO_GPU, GpuDemand
-from batchsched.api.objects import Node, PodGroup, PriorityClass, Queue, Task
+from batchsched.api.objects import GroupPhase, Node, PodGroup, PriorityClass, Queue, Task
 from batchsched.api.resources import PODS, ResourceList
 from batchsched.api.volumes import Storage
 from batchsched.model.arrays import IntArray
@@ -24,7 +24,7 @@ NO_EXTRA = (0, 0)
 
 @dataclass(slots=True)
 class TaskInfo:
-    task: Task
+    pod: Task
     vec: IntArray
     priority: int
     # Set when the pod cannot be scheduled whatever the cluster looks like.
@@ -40,12 +40,12 @@ class TaskInfo:
 
     @property
     def key(self) -> str:
-        return self.task.key
+        return self.pod.key
 
     @property
     def best_effort(self) -> bool:
         """Requests nothing but its pod slot."""
-        return self.task.request.keys() <= {PODS}
+        return self.pod.request.keys() <= {PODS}
 
 
 @dataclass(slots=True)
@@ -77,7 +77,7 @@ class JobInfo:
     failed: int = 0
     total: int = 0
     error: str | None = None
-    phase: str = "Pending"
+    phase: GroupPhase = "Pending"
     # Some pending member is named in a recorded placement: the gang was cut off
     # mid-bind and is finished first, even where its recorded nodes are gone.
     resumes: bool = False

@@ -10,16 +10,16 @@ from batchsched.plugins.conformance import Conformance
 from batchsched.plugins.drf import Drf
 from batchsched.plugins.gang import Gang
 from batchsched.plugins.gpufragmentation import GpuFragmentation
-from batchsched.plugins.nodeaffinityscore import NodeAffinityScore
+from batchsched.plugins.interpodaffinity import InterPodAffinityScore
+from batchsched.plugins.nodeaffinity import NodeAffinityScore
 from batchsched.plugins.nodeorder import NodeOrder
 from batchsched.plugins.overcommit import Overcommit
-from batchsched.plugins.podaffinityscore import InterPodAffinityScore
+from batchsched.plugins.podtopologyspread import PodTopologySpreadScore
 from batchsched.plugins.predicates import Predicates
 from batchsched.plugins.priority import Priority
 from batchsched.plugins.proportion import Capacity, Proportion
 from batchsched.plugins.sla import Sla
-from batchsched.plugins.spreadscore import PodTopologySpreadScore
-from batchsched.plugins.taintscore import TaintTolerationScore
+from batchsched.plugins.tainttoleration import TaintTolerationScore
 
 PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
     "balancedallocation": BalancedAllocation,

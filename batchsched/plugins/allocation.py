@@ -85,13 +85,13 @@ class _AllocationScore:
         raise NotImplementedError
 
     def _move(self, task: TaskInfo, node: int, step: int) -> None:
-        if task.task.score_extra == NO_EXTRA:
+        if task.pod.score_extra == NO_EXTRA:
             return
         if self.extra is None:
             self.extra = np.zeros((len(self.capacity), len(self.columns)), dtype=np.int64)
         for side, at in enumerate(self.extra_at):
             if at >= 0:
-                self.extra[node, at] += step * task.task.score_extra[side]
+                self.extra[node, at] += step * task.pod.score_extra[side]
 
     def _usage(self, task: TaskInfo, nodes: IntArray) -> tuple[IntArray, IntArray, BoolArray]:
         """Per node and scored column: requested with the pod, allocatable, and whether
@@ -101,7 +101,7 @@ class _AllocationScore:
         if self.counts_defaults:
             for side, at in enumerate(self.extra_at):
                 if at >= 0:
-                    request[at] += task.task.score_extra[side]
+                    request[at] += task.pod.score_extra[side]
             if self.extra is not None:
                 used = used + self.extra[nodes]
         capacity = self.capacity[nodes]

@@ -1,4 +1,4 @@
-"""binpack: prefer the nodes a pod fills most (RequestedToCapacityRatio, DESIGN section 4).
+"""binpack: prefer the nodes a pod fills most (RequestedToCapacityRatio; README, "Binpack").
 
 For each scored resource r: u_r = floor((node requested + pod request) * 100 / allocatable),
 capped at 100; f is the configured broken-line shape; the node score is
@@ -70,9 +70,7 @@ class Binpack:
         """Per node, the scored columns' counts beyond requests; kept up to date as the
         session places pods, or None in sessions where no pod has any."""
         snapshot = session.snapshot
-        pending = any(
-            t.task.score_extra != NO_EXTRA for job in session.placing for t in job.pending
-        )
+        pending = any(t.pod.score_extra != NO_EXTRA for job in session.placing for t in job.pending)
         if snapshot.score_extra is None and not pending:
             return None
         extra = np.zeros((len(snapshot.nodes), len(self.columns)), dtype=np.int64)
@@ -87,7 +85,7 @@ class Binpack:
         assert self.extra is not None
         for side, at in enumerate(self.extra_at):
             if at >= 0:
-                self.extra[node, at] += step * task.task.score_extra[side]
+                self.extra[node, at] += step * task.pod.score_extra[side]
 
     def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         request, weights = self._request_and_weights(task)
@@ -110,16 +108,16 @@ class Binpack:
         return rounded
 
     def _request_and_weights(self, task: TaskInfo) -> tuple[IntArray, IntArray]:
-        found = self._shapes.get(task.task.shape_key)
+        found = self._shapes.get(task.pod.shape_key)
         if found is None:
             request = task.vec[self.columns].copy()
             if self.gpu_at is not None:
                 request[self.gpu_at] = task.gpu.total
             for side, at in enumerate(self.extra_at):
                 if at >= 0:
-                    request[at] += task.task.score_extra[side]
+                    request[at] += task.pod.score_extra[side]
             weights = np.where(self.always | (request > 0), self.column_weights, 0)
-            found = self._shapes[task.task.shape_key] = (request, weights)
+            found = self._shapes[task.pod.shape_key] = (request, weights)
         return found
 
 

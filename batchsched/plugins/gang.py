@@ -23,6 +23,7 @@ from typing import Any
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import OUR_API
+from batchsched.api.objects import GroupPhase
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.session import Session
 from batchsched.model.decisions import Condition, JobStatus
@@ -85,19 +86,19 @@ class Gang:
         """Short of minMember, or of the minimum of the task's own role."""
         if job.bound + self.session.allocations[job.key] < job.min_member:
             return True
-        needed = job.role_minimum.get(task.task.role)
-        return needed is not None and self._role_count(job, task.task.role) < needed
+        needed = job.role_minimum.get(task.pod.role)
+        return needed is not None and self._role_count(job, task.pod.role) < needed
 
     def _role_count(self, job: JobInfo, role: str) -> int:
         return job.role_bound.get(role, 0) + self.roles[job.key, role]
 
     def _count_role(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         if job.role_minimum:
-            self.roles[job.key, task.task.role] += 1
+            self.roles[job.key, task.pod.role] += 1
 
     def _uncount_role(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         if job.role_minimum:
-            self.roles[job.key, task.task.role] -= 1
+            self.roles[job.key, task.pod.role] -= 1
 
     def _invalid(self, job: JobInfo) -> str | None:
         if job.error:
@@ -134,7 +135,7 @@ class Gang:
             return None
         if job.bound + job.succeeded >= job.min_member:
             return None
-        oldest = min((t.task.creation for t in job.pending), default=job.creation)
+        oldest = min((t.pod.creation for t in job.pending), default=job.creation)
         return max(job.creation, oldest) + timeout
 
     def _write_statuses(self) -> None:
@@ -212,7 +213,7 @@ class Gang:
         return f"still short of minMember after {timeout:g}s: {message}"
 
 
-def _phase(job: JobInfo, scheduled: int) -> str | None:
+def _phase(job: JobInfo, scheduled: int) -> GroupPhase | None:
     """Failed, Completed or Running, as `scheduled` members make it; None while it is
     short of minMember, when admission and time decide. A group of minMember 0 needs
     one member to be running or done: with none it has not started."""

@@ -104,7 +104,7 @@ class GpuFragmentation:
         # The nodes each constraint allows, for every model of this session's nodes.
         self._masks: dict[Constraints, BoolArray] = {}
         pending = {
-            task.task.uid: task for job in session.snapshot.jobs.values() for task in job.pending
+            task.pod.uid: task for job in session.snapshot.jobs.values() for task in job.pending
         }
         self._counted &= pending.keys()
         if self.lookahead:
@@ -152,7 +152,7 @@ class GpuFragmentation:
         return None
 
     def _count(self, task: TaskInfo) -> bool:
-        uid = task.task.uid
+        uid = task.pod.uid
         if uid in self._counted:
             return False
         self._counted.add(uid)
@@ -221,9 +221,9 @@ class GpuFragmentation:
         return free
 
     def _class(self, task: TaskInfo) -> TaskClass:
-        found = self._classes.get(task.task.shape_key)
+        found = self._classes.get(task.pod.shape_key)
         if found is None:
-            found = self._classes[task.task.shape_key] = task_class(task.task)
+            found = self._classes[task.pod.shape_key] = task_class(task.pod)
         return found
 
 

@@ -1,160 +1,130 @@
-"""Required pod affinity and anti-affinity, with kube-scheduler's InterPodAffinity filter.
+"""interpodaffinity: preferred pod affinity and anti-affinity, scored as kube-scheduler's
+InterPodAffinity scores them.
 
-A node passes when, in the order and words kube-scheduler uses:
-- every required affinity term of the pod finds a pod it selects in the node's domain
-  of the term's topology key (the node must have the key); when no pod anywhere matches
-  all the terms, a pod that matches them itself may start the series on any node that
-  has every key;
-- no required anti-affinity term of the pod finds a pod it selects in the node's domain;
-- no pod with a required anti-affinity term that selects this pod is in the node's
-  domain of that term's key (the symmetric check).
-
-Pods placed tentatively in the session count like bound ones, so the members of one
-gang keep each other apart (or together) before any of them is bound. Counts are kept
-per domain and changed as pods are placed and undone. The filter is not cached per
-node with the others: a pod placed in a zone changes the outcome on every node of the
-zone, so the session asks it afresh over all nodes, a few array operations per term,
-and pods that differ only in their terms share the cached evaluation of the rest.
-Nothing is kept, and no filter is added, in a session where no pod states a term.
+A node's raw score sums, over the topology domains it belongs to:
+- for each preferred term of the pod, its weight (negative for anti-affinity) times the
+  placed pods the term selects in the domain;
+- for each placed pod in the domain, the weight of each of its preferred terms that
+  selects the pod (negative for anti-affinity), and `hardPodAffinityWeight` for each of
+  its required affinity terms that does.
+Raw scores are then normalized to 0..100 over the nodes that fit, (raw - min) / (max -
+min), and weighted by `weight` (kube-scheduler's default profile weighs this plugin 2).
+Pods placed tentatively in the session count like bound ones. Nothing is scored in a
+session where no pod states a term that could weigh.
 """
 
-from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from batchsched.api.objects import Task
 from batchsched.api.podaffinity import AffinityTerm
-from batchsched.framework.plugin import Explained
+from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import TaskInfo
-from batchsched.plugins.podcounts import (
-    Counts,
-    PodCounts,
-    SelectorIndex,
-    Terms,
-    add,
-    occupied,
-)
+from batchsched.plugins.arguments import check_keys, integer
+from batchsched.plugins.podcounts import Counts, PodCounts, SelectorIndex, add, per_node
 
-AFFINITY_MISMATCH = "node(s) didn't match pod affinity rules"
-ANTI_AFFINITY_MISMATCH = "node(s) didn't match pod anti-affinity rules"
-EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+# A placed pod's term and what it adds where it selects the pod being placed.
+Wish = tuple[AffinityTerm, int]
 
 
-class InterPodAffinity(PodCounts):
-    """The filter; opened by the predicates plugin, whose concern it shares."""
+class InterPodAffinityScore:
+    name = "interpodaffinity"
 
-    def __init__(self, session: Session) -> None:
-        # Required anti-affinity terms of placed pods -> per domain, how many state them.
-        self.holders: dict[AffinityTerm, Counts] = {}
-        self.holder_index: SelectorIndex[AffinityTerm] = SelectorIndex()
-        super().__init__(session)
-        self.all_nodes = session.all_nodes
-        session.fresh_filters.append(self)
-
-    @staticmethod
-    def needed(session: Session) -> bool:
-        """Whether any placed pod has required anti-affinity or any pending pod of ours
-        states a required term: otherwise the filter would pass every node."""
-        if any(t.affinity and t.affinity.anti_affinity for _, t in session.snapshot.placed_affine):
-            return True
-        return any(
-            t.task.affinity is not None
-            and (t.task.affinity.affinity or t.task.affinity.anti_affinity)
-            for job in session.placing
-            for t in job.pending
+    def __init__(self, arguments: Mapping[str, Any]) -> None:
+        check_keys(self.name, arguments, {"weight", "hardPodAffinityWeight"})
+        self.weight = integer(self.name, "weight", arguments.get("weight", 2), low=1, high=100)
+        self.hard_weight = integer(
+            self.name,
+            "hardPodAffinityWeight",
+            arguments.get("hardPodAffinityWeight", 1),
+            low=0,
+            high=100,
         )
 
-    def concerns(self, task: TaskInfo) -> bool:
-        """The pod states required terms, or placed pods' anti-affinity selects it."""
-        affinity = task.task.affinity
-        states = affinity is not None and bool(affinity.affinity or affinity.anti_affinity)
-        return states or bool(self._holding(task.task))
+    def open(self, session: Session) -> None:
+        session.scored.add(self.name)
+        if _needed(session):
+            scorer = _Wishes(session, hard_weight=self.hard_weight)
+            session.normalized_scorers.append((scorer, self.weight))
 
-    def mask(self, task: TaskInfo) -> BoolArray | None:
-        """Where the pod may go, over all nodes; None when no term concerns it."""
-        if not self.concerns(task):
-            return None
-        return self.filter(task, self.all_nodes)
 
-    def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
-        ok = ~self._held_off(task.task, nodes)
-        affinity = task.task.affinity
-        if affinity is not None:
-            if affinity.anti_affinity:
-                ok &= ~self._repelled(affinity.anti_affinity, nodes)
-            if affinity.affinity:
-                ok &= self._attracted(task.task, affinity.affinity, nodes)
-        return ok
+class _Wishes(PodCounts):
+    """The terms placed pods state that weigh on where other pods go, counted per
+    domain, and the raw score of a pod against them and against its own preferences."""
 
-    def explain(self, task: TaskInfo, nodes: IntArray) -> Explained:
-        """One reason per node, the first kube-scheduler's filter would give."""
-        reasons: Counter[str] = Counter()
-        left: BoolArray = np.ones(len(nodes), dtype=np.bool_)
-        affinity = task.task.affinity
-        failures = []
-        if affinity is not None and affinity.affinity:
-            failures.append(
-                (AFFINITY_MISMATCH, ~self._attracted(task.task, affinity.affinity, nodes))
-            )
-        if affinity is not None and affinity.anti_affinity:
-            failures.append((ANTI_AFFINITY_MISMATCH, self._repelled(affinity.anti_affinity, nodes)))
-        failures.append((EXISTING_ANTI_AFFINITY, self._held_off(task.task, nodes)))
-        for reason, failing in failures:
-            count = int((failing & left).sum())
-            if count:
-                reasons[reason] += count
-            left &= ~failing
-        return reasons, nodes[left]
+    name = InterPodAffinityScore.name
 
-    # The three checks, each over an array of node rows.
-
-    def _holding(self, pod: Task) -> list[AffinityTerm]:
-        """The required anti-affinity terms of placed pods that select `pod`."""
-        if not self.holders:
-            return []
-        namespace_labels = self.namespace_labels_of(pod.namespace)
-        return [
-            term
-            for term in self.holder_index.candidates(pod.labels)
-            if self.holders[term] and term.matches(pod.namespace, pod.labels, namespace_labels)
-        ]
-
-    def _held_off(self, pod: Task, nodes: IntArray) -> BoolArray:
-        """Where a placed pod's required anti-affinity term selects `pod`."""
-        held: BoolArray = np.zeros(len(nodes), dtype=np.bool_)
-        for term in self._holding(pod):
-            held |= occupied(self.holders[term], self.topology, term.topology_key, nodes)
-        return held
-
-    def _repelled(self, terms: Terms, nodes: IntArray) -> BoolArray:
-        """Where a pod that one of the anti-affinity `terms` selects is in the domain."""
-        repelled: BoolArray = np.zeros(len(nodes), dtype=np.bool_)
-        for term in terms:
-            counts = self.selected((term,)).counts[0]
-            repelled |= occupied(counts, self.topology, term.topology_key, nodes)
-        return repelled
-
-    def _attracted(self, pod: Task, terms: Terms, nodes: IntArray) -> BoolArray:
-        """Where every affinity term finds a pod that all of `terms` select in its domain."""
-        selected = self.selected(terms)
-        keyed: BoolArray = np.ones(len(nodes), dtype=np.bool_)
-        found: BoolArray = np.ones(len(nodes), dtype=np.bool_)
-        for term, counts in zip(terms, selected.counts, strict=True):
-            ids = self.topology.ids(term.topology_key)[nodes]
-            keyed &= ids < self.topology.size(term.topology_key)
-            found &= occupied(counts, self.topology, term.topology_key, nodes)
-        if selected.total == 0 and self.selects(terms, pod):
-            return keyed
-        return keyed & found
-
-    # What placed pods state.
+    def __init__(self, session: Session, *, hard_weight: int) -> None:
+        self.hard_weight = hard_weight
+        self.wishes: dict[Wish, Counts] = {}
+        self.wish_index: SelectorIndex[Wish] = SelectorIndex()
+        super().__init__(session)
 
     def stated(self, pod: Task, row: int, delta: int) -> None:
-        for term in pod.affinity.anti_affinity if pod.affinity else ():
-            counts = self.holders.get(term)
+        affinity = pod.affinity
+        if affinity is None:
+            return
+        wishes = [(t, self.hard_weight) for t in affinity.affinity if self.hard_weight]
+        wishes += [(w.term, w.weight) for w in affinity.preferred_affinity]
+        wishes += [(w.term, -w.weight) for w in affinity.preferred_anti_affinity]
+        for wish in wishes:
+            counts = self.wishes.get(wish)
             if counts is None:
-                counts = self.holders[term] = {}
-                self.holder_index.add(term, term.selector)
-            add(counts, self.topology, term.topology_key, row, delta)
+                counts = self.wishes[wish] = {}
+                self.wish_index.add(wish, wish[0].selector)
+            add(counts, self.topology, wish[0].topology_key, row, delta)
+
+    def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
+        raw = self.raw_scores(task)
+        return None if raw is None else min_max(raw, feasible)
+
+    def raw_scores(self, task: TaskInfo) -> IntArray | None:
+        pod = task.pod
+        parts: list[IntArray] = []
+        affinity = pod.affinity
+        if affinity is not None:
+            for preferred, sign in (
+                (affinity.preferred_affinity, 1),
+                (affinity.preferred_anti_affinity, -1),
+            ):
+                for weighted in preferred:
+                    counts = self.selected((weighted.term,)).counts[0]
+                    key = weighted.term.topology_key
+                    parts.append(per_node(counts, self.topology, key) * (sign * weighted.weight))
+        if self.wishes:
+            namespace_labels = self.namespace_labels_of(pod.namespace)
+            for wish in self.wish_index.candidates(pod.labels):
+                term, weight = wish
+                if term.matches(pod.namespace, pod.labels, namespace_labels):
+                    counts = self.wishes[wish]
+                    parts.append(per_node(counts, self.topology, term.topology_key) * weight)
+        return sum(parts[1:], parts[0]) if parts else None
+
+
+def min_max(raw: IntArray, feasible: BoolArray) -> IntArray | None:
+    """(raw - min) / (max - min) over the nodes that fit, times MAX_NODE_SCORE, in the
+    floating point kube-scheduler computes it in, truncated; None when all are equal."""
+    low, high = raw[feasible].min(), raw[feasible].max()
+    if high == low:
+        return None
+    normal: IntArray = (MAX_NODE_SCORE * ((raw - low) / (high - low))).astype(np.int64)
+    return normal
+
+
+def _needed(session: Session) -> bool:
+    """Whether any pod, placed or pending, states a term that can weigh on a score."""
+
+    def weighs(task: Task) -> bool:
+        affinity = task.affinity
+        return affinity is not None and bool(
+            affinity.affinity or affinity.preferred_affinity or affinity.preferred_anti_affinity
+        )
+
+    snapshot = session.snapshot
+    return any(weighs(t) for _, t in snapshot.placed_affine) or any(
+        weighs(t.pod) for job in session.placing for t in job.pending
+    )

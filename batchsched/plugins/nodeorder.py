@@ -30,10 +30,10 @@ from batchsched.framework.session import Plugin, Session
 from batchsched.plugins.allocation import BalancedAllocation, LeastAllocated
 from batchsched.plugins.arguments import check_keys, integer
 from batchsched.plugins.binpack import Binpack
-from batchsched.plugins.nodeaffinityscore import NodeAffinityScore
-from batchsched.plugins.podaffinityscore import InterPodAffinityScore
-from batchsched.plugins.spreadscore import PodTopologySpreadScore
-from batchsched.plugins.taintscore import TaintTolerationScore
+from batchsched.plugins.interpodaffinity import InterPodAffinityScore
+from batchsched.plugins.nodeaffinity import NodeAffinityScore
+from batchsched.plugins.podtopologyspread import PodTopologySpreadScore
+from batchsched.plugins.tainttoleration import TaintTolerationScore
 
 log = logging.getLogger(__name__)
 

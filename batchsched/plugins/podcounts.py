@@ -154,12 +154,12 @@ class PodCounts:
                 selected.total += delta
 
     def _allocated(self, job: JobInfo, task: TaskInfo, node: int) -> None:
-        self.pods.add(node, task.task)
-        self._update(task.task, node, 1)
+        self.pods.add(node, task.pod)
+        self._update(task.pod, node, 1)
 
     def _deallocated(self, job: JobInfo, task: TaskInfo, node: int) -> None:
-        self.pods.remove(task.task)
-        self._update(task.task, node, -1)
+        self.pods.remove(task.pod)
+        self._update(task.pod, node, -1)
 
     def _update(self, pod: Task, row: int, delta: int) -> None:
         self.stated(pod, row, delta)

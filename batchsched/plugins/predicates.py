@@ -1,4 +1,4 @@
-"""predicates: may this pod run on this node at all (DESIGN section 4)?
+"""predicates: may this pod run on this node at all (docs/constraints.md)?
 
 Required pod affinity and anti-affinity are checked by InterPodAffinity, which opens
 here only in sessions where some pod states a term; topology spread constraints with
@@ -24,9 +24,9 @@ from batchsched.framework.session import Session
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import TaskInfo
 from batchsched.plugins.arguments import check_keys
-from batchsched.plugins.interpodaffinity import InterPodAffinity
-from batchsched.plugins.topologyspread import TopologySpread, own_constraints, stated
-from batchsched.plugins.volumebinding import VolumeBinding
+from batchsched.plugins.interpodaffinityfilter import InterPodAffinity
+from batchsched.plugins.podtopologyspreadfilter import TopologySpread, own_constraints, stated
+from batchsched.plugins.volumefilters import VolumeBinding
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
@@ -60,9 +60,9 @@ class Predicates:
             InterPodAffinity(session)
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
-        ok = self._static_mask(task.task.constraints)[nodes]
+        ok = self._static_mask(task.pod.constraints)[nodes]
         ok &= (self.session.free[nodes] >= self._need(task)).all(axis=1)
-        for port in task.task.host_ports:
+        for port in task.pod.host_ports:
             users = self.session.port_users.get(port)
             if users:
                 ok &= ~np.isin(nodes, np.fromiter(users, dtype=np.int64))
@@ -70,14 +70,14 @@ class Predicates:
 
     def explain(self, task: TaskInfo, nodes: IntArray) -> Explained:
         reasons: Counter[str] = Counter()
-        constraints = task.task.constraints
+        constraints = task.pod.constraints
         static = self._static_mask(constraints)
         for row in nodes[~static[nodes]]:
             reasons[_constraint_failure(self.nodes[row], constraints) or SELECTOR_MISMATCH] += 1
         passing = nodes[static[nodes]]
         # Ports before resources, as kube-scheduler's NodePorts runs before its Fit.
         taken: BoolArray = np.zeros(len(passing), dtype=np.bool_)
-        for port in task.task.host_ports:
+        for port in task.pod.host_ports:
             users = self.session.port_users.get(port, set())
             taken |= np.isin(passing, np.fromiter(users, dtype=np.int64))
         if taken.any():
@@ -95,9 +95,9 @@ class Predicates:
     def _need(self, task: TaskInfo) -> IntArray:
         """The request with unrequested resources set so low they never rule a node out,
         even an overcommitted one."""
-        need = self._needs.get(task.task.shape_key)
+        need = self._needs.get(task.pod.shape_key)
         if need is None:
-            need = self._needs[task.task.shape_key] = np.where(task.vec > 0, task.vec, _NEVER_SHORT)
+            need = self._needs[task.pod.shape_key] = np.where(task.vec > 0, task.vec, _NEVER_SHORT)
         return need
 
     def _static_mask(self, constraints: Constraints) -> BoolArray:

@@ -315,7 +315,7 @@ class Proportion:
             hosts[name] += job.hosts
             mask = reach[name]
             for task in job.pending:
-                constraints = task.task.constraints
+                constraints = task.pod.constraints
                 if constraints not in allowed:
                     allowed[constraints] = self.session.allowed(constraints)
                 mask |= allowed[constraints]

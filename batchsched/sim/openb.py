@@ -1,4 +1,6 @@
-"""The openb GPU trace (Alibaba cluster-trace-gpu-v2023, DESIGN section 8) as Kubernetes objects.
+"""The openb GPU trace (Alibaba cluster-trace-gpu-v2023) as Kubernetes objects.
+
+README's "Replaying the openb GPU trace" says how it is replayed.
 
 Rows become the Node and Pod objects a real cluster would hold, so replay goes through
 the same parsing as the operator: GPU models become the `nvidia.com/gpu.product` label

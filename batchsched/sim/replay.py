@@ -1,4 +1,4 @@
-"""Trace replay by the FGD paper's method (DESIGN section 8).
+"""Trace replay by the FGD paper's method (README, "Replaying the openb GPU trace").
 
 Pods are shuffled with the seed, then pods drawn with replacement from the trace are
 appended until GPU requests reach `inflate` times the cluster's GPUs. Every pod arrives
@@ -113,7 +113,7 @@ def replay(
     # The paper's method has no reservation for pods that waited: each is tried once.
     session = open_session(snapshot, dataclasses.replace(config, starvation_seconds=None))
     jobs = sorted(snapshot.jobs.values(), key=lambda job: job.creation)
-    mix = Counter(task_class(t.task) for job in jobs for t in job.pending)
+    mix = Counter(task_class(t.pod) for job in jobs for t in job.pending)
     sampler = _Sampler(session, mix, capacity)
     bound = 0
     for job in jobs if track is None else track(jobs):

@@ -1,4 +1,4 @@
-"""The simulator's output: the JSON contract of DESIGN section 6, or a table for people."""
+"""The simulator's output: the `-o json` of README's "Simulating your own YAML", or a table."""
 
 from typing import Any
 

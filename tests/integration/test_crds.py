@@ -1,5 +1,5 @@
 """The CRDs in crds/ as the API server enforces them: validation, defaults, the
-status subresource, short names and printer columns (DESIGN section 3)."""
+status subresource, short names and printer columns (docs/drop-in.md, "Short names")."""
 
 from __future__ import annotations
 

@@ -178,7 +178,8 @@ def optional(kind: type) -> Check:
     return lambda value: value is None or isinstance(value, kind)
 
 
-# DESIGN section 6: key -> check of the value, per section of the report.
+# README's "Simulating your own YAML" (`-o json`): key -> check of the value, per section
+# of the report.
 POD_FIELDS: dict[str, Check] = {
     "namespace": lambda v: isinstance(v, str),
     "name": lambda v: isinstance(v, str),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from batchsched.plugins.volumebinding import (
+from batchsched.plugins.volumefilters import (
     BIND_CONFLICT,
     IMMEDIATE_UNBOUND,
     MAX_VOLUME_COUNT,

@@ -81,7 +81,7 @@ def test_members_whose_recorded_node_is_gone_are_placed_afresh() -> None:
     plan = {"g-0": "n1", "g-1": "n1", "g-2": "gone", "g-3": "gone"}
     snapshot = snapshot_of([node("n1", cpu="2"), node("n2", cpu="2"), *cut_off_gang(plan)])
     rows = [n.name for n in snapshot.nodes]
-    reserved = {t.task.name: t.reserved for t in snapshot.jobs["default/g"].pending}
+    reserved = {t.pod.name: t.reserved for t in snapshot.jobs["default/g"].pending}
     assert reserved == {"g-1": rows.index("n1"), "g-2": None, "g-3": None}
     decisions = decide([node("n1", cpu="2"), node("n2", cpu="2"), *cut_off_gang(plan)])
     assert placements(decisions) == {

@@ -158,9 +158,9 @@ def test_bad_quantities_name_pod_and_field(spec: dict[str, Any], message: str) -
     assert str(error.value) == message
 
 
-# Every association key of DESIGN section 3 and where its scheduler reads it: ours,
-# kube-batch's (both of its annotations), Volcano's, scheduler-plugins' current label and
-# its older one, Tencent's.
+# Every association key of README's "How a pod finds its group" and where its scheduler
+# reads it: ours, kube-batch's (both of its annotations), Volcano's, scheduler-plugins'
+# current label and its older one, Tencent's.
 GROUP_KEYS = [
     ("annotations", "scheduling.batchsched.io/group-name"),
     ("labels", "scheduling.batchsched.io/group-name"),

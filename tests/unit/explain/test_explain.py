@@ -283,6 +283,42 @@ spec: {weight: 1}
     assert lines[2].endswith("set spec.reclaimable: true on Queue keep")
 
 
+def test_a_queue_at_its_fair_share_is_told_to_raise_its_weight(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Queue big uses 24 of 32 CPUs while queue other asks for 16: big is past its
+    deserved share, so its new job waits for the share, not for room."""
+    queues = """---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: Queue
+metadata: {name: big}
+spec: {weight: 1}
+---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: Queue
+metadata: {name: other}
+spec: {weight: 1}
+"""
+    text = (
+        node("n1")
+        + queues
+        + group("running", 1, queue="big")
+        + pod("running-0", group="running", cpu=24, node="n1")
+        + group("more", 1, queue="big")
+        + pod("more-0", group="more", cpu=1)
+        + group("wants", 1, queue="other")
+        + pod("wants-0", group="wants", cpu=16)
+    )
+    config = (
+        'actions: "enqueue, allocate, backfill"\n'
+        "tiers:\n- plugins: [{name: priority}, {name: gang}]\n"
+        "- plugins: [{name: predicates}, {name: proportion}, {name: binpack}]\n"
+    )
+    _, lines = explain(capsys, tmp_path, text, "pod/more-0", config=config)
+    assert lines[1] == "cause: queue big is at its fair share"
+    assert lines[2].endswith("raise Queue big's spec.weight for a larger share")
+
+
 AFFINITY_POOL_A = (
     "  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
     "{nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [a]}]}]}}}\n"

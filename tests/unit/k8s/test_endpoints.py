@@ -7,7 +7,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 
 from batchsched.k8s.client import JSON, ApiError
 from batchsched.k8s.endpoints import Endpoints, MetricsAuth, serve
@@ -51,8 +51,14 @@ async def test_probes_and_metrics(
     assert await fetch(http, endpoints, "/readyz?verbose") == (200, "ok")
     async with http.get(f"http://127.0.0.1:{endpoints.port}/metrics") as reply:
         assert reply.status == 200
-        assert reply.headers["Content-Type"] == CONTENT_TYPE_LATEST
+        # No Accept header: the text format every Prometheus reads.
+        assert reply.headers["Content-Type"] == CONTENT_TYPE_PLAIN_0_0_4
         assert "\n# TYPE python_gc_objects_collected_total counter\n" in await reply.text()
+    openmetrics = {"Accept": "application/openmetrics-text; version=1.0.0"}
+    async with http.get(f"http://127.0.0.1:{endpoints.port}/metrics", headers=openmetrics) as reply:
+        assert reply.status == 200
+        assert reply.headers["Content-Type"].startswith("application/openmetrics-text")
+        assert (await reply.text()).endswith("# EOF\n")
 
 
 async def test_unknown_paths_methods_and_head(

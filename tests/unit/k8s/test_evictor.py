@@ -14,7 +14,7 @@ from batchsched.k8s.client import JSON, ApiError
 from batchsched.k8s.evictor import Evictor
 from batchsched.k8s.fence import unbounded
 from batchsched.k8s.watch import PODS, Watch
-from batchsched.model.decisions import Eviction, Nomination
+from batchsched.model.decisions import Eviction, EvictionAction, Nomination
 
 from .recording_api import RecordingApi, settle, watch_over
 from tests.support.objects import pod
@@ -34,7 +34,9 @@ TOO_MANY = {
 }
 
 
-def victim(name: str = "low-0", *, budget: str = "", action: str = "preempt") -> Eviction:
+def victim(
+    name: str = "low-0", *, budget: str = "", action: EvictionAction = "preempt"
+) -> Eviction:
     return Eviction(
         namespace="default",
         name=name,

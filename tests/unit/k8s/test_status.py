@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client import REGISTRY
 
-from batchsched.api.objects import PodGroup, Queue, Task
+from batchsched.api.objects import GroupPhase, PodGroup, Queue, Task
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.k8s.client import ApiError
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
@@ -24,7 +24,7 @@ def writer(api: RecordingApi, binds_idle: asyncio.Event | None = None) -> Status
     return StatusWriter(api, scheduler_name="batch-scheduler", instance="i", binds_idle=idle)
 
 
-def group_status(phase: str, scheduled: int, condition: Condition | None) -> JobStatus:
+def group_status(phase: GroupPhase, scheduled: int, condition: Condition | None) -> JobStatus:
     return JobStatus(
         key="ns/g",
         namespace="ns",

@@ -159,6 +159,6 @@ def test_a_pod_that_sets_its_requests_scores_them_alone() -> None:
     busy = [pod(f"busy-{i}", node_name="n1", scheduler="other") for i in range(10)]
     light = pod("p", requests={"cpu": "0", "memory": "0"})
     snapshot = snapshot_of([node("n0"), node("n1"), *busy, light])
-    assert pending_task(snapshot, "default/p").task.score_extra == (0, 0)
+    assert pending_task(snapshot, "default/p").pod.score_extra == (0, 0)
     assert snapshot.score_extra is not None
     assert snapshot.score_extra.tolist() == [[0, 0], [1000, 10 * 200 * 2**20]]

@@ -6,7 +6,11 @@ import pytest
 
 from batchsched.config.load import default_config
 from batchsched.framework.session import Session
-from batchsched.plugins.topologyspread import CONSTRAINTS_MISMATCH, MISSING_LABEL, TopologySpread
+from batchsched.plugins.podtopologyspreadfilter import (
+    CONSTRAINTS_MISMATCH,
+    MISSING_LABEL,
+    TopologySpread,
+)
 
 from tests.support.objects import Obj, decide, node, placements, pod, pod_group, snapshot_of
 

@@ -4,7 +4,7 @@ import pytest
 
 from batchsched.config.load import default_config
 from batchsched.framework.session import Session
-from batchsched.plugins.taintscore import TaintTolerationScore
+from batchsched.plugins.tainttoleration import TaintTolerationScore
 
 from tests.support.objects import decide, node, pending_task, placements, pod, snapshot_of
 

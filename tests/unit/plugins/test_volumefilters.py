@@ -8,7 +8,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.cache.keeper import take_snapshot
 from batchsched.config.load import default_config
 from batchsched.model.decisions import ClaimBinding
-from batchsched.plugins.volumebinding import BIND_CONFLICT, MAX_VOLUME_COUNT
+from batchsched.plugins.volumefilters import BIND_CONFLICT, MAX_VOLUME_COUNT
 from batchsched.scheduler import run_session
 
 from tests.support.objects import SCHEDULER, Obj, cache_of, decide, node, placements, pod, pod_group

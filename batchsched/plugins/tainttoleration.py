@@ -38,7 +38,7 @@ class TaintTolerationScore:
 
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
         tolerations = tuple(
-            t for t in task.task.constraints.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)
+            t for t in task.pod.constraints.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)
         )
         raw = self._raw.get(tolerations)
         if raw is None:

@@ -32,11 +32,11 @@ class NodeAffinityScore:
         self.nodes = session.snapshot.nodes
         # Preferences -> raw score per node; a node's labels do not change in a session.
         self._raw: dict[tuple[PreferredTerm, ...], IntArray] = {}
-        if any(t.task.node_preferences for j in session.placing for t in j.pending):
+        if any(t.pod.node_preferences for j in session.placing for t in j.pending):
             session.normalized_scorers.append((self, self.weight))
 
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
-        preferences = task.task.node_preferences
+        preferences = task.pod.node_preferences
         if not preferences:
             return None
         raw = self._raw.get(preferences)

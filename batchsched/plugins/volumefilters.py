@@ -77,6 +77,8 @@ class VolumeBinding(CheckedFilter):
     """The filter; opened by the predicates plugin in sessions where a pending pod
     mounts a claim."""
 
+    name = "VolumeBinding"
+
     def __init__(self, session: Session) -> None:
         self.session = session
         snapshot = session.snapshot
@@ -115,11 +117,11 @@ class VolumeBinding(CheckedFilter):
 
     @staticmethod
     def needed(session: Session) -> bool:
-        return any(t.task.claims for job in session.placing for t in job.pending)
+        return any(t.pod.claims for job in session.placing for t in job.pending)
 
     def blocker(self, task: TaskInfo) -> str | None:
         """What kube-scheduler's volume plugins find before looking at any node."""
-        if not task.task.claims:
+        if not task.pod.claims:
             return None
         claims = self._claims(task)
         if isinstance(claims, str):
@@ -129,12 +131,12 @@ class VolumeBinding(CheckedFilter):
         return None
 
     def concerns(self, task: TaskInfo) -> bool:
-        return bool(task.task.claims)
+        return bool(task.pod.claims)
 
     # The checks, each as the nodes it rules out.
 
     def failures(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
-        if not task.task.claims:
+        if not task.pod.claims:
             return []
         claims = self._claims(task)
         if isinstance(claims, str):
@@ -357,7 +359,7 @@ class VolumeBinding(CheckedFilter):
         return resolved
 
     def _resolve(self, task: TaskInfo) -> _Claims | str:
-        pod = task.task
+        pod = task.pod
         storage = self.storage
         bound: list[tuple[Claim, Volume | None]] = []
         delayed: list[Claim] = []
@@ -446,7 +448,7 @@ class VolumeBinding(CheckedFilter):
                 self.holders[volume_id].discard(row)
 
     def _allocated(self, job: JobInfo, task: TaskInfo, row: int) -> None:
-        pod = task.task
+        pod = task.pod
         if not pod.claims:
             return
         self._count(pod.namespace, pod.claims, row, +1)
@@ -471,7 +473,7 @@ class VolumeBinding(CheckedFilter):
         self.session.claim_bindings[task.key] = tuple(bindings)
 
     def _deallocated(self, job: JobInfo, task: TaskInfo, row: int) -> None:
-        pod = task.task
+        pod = task.pod
         if not pod.claims:
             return
         self._count(pod.namespace, pod.claims, row, -1)

@@ -6,7 +6,7 @@ constraint adds
 
     matching pods in the node's domain * log(domains + 2) + maxSkew - 1
 
-where pods count on eligible nodes as in the filter (topologyspread.py) and the domains
+where pods count on eligible nodes as in the filter (podtopologyspreadfilter.py) and the domains
 are those of the nodes that fit; for `kubernetes.io/hostname`, the pods on the node
 itself, and the nodes that fit. The sum is rounded, then inverted and normalized:
 100 * (max + min - score) / max over those nodes (100 everywhere when max is 0), and
@@ -46,14 +46,14 @@ from batchsched.framework.session import Session
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
-from batchsched.plugins.predicates import allowed_nodes
-from batchsched.plugins.topologyspread import (
+from batchsched.plugins.podtopologyspreadfilter import (
     Allowed,
     Planned,
     SpreadCounts,
     TopologySpread,
     own_constraints,
 )
+from batchsched.plugins.predicates import allowed_nodes
 
 HOSTNAME = "kubernetes.io/hostname"
 LIST, SYSTEM = "List", "System"
@@ -82,7 +82,7 @@ class PodTopologySpreadScore:
 
     def open(self, session: Session) -> None:
         session.scored.add(self.name)
-        pending = [t.task for job in session.placing for t in job.pending]
+        pending = [t.pod for job in session.placing for t in job.pending]
         defaults = self.defaults
         held = own_constraints if not defaults else lambda pod: pod.spread or defaults.of(pod)
         # One cache of node tests for the filter and the score.
@@ -153,8 +153,10 @@ def _allowed(session: Session) -> Allowed:
 class _Spreading(SpreadCounts):
     """The score of the ScheduleAnyway constraints `constraints_of` gives a pod."""
 
+    name = PodTopologySpreadScore.name
+
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
-        planned = self.planned(task.task, hard=False)
+        planned = self.planned(task.pod, hard=False)
         if not planned:
             return None
         candidates = feasible & planned[0].keyed

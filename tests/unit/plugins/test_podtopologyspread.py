@@ -11,7 +11,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.config.load import load_config
 from batchsched.framework.session import Session
 
-from .test_topologyspread import spread
+from .test_podtopologyspreadfilter import spread
 from tests.support.objects import Obj, decide, node, pending_task, placements, pod, snapshot_of
 
 HOST = "kubernetes.io/hostname"

@@ -53,7 +53,7 @@ def own_constraints(pod: Task) -> Spread:
 
 def stated(session: Session) -> bool:
     """Whether any pending pod of ours states a DoNotSchedule constraint."""
-    return any(c.hard for job in session.placing for t in job.pending for c in t.task.spread)
+    return any(c.hard for job in session.placing for t in job.pending for c in t.pod.spread)
 
 
 @dataclass(slots=True)
@@ -145,6 +145,8 @@ class SpreadCounts(PodCounts):
 class TopologySpread(SpreadCounts, CheckedFilter):
     """The filter, for the DoNotSchedule constraints `constraints_of` gives a pod."""
 
+    name = "TopologySpread"
+
     def __init__(
         self, session: Session, *, constraints_of: ConstraintsOf, allowed: Allowed
     ) -> None:
@@ -152,12 +154,12 @@ class TopologySpread(SpreadCounts, CheckedFilter):
         session.fresh_filters.append(self)
 
     def concerns(self, task: TaskInfo) -> bool:
-        return bool(self.planned(task.task, hard=True))
+        return bool(self.planned(task.pod, hard=True))
 
     def failures(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
         """Per constraint, over all nodes: those without its key, then those where the
         pod would make the skew exceed maxSkew."""
-        pod = task.task
+        pod = task.pod
         failures = []
         for plan in self.planned(pod, hard=True):
             constraint, domains = plan.constraint, plan.domains
