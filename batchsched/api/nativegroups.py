@@ -186,6 +186,18 @@ def awaiting_members(key: str, *, alive: int, needed: int) -> str:
     )
 
 
+def native_origin(group: PodGroup, workloads: Mapping[str, Workload]) -> str:
+    """What explain and the simulator's report say of a Kubernetes PodGroup: its policy,
+    then the Workload template it was made from and that Workload's controller, as far
+    as they are known ("gang minCount 4, Workload train-x/train-pgt-0 of Job train")."""
+    policy = "basic" if group.basic else f"gang minCount {group.min_member}"
+    if not group.template:
+        return policy
+    workload = workloads.get(f"{group.namespace}/{group.template.partition('/')[0]}")
+    controller = f" of {workload.controller}" if workload and workload.controller else ""
+    return f"{policy}, Workload {group.template}{controller}"
+
+
 def workload_from_object(obj: Obj) -> Workload:
     where = describe(obj, kind="Workload")
     spec = mapping(obj.get("spec"), where=f"{where}.spec")
