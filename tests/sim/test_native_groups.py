@@ -257,3 +257,32 @@ def test_a_high_priority_gang_preempts_for_its_min_count(
     ]
     evicted = [e for e in result.report["evictions"] if e["preemptor"] == "default/train"]
     assert len(evicted) == 2
+
+
+def test_a_native_gang_preempted_keeps_its_min_count(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """As a victim too a native gang is a gang: of four low-priority members with
+    minCount 2, the two above its minimum go for a high-priority gang of two."""
+    low = [
+        native_pod_group("low", 2, priorityClassName="low", created=0),
+        *members("low", 4, created=0, spec={"priorityClassName": "low"}),
+    ]
+    high = [
+        native_pod_group("hi", 2, priorityClassName="high", created=60),
+        *members("hi", 2, created=60, spec={"priorityClassName": "high"}),
+    ]
+    result = run(
+        capsys,
+        tmp_path,
+        priority_class("low", 10),
+        priority_class("high", 1000),
+        *nodes(1),
+        *low,
+        *high,
+    )
+    evicted = sorted(e["pod"] for e in result.report["evictions"])
+    assert len(evicted) == 2
+    assert all(key.startswith("default/low-") for key in evicted)
+    assert sum(1 for key in result.bound() if key.startswith("default/low-")) == 2
+    assert result.podgroups["default/low"]["phase"] == "Running"
