@@ -78,48 +78,32 @@ def test_a_gang_waits_for_min_count_pods_then_all_start_in_one_decision(
     assert started.podgroups["default/g"]["phase"] == "Running"
 
 
-def test_a_gang_takes_every_member_that_fits_and_leaves_the_rest_waiting(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+@pytest.mark.parametrize(
+    ("cpu", "min_count", "size", "bound"),
+    [
+        # minCount 4, six pods, room for five: five start together, one waits.
+        (5, 4, 6, 5),
+        # Room for three of a gang of four: nothing starts (PodGroupScheduled False).
+        (3, 4, 4, 0),
+        # basic: pod by pod, the first fits, the second waits.
+        (1, None, 2, 1),
+    ],
+    ids=["room-for-more-than-min-count", "no-room-for-min-count", "basic"],
+)
+def test_one_decision_or_none(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    cpu: int,
+    min_count: int | None,
+    size: int,
+    bound: int,
 ) -> None:
-    """minCount 4, six pods, room for five: five start together, one waits."""
-    result = run(
-        capsys,
-        tmp_path,
-        node("n0", cpu=5, memory="16Gi"),
-        native_pod_group("g", 4),
-        *members("g", 6),
-    )
-    assert len(result.bound()) == 5
-    assert result.podgroups["default/g"]["scheduled"] == 5
-
-
-def test_a_gang_without_room_for_min_count_starts_nothing(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    result = run(
-        capsys,
-        tmp_path,
-        node("n0", cpu=3, memory="16Gi"),
-        native_pod_group("g", 4),
-        *members("g", 4),
-    )
-    assert result.bound() == {}
-    # Admitted but not started: kube-scheduler's PodGroupScheduled would be False.
-    assert result.podgroups["default/g"]["phase"] != "Running"
-
-
-def test_a_basic_group_places_pod_by_pod(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    result = run(
-        capsys,
-        tmp_path,
-        node("n0", cpu=1, memory="16Gi"),
-        native_pod_group("b", None),
-        *members("b", 2),
-    )
-    assert list(result.bound()) == ["default/b-0"]
-    assert result.podgroups["default/b"]["phase"] == "Running"
+    group = native_pod_group("g", min_count)
+    result = run(capsys, tmp_path, node("n0", cpu=cpu, memory="16Gi"), group, *members("g", size))
+    assert sorted(result.bound()) == [f"default/g-{i}" for i in range(bound)]
+    shown = result.podgroups["default/g"]
+    assert shown["scheduled"] == bound
+    assert (shown["phase"] == "Running") == (bound > 0)
 
 
 def test_assigned_members_count_toward_min_count_and_stay(
@@ -231,6 +215,20 @@ def test_members_naming_different_queues_wait(
     assert "its pods name different queues" in result.pods["default/g-0"]["reason"]
 
 
+def native_gang(name: str, size: int, *, priority: str, created: float) -> list[Any]:
+    """A native gang of minCount 2 whose PodGroup and pods name PriorityClass `priority`."""
+    group = native_pod_group(name, 2, priorityClassName=priority, created=created)
+    return [group, *members(name, size, created=created, spec={"priorityClassName": priority})]
+
+
+def preempting(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, low: list[Any], high: list[Any]
+) -> Run:
+    """`low` (PriorityClass low) on a full 4-CPU node, then `high` (class high) at 60s."""
+    classes = [priority_class("low", 10), priority_class("high", 1000)]
+    return run(capsys, tmp_path, *classes, *nodes(1), *low, *high)
+
+
 def test_a_high_priority_gang_preempts_for_its_min_count(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -238,19 +236,7 @@ def test_a_high_priority_gang_preempts_for_its_min_count(
     room as for any gang: low-priority lone pods fill the node, the gang of two takes
     two of them."""
     low = [pod(f"low-{i}", CPU, created=0, spec={"priorityClassName": "low"}) for i in range(4)]
-    gang = [
-        native_pod_group("train", 2, priorityClassName="high", created=60),
-        *members("train", 2, created=60, spec={"priorityClassName": "high"}),
-    ]
-    result = run(
-        capsys,
-        tmp_path,
-        priority_class("low", 10),
-        priority_class("high", 1000),
-        *nodes(1),
-        *low,
-        *gang,
-    )
+    result = preempting(capsys, tmp_path, low, native_gang("train", 2, priority="high", created=60))
     assert sorted(k for k in result.bound() if k.startswith("default/train")) == [
         "default/train-0",
         "default/train-1",
@@ -264,22 +250,11 @@ def test_a_native_gang_preempted_keeps_its_min_count(
 ) -> None:
     """As a victim too a native gang is a gang: of four low-priority members with
     minCount 2, the two above its minimum go for a high-priority gang of two."""
-    low = [
-        native_pod_group("low", 2, priorityClassName="low", created=0),
-        *members("low", 4, created=0, spec={"priorityClassName": "low"}),
-    ]
-    high = [
-        native_pod_group("hi", 2, priorityClassName="high", created=60),
-        *members("hi", 2, created=60, spec={"priorityClassName": "high"}),
-    ]
-    result = run(
+    result = preempting(
         capsys,
         tmp_path,
-        priority_class("low", 10),
-        priority_class("high", 1000),
-        *nodes(1),
-        *low,
-        *high,
+        native_gang("low", 4, priority="low", created=0),
+        native_gang("hi", 2, priority="high", created=60),
     )
     evicted = sorted(e["pod"] for e in result.report["evictions"])
     assert len(evicted) == 2
