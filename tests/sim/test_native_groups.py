@@ -141,8 +141,9 @@ def test_a_group_whose_pods_name_different_schedulers_is_refused_whole(
 def test_bad_input_leaves_everything_else_scheduled(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """A pod naming a PodGroup that never appears, a policy that cannot be honoured and
-    a pod naming a peer's PodGroup by spec.schedulingGroup each wait saying so."""
+    """A pod naming a PodGroup that never appears, a policy that cannot be honoured, a
+    pod naming a peer's PodGroup by spec.schedulingGroup, and a PodGroup deleted while
+    its pods run (the running one stays, the pending one waits) each wait saying so."""
     refused = native_pod_group("topo", 2, schedulingConstraints={"topology": [{"key": "rack"}]})
     volcano = pod_group("vc", 1, api_version=VOLCANO_API)
     result = run(
@@ -154,12 +155,16 @@ def test_bad_input_leaves_everything_else_scheduled(
         *members("topo", 2),
         volcano,
         member("vc-0", "vc", CPU),
+        member("gone-0", "gone", CPU, node_name="n1", phase="Running"),
+        member("gone-1", "gone", CPU),
         native_pod_group("ok", 2),
         *members("ok", 2),
     )
-    assert sorted(result.bound()) == ["default/ok-0", "default/ok-1"]
+    assert sorted(result.bound()) == ["default/gone-0", "default/ok-0", "default/ok-1"]
+    assert result.bound()["default/gone-0"] == "n1"
     reasons = {key: p["reason"] for key, p in result.pods.items()}
     assert reasons["default/ghost-0"].startswith('waiting for pod\'s pod group "ghost"')
+    assert reasons["default/gone-1"].startswith('waiting for pod\'s pod group "gone"')
     assert reasons["default/topo-0"] == (
         "PodGroup default/topo.spec.schedulingConstraints: {'topology': [{'key': 'rack'}]} "
         "is not supported: batchsched keeps no topology domain for this PodGroup yet"
