@@ -195,18 +195,21 @@ def _compile(expression: str) -> Selector | CelError:
 
     if len(expression) > MAX_EXPRESSION_LENGTH:
         return error(f"expression is longer than {MAX_EXPRESSION_LENGTH} bytes")
-    # The text as written is compiled first, so that errors point into it; the rewritten text
-    # then compiles as surely.
+    # The text as written is checked first, so that errors point into it and its type is the
+    # one the user wrote; the engine's checker refuses a few macros over a map lookup that the
+    # rewritten text (see celtext) passes, so the written text's error counts only if both fail.
     try:
-        program = _ENV.compile(expression)
-        rewritten = default_domains(expression)
-        if rewritten != expression:
-            program = _ENV.compile(rewritten)
+        written: Any = _ENV.compile(expression)
     except RuntimeError as failure:
-        return error("compilation failed: " + _engine_message(str(failure)))
-    output = program.return_type().name()
+        written = failure
+    try:
+        program = _ENV.compile(default_domains(expression))
+    except RuntimeError as failure:
+        reason = written if isinstance(written, RuntimeError) else failure
+        return error("compilation failed: " + _engine_message(str(reason)))
+    output = (program if isinstance(written, RuntimeError) else written).return_type().name()
     if output not in ("BOOL", "DYN"):
-        return error(f"must evaluate to bool or the unknown type, not {output.lower()}")
+        return error(f"must evaluate to bool or the unknown type, not {_type_name(output)}")
     return Selector(expression, program)
 
 

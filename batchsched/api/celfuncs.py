@@ -29,6 +29,8 @@ QUANTITY_FORMAT_ERROR = (
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 )
 
+# The texts that pass that expression but whose suffix is unknown get another message.
+_QUANTITY_SHAPE = re.compile(r"[+-]?[0-9.]+[eEinumkKMGTP]*[-+]?[0-9]*")
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -48,6 +50,8 @@ def parse_signed_quantity(text: object) -> Decimal | str:
     try:
         value = parse_quantity(raw.lstrip("+-") if raw[:1] in "+-" else raw, where="quantity")
     except InvalidObject:
+        if _QUANTITY_SHAPE.fullmatch(raw):
+            return "unable to parse quantity's suffix"
         return QUANTITY_FORMAT_ERROR
     # Kubernetes keeps nano precision and rounds anything finer up (away from zero).
     nanos = (value * 10**9).to_integral_value(rounding="ROUND_CEILING")
