@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -101,7 +101,7 @@ class Device:
         An attribute with no supported value is the runtime error kube-scheduler gives for it
         (`attribute NAME: unsupported attribute value`).
         """
-        return _device_from_api(cls, driver, pool, generation, device)
+        return _device_from_api(driver, pool, generation, device)
 
 
 class Selector:
@@ -120,7 +120,28 @@ class Selector:
 
 def compile_selector(expression: str) -> Selector | CelError:
     """Compile once; the result is reused for every device."""
-    return _compile(expression)
+
+    def error(message: str) -> CelError:
+        return CelError(expression, ErrorKind.COMPILE, message)
+
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        return error(f"expression is longer than {MAX_EXPRESSION_LENGTH} bytes")
+    # The text as written is checked first, so that errors point into it and its type is the
+    # one the user wrote; the engine's checker refuses a few macros over a map lookup that the
+    # rewritten text (see celtext) passes, so the written text's error counts only if both fail.
+    try:
+        written: Any = _ENV.compile(expression)
+    except RuntimeError as failure:
+        written = failure
+    try:
+        program = _ENV.compile(default_domains(expression))
+    except RuntimeError as failure:
+        reason = written if isinstance(written, RuntimeError) else failure
+        return error("compilation failed: " + _engine_message(str(reason)))
+    output = (program if isinstance(written, RuntimeError) else written).return_type().name()
+    if output not in ("BOOL", "DYN"):
+        return error(f"must evaluate to bool or the unknown type, not {_type_name(output)}")
+    return Selector(expression, program)
 
 
 class SelectorCache:
@@ -171,13 +192,9 @@ class SelectorCache:
 @dataclass(slots=True)
 class _DeviceResults:
     generation: int | str
-    results: dict[str, bool | CelError]
+    results: dict[str, bool | CelError] = field(default_factory=dict)
+    # The device as the engine takes it, built on the first miss and shared by its selectors.
     activation: Any = None
-
-    def __init__(self, generation: int | str) -> None:
-        self.generation = generation
-        self.results = {}
-        self.activation = None
 
 
 # -- the engine ------------------------------------------------------------------------------
@@ -187,30 +204,6 @@ _ENV = _cel.NewEnv(
     extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings()],
     functions=function_decls(),
 )
-
-
-def _compile(expression: str) -> Selector | CelError:
-    def error(message: str) -> CelError:
-        return CelError(expression, ErrorKind.COMPILE, message)
-
-    if len(expression) > MAX_EXPRESSION_LENGTH:
-        return error(f"expression is longer than {MAX_EXPRESSION_LENGTH} bytes")
-    # The text as written is checked first, so that errors point into it and its type is the
-    # one the user wrote; the engine's checker refuses a few macros over a map lookup that the
-    # rewritten text (see celtext) passes, so the written text's error counts only if both fail.
-    try:
-        written: Any = _ENV.compile(expression)
-    except RuntimeError as failure:
-        written = failure
-    try:
-        program = _ENV.compile(default_domains(expression))
-    except RuntimeError as failure:
-        reason = written if isinstance(written, RuntimeError) else failure
-        return error("compilation failed: " + _engine_message(str(reason)))
-    output = (program if isinstance(written, RuntimeError) else written).return_type().name()
-    if output not in ("BOOL", "DYN"):
-        return error(f"must evaluate to bool or the unknown type, not {_type_name(output)}")
-    return Selector(expression, program)
 
 
 def _evaluate(selector: Selector, activation: Any) -> bool | CelError:
@@ -286,7 +279,6 @@ def _engine_message(text: str) -> str:
 
 
 def _device_from_api(
-    cls: type[Device],
     driver: str,
     pool: str,
     generation: int | str,
@@ -309,7 +301,7 @@ def _device_from_api(
             message = f"capacity {cap_name}: {cap!r} is not a quantity"
             return CelError("", ErrorKind.RUNTIME, message)
         capacity[cap_name] = amount
-    return cls(
+    return Device(
         driver=driver,
         pool=pool,
         name=name,
@@ -329,9 +321,9 @@ def _api_attribute(attr: object) -> AttributeValue | CelError | None:
         ("string", lambda v: v if isinstance(v, str) else None),
         ("version", _api_version),
     )
-    for field, read in readers:
-        if attr.get(field) is not None:
-            return read(attr[field])
+    for kind, read in readers:
+        if attr.get(kind) is not None:
+            return read(attr[kind])
     return None
 
 
