@@ -78,6 +78,8 @@ class Device:
     `attributes` and `capacity` are keyed by the names the slice gives (qualified or not);
     `generation` is whatever changes when the device may have changed (the pool's generation,
     the slice's resourceVersion): cached results for an older generation are not reused.
+    `unusable`, when set, is why no selector can be evaluated on the device (an attribute with
+    no supported value): every selector on it is that runtime error, as in kube-scheduler.
     """
 
     driver: str
@@ -87,6 +89,7 @@ class Device:
     attributes: Mapping[str, AttributeValue]
     capacity: Mapping[str, Decimal]
     allow_multiple_allocations: bool = False
+    unusable: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -95,10 +98,10 @@ class Device:
     @classmethod
     def from_api(
         cls, driver: str, pool: str, generation: int | str, device: Mapping[str, Any]
-    ) -> Device | CelError:
+    ) -> Device:
         """A `resource.k8s.io/v1` device (`{name, attributes, capacity, ...}`).
 
-        An attribute with no supported value is the runtime error kube-scheduler gives for it
+        An attribute with no supported value makes it `unusable` with kube-scheduler's words
         (`attribute NAME: unsupported attribute value`).
         """
         return _device_from_api(driver, pool, generation, device)
@@ -115,6 +118,8 @@ class Selector:
 
     def matches(self, device: Device) -> bool | CelError:
         """True or False, or the runtime error (missing attribute, wrong type...)."""
+        if device.unusable:
+            return CelError(self.expression, ErrorKind.RUNTIME, device.unusable)
         return _evaluate(self, _activation(device))
 
 
@@ -177,6 +182,8 @@ class SelectorCache:
         compiled = self.compile(expression)
         if isinstance(compiled, CelError):
             result = compiled
+        elif device.unusable:
+            result = CelError(expression, ErrorKind.RUNTIME, device.unusable)
         else:
             if entry.activation is None:
                 entry.activation = _activation(device)
@@ -283,24 +290,24 @@ def _device_from_api(
     pool: str,
     generation: int | str,
     device: Mapping[str, Any],
-) -> Device | CelError:
+) -> Device:
     name = str(device.get("name", ""))
+    unusable = ""
     attributes: dict[str, AttributeValue] = {}
     for attr_name, attr in (device.get("attributes") or {}).items():
         value = _api_attribute(attr)
-        if value is None:
-            message = f"attribute {attr_name}: unsupported attribute value"
-            return CelError("", ErrorKind.RUNTIME, message)
-        if isinstance(value, CelError):
-            return CelError("", ErrorKind.RUNTIME, f"attribute {attr_name}: {value.message}")
-        attributes[attr_name] = value
+        if isinstance(value, _Unsupported):
+            unusable = unusable or f"attribute {attr_name}: {value.message}"
+        else:
+            attributes[attr_name] = value
     capacity: dict[str, Decimal] = {}
     for cap_name, cap in (device.get("capacity") or {}).items():
         amount = _parse_amount(cap.get("value") if isinstance(cap, Mapping) else None)
         if amount is None:
-            message = f"capacity {cap_name}: {cap!r} is not a quantity"
-            return CelError("", ErrorKind.RUNTIME, message)
-        capacity[cap_name] = amount
+            # The API server refuses such a slice; a simulated one can still carry it.
+            unusable = unusable or f"capacity {cap_name}: {cap!r} is not a quantity"
+        else:
+            capacity[cap_name] = amount
     return Device(
         driver=driver,
         pool=pool,
@@ -309,30 +316,38 @@ def _device_from_api(
         attributes=attributes,
         capacity=capacity,
         allow_multiple_allocations=bool(device.get("allowMultipleAllocations", False)),
+        unusable=unusable,
     )
 
 
-def _api_attribute(attr: object) -> AttributeValue | CelError | None:
+@dataclass(frozen=True, slots=True)
+class _Unsupported:
+    """Why an attribute has no value a selector can see, in kube-scheduler's words."""
+
+    message: str = "unsupported attribute value"
+
+
+def _api_attribute(attr: object) -> AttributeValue | _Unsupported:
     if not isinstance(attr, Mapping):
-        return None
-    readers: tuple[tuple[str, Callable[[Any], AttributeValue | CelError | None]], ...] = (
-        ("int", lambda v: v if isinstance(v, int) and not isinstance(v, bool) else None),
-        ("bool", lambda v: v if isinstance(v, bool) else None),
-        ("string", lambda v: v if isinstance(v, str) else None),
+        return _Unsupported()
+    readers: tuple[tuple[str, Callable[[Any], AttributeValue | _Unsupported]], ...] = (
+        ("int", lambda v: v if isinstance(v, int) and not isinstance(v, bool) else _Unsupported()),
+        ("bool", lambda v: v if isinstance(v, bool) else _Unsupported()),
+        ("string", lambda v: v if isinstance(v, str) else _Unsupported()),
         ("version", _api_version),
     )
     for kind, read in readers:
         if attr.get(kind) is not None:
             return read(attr[kind])
-    return None
+    return _Unsupported()
 
 
-def _api_version(text: object) -> Version | CelError | None:
+def _api_version(text: object) -> Version | _Unsupported:
     if not isinstance(text, str):
-        return None
+        return _Unsupported()
     version = Version.parse(text)
     if isinstance(version, str):
-        return CelError("", ErrorKind.RUNTIME, f"parse semantic version: {version}")
+        return _Unsupported(f"parse semantic version: {version}")
     return version
 
 

@@ -256,53 +256,61 @@ def _less(value: object, other: object) -> bool:
     return _compare(value, other) < 0
 
 
+@dataclass(frozen=True, slots=True)
+class Overload:
+    """One overload of a Kubernetes function: `Q` stands for a quantity or a version."""
+
+    function: str
+    id: str
+    result: str
+    params: tuple[str, ...]
+    member: bool
+    impl: Callable[..., Any]
+
+
+OVERLOADS = (
+    Overload("quantity", "string_to_quantity", "Q", ("string",), False, _quantity),
+    Overload("isQuantity", "is_quantity_string", "bool", ("string",), False, _is_quantity),
+    Overload("semver", "string_to_semver", "Q", ("string",), False, _semver),
+    Overload("semver", "string_bool_to_semver", "Q", ("string", "bool"), False, _semver),
+    Overload("isSemver", "is_semver_string", "bool", ("string",), False, _is_semver),
+    Overload("isSemver", "is_semver_string_bool", "bool", ("string", "bool"), False, _is_semver),
+    Overload("compareTo", "k8s_compare_to", "int", ("Q", "Q"), True, _compare),
+    Overload("isGreaterThan", "k8s_is_greater_than", "bool", ("Q", "Q"), True, _greater),
+    Overload("isLessThan", "k8s_is_less_than", "bool", ("Q", "Q"), True, _less),
+    Overload("sign", "quantity_sign", "int", ("Q",), False, _sign),
+    Overload("asInteger", "quantity_get_int", "int", ("Q",), True, _as_integer),
+    Overload("isInteger", "quantity_is_integer", "bool", ("Q",), True, _is_integer),
+    Overload(
+        "asApproximateFloat",
+        "quantity_get_float",
+        "double",
+        ("Q",),
+        True,
+        lambda q: float(_amount(q)),
+    ),
+    Overload("add", "quantity_add", "Q", ("Q", "Q"), True, lambda q, o: _plus(q, o, 1)),
+    Overload("add", "quantity_add_int", "Q", ("Q", "int"), True, lambda q, o: _plus(q, o, 1)),
+    Overload("sub", "quantity_sub", "Q", ("Q", "Q"), True, lambda q, o: _plus(q, o, -1)),
+    Overload("sub", "quantity_sub_int", "Q", ("Q", "int"), True, lambda q, o: _plus(q, o, -1)),
+    Overload("major", "semver_major", "int", ("Q",), True, lambda v: _version(v).major),
+    Overload("minor", "semver_minor", "int", ("Q",), True, lambda v: _version(v).minor),
+    Overload("patch", "semver_patch", "int", ("Q",), True, lambda v: _version(v).patch),
+)
+
+
 def function_decls() -> list[Any]:
-    """The declarations and implementations the engine's environment is built with."""
-    tagged = _cel.Type.Map(_cel.Type.STRING, _cel.Type.STRING)
-    string, boolean, integer = _cel.Type.STRING, _cel.Type.BOOL, _cel.Type.INT
-
-    def member(name: str, result: Any, params: list[Any], impl: Callable[..., Any]) -> Any:
-        return _cel.Overload(name, result, params, is_member=True, impl=impl)
-
-    def function(name: str, result: Any, params: list[Any], impl: Callable[..., Any]) -> Any:
-        return _cel.Overload(name, result, params, impl=impl)
-
-    overloads: dict[str, list[Any]] = {
-        "quantity": [function("string_to_quantity", tagged, [string], _quantity)],
-        "isQuantity": [function("is_quantity_string", boolean, [string], _is_quantity)],
-        "semver": [
-            function("string_to_semver", tagged, [string], _semver),
-            function("string_bool_to_semver", tagged, [string, boolean], _semver),
-        ],
-        "isSemver": [
-            function("is_semver_string", boolean, [string], _is_semver),
-            function("is_semver_string_bool", boolean, [string, boolean], _is_semver),
-        ],
-        "compareTo": [member("k8s_compare_to", integer, [tagged, tagged], _compare)],
-        "isGreaterThan": [
-            member(
-                "k8s_is_greater_than", boolean, [tagged, tagged], lambda a, b: _compare(a, b) > 0
-            )
-        ],
-        "isLessThan": [
-            member("k8s_is_less_than", boolean, [tagged, tagged], lambda a, b: _compare(a, b) < 0)
-        ],
-        "sign": [function("quantity_sign", integer, [tagged], _sign)],
-        "asInteger": [member("quantity_get_int", integer, [tagged], _as_integer)],
-        "isInteger": [member("quantity_is_integer", boolean, [tagged], _is_integer)],
-        "asApproximateFloat": [
-            member("quantity_get_float", _cel.Type.DOUBLE, [tagged], lambda q: float(_amount(q)))
-        ],
-        "add": [
-            member("quantity_add", tagged, [tagged, tagged], lambda q, o: _plus(q, o, 1)),
-            member("quantity_add_int", tagged, [tagged, integer], lambda q, o: _plus(q, o, 1)),
-        ],
-        "sub": [
-            member("quantity_sub", tagged, [tagged, tagged], lambda q, o: _plus(q, o, -1)),
-            member("quantity_sub_int", tagged, [tagged, integer], lambda q, o: _plus(q, o, -1)),
-        ],
-        "major": [member("semver_major", integer, [tagged], lambda v: _version(v).major)],
-        "minor": [member("semver_minor", integer, [tagged], lambda v: _version(v).minor)],
-        "patch": [member("semver_patch", integer, [tagged], lambda v: _version(v).patch)],
+    """The engine's declarations of OVERLOADS, with their implementations."""
+    types = {
+        "Q": _cel.Type.Map(_cel.Type.STRING, _cel.Type.STRING),
+        "string": _cel.Type.STRING,
+        "bool": _cel.Type.BOOL,
+        "int": _cel.Type.INT,
+        "double": _cel.Type.DOUBLE,
     }
-    return [_cel.FunctionDecl(name, decls) for name, decls in overloads.items()]
+    by_function: dict[str, list[Any]] = {}
+    for o in OVERLOADS:
+        params = [types[p] for p in o.params]
+        overload = _cel.Overload(o.id, types[o.result], params, is_member=o.member, impl=o.impl)
+        by_function.setdefault(o.function, []).append(overload)
+    return [_cel.FunctionDecl(name, overloads) for name, overloads in by_function.items()]

@@ -275,8 +275,11 @@ def test_a_list_attribute_is_the_error_kube_scheduler_gives_with_list_attributes
     # compile_test.go "attribute-access-causes-match-error": DRAListTypeAttributes is off in 1.36.
     slice_device = {"name": "d", "attributes": {"names": {"strings": ["fish", "bird"]}}}
     parsed = Device.from_api(DRIVER, "pool", 1, slice_device)
-    assert isinstance(parsed, CelError)
-    assert parsed.message == "attribute names: unsupported attribute value"
+    expression = 'device.attributes["dra.example.com"].names'
+    check(expression, parsed, (RUNTIME, "attribute names: unsupported attribute value"))
+    cached = SelectorCache().matches(expression, parsed)
+    assert isinstance(cached, CelError)
+    assert cached.message == "attribute names: unsupported attribute value"
 
 
 def test_a_device_from_the_api_keeps_every_kind_of_value() -> None:
@@ -293,7 +296,7 @@ def test_a_device_from_the_api_keeps_every_kind_of_value() -> None:
         "allowMultipleAllocations": True,
     }
     parsed = Device.from_api(DRIVER, "pool", 7, slice_device)
-    assert isinstance(parsed, Device)
+    assert parsed.unusable == ""
     assert parsed.key == (DRIVER, "pool", "gpu-0")
     assert parsed.attributes["driverVersion"] == version("1.2.3")
     assert parsed.capacity["memory"] == Decimal(40 * 2**30)
@@ -310,9 +313,8 @@ def test_a_bad_version_attribute_is_blang_semvers_error() -> None:
     parsed = Device.from_api(
         DRIVER, "pool", 1, {"name": "d", "attributes": {"v": {"version": "1.0"}}}
     )
-    assert isinstance(parsed, CelError)
-    assert (
-        parsed.message == "attribute v: parse semantic version: No Major.Minor.Patch elements found"
+    assert parsed.unusable == (
+        "attribute v: parse semantic version: No Major.Minor.Patch elements found"
     )
 
 
