@@ -5,7 +5,7 @@ variable `device` with `driver`, `attributes[domain][id]`, `capacity[domain][id]
 and `allowMultipleAllocations`; attribute names without a domain sit under the driver's name;
 a domain the device lacks reads as an empty map (so `"x" in device.attributes["d"]` is false and
 `device.attributes["d"].x` fails with `no such key: x`). On top of the engine (cel-expr-python,
-chosen in docs/dra.md) it adds Kubernetes' `quantity()` and `semver()` libraries.
+chosen in docs/benchmarks.md) it adds Kubernetes' `quantity()` and `semver()` libraries.
 
 Nothing here raises on bad input: a selector that does not compile and a device on which it
 fails are `CelError` values, worded as kube-scheduler words them.
