@@ -24,7 +24,14 @@ from batchsched.api import cel as ours
 from batchsched.api.celfuncs import OVERLOADS, CelFunctionError, function_decls
 
 from bench.cel import SELECTORS, devices
-from tests.unit.api.test_cel import GPU, KUBERNETES_DRA, KUBERNETES_LIBRARIES, NOWHERE, WRITTEN
+from tests.unit.api.test_cel import (
+    GPU,
+    KUBERNETES_DRA,
+    KUBERNETES_LIBRARIES,
+    LISTS_SETS_OPTIONALS,
+    NOWHERE,
+    WRITTEN,
+)
 
 Program = Callable[[dict[str, Any]], object]
 # An engine compiles a selector into a function of the device's CEL value, or raises.
@@ -181,7 +188,7 @@ ENGINES: dict[str, Callable[[], Engine]] = {
 def cases() -> Iterable[tuple[str, str, ours.Device, object]]:
     for name, expression, device, expected in KUBERNETES_DRA:
         yield name, expression, device, expected
-    for expression, expected in KUBERNETES_LIBRARIES:
+    for expression, expected in [*KUBERNETES_LIBRARIES, *LISTS_SETS_OPTIONALS]:
         yield expression, expression, NOWHERE, expected
     for expression, expected in WRITTEN:
         yield expression, expression, GPU, expected

@@ -20,7 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from cel_expr_python import cel as _cel
-from cel_expr_python.ext import ext_bindings, ext_strings
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
 from batchsched.api.celfuncs import (
     Version,
@@ -208,7 +208,7 @@ class _DeviceResults:
 
 _ENV = _cel.NewEnv(
     variables={"device": _cel.Type.DYN},
-    extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings()],
+    extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings(), ext_optional.ExtOptional()],
     functions=function_decls(),
 )
 

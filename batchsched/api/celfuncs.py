@@ -1,15 +1,17 @@
-"""Kubernetes' CEL quantity and semver libraries, for the engine of `batchsched.api.cel`.
+"""Kubernetes' CEL libraries the engine of `batchsched.api.cel` lacks: quantity, semver, lists.
 
 The engine takes no opaque types from Python, so a quantity travels through CEL as the map
 `{QUANTITY_TAG: "<exact decimal>"}` and a version as `{SEMVER_TAG: "<version>"}`. Both texts
 are canonical (equal values, equal text), so CEL's `==` on them is Kubernetes' `Equal`
 (`Quantity.Cmp == 0`; semver equality ignoring build metadata). Semantics follow
-k8s.io/apiserver/pkg/cel/library (quantity.go, semverlib.go) v0.36.2.
+k8s.io/apiserver/pkg/cel/library (quantity.go, semverlib.go, lists.go) v0.36.2, and cel-go's
+Sets extension.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -248,6 +250,66 @@ def _compare(value: object, other: object) -> int:
     return _version(value).compare(_version(other))
 
 
+# -- Kubernetes' Lists library and cel-go's Sets extension -----------------------------------
+
+
+def _kind(value: object) -> str:
+    """CEL's type family of a plain value: numbers compare across int and double."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+def _comparable(items: list[Any], name: str) -> list[Any]:
+    kinds = {_kind(item) for item in items}
+    if len(kinds) > 1 or kinds & {"dict", "list"}:
+        raise CelFunctionError(f"no such overload: {name}")
+    return items
+
+
+def _is_sorted(items: list[Any]) -> bool:
+    _comparable(items, "isSorted")
+    return all(left <= right for left, right in itertools.pairwise(items))
+
+
+def _sum(items: list[Any]) -> Any:
+    if not items:
+        return 0
+    if {_kind(item) for item in items} != {"number"}:
+        raise CelFunctionError("no such overload: sum")
+    if {type(item) for item in items} == {int}:
+        return sum(items)
+    return float(sum(items))
+
+
+def _extreme(name: str, pick: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:
+    def extreme(items: list[Any]) -> Any:
+        if not items:
+            raise CelFunctionError(f"{name} called on empty list")
+        return pick(_comparable(items, name))
+
+    return extreme
+
+
+def _same(left: object, right: object) -> bool:
+    """CEL equality: `true` is not `1`, but `1` is `1.0`."""
+    return _kind(left) == _kind(right) and left == right
+
+
+def _contains_all(items: list[Any], wanted: list[Any]) -> bool:
+    return all(any(_same(item, want) for item in items) for want in wanted)
+
+
+def _equivalent(left: list[Any], right: list[Any]) -> bool:
+    return _contains_all(left, right) and _contains_all(right, left)
+
+
+def _intersects(left: list[Any], right: list[Any]) -> bool:
+    return any(_same(item, other) for item in left for other in right)
+
+
 def _greater(value: object, other: object) -> bool:
     return _compare(value, other) > 0
 
@@ -296,6 +358,19 @@ OVERLOADS = (
     Overload("major", "semver_major", "int", ("Q",), True, lambda v: _version(v).major),
     Overload("minor", "semver_minor", "int", ("Q",), True, lambda v: _version(v).minor),
     Overload("patch", "semver_patch", "int", ("Q",), True, lambda v: _version(v).patch),
+    Overload("isSorted", "list_is_sorted", "bool", ("list",), True, _is_sorted),
+    Overload("sum", "list_sum", "dyn", ("list",), True, _sum),
+    Overload("min", "list_min", "dyn", ("list",), True, _extreme("min", min)),
+    Overload("max", "list_max", "dyn", ("list",), True, _extreme("max", max)),
+    Overload(
+        "sets.contains", "list_sets_contains_list", "bool", ("list", "list"), False, _contains_all
+    ),
+    Overload(
+        "sets.equivalent", "list_sets_equivalent_list", "bool", ("list", "list"), False, _equivalent
+    ),
+    Overload(
+        "sets.intersects", "list_sets_intersects_list", "bool", ("list", "list"), False, _intersects
+    ),
 )
 
 
@@ -307,6 +382,8 @@ def function_decls() -> list[Any]:
         "bool": _cel.Type.BOOL,
         "int": _cel.Type.INT,
         "double": _cel.Type.DOUBLE,
+        "list": _cel.Type.List(_cel.Type.DYN),
+        "dyn": _cel.Type.DYN,
     }
     by_function: dict[str, list[Any]] = {}
     for o in OVERLOADS:

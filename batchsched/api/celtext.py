@@ -62,7 +62,8 @@ def _rewrite(tokens: list[_Token]) -> str:
         whole = f"device.{target}"
         out.append(tokens[index].raw.removesuffix("device"))
         after = index + 3
-        if after < len(tokens) and tokens[after].text == "[":
+        # `M[?d]` asks for an optional: left to the engine.
+        if after + 1 < len(tokens) and tokens[after].text == "[" and tokens[after + 1].text != "?":
             close = _closing(tokens, after)
             if close is not None:
                 key = _rewrite(tokens[after + 1 : close])

@@ -403,6 +403,35 @@ def test_kubernetes_quantity_and_semver_libraries(expression: str, expected: Out
     check(expression, NOWHERE, expected)
 
 
+# Kubernetes' Lists library (library/lists.go: isSorted, sum, min, max), cel-go's Sets
+# extension and optional types, all in the base environment DRA's selectors compile in.
+LISTS_SETS_OPTIONALS = [
+    ("[1, 2, 3].isSorted()", True),
+    ("[2, 1].isSorted()", False),
+    ('["a", "b"].isSorted()', True),
+    ("[1, 2, 3].sum() == 6", True),
+    ("[1.5, 2.0].sum() == 3.5", True),
+    ("[].sum() == 0", True),
+    ("[3, 1, 2].min() == 1", True),
+    ("[3, 1, 2].max() == 3", True),
+    ('["b", "a"].min() == "a"', True),
+    ("[].min() == 0", (RUNTIME, "min called on empty list")),
+    ("[].max() == 0", (RUNTIME, "max called on empty list")),
+    ("sets.contains([1, 2, 3], [3, 1])", True),
+    ("sets.contains([1], [true])", False),
+    ("sets.equivalent([1, 2], [2, 1, 1])", True),
+    ("sets.intersects([1, 2], [5, 2.0])", True),
+    ("sets.intersects([1], [2])", False),
+    ("optional.of(1).hasValue()", True),
+    ('{"a": 1}[?"b"].orValue(7) == 7', True),
+]
+
+
+@pytest.mark.parametrize(("expression", "expected"), LISTS_SETS_OPTIONALS)
+def test_lists_sets_and_optionals(expression: str, expected: Outcome) -> None:
+    check(expression, NOWHERE, expected)
+
+
 GPU = device(
     driver="gpu.example.com",
     attributes={
@@ -465,6 +494,9 @@ WRITTEN = [
     # Kubernetes' typed `device` refuses this when the claim is created; here `device` is dyn,
     # so the map it yields is refused when evaluated.
     ("device.attributes.model", (RUNTIME, "of type map<dyn, dyn> could not be converted to bool")),
+    ('device.attributes["gpu.example.com"].?uuid.orValue("none") == "none"', True),
+    ('device.attributes[?"nvidia.com"].hasValue()', False),
+    ('ip(device.attributes["gpu.example.com"].model)', (COMPILE, "undeclared reference to 'ip'")),
     # A string that mentions the map stays as written.
     ('device.attributes["gpu.example.com"].model != "device.attributes[\\"x\\"]"', True),
 ]
