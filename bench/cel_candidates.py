@@ -7,9 +7,10 @@ Usage (the candidates are not the project's dependencies; install them beside it
 Prints one JSON object: per engine, how many cases of tests/unit/api/test_cel.py it gets right
 as Kubernetes does (with the quantity and semver functions added the way that engine allows)
 and the cases it gets wrong, then its speed: microseconds of CPU per evaluation of the three
-selectors of bench/cel.py, the selector compiled once, each device handed over as the
-engine takes it (median, min and max over `--repeats` runs). `batchsched` is the chosen engine
-(cel-expr-python) with what batchsched/api/cel.py adds; `cel-expr-python` is that engine bare.
+selectors of bench/cel.py, the selector compiled once, each device turned into the value the
+engine takes at each evaluation (median, min and max over `--repeats` runs). `batchsched` is
+the chosen engine (cel-expr-python) with what batchsched/api/cel.py adds, through its public
+`Selector.matches`; `cel-expr-python` is that engine bare.
 """
 
 import argparse
@@ -33,8 +34,8 @@ from tests.unit.api.test_cel import (
     WRITTEN,
 )
 
-Program = Callable[[dict[str, Any]], object]
-# An engine compiles a selector into a function of the device's CEL value, or raises.
+Program = Callable[[ours.Device], object]
+# An engine compiles a selector into a function of a device, or raises.
 Engine = Callable[[str], Program]
 
 
@@ -51,8 +52,8 @@ def cel_expr_python() -> Engine:
     def compile_(expression: str) -> Program:
         program = env.compile(expression)
 
-        def run(device: dict[str, Any]) -> object:
-            value = program.eval(data={"device": device})
+        def run(device: ours.Device) -> object:
+            value = program.eval(data={"device": ours._device_value(device)})
             if value.type().name() == "ERROR":
                 raise RuntimeError(value.value())
             return value.value()
@@ -76,8 +77,8 @@ def common_expression_language() -> Engine:
     def compile_(expression: str) -> Program:
         program = cel.compile(expression)
 
-        def run(device: dict[str, Any]) -> object:
-            context.add_variable("device", device)
+        def run(device: ours.Device) -> object:
+            context.add_variable("device", ours._device_value(device))
             return program.execute(context)
 
         return run
@@ -111,8 +112,8 @@ def celpy() -> Engine:
     def compile_(expression: str) -> Program:
         program = env.program(env.compile(expression), functions=wrapped)
 
-        def run(device: dict[str, Any]) -> object:
-            value = celpy.json_to_cel(device)
+        def run(device: ours.Device) -> object:
+            value = celpy.json_to_cel(ours._device_value(device))
             for name in ("attributes", "capacity"):
                 value[celtypes.StringType(name)] = DefaultMap(value[celtypes.StringType(name)])
             result = program.evaluate({"device": value})
@@ -130,16 +131,16 @@ def batchsched() -> Engine:
         compiled = ours.compile_selector(expression)
         if isinstance(compiled, ours.CelError):
             raise RuntimeError(compiled.message)
-        return lambda device: _ours_result(compiled, device)
+
+        def run(device: ours.Device) -> object:
+            result = compiled.matches(device)
+            if isinstance(result, ours.CelError):
+                raise RuntimeError(result.message)
+            return result
+
+        return run
 
     return compile_
-
-
-def _ours_result(selector: ours.Selector, device: dict[str, Any]) -> object:
-    result = selector._program.eval(ours._ENV.Activation({"device": device}))
-    if result.type().name() == "ERROR":
-        raise RuntimeError(result.value())
-    return result.value()
 
 
 def _by_name() -> dict[str, Callable[..., Any]]:
@@ -197,9 +198,8 @@ def cases() -> Iterable[tuple[str, str, ours.Device, object]]:
 def correctness(engine: Engine) -> tuple[int, list[str]]:
     right, wrong = 0, []
     for name, expression, device, expected in cases():
-        value = ours._device_value(device)
         try:
-            actual: object = engine(expression)(value)
+            actual: object = engine(expression)(device)
         except Exception as failure:
             actual = ("error", str(failure))
         if _agrees(actual, expected):
@@ -218,7 +218,7 @@ def _agrees(actual: object, expected: object) -> bool:
 
 
 def speed(engine: Engine, count: int, repeats: int) -> dict[str, float] | str:
-    values = [ours._device_value(d) for d in devices(count // 8 or 1, 8)]
+    values = devices(count // 8 or 1, 8)
     try:
         programs = [engine(selector) for selector in SELECTORS]
         for program in programs:
