@@ -43,9 +43,10 @@ def cel_expr_python() -> Engine:
     cel = importlib.import_module("cel_expr_python.cel")
     ext = importlib.import_module("cel_expr_python.ext.ext_bindings")
     strings = importlib.import_module("cel_expr_python.ext.ext_strings")
+    optional = importlib.import_module("cel_expr_python.ext.ext_optional")
     env = cel.NewEnv(
         variables={"device": cel.Type.DYN},
-        extensions=[ext.ExtBindings(), strings.ExtStrings()],
+        extensions=[ext.ExtBindings(), strings.ExtStrings(), optional.ExtOptional()],
         functions=function_decls(),
     )
 
