@@ -8,6 +8,7 @@ of k8s.io/apiserver@v0.36.2 pkg/cel/library (quantity_test.go, semver_test.go). 
 the selectors drivers and users write, with expectations from those semantics.
 """
 
+import pickle
 from decimal import Decimal
 
 import pytest
@@ -585,3 +586,28 @@ class TestCache:
     def test_a_selector_is_compiled_once(self) -> None:
         cache = SelectorCache()
         assert cache.compile(self.EXPRESSION) is cache.compile(self.EXPRESSION)
+
+    def test_results_travel_from_a_child_process_and_merge(self) -> None:
+        # Sessions may run in a forked child: its cache comes back pickled, results only.
+        child = SelectorCache()
+        assert child.matches(self.EXPRESSION, GPU) is True
+        assert child.matches("?!", GPU) == child.matches("?!", GPU)
+        back = pickle.loads(pickle.dumps(child))
+        parent = SelectorCache()
+        parent.update(back)
+        assert parent.matches(self.EXPRESSION, GPU) is True
+        assert (parent.hits, parent.misses) == (1, 0)
+        # A result answers only for its own generation, whichever cache computed it.
+        newer = device(driver="gpu.example.com", attributes={"model": "H100"}, generation=2)
+        assert parent.matches(self.EXPRESSION, newer) is False
+        parent.update(back)
+        assert parent.matches(self.EXPRESSION, newer) is False
+        assert parent.matches(self.EXPRESSION, GPU) is True
+
+    def test_a_selector_pickles_as_its_text(self) -> None:
+        compiled = compile_selector(self.EXPRESSION)
+        assert isinstance(compiled, Selector)
+        again = pickle.loads(pickle.dumps(compiled))
+        assert isinstance(again, Selector)
+        assert again.expression == self.EXPRESSION
+        assert again.matches(GPU) is True
