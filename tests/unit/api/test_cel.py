@@ -341,6 +341,7 @@ KUBERNETES_LIBRARIES = [
         True,
     ),
     ('quantity("200M") == quantity("0.3G")', False),
+    ('quantity("-0") == quantity("0.0") && quantity("1").sub(1) == quantity("0")', True),
     ('quantity("50M").isLessThan(quantity("50Mi"))', True),
     ('quantity("50M").isLessThan(quantity("100M"))', True),
     ('quantity("100M").isLessThan(quantity("50M"))', False),
@@ -474,6 +475,9 @@ WRITTEN = [
     ('has(device.attributes["gpu.example.com"].uuid)', False),
     ('has(device.attributes["nvidia.com"].uuid)', False),
     ('"uuid" in device.attributes["gpu.example.com"]', False),
+    # DRA's outer maps find every domain, and cel-go's has() asks them (refQualify).
+    ("has(device.attributes.nvidia) && has(device.capacity.nvidia)", True),
+    ('has(device.attributes.nvidia.uuid) || "has(device.attributes.x)" == ""', False),
     ('"nvidia.com" in device.attributes', False),
     ('device.attributes.all(d, d.endsWith(".com"))', True),
     ('device.attributes["gpu.example.com"].exists(k, k == "mig")', True),
