@@ -406,23 +406,22 @@ def test_kubernetes_quantity_and_semver_libraries(expression: str, expected: Out
 
 
 # Kubernetes' Lists library (library/lists.go: isSorted, sum, min, max), cel-go's Sets
-# extension and optional types, all in the base environment DRA's selectors compile in.
+# extension and optional types, all in the base environment DRA's selectors compile in; each
+# one the API server accepts (tests/integration/test_cel_selectors.py).
 LISTS_SETS_OPTIONALS = [
     ("[1, 2, 3].isSorted()", True),
     ("[2, 1].isSorted()", False),
-    ('["a", "b"].isSorted()', True),
     ("[1, 2, 3].sum() == 6", True),
     ("[1.5, 2.0].sum() == 3.5", True),
     ("[].sum() == 0", True),
     ("[3, 1, 2].min() == 1", True),
     ("[3, 1, 2].max() == 3", True),
-    ('["b", "a"].min() == "a"', True),
     ("[].min() == 0", (RUNTIME, "min called on empty list")),
     ("[].max() == 0", (RUNTIME, "max called on empty list")),
     ("sets.contains([1, 2, 3], [3, 1])", True),
-    ("sets.contains([1], [true])", False),
+    ("sets.contains([1, 2], [3])", False),
     ("sets.equivalent([1, 2], [2, 1, 1])", True),
-    ("sets.intersects([1, 2], [5, 2.0])", True),
+    ("sets.intersects([1, 2], [5, 2])", True),
     ("sets.intersects([1], [2])", False),
     ("optional.of(1).hasValue()", True),
     ('{"a": 1}[?"b"].orValue(7) == 7', True),
@@ -466,7 +465,7 @@ WRITTEN = [
     ('device.attributes["gpu.example.com"].model.lowerAscii().startsWith("a1")', True),
     ('device.attributes["gpu.example.com"].pcieRoot.substring(0, 7) == "pci0000"', True),
     ('device.attributes["gpu.example.com"].model.matches("^(A|H)100$")', True),
-    ('"%s-%d".format([device.attributes["gpu.example.com"].model, 3]) == "A100-3"', True),
+    ('"%s-%d".format([string(device.attributes["gpu.example.com"].model), 3]) == "A100-3"', True),
     (
         'cel.bind(g, device.attributes["gpu.example.com"], g.model == "A100" && g.index == 3)',
         True,
