@@ -22,6 +22,7 @@ from batchsched.api.cel import (
     Version,
     compile_selector,
 )
+from batchsched.api.celfuncs import parse_signed_quantity
 
 DRIVER = "dra.example.com"
 Outcome = bool | tuple[ErrorKind, str]
@@ -40,7 +41,7 @@ def device(
     allow_multiple_allocations: bool = False,
     generation: int = 1,
 ) -> Device:
-    amounts = {name: Decimal(_parse(text)) for name, text in (capacity or {}).items()}
+    amounts = {name: _parse(text) for name, text in (capacity or {}).items()}
     return Device(
         driver=driver,
         pool="pool",
@@ -53,8 +54,6 @@ def device(
 
 
 def _parse(text: str) -> Decimal:
-    from batchsched.api.celfuncs import parse_signed_quantity
-
     value = parse_signed_quantity(text)
     assert isinstance(value, Decimal), value
     return value
@@ -332,6 +331,10 @@ KUBERNETES_LIBRARIES = [
     ('isQuantity("20Mi")', True),
     ('isQuantity("20Mo")', False),
     ('isQuantity("10Mm")', False),
+    ('isQuantity(" 1") || isQuantity("--1") || isQuantity("")', False),
+    ('sign(quantity("-1.5Ki")) == -1 && quantity("+2").asInteger() == 2', True),
+    # quantity.go declares sign() a global overload, not a member one.
+    ('quantity("1").sign() == 1', (COMPILE, "'sign'")),
     ("isQuantity([1, 2, 3])", (COMPILE, "found no matching overload for 'isQuantity'")),
     ('quantity("200M") == quantity("200M")', True),
     ('quantity("200M") == quantity("0.2G") && quantity("0.2G") == quantity("200M")', True),
