@@ -45,7 +45,12 @@ from batchsched.k8s.client import (
 )
 from batchsched.k8s.events import rfc3339
 from batchsched.k8s.fence import Fenced, fenced
-from batchsched.k8s.status import pod_ref
+from batchsched.k8s.status import (
+    DISRUPTION_TARGET,
+    PREEMPTION_REASON,
+    disruption_message,
+    pod_ref,
+)
 from batchsched.k8s.watch import Watch
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES, PREEMPTION_FAILURES, PREEMPTION_VICTIMS
@@ -53,8 +58,6 @@ from batchsched.model.decisions import Eviction, Nomination
 
 log = logging.getLogger(__name__)
 
-DISRUPTION_TARGET = "DisruptionTarget"
-PREEMPTION_REASON = "PreemptionByScheduler"
 # The cause type the Eviction API gives when a PodDisruptionBudget refuses (429).
 BUDGET_CAUSE = "DisruptionBudget"
 # How long a victim whose eviction a budget refused is left alone: the disruption
@@ -69,11 +72,6 @@ class _Refused(Exception):
 
     def __init__(self, error: ApiError) -> None:
         super().__init__("; ".join((error.message, *error.explanations)))
-
-
-def disruption_message(scheduler_name: str) -> str:
-    """kube-scheduler's DisruptionTarget message, naming the preemptor's scheduler."""
-    return f"{scheduler_name}: preempting to accommodate a higher priority pod"
 
 
 class Evictor:

@@ -166,6 +166,13 @@ NEEDED = [
         for verb in ("list", "watch")
     ],
     *[(verb, "scheduling.k8s.io", "priorityclasses") for verb in ("list", "watch")],
+    # Kubernetes' own gangs: PodGroups scheduled, their status written; Workloads shown.
+    *[
+        (verb, "scheduling.k8s.io", res)
+        for res in ("podgroups", "workloads")
+        for verb in ("list", "watch")
+    ],
+    ("patch", "scheduling.k8s.io", "podgroups/status"),
     *[
         (verb, "scheduling.batchsched.io", res)
         for res in ("podgroups", "queues")
@@ -215,6 +222,10 @@ NOT_NEEDED = [
     ("patch", "scheduling.volcano.sh", "queues"),
     ("update", "scheduling.x-k8s.io", "podgroups/status"),
     ("create", "scheduling.k8s.io", "priorityclasses"),
+    # The Job controller makes them; only their status is the scheduler's.
+    *[(verb, "scheduling.k8s.io", "podgroups") for verb in ("create", "patch", "delete")],
+    ("update", "scheduling.k8s.io", "podgroups/status"),
+    *[(verb, "scheduling.k8s.io", "workloads") for verb in ("create", "patch")],
     *[
         (verb, "", res)
         for res in ("persistentvolumeclaims", "persistentvolumes")
