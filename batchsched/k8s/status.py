@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, Literal
 
 from batchsched.api.groups import OUR_API
+from batchsched.api.nativegroups import NATIVE_API
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.resources import CPU, ResourceList
 from batchsched.api.unsupported import GATED_MESSAGE, GATED_REASON
@@ -54,6 +55,7 @@ API_VERSIONS = {
     "CSINode": "storage.k8s.io/v1",
     "CSIDriver": "storage.k8s.io/v1",
     "CSIStorageCapacity": "storage.k8s.io/v1",
+    "Workload": NATIVE_API,
 }
 # A write that failed is sent again after this, doubling each time up to the most.
 RETRY_LATER_SECONDS = 10.0
