@@ -652,7 +652,9 @@ def _condition(condition: Condition, shown: JSON, generation: int | None = None)
         "message": condition.message,
         "lastTransitionTime": since or rfc3339(time.time()),
     }
-    if generation is not None:
+    # kube-scheduler's Go struct leaves out a generation of 0 (omitempty): a PodGroup
+    # has none until it is deleted.
+    if generation:
         written["observedGeneration"] = generation
     return written
 
