@@ -12,13 +12,10 @@ a lone pod bound beside what waits.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from batchsched.api.nativegroups import AWAITING_GROUP, AWAITING_MEMBERS
 
-from .conftest import kube_controller_manager, start_control_plane
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
     add_nodes,
@@ -33,7 +30,16 @@ from .operator_support import (  # noqa: F401 (fixtures)
     ticks_pass,
     unschedulable_message,
 )
-from .test_workload_api import CONTROLLERS, GATES, V1ALPHA2, items, job, job_pods, scheduling
+
+# The control plane of test_workload_api, one of this module's own: v1alpha2 served, the
+# Job controller making gangs, garbage collection and the PodGroup protection finalizer.
+from .test_workload_api import (  # noqa: F401 (fixtures)
+    control_plane,
+    items,
+    job,
+    job_pods,
+    scheduling,
+)
 from tests.support import JSON, ClusterObjects, ControlPlane, Kube
 from tests.support.objects import member, native_pod_group, pod
 
@@ -47,17 +53,7 @@ DISRUPTION = "batch-scheduler: preempting to accommodate a higher priority pod"
 
 
 @pytest.fixture(scope="module")
-def control_plane() -> Iterator[ControlPlane]:
-    """v1alpha2 served, the Job controller making gangs, garbage collection and the
-    PodGroup protection finalizer, as in test_workload_api."""
-    binary = kube_controller_manager()
-    with start_control_plane(feature_gates=GATES, runtime_config={V1ALPHA2: True}) as plane:
-        plane.start_controller_manager(binary, controllers=CONTROLLERS)
-        yield plane
-
-
-@pytest.fixture(scope="module")
-def kube(control_plane: ControlPlane) -> Kube:
+def kube(control_plane: ControlPlane) -> Kube:  # noqa: F811 (the fixture imported above)
     return control_plane.kube()
 
 
@@ -65,6 +61,15 @@ def nodes(cluster_objects: ClusterObjects, kube: Kube, namespace: str, count: in
     names = [f"n{i}-{namespace}"[:63] for i in range(count)]
     add_nodes(cluster_objects, kube, names, SMALL)
     return names
+
+
+def job_gang(kube: Kube, namespace: str, name: str, size: int) -> tuple[list[str], str]:
+    """An Indexed Job of `size` the Job controller makes a gang of: its pods' names and
+    its PodGroup's."""
+    kube.create(job(name, parallelism=size, completions=size), namespace)
+    members = [p["metadata"]["name"] for p in job_pods(kube, namespace, name, size)]
+    [made] = items(kube, scheduling(namespace, "podgroups"))
+    return members, str(made["metadata"]["name"])
 
 
 def group(kube: Kube, namespace: str, name: str) -> JSON:
@@ -123,20 +128,18 @@ def test_an_indexed_job_that_fits_is_bound_whole_and_its_podgroup_scheduled(
 ) -> None:
     nodes(cluster_objects, kube, namespace, 2)
     start_scheduler()
-    kube.create(job("train", parallelism=4, completions=4), namespace)
-    members = [p["metadata"]["name"] for p in job_pods(kube, namespace, "train", 4)]
+    members, name = job_gang(kube, namespace, "train", 4)
     bound(kube, namespace, members)
-    [made] = items(kube, scheduling(namespace, "podgroups"))
-    scheduled = shown(kube, namespace, made["metadata"]["name"], "True")
+    scheduled = shown(kube, namespace, name, "True")
+    made = group(kube, namespace, name)
     assert (scheduled["reason"], scheduled["message"]) == ("Scheduled", "")
     # The API server gives a PodGroup no generation (until it is deleted), and
     # kube-scheduler's condition then none either.
     assert "generation" not in made["metadata"]
     assert "observedGeneration" not in scheduled
-    # The Job controller's finalizer and the group's spec are left as they were.
-    after = group(kube, namespace, made["metadata"]["name"])
-    assert after["spec"] == made["spec"]
-    assert after["metadata"]["finalizers"] == made["metadata"]["finalizers"]
+    # Only the status is written: the Job controller's spec and finalizer stay.
+    assert made["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    assert made["metadata"]["finalizers"] == ["scheduling.k8s.io/podgroup-protection"]
 
 
 def test_an_indexed_job_too_big_for_the_cluster_binds_nothing_and_says_so(
@@ -144,10 +147,8 @@ def test_an_indexed_job_too_big_for_the_cluster_binds_nothing_and_says_so(
 ) -> None:
     nodes(cluster_objects, kube, namespace, 2)
     start_scheduler()
-    kube.create(job("big", parallelism=5, completions=5), namespace)
-    members = [p["metadata"]["name"] for p in job_pods(kube, namespace, "big", 5)]
-    [made] = items(kube, scheduling(namespace, "podgroups"))
-    refused = shown(kube, namespace, made["metadata"]["name"], "False")
+    members, name = job_gang(kube, namespace, "big", 5)
+    refused = shown(kube, namespace, name, "False")
     assert refused["reason"] == "Unschedulable"
     assert refused["message"].startswith(f"{UNSCHEDULABLE}: "), refused
     # Every member told why (the group's message is written first, theirs after).
@@ -265,12 +266,9 @@ def test_a_podgroup_deleted_while_its_pods_run_leaves_them_and_the_rest_schedule
 ) -> None:
     nodes(cluster_objects, kube, namespace, 2)
     start_scheduler()
-    kube.create(job("run", parallelism=2, completions=2), namespace)
-    members = [p["metadata"]["name"] for p in job_pods(kube, namespace, "run", 2)]
+    members, name = job_gang(kube, namespace, "run", 2)
     placed = bound(kube, namespace, members)
     set_running(kube, namespace, members)
-    [made] = items(kube, scheduling(namespace, "podgroups"))
-    name = made["metadata"]["name"]
     shown(kube, namespace, name, "True")
     kube.delete(f"{scheduling(namespace, 'podgroups')}/{name}").expect(200)
     # Terminating while its pods run (the protection finalizer), and they stay put.
@@ -304,7 +302,7 @@ def test_a_preempted_native_gang_is_marked_a_disruption_target(
 
     target = eventually(marked, timeout=60, what="the gang's PodGroup a disruption target")
     assert (target["status"], target["reason"]) == ("True", "PreemptionByScheduler")
-    assert target["message"] == "batch-scheduler: preempting to accommodate a higher priority pod"
+    assert target["message"] == DISRUPTION
     assert condition(group(kube, namespace, "g")) == scheduled
     shown_pods = pods(kube, namespace)
     assert all(shown_pods[v]["metadata"].get("deletionTimestamp") for v in victims)
