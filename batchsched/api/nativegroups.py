@@ -19,7 +19,6 @@ from batchsched.api.meta import (
     mapping,
     name_of,
     namespace_of,
-    sequence,
     text,
     whole_number,
 )
@@ -46,7 +45,7 @@ REFUSED_SPEC = {
     "resourceClaims": "batchsched allocates no ResourceClaims for a PodGroup yet",
 }
 # Spec keys read: the policy, the Workload template it was copied from (display),
-# the disruption mode and the priority (see native_pod_group).
+# the disruption mode and the priority (see fill_native).
 READ_SPEC = (
     "schedulingPolicy",
     "podGroupTemplateRef",
@@ -55,23 +54,17 @@ READ_SPEC = (
     "priority",
 )
 
-WORKLOAD_READS = reads(
-    "Workload",
-    "spec.controllerRef",
-    "spec.podGroupTemplates[].name",
-    "spec.podGroupTemplates[].schedulingPolicy",
-)
+WORKLOAD_READS = reads("Workload", "spec.controllerRef")
 
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """A Workload as explain and the simulator's report show it: what made it (its
-    controllerRef, "Job train") and its templates' policies ("gang minCount 4")."""
+    """A Workload as explain and the simulator's report show it: what made it, its
+    controllerRef ("Job train"). Its templates' policies are the PodGroups' own copies."""
 
     namespace: str
     name: str
     controller: str
-    templates: tuple[tuple[str, str], ...]
 
     @property
     def key(self) -> str:
@@ -186,22 +179,24 @@ def awaiting_members(key: str, *, alive: int, needed: int) -> str:
     )
 
 
+def native_origin(group: PodGroup, workloads: Mapping[str, Workload]) -> str:
+    """What explain and the simulator's report say of a Kubernetes PodGroup: its policy,
+    then the Workload template it was made from and that Workload's controller, as far
+    as they are known ("gang minCount 4, Workload train-x/train-pgt-0 of Job train")."""
+    policy = "basic" if group.basic else f"gang minCount {group.min_member}"
+    if not group.template:
+        return policy
+    workload = workloads.get(f"{group.namespace}/{group.template.partition('/')[0]}")
+    controller = f" of {workload.controller}" if workload and workload.controller else ""
+    return f"{policy}, Workload {group.template}{controller}"
+
+
 def workload_from_object(obj: Obj) -> Workload:
     where = describe(obj, kind="Workload")
     spec = mapping(obj.get("spec"), where=f"{where}.spec")
     controller = mapping(spec.get("controllerRef"), where=f"{where}.spec.controllerRef")
-    templates = []
-    for index, raw in enumerate(
-        sequence(spec.get("podGroupTemplates"), where=f"{where}.spec.podGroupTemplates")
-    ):
-        at = f"{where}.spec.podGroupTemplates[{index}]"
-        template = mapping(raw, where=at)
-        basic, minimum = policy(template.get("schedulingPolicy"), where=at)
-        shown = "basic" if basic else f"gang minCount {minimum}"
-        templates.append((text(template.get("name"), where=f"{at}.name", default=""), shown))
     return Workload(
         namespace=namespace_of(obj),
         name=name_of(obj),
         controller=" ".join(str(controller[k]) for k in ("kind", "name") if controller.get(k)),
-        templates=tuple(templates),
     )

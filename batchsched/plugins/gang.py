@@ -109,11 +109,10 @@ class Gang:
             return job.error
         if self.fail_on_timeout and (timeout := self._overdue(job)) is not None:
             return _failed(job, timeout)
-        if job.group is not None and job.group.api_version == NATIVE_API:
-            # kube-scheduler counts the group's pods it sees: its informer leaves
-            # finished pods out.
-            alive = job.total - job.failed - job.succeeded
-            if alive < job.min_member:
+        if native(job):
+            missing = pods_missing(job)
+            if missing:
+                alive = job.min_member - missing
                 return awaiting_members(job.key, alive=alive, needed=job.min_member)
         elif job.is_gang and not job.awaits_pods and job.total - job.failed < job.min_member:
             return (
@@ -221,6 +220,20 @@ class Gang:
         if self.fail_on_timeout:
             return _failed(job, timeout)
         return f"still short of minMember after {timeout:g}s: {message}"
+
+
+def native(job: JobInfo) -> bool:
+    """Whether the job is a PodGroup of Kubernetes' own API."""
+    return job.group is not None and job.group.api_version == NATIVE_API
+
+
+def pods_missing(job: JobInfo) -> int:
+    """How many more pods a Kubernetes gang needs before it is tried at all, as
+    kube-scheduler's GangScheduling counts them: the group's pods it sees, which leaves
+    finished ones out (its informer does not list them)."""
+    if not native(job):
+        return 0
+    return max(job.min_member - (job.total - job.failed - job.succeeded), 0)
 
 
 def _phase(job: JobInfo, scheduled: int) -> GroupPhase | None:

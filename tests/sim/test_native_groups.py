@@ -78,48 +78,32 @@ def test_a_gang_waits_for_min_count_pods_then_all_start_in_one_decision(
     assert started.podgroups["default/g"]["phase"] == "Running"
 
 
-def test_a_gang_takes_every_member_that_fits_and_leaves_the_rest_waiting(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+@pytest.mark.parametrize(
+    ("cpu", "min_count", "size", "bound"),
+    [
+        # minCount 4, six pods, room for five: five start together, one waits.
+        (5, 4, 6, 5),
+        # Room for three of a gang of four: nothing starts (PodGroupScheduled False).
+        (3, 4, 4, 0),
+        # basic: pod by pod, the first fits, the second waits.
+        (1, None, 2, 1),
+    ],
+    ids=["room-for-more-than-min-count", "no-room-for-min-count", "basic"],
+)
+def test_one_decision_or_none(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    cpu: int,
+    min_count: int | None,
+    size: int,
+    bound: int,
 ) -> None:
-    """minCount 4, six pods, room for five: five start together, one waits."""
-    result = run(
-        capsys,
-        tmp_path,
-        node("n0", cpu=5, memory="16Gi"),
-        native_pod_group("g", 4),
-        *members("g", 6),
-    )
-    assert len(result.bound()) == 5
-    assert result.podgroups["default/g"]["scheduled"] == 5
-
-
-def test_a_gang_without_room_for_min_count_starts_nothing(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    result = run(
-        capsys,
-        tmp_path,
-        node("n0", cpu=3, memory="16Gi"),
-        native_pod_group("g", 4),
-        *members("g", 4),
-    )
-    assert result.bound() == {}
-    # Admitted but not started: kube-scheduler's PodGroupScheduled would be False.
-    assert result.podgroups["default/g"]["phase"] != "Running"
-
-
-def test_a_basic_group_places_pod_by_pod(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    result = run(
-        capsys,
-        tmp_path,
-        node("n0", cpu=1, memory="16Gi"),
-        native_pod_group("b", None),
-        *members("b", 2),
-    )
-    assert list(result.bound()) == ["default/b-0"]
-    assert result.podgroups["default/b"]["phase"] == "Running"
+    group = native_pod_group("g", min_count)
+    result = run(capsys, tmp_path, node("n0", cpu=cpu, memory="16Gi"), group, *members("g", size))
+    assert sorted(result.bound()) == [f"default/g-{i}" for i in range(bound)]
+    shown = result.podgroups["default/g"]
+    assert shown["scheduled"] == bound
+    assert (shown["phase"] == "Running") == (bound > 0)
 
 
 def test_assigned_members_count_toward_min_count_and_stay(
@@ -157,8 +141,9 @@ def test_a_group_whose_pods_name_different_schedulers_is_refused_whole(
 def test_bad_input_leaves_everything_else_scheduled(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """A pod naming a PodGroup that never appears, a policy that cannot be honoured and
-    a pod naming a peer's PodGroup by spec.schedulingGroup each wait saying so."""
+    """A pod naming a PodGroup that never appears, a policy that cannot be honoured, a
+    pod naming a peer's PodGroup by spec.schedulingGroup, and a PodGroup deleted while
+    its pods run (the running one stays, the pending one waits) each wait saying so."""
     refused = native_pod_group("topo", 2, schedulingConstraints={"topology": [{"key": "rack"}]})
     volcano = pod_group("vc", 1, api_version=VOLCANO_API)
     result = run(
@@ -170,12 +155,16 @@ def test_bad_input_leaves_everything_else_scheduled(
         *members("topo", 2),
         volcano,
         member("vc-0", "vc", CPU),
+        member("gone-0", "gone", CPU, node_name="n1", phase="Running"),
+        member("gone-1", "gone", CPU),
         native_pod_group("ok", 2),
         *members("ok", 2),
     )
-    assert sorted(result.bound()) == ["default/ok-0", "default/ok-1"]
+    assert sorted(result.bound()) == ["default/gone-0", "default/ok-0", "default/ok-1"]
+    assert result.bound()["default/gone-0"] == "n1"
     reasons = {key: p["reason"] for key, p in result.pods.items()}
     assert reasons["default/ghost-0"].startswith('waiting for pod\'s pod group "ghost"')
+    assert reasons["default/gone-1"].startswith('waiting for pod\'s pod group "gone"')
     assert reasons["default/topo-0"] == (
         "PodGroup default/topo.spec.schedulingConstraints: {'topology': [{'key': 'rack'}]} "
         "is not supported: batchsched keeps no topology domain for this PodGroup yet"
@@ -231,6 +220,20 @@ def test_members_naming_different_queues_wait(
     assert "its pods name different queues" in result.pods["default/g-0"]["reason"]
 
 
+def native_gang(name: str, size: int, *, priority: str, created: float) -> list[Any]:
+    """A native gang of minCount 2 whose PodGroup and pods name PriorityClass `priority`."""
+    group = native_pod_group(name, 2, priorityClassName=priority, created=created)
+    return [group, *members(name, size, created=created, spec={"priorityClassName": priority})]
+
+
+def preempting(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, low: list[Any], high: list[Any]
+) -> Run:
+    """`low` (PriorityClass low) on a full 4-CPU node, then `high` (class high) at 60s."""
+    classes = [priority_class("low", 10), priority_class("high", 1000)]
+    return run(capsys, tmp_path, *classes, *nodes(1), *low, *high)
+
+
 def test_a_high_priority_gang_preempts_for_its_min_count(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -238,22 +241,28 @@ def test_a_high_priority_gang_preempts_for_its_min_count(
     room as for any gang: low-priority lone pods fill the node, the gang of two takes
     two of them."""
     low = [pod(f"low-{i}", CPU, created=0, spec={"priorityClassName": "low"}) for i in range(4)]
-    gang = [
-        native_pod_group("train", 2, priorityClassName="high", created=60),
-        *members("train", 2, created=60, spec={"priorityClassName": "high"}),
-    ]
-    result = run(
-        capsys,
-        tmp_path,
-        priority_class("low", 10),
-        priority_class("high", 1000),
-        *nodes(1),
-        *low,
-        *gang,
-    )
+    result = preempting(capsys, tmp_path, low, native_gang("train", 2, priority="high", created=60))
     assert sorted(k for k in result.bound() if k.startswith("default/train")) == [
         "default/train-0",
         "default/train-1",
     ]
     evicted = [e for e in result.report["evictions"] if e["preemptor"] == "default/train"]
     assert len(evicted) == 2
+
+
+def test_a_native_gang_preempted_keeps_its_min_count(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """As a victim too a native gang is a gang: of four low-priority members with
+    minCount 2, the two above its minimum go for a high-priority gang of two."""
+    result = preempting(
+        capsys,
+        tmp_path,
+        native_gang("low", 4, priority="low", created=0),
+        native_gang("hi", 2, priority="high", created=60),
+    )
+    evicted = sorted(e["pod"] for e in result.report["evictions"])
+    assert len(evicted) == 2
+    assert all(key.startswith("default/low-") for key in evicted)
+    assert sum(1 for key in result.bound() if key.startswith("default/low-")) == 2
+    assert result.podgroups["default/low"]["phase"] == "Running"

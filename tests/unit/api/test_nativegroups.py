@@ -186,4 +186,3 @@ def test_a_workload_is_read_for_display() -> None:
         }
     )
     assert (workload.key, workload.controller) == ("ml/train-x7k2p", "Job train")
-    assert workload.templates == (("train-pgt-0", "gang minCount 4"), ("driver", "basic"))
