@@ -55,6 +55,7 @@ API_VERSIONS = {
     "CSINode": "storage.k8s.io/v1",
     "CSIDriver": "storage.k8s.io/v1",
     "CSIStorageCapacity": "storage.k8s.io/v1",
+    "PodDisruptionBudget": "policy/v1",
     "Workload": NATIVE_API,
 }
 # A write that failed is sent again after this, doubling each time up to the most.
