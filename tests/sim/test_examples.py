@@ -224,6 +224,10 @@ def test_indexed_job_gang(capsys: pytest.CaptureFixture[str]) -> None:
             assert pod["node"] is None
             assert pod["reason"].startswith(f"gang {evaluation}: room for 2 of 3; ")
     assert run.podgroups[evaluation]["scheduled"] == 0
+    assert main(["simulate", "-f", str(EXAMPLES / "indexed-job-gang.yaml")]) == 0
+    table = capsys.readouterr().out
+    assert "SCHEDULED/MIN  POLICY" in table
+    assert "4/4            gang minCount 4, Workload train-7d9fk/train-pgt-0 of Job train" in table
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
