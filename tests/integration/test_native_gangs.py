@@ -12,11 +12,14 @@ a lone pod bound beside what waits.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from batchsched.api.nativegroups import AWAITING_GROUP, AWAITING_MEMBERS
 
 from .operator_support import (  # noqa: F401 (fixtures)
+    Scheduler,
     StartScheduler,
     add_nodes,
     create,
@@ -57,10 +60,33 @@ def kube(control_plane: ControlPlane) -> Kube:  # noqa: F811 (the fixture import
     return control_plane.kube()
 
 
-def nodes(cluster_objects: ClusterObjects, kube: Kube, namespace: str, count: int) -> list[str]:
-    names = [f"n{i}-{namespace}"[:63] for i in range(count)]
-    add_nodes(cluster_objects, kube, names, SMALL)
-    return names
+@dataclass(frozen=True)
+class Cluster:
+    """A test's namespace on the module's control plane, and what it adds to it."""
+
+    kube: Kube
+    namespace: str
+    objects: ClusterObjects
+    start_scheduler: StartScheduler
+
+    def nodes(
+        self, count: int, allocatable: dict[str, str] = SMALL, *, stem: str = "n"
+    ) -> list[str]:
+        names = [f"{stem}{i}-{self.namespace}"[:63] for i in range(count)]
+        add_nodes(self.objects, self.kube, names, allocatable)
+        return names
+
+    def scheduling(self, count: int, allocatable: dict[str, str] = SMALL) -> Scheduler:
+        """`count` nodes, and `batchsched run` scheduling them."""
+        self.nodes(count, allocatable)
+        return self.start_scheduler()
+
+
+@pytest.fixture
+def cluster(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> Cluster:
+    return Cluster(kube, namespace, cluster_objects, start_scheduler)
 
 
 def job_gang(kube: Kube, namespace: str, name: str, size: int) -> tuple[list[str], str]:
@@ -124,10 +150,9 @@ def waiting_with(kube: Kube, namespace: str, names: list[str], message: str) -> 
 
 
 def test_an_indexed_job_that_fits_is_bound_whole_and_its_podgroup_scheduled(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+    kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
-    nodes(cluster_objects, kube, namespace, 2)
-    start_scheduler()
+    cluster.scheduling(2)
     members, name = job_gang(kube, namespace, "train", 4)
     bound(kube, namespace, members)
     scheduled = shown(kube, namespace, name, "True")
@@ -143,10 +168,9 @@ def test_an_indexed_job_that_fits_is_bound_whole_and_its_podgroup_scheduled(
 
 
 def test_an_indexed_job_too_big_for_the_cluster_binds_nothing_and_says_so(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+    kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
-    nodes(cluster_objects, kube, namespace, 2)
-    start_scheduler()
+    cluster.scheduling(2)
     members, name = job_gang(kube, namespace, "big", 5)
     refused = shown(kube, namespace, name, "False")
     assert refused["reason"] == "Unschedulable"
@@ -158,10 +182,9 @@ def test_an_indexed_job_too_big_for_the_cluster_binds_nothing_and_says_so(
 
 
 def test_a_pod_naming_a_podgroup_not_there_waits_saying_so_and_binds_once_it_is(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+    kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
-    nodes(cluster_objects, kube, namespace, 1)
-    start_scheduler()
+    cluster.scheduling(1)
     create(kube, namespace, member("early", "later", CPU))
     waiting_with(kube, namespace, ["early"], AWAITING_GROUP.format(name="later"))
     lone_pod_binds(kube, namespace)
@@ -173,10 +196,9 @@ def test_a_pod_naming_a_podgroup_not_there_waits_saying_so_and_binds_once_it_is(
 
 
 def test_a_gang_waits_for_min_count_members_then_binds_them_in_one_decision(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+    kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
-    nodes(cluster_objects, kube, namespace, 3)
-    scheduler = start_scheduler()
+    scheduler = cluster.scheduling(3)
     create(kube, namespace, native_pod_group("g", 4))
     first = [f"m{i}" for i in range(3)]
     for name in first:
@@ -192,14 +214,14 @@ def test_a_gang_waits_for_min_count_members_then_binds_them_in_one_decision(
 
 
 def test_a_gang_with_room_for_more_than_min_count_binds_what_fits_and_stays_scheduled(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+    kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
     """minCount 4, six pods, room for five (the lone pod takes the sixth slot): five
     bound, one waits, the group Scheduled. A seventh member that cannot fit, and a node
     gone, leave it Scheduled; members that find room later bind without the gang gating
     them again (its bound members count toward minCount)."""
-    held = nodes(cluster_objects, kube, namespace, 3)
-    scheduler = start_scheduler()
+    held = cluster.nodes(3)
+    scheduler = cluster.start_scheduler()
     lone_pod_binds(kube, namespace)
     create(kube, namespace, native_pod_group("g", 4))
     names = [f"m{i}" for i in range(6)]
@@ -224,16 +246,13 @@ def test_a_gang_with_room_for_more_than_min_count_binds_what_fits_and_stays_sche
     ticks_pass(scheduler, 2)
     assert condition(group(kube, namespace, "g")) == scheduled
 
-    add_nodes(cluster_objects, kube, [f"extra-{namespace}"[:63]], SMALL)
+    cluster.nodes(1, stem="extra")
     bound(kube, namespace, waiting)
     assert condition(group(kube, namespace, "g")) == scheduled
 
 
-def test_a_basic_group_binds_pod_by_pod(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
-) -> None:
-    add_nodes(cluster_objects, kube, [f"n0-{namespace}"[:63]], {"cpu": "100m", "memory": "1Gi"})
-    start_scheduler()
+def test_a_basic_group_binds_pod_by_pod(kube: Kube, namespace: str, cluster: Cluster) -> None:
+    cluster.scheduling(1, {"cpu": "100m", "memory": "1Gi"})
     create(kube, namespace, native_pod_group("b", None))
     create(kube, namespace, member("first", "b", CPU))
     bound(kube, namespace, ["first"])
@@ -247,11 +266,10 @@ def test_a_basic_group_binds_pod_by_pod(
 
 
 def test_a_group_whose_pods_name_different_schedulers_binds_none(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+    kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
     """kube-scheduler refuses such a group whole; so is it here, saying which field."""
-    nodes(cluster_objects, kube, namespace, 2)
-    start_scheduler()
+    cluster.scheduling(2)
     create(kube, namespace, native_pod_group("g", 2))
     create(kube, namespace, member("ours", "g", CPU))
     create(kube, namespace, member("theirs", "g", CPU, scheduler="default-scheduler"))
@@ -262,10 +280,9 @@ def test_a_group_whose_pods_name_different_schedulers_binds_none(
 
 
 def test_a_podgroup_deleted_while_its_pods_run_leaves_them_and_the_rest_scheduled(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+    kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
-    nodes(cluster_objects, kube, namespace, 2)
-    start_scheduler()
+    cluster.scheduling(2)
     members, name = job_gang(kube, namespace, "run", 2)
     placed = bound(kube, namespace, members)
     set_running(kube, namespace, members)
@@ -279,15 +296,15 @@ def test_a_podgroup_deleted_while_its_pods_run_leaves_them_and_the_rest_schedule
 
 
 def test_a_preempted_native_gang_is_marked_a_disruption_target(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+    kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
     """A running gang of priority 0 fills the node; a pod of priority 1000 needs the
     room of one member, which would leave the gang short of minCount: both go, and the
     PodGroup says it was preempted, beside its PodGroupScheduled."""
-    add_nodes(cluster_objects, kube, [f"n0-{namespace}"[:63]], SMALL)
-    low = priority_class(cluster_objects, f"low-{namespace}", 0)
-    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
-    start_scheduler()
+    cluster.nodes(1)
+    low = priority_class(cluster.objects, f"low-{namespace}", 0)
+    high = priority_class(cluster.objects, f"high-{namespace}", 1000)
+    cluster.start_scheduler()
     create(kube, namespace, native_pod_group("g", 2))
     victims = ["v0", "v1"]
     for name in victims:
@@ -304,5 +321,9 @@ def test_a_preempted_native_gang_is_marked_a_disruption_target(
     assert (target["status"], target["reason"]) == ("True", "PreemptionByScheduler")
     assert target["message"] == DISRUPTION
     assert condition(group(kube, namespace, "g")) == scheduled
-    shown_pods = pods(kube, namespace)
-    assert all(shown_pods[v]["metadata"].get("deletionTimestamp") for v in victims)
+    # The group is marked once the first of its evictions is accepted; the other follows.
+    eventually(
+        lambda: all(pods(kube, namespace)[v]["metadata"].get("deletionTimestamp") for v in victims),
+        timeout=60,
+        what="both members evicted",
+    )
