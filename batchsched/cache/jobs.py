@@ -51,18 +51,42 @@ def _native(job: JobInfo) -> bool:
     return job.group is not None and job.group.api_version == NATIVE_API
 
 
-def _wrong_api(group: PodGroup, task: Task, ref: GroupRef) -> str | None:
+def _wrong_api(group: PodGroup, task: Task) -> str:
     """Why a pod may not join the PodGroup of its group's name: spec.schedulingGroup
     names a PodGroup of Kubernetes' own API, the peers' keys one of theirs, and each
     scheduler sees only its own kind."""
-    native = group.api_version == NATIVE_API
-    if ref.native == native:
-        return None
-    named = "spec.schedulingGroup.podGroupName" if ref.native else "a PodGroup key"
-    wanted = NATIVE_API if ref.native else "a peer's PodGroup API"
+    by_field = group.api_version != NATIVE_API
+    named = "spec.schedulingGroup.podGroupName" if by_field else "a PodGroup key"
+    wanted = NATIVE_API if by_field else "a peer's PodGroup API"
     return (
-        f"Pod {task.key} names PodGroup {ref.key} by {named}, which needs a PodGroup of "
+        f"Pod {task.key} names PodGroup {group.key} by {named}, which needs a PodGroup of "
         f"{wanted}, but that PodGroup is of {group.api_version}"
+    )
+
+
+def _queues_disagree(key: str, named: Mapping[str, QueueName] | None) -> str | None:
+    """Members of one group that name different queues leave it waiting: picking
+    either would put the other's work under a share it was not meant for."""
+    if not named or len(named) < 2:
+        return None
+    first, second = (named[name] for name in sorted(named)[:2])
+    return (
+        f"gang {key}: its pods name different queues, {first.name!r} "
+        f"(named by {first.source}) and {second.name!r} (named by {second.source})"
+    )
+
+
+def _schedulers_disagree(key: str, names: Mapping[str, str] | None) -> str | None:
+    """All pods of a Kubernetes PodGroup must name one scheduler, as kube-scheduler
+    requires: a group split between two could be started by neither, so it is refused
+    whole, naming two of the schedulers and a pod of each."""
+    if not names or len(names) < 2:
+        return None
+    (first, pod), (second, other) = sorted(names.items())[:2]
+    return (
+        f"PodGroup {key}: its pods name different schedulers in spec.schedulerName, "
+        f"{first!r} (pod {pod}) and {second!r} (pod {other}); all pods of a PodGroup "
+        "must name one"
     )
 
 
@@ -118,11 +142,16 @@ class JobBuilder:
         self.jobs: dict[str, JobInfo] = {}
         # Job key -> the placements recorded on its members.
         self.placements: dict[str, list[Placement]] = defaultdict(list)
-        # Job key -> the queue its first member to name one names (jobs without a PodGroup).
-        self.pod_queues: dict[str, QueueName] = {}
-        # Job key -> the schedulerName of its first pod, and that pod, for Kubernetes'
-        # own PodGroups, whose pods must all name one scheduler.
-        self.schedulers: dict[str, tuple[str, str]] = {}
+        # Job key -> queue name -> where its members name it, the least source of each
+        # (jobs without a PodGroup, or with Kubernetes' own, which has no queue field).
+        self.pod_queues: dict[str, dict[str, QueueName]] = defaultdict(dict)
+        # For Kubernetes' own PodGroups, whose pods must all name one scheduler: job key
+        # -> schedulerName -> the least key of the pods naming it. Least, not first:
+        # what a message names must not depend on the order pods reach the cache.
+        self.schedulers: dict[str, dict[str, str]] = defaultdict(dict)
+        # Job key -> the pod of least key naming the job's PodGroup in a way its API
+        # does not read (spec.schedulingGroup for a peer's, a peer's key for Kubernetes').
+        self.misnamed: dict[str, Task] = {}
         # Group key -> other schedulers' pods naming a group with no PodGroup, seen
         # before any pod of ours made it a job: they count once it is, whatever the order.
         self.strays: dict[str, list[tuple[Task, IntArray]]] = defaultdict(list)
@@ -142,9 +171,15 @@ class JobBuilder:
         job.served |= ours
         native = _native(job)
         if native:
-            self._one_scheduler(job, task)
+            names = self.schedulers[job.key]
+            least = names.get(task.scheduler_name)
+            if least is None or task.key < least:
+                names[task.scheduler_name] = task.key
         if task.queue is not None and (job.group is None or native):
-            self._pod_names_queue(job, task.queue)
+            named = self.pod_queues[job.key]
+            known = named.get(task.queue.name)
+            if known is None or task.queue.source < known.source:
+                named[task.queue.name] = task.queue
         if task.placement is not None:
             self.placements[job.key].append(task.placement)
         counted = job.role_minimum and task.role in job.role_minimum
@@ -186,6 +221,11 @@ class JobBuilder:
                 for task, vec in strays:
                     self.add(task, vec)
         for job in self.jobs.values():
+            misnamed = self.misnamed.get(job.key)
+            if misnamed is not None and job.group is not None:
+                job.error = job.error or _wrong_api(job.group, misnamed)
+            job.error = job.error or _schedulers_disagree(job.key, self.schedulers.get(job.key))
+            job.error = job.error or _queues_disagree(job.key, self.pod_queues.get(job.key))
             if job.group is not None and not job.total:
                 job.served = self._serves_podless(job.group)
             group = job.group
@@ -212,28 +252,6 @@ class JobBuilder:
             return True
         return PODLESS_SCHEDULERS.get(group.api_version) in self.scheduler_names
 
-    def _one_scheduler(self, job: JobInfo, task: Task) -> None:
-        """All pods of a Kubernetes PodGroup must name one scheduler, as kube-scheduler
-        requires: a group split between two could be started by neither, so it is
-        refused whole, naming a pod of each."""
-        first, pod = self.schedulers.setdefault(job.key, (task.scheduler_name, task.key))
-        if first != task.scheduler_name:
-            job.error = job.error or (
-                f"PodGroup {job.key}: its pods name different schedulers in "
-                f"spec.schedulerName, {first!r} (pod {pod}) and {task.scheduler_name!r} "
-                f"(pod {task.key}); all pods of a PodGroup must name one"
-            )
-
-    def _pod_names_queue(self, job: JobInfo, named: QueueName) -> None:
-        """Members of one group that name different queues leave it waiting: picking
-        either would put the other's work under a share it was not meant for."""
-        first = self.pod_queues.setdefault(job.key, named)
-        if first.name != named.name:
-            job.error = job.error or (
-                f"gang {job.key}: its pods name different queues, {first.name!r} "
-                f"(named by {first.source}) and {named.name!r} (named by {named.source})"
-            )
-
     def _named_queue(self, job: JobInfo) -> QueueName | None:
         """Where the job's queue is named, unless by its PodGroup's spec.queue, which
         always wins; then its pods' annotation (jobs without a PodGroup, or with one of
@@ -241,8 +259,9 @@ class JobBuilder:
         where it is: its PodGroup's queue or the default."""
         if job.group is not None and job.group.queue_explicit:
             return None
-        if (job.group is None or _native(job)) and job.key in self.pod_queues:
-            return self.pod_queues[job.key]
+        named = self.pod_queues.get(job.key)
+        if (job.group is None or _native(job)) and named:
+            return named[min(named)]
         namespace = self.cache.namespaces.get(job.namespace)
         return None if namespace is None else namespace.queue
 
@@ -276,7 +295,10 @@ class JobBuilder:
             return job
         existing = self.jobs.get(ref.key)
         if existing is not None and existing.group is not None:
-            existing.error = existing.error or _wrong_api(existing.group, task, ref)
+            native = existing.group.api_version == NATIVE_API
+            named = self.misnamed.get(ref.key)
+            if ref.native != native and (named is None or task.key < named.key):
+                self.misnamed[ref.key] = task
         if existing is not None and existing.group is None:
             # A group without an object is as old as its oldest pod, in whatever order
             # the pods reached the cache.
