@@ -9,7 +9,9 @@ Each victim is removed in one of two ways (docs/preemption.md says why):
 - deleted, when the session says the eviction exceeds a PodDisruptionBudget (the
   Eviction API would refuse it): marked first, then deleted with its grace period, as
   kube-scheduler deletes every victim.
-Once the API server has accepted either, a `Preempted` event goes to the victim. A 404
+Once the API server has accepted either, a `Preempted` event goes to the victim, and a
+Kubernetes PodGroup the session's evictions leave short of what it needs (minCount, or
+for a basic group every member) gets DisruptionTarget (status.py). A 404
 (or a 409 on the uid: the pod was recreated) means the victim is gone already; a 429
 from a budget (the session read a stale status.disruptionsAllowed) leaves the pod, with
 a warning event quoting the budget, and it is not tried again for `refused_seconds`;
@@ -34,7 +36,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
-from batchsched.api.objects import Task
+from batchsched.api.nativegroups import NATIVE_API
+from batchsched.api.objects import PodGroup, Task
 from batchsched.k8s.binder import LEASE_LOST
 from batchsched.k8s.client import (
     STRATEGIC_MERGE_PATCH,
@@ -45,7 +48,12 @@ from batchsched.k8s.client import (
 )
 from batchsched.k8s.events import rfc3339
 from batchsched.k8s.fence import Fenced, fenced
-from batchsched.k8s.status import pod_ref
+from batchsched.k8s.status import (
+    DISRUPTION_TARGET,
+    PREEMPTION_REASON,
+    disruption_message,
+    pod_ref,
+)
 from batchsched.k8s.watch import Watch
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES, PREEMPTION_FAILURES, PREEMPTION_VICTIMS
@@ -53,8 +61,6 @@ from batchsched.model.decisions import Eviction, Nomination
 
 log = logging.getLogger(__name__)
 
-DISRUPTION_TARGET = "DisruptionTarget"
-PREEMPTION_REASON = "PreemptionByScheduler"
 # The cause type the Eviction API gives when a PodDisruptionBudget refuses (429).
 BUDGET_CAUSE = "DisruptionBudget"
 # How long a victim whose eviction a budget refused is left alone: the disruption
@@ -69,11 +75,6 @@ class _Refused(Exception):
 
     def __init__(self, error: ApiError) -> None:
         super().__init__("; ".join((error.message, *error.explanations)))
-
-
-def disruption_message(scheduler_name: str) -> str:
-    """kube-scheduler's DisruptionTarget message, naming the preemptor's scheduler."""
-    return f"{scheduler_name}: preempting to accommodate a higher priority pod"
 
 
 class Evictor:
@@ -105,17 +106,24 @@ class Evictor:
         self._sent: dict[str, tuple[str, float]] = {}
         # Pod key -> (uid, node) last written as its nominated node.
         self._nominated: dict[str, tuple[str, str]] = {}
+        # Victim key -> the Kubernetes PodGroup its eviction is part of preempting.
+        self._disrupting: dict[str, PodGroup] = {}
 
     def submit(self, evictions: Sequence[Eviction], nominations: Sequence[Nomination]) -> None:
         """Queue one session's evictions and nominations, leaving out what the cluster
         (as the cache shows it now) or an earlier session's writes have done already."""
         now = time.monotonic()
         self._forget_settled(now)
+        sent = set()
         for eviction in evictions:
             if self._current(eviction.key, eviction.uid) is None or eviction.key in self._sent:
                 continue
             self._sent[eviction.key] = (eviction.uid, math.inf)
+            sent.add(eviction.key)
             self._put(partial(self._evict, eviction))
+        if sent:
+            disrupted = self._disrupted(evictions).items()
+            self._disrupting.update((key, group) for key, group in disrupted if key in sent)
         for nomination in nominations:
             task = self._current(nomination.key, nomination.uid)
             written = (nomination.uid, nomination.node)
@@ -125,6 +133,32 @@ class Evictor:
                 continue
             self._nominated[nomination.key] = written
             self._put(partial(self._nominate, nomination))
+
+    def _disrupted(self, evictions: Sequence[Eviction]) -> dict[str, PodGroup]:
+        """Victim key -> its Kubernetes PodGroup, for groups these evictions leave with
+        fewer running members than they need: those are preempted, not just trimmed."""
+        taken: dict[str, set[str]] = {}
+        groups: dict[str, PodGroup] = {}
+        for eviction in evictions:
+            task = self.cache.tasks.get(eviction.key)
+            ref = task.group if task is not None else None
+            group = self.cache.pod_groups.get(ref.key) if ref is not None else None
+            if group is not None and group.api_version == NATIVE_API:
+                taken.setdefault(group.key, set()).add(eviction.key)
+                groups[group.key] = group
+        if not taken:
+            return {}
+        running: dict[str, int] = dict.fromkeys(taken, 0)
+        for key, task in self.cache.tasks.items():
+            group_key = task.group.key if task.group is not None else None
+            if group_key in running and _holds_node(task) and key not in taken[group_key]:
+                running[group_key] += 1
+        return {
+            victim: groups[group_key]
+            for group_key, victims in taken.items()
+            if running[group_key] < max(groups[group_key].min_member, 1)
+            for victim in victims
+        }
 
     def _current(self, key: str, uid: str) -> Task | None:
         """The pod as the cache shows it, if it is still the one decided about and is
@@ -179,6 +213,7 @@ class Evictor:
     # Victims.
 
     async def _evict(self, eviction: Eviction) -> None:
+        group = self._disrupting.pop(eviction.key, None)
         try:
             if eviction.budget:
                 await self._send(partial(self._mark, eviction))
@@ -212,6 +247,9 @@ class Evictor:
             _note(eviction),
             action="Preempting",
         )
+        if group is not None:
+            preemptor = "podgroup" if eviction.preemptor in self.cache.pod_groups else "pod"
+            self.status.group_disrupted(group, preemptor)
         if not eviction.budget:
             await self._relabel(eviction)
 
@@ -312,6 +350,11 @@ class Evictor:
             API_WRITES.labels("nomination", "gone" if gone else "failed").inc()
             return
         API_WRITES.labels("nomination", "ok").inc()
+
+
+def _holds_node(task: Task) -> bool:
+    """A member running or bound, not on its way out."""
+    return task.node_name is not None and not task.deleting and task.phase in ("Pending", "Running")
 
 
 def _shown(task: Task) -> str:

@@ -5,7 +5,9 @@ The watch resumes from the last version it saw when the server closes it or the
 connection drops; a 410 Gone (the history it needs was compacted) means listing again
 and removing whatever disappeared in between. A kind whose CRD is not installed is
 looked for again every `absent_retry` seconds, so the foreign PodGroup kinds are
-picked up once their CRDs appear. The first complete list is reported to the Watch,
+picked up once their CRDs appear; a kind with a note of its own (an API the server
+may not serve) says so in one line when it is found absent, and again once it is
+served. The first complete list is reported to the Watch,
 which knows the cache is whole once every kind has one. Events lose their
 managedFields before they are decoded, as pages do.
 """
@@ -44,12 +46,15 @@ class Informer:
         self.watched = watched
         self.watch = watch
         self.absent_retry = absent_retry
+        # Whether the kind was absent at the last list (None: not listed yet).
+        self._absent: bool | None = None
 
     async def run(self) -> None:
         failures = 0
         while True:
             try:
                 version = await self._list()
+                self._tell(absent=version is None)
                 self.watch.listed(self.watched)
                 failures = 0
                 if version is None:
@@ -80,6 +85,15 @@ class Informer:
                 raise
         self._drop_all_but(seen)
         return version
+
+    def _tell(self, *, absent: bool) -> None:
+        """The kind's note once it is found absent, and a line when it is served again."""
+        note = self.watched.absent_note
+        if note and absent and not self._absent:
+            log.warning("%s is not served: %s", self.watched.id, note)
+        elif note and self._absent and not absent:
+            log.info("%s is served now: watching it", self.watched.id)
+        self._absent = absent
 
     def _drop_all_but(self, keys: set[str]) -> None:
         for key in self.watch.keys(self.watched) - keys:

@@ -17,14 +17,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from batchsched.api.groups import OUR_API
+from batchsched.api.nativegroups import NATIVE_API
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.resources import CPU, ResourceList
 from batchsched.api.unsupported import GATED_MESSAGE, GATED_REASON
 from batchsched.k8s.client import (
     JSON,
+    MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
     TRANSPORT_ERRORS,
     ApiError,
@@ -53,6 +55,8 @@ API_VERSIONS = {
     "CSINode": "storage.k8s.io/v1",
     "CSIDriver": "storage.k8s.io/v1",
     "CSIStorageCapacity": "storage.k8s.io/v1",
+    "PodDisruptionBudget": "policy/v1",
+    "Workload": NATIVE_API,
 }
 # A write that failed is sent again after this, doubling each time up to the most.
 RETRY_LATER_SECONDS = 10.0
@@ -61,10 +65,23 @@ RETRY_LATER_MAX_SECONDS = 300.0
 SCHEDULER_ERROR_REASON = "SchedulerError"
 # How often event series are looked at for counts to write (events.py).
 SERIES_FLUSH_SECONDS = 10.0
+# kube-scheduler's conditions (v1.36): a victim pod's, and Kubernetes' own PodGroup's
+# (scheduling.k8s.io/v1alpha2), with the reasons and the message it writes.
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_REASON = "PreemptionByScheduler"
+POD_GROUP_SCHEDULED = "PodGroupScheduled"
+POD_GROUP_SCHEDULED_REASON = "Scheduled"
+POD_GROUP_UNSCHEDULABLE_REASON = "Unschedulable"
+POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
 # The cause the API server gives for refusing to create anything, events included, in a
 # namespace being deleted; events to it are not sent for a while after.
 NAMESPACE_TERMINATING = "NamespaceTerminating"
 TERMINATING_SILENCE_SECONDS = 60.0
+
+
+def disruption_message(scheduler_name: str, preemptor: str = "pod") -> str:
+    """kube-scheduler's DisruptionTarget message, naming the preemptor's scheduler."""
+    return f"{scheduler_name}: preempting to accommodate a higher priority {preemptor}"
 
 
 def object_ref(obj: Mapping[str, Any]) -> ObjectRef:
@@ -114,17 +131,29 @@ class Unwritable(Exception):
 
 @dataclass(frozen=True, kw_only=True)
 class StatusForm:
-    """How one project writes its PodGroups' status: its phase names for ours, the counts
-    it keeps, whether it has conditions (of the same shape as ours), and whether it
+    """How one project writes its PodGroups' status: its phase names for ours (None: it
+    has no phase), the counts it keeps, its conditions (ours: one of our shape;
+    kube-scheduler's: PodGroupScheduled, see _pod_group_scheduled), and whether it
     records when scheduling began. `kubectl get` of its kind reads these fields."""
 
-    phase: Callable[[JobStatus], str]
+    phase: Callable[[JobStatus], str] | None
     counts: tuple[str, ...]
-    conditions: bool = False
+    conditions: Literal["ours", "kube-scheduler"] | None = None
     start_time: bool = False
     # Whether its CRD serves a status subresource; without one (Volcano's PodGroup)
     # status is patched on the object itself.
     status_subresource: bool = True
+    # Whether its conditions record the object's generation they were written for.
+    generations: bool = False
+    # A form of a scheduler we stand in for: written unless --peer-status=skip.
+    peer: bool = True
+
+    @property
+    def patch_type(self) -> str:
+        """A built-in kind's conditions merge by type under a strategic merge patch,
+        keeping those written by others; a custom resource takes a merge patch only,
+        which replaces the list, so ours hold one condition."""
+        return STRATEGIC_MERGE_PATCH if self.conditions == "kube-scheduler" else MERGE_PATCH
 
 
 def _our_phase(job: JobStatus) -> str:
@@ -164,14 +193,14 @@ def _tencent_phase(job: JobStatus) -> str:
 
 
 _COUNTS = ("running", "succeeded", "failed")
-_OURS = StatusForm(phase=_our_phase, counts=("scheduled", *_COUNTS), conditions=True)
-_KUBE_BATCH = StatusForm(phase=_kube_batch_phase, counts=_COUNTS, conditions=True)
+_OURS = StatusForm(phase=_our_phase, counts=("scheduled", *_COUNTS), conditions="ours", peer=False)
+_KUBE_BATCH = StatusForm(phase=_kube_batch_phase, counts=_COUNTS, conditions="ours")
 _TENCENT = StatusForm(phase=_tencent_phase, counts=("scheduled", *_COUNTS), start_time=True)
 # By API group: each project kept its status's shape across its versions.
 STATUS_FORMS = {
     "scheduling.batchsched.io": _OURS,
     "scheduling.volcano.sh": StatusForm(
-        phase=_volcano_phase, counts=_COUNTS, conditions=True, status_subresource=False
+        phase=_volcano_phase, counts=_COUNTS, conditions="ours", status_subresource=False
     ),
     "scheduling.incubator.k8s.io": _KUBE_BATCH,
     "scheduling.sigs.dev": _KUBE_BATCH,
@@ -179,6 +208,10 @@ STATUS_FORMS = {
     # scheduler-plugins' CRD of this API (v0.22) has no status subresource.
     "scheduling.sigs.k8s.io": replace(_TENCENT, status_subresource=False),
     "batch.scheduler.tencent.com": _TENCENT,
+    # Kubernetes' own (1.36): conditions only, as kube-scheduler writes them.
+    "scheduling.k8s.io": StatusForm(
+        phase=None, counts=(), conditions="kube-scheduler", generations=True, peer=False
+    ),
 }
 
 
@@ -219,6 +252,7 @@ class StatusWriter:
         self.queue_apis: Mapping[str, str] = {} if queue_apis is None else queue_apis
         # (kind, key) -> what the object shows per the watch, and what we last wrote to it.
         self._observed: dict[tuple[str, str], Any] = {}
+        self._generations: dict[tuple[str, str], int] = {}
         self._written: dict[tuple[str, str], Any] = {}
         # Queued writes by target, oldest first; an event's target is unique to it.
         self._queue: dict[tuple[str, str], tuple[str, Write]] = {}
@@ -233,16 +267,23 @@ class StatusWriter:
 
     # What objects show now, from the watch.
 
-    def observe(self, kind: str, key: str, shown: object) -> None:
+    def observe(self, kind: str, key: str, shown: object, generation: int | None = None) -> None:
+        """What the object shows now, and its metadata.generation where its form records it."""
         if shown is None:
             self._observed.pop((kind, key), None)
         else:
             self._observed[(kind, key)] = shown
+        if generation is None:
+            self._generations.pop((kind, key), None)
+        else:
+            self._generations[(kind, key)] = generation
 
     def forget(self, kind: str, key: str) -> None:
         """The object is gone: drop what we know and what we meant to write to it."""
-        for store in (self._observed, self._written, self._queue, self._failed):
+        for store in (self._observed, self._generations, self._written, self._queue, self._failed):
             store.pop((kind, key), None)
+        for store in (self._queue, self._failed):
+            store.pop((f"{kind} {DISRUPTION_TARGET}", key), None)
 
     def _shown(self, kind: str, key: str) -> Any:
         target = (kind, key)
@@ -315,43 +356,71 @@ class StatusWriter:
         )
 
     def groups(self, statuses: Mapping[str, JobStatus], groups: Mapping[str, PodGroup]) -> None:
-        """Each PodGroup's status in the form its own project writes (STATUS_FORMS): ours,
-        and a peer's unless `write_peers` is off. A kind without a known form is left alone."""
+        """Each PodGroup's status in the form its own project writes (STATUS_FORMS): ours
+        and Kubernetes' own, and a peer's unless `write_peers` is off. A kind without a
+        known form is left alone."""
         now = time.time()
         for key, status in statuses.items():
             group = groups.get(key)
-            if group is None or (group.api_version != OUR_API and not self.write_peers):
-                continue
-            form = STATUS_FORMS.get(group.api_version.partition("/")[0])
-            if form is None:
+            form = None if group is None else STATUS_FORMS.get(group.api_version.partition("/")[0])
+            if group is None or form is None or (form.peer and not self.write_peers):
                 continue
             target = (target_kind("PodGroup", group.api_version), key)
             shown = self._shown(*target) or {}
-            desired: JSON = {"phase": form.phase(status)}
+            desired: JSON = {}
+            if form.phase is not None:
+                desired["phase"] = form.phase(status)
             desired.update((count, getattr(status, count)) for count in form.counts)
-            if form.conditions and status.condition is not None:
-                desired["conditions"] = [_condition(status.condition, shown)]
+            condition = status.condition
+            if form.conditions == "kube-scheduler":
+                condition = _pod_group_scheduled(condition, group, shown)
+            if form.conditions is not None and condition is not None:
+                generation = self._generations.get(target) if form.generations else None
+                desired["conditions"] = [_condition(condition, shown, generation)]
             if form.start_time:
                 desired["scheduleStartTime"] = shown.get("scheduleStartTime") or rfc3339(now)
-            if _same(desired, shown):
+            by_type = form.patch_type == STRATEGIC_MERGE_PATCH
+            if not desired or _same(desired, shown, by_type=by_type):
                 continue
-            self._written[target] = {**shown, **desired}
+            self._written[target] = _merged(shown, desired, by_type=by_type)
             path = f"/apis/{group.api_version}/namespaces/{group.namespace}/podgroups/{group.name}"
             if form.status_subresource:
                 path += "/status"
-            write = partial(self._patch_status, path, {"status": desired})
+            write = partial(self._patch_status, path, {"status": desired}, form.patch_type)
             self._enqueue(target, "podgroup_status", write)
             # News: a changed condition, or for a form without conditions a changed phase.
-            if form.conditions:
-                news = not _same_condition(desired, shown)
+            if form.conditions is not None:
+                news = not _same_condition(desired, shown, by_type=by_type)
             else:
-                news = desired["phase"] != shown.get("phase")
+                news = desired.get("phase") != shown.get("phase")
             if status.condition is not None and news:
-                ref = {"apiVersion": group.api_version, "kind": "PodGroup"}
-                ref |= {"namespace": group.namespace, "name": group.name}
-                if group.uid:
-                    ref["uid"] = group.uid
-                self.event(ref, *_group_event(status.condition))
+                self.event(_group_ref(group), *_group_event(status.condition))
+
+    def group_disrupted(self, group: PodGroup, preemptor: str) -> None:
+        """Kubernetes' own PodGroup, whose members preemption is evicting below what it
+        needs: DisruptionTarget True, reason PreemptionByScheduler, as its API defines it
+        (kube-scheduler 1.36 defines it and writes it nowhere yet). It stays: the group
+        was preempted, whatever is scheduled after."""
+        form = STATUS_FORMS.get(group.api_version.partition("/")[0])
+        if form is None or form.conditions != "kube-scheduler":
+            return
+        target = (target_kind("PodGroup", group.api_version), group.key)
+        shown = self._shown(*target) or {}
+        condition = Condition(
+            DISRUPTION_TARGET,
+            PREEMPTION_REASON,
+            disruption_message(self.scheduler_name, preemptor),
+        )
+        generation = self._generations.get(target)
+        desired: JSON = {"conditions": [_condition(condition, shown, generation)]}
+        if _same(desired, shown, by_type=True):
+            return
+        self._written[target] = _merged(shown, desired, by_type=True)
+        path = f"/apis/{group.api_version}/namespaces/{group.namespace}/podgroups/{group.name}"
+        write = partial(self._patch_status, f"{path}/status", {"status": desired}, form.patch_type)
+        # A target of its own: a PodGroupScheduled write queued for the group must not
+        # replace it, nor it that one.
+        self._enqueue((f"{target[0]} {DISRUPTION_TARGET}", group.key), "podgroup_status", write)
 
     def queues(self, usage: Mapping[str, QueueUsage], queues: Mapping[str, Queue]) -> None:
         """Our Queues' status, and Volcano's (unless `write_peers` is off) in Volcano's
@@ -500,11 +569,11 @@ class StatusWriter:
         if failed is not None and target not in self._queue:
             self._enqueue(target, *failed[1:])
 
-    async def _patch_status(self, path: str, body: JSON) -> object:
+    async def _patch_status(self, path: str, body: JSON, content_type: str = MERGE_PATCH) -> object:
         """The API server answers 404 alike for a deleted object and for a status
         subresource its CRD does not serve; the object itself tells them apart."""
         try:
-            return await self.api.patch(path, body)
+            return await self.api.patch(path, body, content_type=content_type)
         except ApiError as error:
             if error.status != 404 or not path.endswith("/status"):
                 raise
@@ -536,18 +605,59 @@ def _group_event(condition: Condition) -> tuple[str, str, str]:
     return "Normal", condition.reason, condition.message
 
 
-def _condition(condition: Condition, shown: JSON) -> JSON:
-    """The condition as written; it keeps its transition time while its type holds."""
-    previous: JSON = next(iter(shown.get("conditions") or []), {})
-    same = (previous.get("type"), previous.get("status")) == (condition.type, condition.status)
+def _pod_group_scheduled(
+    condition: Condition | None, group: PodGroup, shown: JSON
+) -> Condition | None:
+    """A session's condition of a group as kube-scheduler writes it on Kubernetes' own
+    PodGroup: PodGroupScheduled True (Scheduled, no message) once placed; False with
+    reason Unschedulable, its message first in kube-scheduler's words, or SchedulerError
+    for a group that cannot be read. Once True it never goes back to False, nor is it
+    written while a placed gang's claims are bound (None: nothing to write)."""
+    if condition is None:
+        return None
+    if condition.type == "Scheduled" and condition.status == "True":
+        return Condition(POD_GROUP_SCHEDULED, POD_GROUP_SCHEDULED_REASON, "")
+    if (
+        condition.type != "Unschedulable"
+        or _shown_condition(shown, POD_GROUP_SCHEDULED).get("status") == "True"
+    ):
+        return None
+    if group.error is not None:
+        return Condition(POD_GROUP_SCHEDULED, SCHEDULER_ERROR_REASON, condition.message, "False")
+    message = f"{POD_GROUP_UNSCHEDULABLE}: {condition.message}"
+    return Condition(POD_GROUP_SCHEDULED, POD_GROUP_UNSCHEDULABLE_REASON, message, "False")
+
+
+def _group_ref(group: PodGroup) -> ObjectRef:
+    ref = {"apiVersion": group.api_version, "kind": "PodGroup"}
+    ref |= {"namespace": group.namespace, "name": group.name}
+    if group.uid:
+        ref["uid"] = group.uid
+    return ref
+
+
+def _shown_condition(shown: JSON, type: str) -> JSON:
+    """The condition of that type the object shows, {} for none."""
+    return next((c for c in shown.get("conditions") or [] if c.get("type") == type), {})
+
+
+def _condition(condition: Condition, shown: JSON, generation: int | None = None) -> JSON:
+    """The condition as written; it keeps its transition time while its status holds."""
+    previous = _shown_condition(shown, condition.type)
+    same = previous.get("status") == condition.status
     since = previous.get("lastTransitionTime") if same else None
-    return {
+    written: JSON = {
         "type": condition.type,
         "status": condition.status,
         "reason": condition.reason,
         "message": condition.message,
         "lastTransitionTime": since or rfc3339(time.time()),
     }
+    # kube-scheduler's Go struct leaves out a generation of 0 (omitempty): a PodGroup
+    # has none until it is deleted.
+    if generation:
+        written["observedGeneration"] = generation
+    return written
 
 
 def _comparable(value: object) -> object:
@@ -557,9 +667,32 @@ def _comparable(value: object) -> object:
     return value
 
 
-def _same(desired: JSON, shown: JSON) -> bool:
-    return all(_comparable(v) == _comparable(shown.get(k)) for k, v in desired.items())
+def _shown_like(desired: JSON, shown: JSON, by_type: bool) -> JSON:
+    """What `shown` holds of the keys `desired` writes; `by_type`: of its conditions,
+    those of the types `desired` writes, the others being left as they are by a
+    strategic merge patch (a merge patch replaces the whole list)."""
+    like = {key: shown.get(key) for key in desired}
+    if by_type and "conditions" in desired:
+        kept = [_shown_condition(shown, c["type"]) for c in desired["conditions"]]
+        like["conditions"] = [c for c in kept if c] or None
+    return like
 
 
-def _same_condition(desired: JSON, shown: JSON) -> bool:
-    return _comparable(desired.get("conditions")) == _comparable(shown.get("conditions"))
+def _same(desired: JSON, shown: JSON, *, by_type: bool = False) -> bool:
+    like = _shown_like(desired, shown, by_type)
+    return all(_comparable(v) == _comparable(like[k]) for k, v in desired.items())
+
+
+def _same_condition(desired: JSON, shown: JSON, *, by_type: bool = False) -> bool:
+    like = _shown_like(desired, shown, by_type)
+    return _comparable(desired.get("conditions")) == _comparable(like.get("conditions"))
+
+
+def _merged(shown: JSON, desired: JSON, *, by_type: bool = False) -> JSON:
+    """`shown` once `desired` is written; `by_type`: conditions replaced by type."""
+    merged = {**shown, **desired}
+    if by_type and "conditions" in desired:
+        types = {c["type"] for c in desired["conditions"]}
+        others = [c for c in shown.get("conditions") or [] if c.get("type") not in types]
+        merged["conditions"] = others + desired["conditions"]
+    return merged

@@ -65,6 +65,9 @@ class Watched:
     plural: str
     kind: str
     trim: Callable[[Mapping[str, Any]], JSON]
+    # Logged once when the API server does not serve the kind (informer.py): for an API
+    # a cluster may not enable, what its absence means here.
+    absent_note: str = ""
 
     @property
     def id(self) -> str:
@@ -79,6 +82,15 @@ class Watched:
 PODS = Watched("v1", "pods", "Pod", trim_pod)
 CLAIMS = Watched("v1", "persistentvolumeclaims", "PersistentVolumeClaim", trim_claim)
 VOLUMES = Watched("v1", "persistentvolumes", "PersistentVolume", trim_volume)
+# Kubernetes serves its own gang API only with an alpha feature gate and API version on.
+ABSENT_NOTES = {
+    NATIVE_API: (
+        "this API server does not serve Kubernetes' own gangs (1.36: kube-apiserver "
+        "--feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha2=true)"
+        ", so no pod can name a PodGroup in spec.schedulingGroup; looked for again every "
+        "30s"
+    )
+}
 WATCHED = (
     PODS,
     Watched("v1", "nodes", "Node", trim_node),
@@ -96,9 +108,12 @@ WATCHED = (
     *(Watched(api, "queues", "Queue", trim_queue) for api in QUEUE_APIS),
     # Which running pods preemption should spare.
     Watched("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", trim_budget),
-    # Ours and the kinds of the schedulers we stand in for, once their CRDs exist (a
-    # kind whose CRD is missing counts as listed, empty, and is looked for again).
-    *(Watched(api, "podgroups", "PodGroup", trim_pod_group) for api in POD_GROUP_APIS),
+    # Ours, Kubernetes' own and the kinds of the schedulers we stand in for, once their
+    # APIs are served (a kind that is not counts as listed, empty, and is looked for again).
+    *(
+        Watched(api, "podgroups", "PodGroup", trim_pod_group, ABSENT_NOTES.get(api, ""))
+        for api in POD_GROUP_APIS
+    ),
     # Kubernetes' own Workloads, shown beside the PodGroups made from them.
     Watched(NATIVE_API, "workloads", "Workload", trim_workload),
 )
@@ -367,7 +382,13 @@ class Watch:
             )
             self.status.observe(kind, key, message)
         elif kind in ("Queue", "PodGroup"):
-            self.status.observe(target_kind(kind, watched.api_version), key, dict(status) or None)
+            generation = (raw.get("metadata") or {}).get("generation")
+            self.status.observe(
+                target_kind(kind, watched.api_version),
+                key,
+                dict(status) or None,
+                generation if isinstance(generation, int) else None,
+            )
 
     def _report(self, kind: str, key: str, obj: JSON, message: str) -> None:
         """Log and count an unusable object once per distinct problem."""

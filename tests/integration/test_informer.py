@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from batchsched.api.nativegroups import NATIVE_API
 from batchsched.cache.cluster import ClusterCache
 from batchsched.k8s import pages
 from batchsched.k8s.client import Api
@@ -31,6 +32,7 @@ from batchsched.k8s.informer import Informer
 from batchsched.k8s.status import StatusWriter
 from batchsched.k8s.watch import WATCHED, Watch, Watched
 
+from .conftest import start_control_plane
 from tests.support import ControlPlane, Kube, peer_crds
 from tests.support.objects import pod_group
 
@@ -330,3 +332,34 @@ async def test_a_kind_is_listed_page_by_page_each_page_asked_for_once(
         await api.close()
     assert len(asked) >= 3 and asked[0] == ""
     assert len(set(asked)) == len(asked), "a page was asked for twice"
+
+
+async def test_kubernetes_own_gangs_not_served_are_said_so_in_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """On an API server without the alpha gate (the default), the native PodGroups are
+    absent, the cache syncs without them, and one warning says what that means however
+    often the kind is looked for again (the Workloads, shown only, and the peers' kinds,
+    whose CRDs are missing here too, say nothing)."""
+    [native] = [w for w in WATCHED if w.api_version == NATIVE_API and w.kind == "PodGroup"]
+    with start_control_plane() as plain:
+        api = Api(load_credentials(str(plain.kubeconfig)))
+        lists = 0
+        get_raw = api.get_raw
+
+        async def counted(path: str) -> bytes:
+            nonlocal lists
+            lists += path.startswith(native.path)
+            return await get_raw(path)
+
+        api.get_raw = counted  # type: ignore[method-assign]
+        try:
+            with caplog.at_level(logging.INFO, logger="batchsched.k8s.informer"):
+                async with informing(api, WATCHED, absent_retry=0.05) as watch:
+                    await until(watch.synced.is_set, "the cache synced without the kind")
+                    await until(lambda: lists >= 3, "the kind looked for three times")
+        finally:
+            await api.close()
+    said = [r.getMessage() for r in caplog.records if "served" in r.getMessage()]
+    assert said == [f"{native.id} is not served: {native.absent_note}"]
+    assert "--runtime-config=scheduling.k8s.io/v1alpha2=true" in native.absent_note

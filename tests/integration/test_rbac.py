@@ -20,7 +20,7 @@ from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.endpoints import MetricsAuth, serve
 
 from tests.support import JSON, ClusterObjects, Kube, KubeError
-from tests.support.objects import load_manifests, node, pod, pod_group
+from tests.support.objects import load_manifests, native_pod_group, node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -166,6 +166,13 @@ NEEDED = [
         for verb in ("list", "watch")
     ],
     *[(verb, "scheduling.k8s.io", "priorityclasses") for verb in ("list", "watch")],
+    # Kubernetes' own gangs: PodGroups scheduled, their status written; Workloads shown.
+    *[
+        (verb, "scheduling.k8s.io", res)
+        for res in ("podgroups", "workloads")
+        for verb in ("list", "watch")
+    ],
+    ("patch", "scheduling.k8s.io", "podgroups/status"),
     *[
         (verb, "scheduling.batchsched.io", res)
         for res in ("podgroups", "queues")
@@ -215,6 +222,10 @@ NOT_NEEDED = [
     ("patch", "scheduling.volcano.sh", "queues"),
     ("update", "scheduling.x-k8s.io", "podgroups/status"),
     ("create", "scheduling.k8s.io", "priorityclasses"),
+    # The Job controller makes them; only their status is the scheduler's.
+    *[(verb, "scheduling.k8s.io", "podgroups") for verb in ("create", "patch", "delete")],
+    ("update", "scheduling.k8s.io", "podgroups/status"),
+    *[(verb, "scheduling.k8s.io", "workloads") for verb in ("create", "patch")],
     *[
         (verb, "", res)
         for res in ("persistentvolumeclaims", "persistentvolumes")
@@ -289,6 +300,9 @@ def test_scheduler_requests_succeed(
         "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
         "/apis/batch.scheduler.tencent.com/v1/podgroups",
         "/apis/policy/v1/poddisruptionbudgets",
+        # The session's control plane serves Kubernetes' own gang API.
+        "/apis/scheduling.k8s.io/v1alpha2/podgroups",
+        "/apis/scheduling.k8s.io/v1alpha2/workloads",
     ):
         scheduler.get(path).expect(200)
     scheduler.get(f"/api/v1/namespaces/{namespace}/pods/p0").expect(200)
@@ -302,6 +316,13 @@ def test_scheduler_requests_succeed(
     ).expect(200)
     scheduler.patch(
         f"{group_path}/status", {"status": {"phase": "Running", "scheduled": 1}}
+    ).expect(200)
+    native_path = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups/native"
+    kube.create(native_pod_group("native", 1), namespace)
+    scheduled = {"type": "PodGroupScheduled", "status": "True", "reason": "Scheduled"}
+    scheduled |= {"message": "", "lastTransitionTime": _now().split(".")[0] + "Z"}
+    scheduler.patch(
+        f"{native_path}/status", {"status": {"conditions": [scheduled]}}, merge=False
     ).expect(200)
     scheduler.patch(
         "/apis/scheduling.batchsched.io/v1alpha1/queues/rbac-q/status",

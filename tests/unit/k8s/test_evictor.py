@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from batchsched.api.nativegroups import NATIVE_API
 from batchsched.k8s.client import JSON, ApiError
 from batchsched.k8s.evictor import Evictor
 from batchsched.k8s.fence import unbounded
-from batchsched.k8s.watch import PODS, Watch
+from batchsched.k8s.watch import PODS, WATCHED, Watch
 from batchsched.model.decisions import Eviction, EvictionAction, Nomination
 
 from .recording_api import RecordingApi, settle, watch_over
-from tests.support.objects import pod
+from tests.support.objects import member, native_pod_group, pod
 
 MESSAGE = "preempted by default/high on n1: job default/high has priority 1000, this pod 0"
 TOO_MANY = {
@@ -319,3 +320,63 @@ async def test_a_nomination_is_written_once_and_not_when_the_pod_shows_it() -> N
     running(watch, "high-0", nominated="n1")
     await carry_out(evictor, [], [nomination("high-0", "n3")])
     assert len(api.requests) == 2
+
+
+def native_members(watch: Watch, min_count: int | None, names: list[str]) -> None:
+    """A Kubernetes PodGroup "g" of minCount `min_count`, its members running on n1."""
+    group = native_pod_group("g", min_count, namespace="default")
+    watch.apply(next(w for w in WATCHED if w.api_version == NATIVE_API), group)
+    for name in names:
+        obj = member(name, "g", {"cpu": "1"}, node_name="n1", namespace="default")
+        obj["metadata"]["uid"] = f"uid-{name}"
+        obj["status"] = {"phase": "Running"}
+        watch.apply(PODS, obj)
+
+
+GROUP_STATUS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups/g/status"
+
+
+@pytest.mark.parametrize(
+    ("min_count", "evicted", "disrupted"),
+    [
+        # Taking the gang below minCount preempts it; taking its spare members does not.
+        (2, ["m0", "m1"], True),
+        (2, ["m2"], False),
+        (3, ["m2"], True),
+        # A basic group is preempted once none of it runs.
+        (None, ["m0", "m1"], False),
+        (None, ["m0", "m1", "m2"], True),
+    ],
+)
+async def test_a_native_group_preempted_below_what_it_needs_is_a_disruption_target(
+    min_count: int | None, evicted: list[str], disrupted: bool
+) -> None:
+    api = RecordingApi()
+    evictor, watch = evictor_over(api)
+    native_members(watch, min_count, ["m0", "m1", "m2"])
+    await carry_out(evictor, [victim(name) for name in evicted])
+    await settle(watch.status)
+    patches = api.sent("PATCH", GROUP_STATUS)
+    assert bool(patches) == disrupted
+    for patch in patches:
+        [condition] = patch["status"]["conditions"]
+        assert (condition["type"], condition["reason"], condition["message"]) == (
+            "DisruptionTarget",
+            "PreemptionByScheduler",
+            "batch-scheduler: preempting to accommodate a higher priority pod",
+        )
+
+
+async def test_a_native_group_is_not_marked_when_its_eviction_is_refused() -> None:
+    api = RecordingApi(answer=lambda method, path, body: _refuse(method, path))
+    evictor, watch = evictor_over(api)
+    native_members(watch, 2, ["m0", "m1"])
+    await carry_out(evictor, [victim("m0"), victim("m1")])
+    await settle(watch.status)
+    assert api.sent("PATCH", GROUP_STATUS) == []
+
+
+def _refuse(method: str, path: str) -> JSON:
+    if path.endswith("/eviction"):
+        raise ApiError(method, path, 429, TOO_MANY)
+    return {}

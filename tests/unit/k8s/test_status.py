@@ -455,3 +455,141 @@ async def test_a_status_write_answered_404_is_told_apart_by_reading_the_object(
     else:
         assert counted == {"gone": 1, "unwritable": 0}
         assert errors == []
+
+
+# Kubernetes' own PodGroup (scheduling.k8s.io/v1alpha2): kube-scheduler's conditions.
+NATIVE_API = "scheduling.k8s.io/v1alpha2"
+NATIVE_STATUS = f"/apis/{NATIVE_API}/namespaces/ns/podgroups/g/status"
+PLACED = Condition("Scheduled", "Scheduled", "3/3 members scheduled")
+
+
+def native_group(error: str | None = None) -> dict[str, PodGroup]:
+    group = PodGroup(namespace="ns", name="g", min_member=3, creation=0, api_version=NATIVE_API)
+    group.error = error
+    return {"ns/g": group}
+
+
+def conditions_sent(api: RecordingApi) -> list[dict[str, object]]:
+    """Every condition patched on the native group, without its transition time."""
+    return [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for patch in api.sent("PATCH", NATIVE_STATUS)
+        for c in patch["status"]["conditions"]
+    ]
+
+
+async def test_a_native_group_gets_kube_schedulers_condition_and_nothing_else() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    status.observe(f"PodGroup {NATIVE_API}", "ns/g", None, generation=2)
+    status.groups({"ns/g": group_status("Inqueue", 0, WAITING)}, native_group())
+    await settle(status)
+    [patch] = api.sent("PATCH", NATIVE_STATUS)
+    # No phase, no counts: v1alpha2 PodGroupStatus has conditions (and claims) only.
+    assert list(patch["status"]) == ["conditions"]
+    assert conditions_sent(api) == [
+        {
+            "type": "PodGroupScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": f"pod group is unschedulable: {WAITING.message}",
+            "observedGeneration": 2,
+        }
+    ]
+
+    status.groups({"ns/g": group_status("Running", 3, PLACED)}, native_group())
+    await settle(status)
+    assert conditions_sent(api)[1] == {
+        "type": "PodGroupScheduled",
+        "status": "True",
+        "reason": "Scheduled",
+        "message": "",
+        "observedGeneration": 2,
+    }
+    # Its members' events name it as kube-scheduler's do: FailedScheduling, then Scheduled.
+    reasons = [e["reason"] for e in api.sent("POST", "/events")]
+    assert reasons == ["FailedScheduling", "Scheduled"]
+
+
+async def test_a_native_group_once_scheduled_is_never_told_it_is_not() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    status.groups({"ns/g": group_status("Running", 3, PLACED)}, native_group())
+    status.groups({"ns/g": group_status("Inqueue", 3, WAITING)}, native_group())
+    await settle(status)
+    assert [c["status"] for c in conditions_sent(api)] == ["True"]
+
+    # As the watch shows it after a restart: still never back to False.
+    restarted = writer(api)
+    shown = {"conditions": [{"type": "PodGroupScheduled", "status": "True", "reason": "Scheduled"}]}
+    restarted.observe(f"PodGroup {NATIVE_API}", "ns/g", shown, generation=1)
+    restarted.groups({"ns/g": group_status("Inqueue", 3, WAITING)}, native_group())
+    await settle(restarted)
+    assert len(api.sent("PATCH", NATIVE_STATUS)) == 1
+
+
+async def test_a_native_group_that_cannot_be_read_is_a_scheduler_error() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    invalid = Condition("Unschedulable", "Invalid", "spec.disruptionMode: 'PodGroup' ...")
+    status.groups({"ns/g": group_status("Pending", 0, invalid)}, native_group(error="bad"))
+    await settle(status)
+    [condition] = conditions_sent(api)
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False",
+        "SchedulerError",
+        invalid.message,
+    )
+
+
+async def test_a_native_group_waiting_for_its_claims_keeps_what_it_shows() -> None:
+    """A placed gang whose claims are being bound: kube-scheduler has moved it to
+    binding, so nothing short of Scheduled is written."""
+    api = RecordingApi()
+    status = writer(api)
+    claims = Condition("Scheduled", "WaitingForVolumeBinding", "2 member(s) placed", "False")
+    status.groups({"ns/g": group_status("Inqueue", 1, claims)}, native_group())
+    await settle(status)
+    assert api.sent("PATCH", NATIVE_STATUS) == []
+
+
+async def test_a_preempted_native_group_is_a_disruption_target_beside_its_schedule() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    [group] = native_group().values()
+    status.groups({"ns/g": group_status("Running", 3, PLACED)}, native_group())
+    status.group_disrupted(group, "podgroup")
+    status.group_disrupted(group, "podgroup")
+    await settle(status)
+    # Two writes, neither replacing the other in the queue; the second not repeated.
+    assert conditions_sent(api) == [
+        {
+            "type": "PodGroupScheduled",
+            "status": "True",
+            "reason": "Scheduled",
+            "message": "",
+        },
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": "batch-scheduler: preempting to accommodate a higher priority podgroup",
+        },
+    ]
+    # Written, the group shows both: a later session's status leaves the target alone.
+    status.groups({"ns/g": group_status("Inqueue", 3, WAITING)}, native_group())
+    await settle(status)
+    assert len(api.sent("PATCH", NATIVE_STATUS)) == 2
+
+
+async def test_peer_status_skip_still_writes_native_groups() -> None:
+    """No peer scheduler writes them: with --peer-status=skip they are still ours."""
+    api = RecordingApi()
+    idle = asyncio.Event()
+    idle.set()
+    status = StatusWriter(
+        api, scheduler_name="batch-scheduler", instance="i", binds_idle=idle, write_peers=False
+    )
+    status.groups({"ns/g": group_status("Running", 3, PLACED)}, native_group())
+    await settle(status)
+    assert len(api.sent("PATCH", NATIVE_STATUS)) == 1

@@ -132,6 +132,8 @@ def test_an_unusable_storage_class_is_reported_for_an_event() -> None:
         ("StorageClass", {"volumeBindingMode": "Later"}),
         ("PersistentVolume", {"spec": {"capacity": {"storage": "big"}}}),
         ("PersistentVolumeClaim", {"spec": {"resources": {"requests": {"storage": "big"}}}}),
+        ("PodDisruptionBudget", {"status": {"disruptionsAllowed": "some"}}),
+        ("Workload", {"spec": {"controllerRef": "Job train"}}),
     ],
 )
 def test_an_unusable_object_of_any_kind_is_reported_with_its_uid(

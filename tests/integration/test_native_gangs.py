@@ -1,0 +1,329 @@
+"""`batchsched run` scheduling Kubernetes' own gangs (scheduling.k8s.io/v1alpha2) on a
+real kube-apiserver and kube-controller-manager v1.36.3, as the scheduler's
+least-privilege account (manifests/rbac.yaml).
+
+What kube-scheduler's GangScheduling does with these objects (docs/development.md has
+what was confirmed on this control plane) is the expectation: all of a gang or none of
+it, the pods of a group that does not exist waiting, a group once scheduled never
+told otherwise, the Job controller's gangs scheduled whole, and the PodGroup status
+in kube-scheduler's words. Nothing else stops being scheduled meanwhile: each test has
+a lone pod bound beside what waits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from batchsched.api.nativegroups import AWAITING_GROUP, AWAITING_MEMBERS
+
+from .operator_support import (  # noqa: F401 (fixtures)
+    Scheduler,
+    StartScheduler,
+    add_nodes,
+    create,
+    eventually,
+    placements,
+    pods,
+    priority_class,
+    scheduler_kubeconfig_fixture,
+    set_running,
+    start_scheduler_fixture,
+    ticks_pass,
+    unschedulable_message,
+)
+
+# The control plane of test_workload_api, one of this module's own: v1alpha2 served, the
+# Job controller making gangs, garbage collection and the PodGroup protection finalizer.
+from .test_workload_api import (  # noqa: F401 (fixtures)
+    control_plane,
+    items,
+    job,
+    job_pods,
+    scheduling,
+)
+from tests.support import JSON, ClusterObjects, ControlPlane, Kube
+from tests.support.objects import member, native_pod_group, pod
+
+pytestmark = pytest.mark.integration
+
+# The Job builder's pods ask for 100m: two such nodes hold four of them, not five.
+SMALL = {"cpu": "200m", "memory": "1Gi"}
+CPU = {"cpu": "100m"}
+UNSCHEDULABLE = "pod group is unschedulable"
+DISRUPTION = "batch-scheduler: preempting to accommodate a higher priority pod"
+
+
+@pytest.fixture(scope="module")
+def kube(control_plane: ControlPlane) -> Kube:  # noqa: F811 (the fixture imported above)
+    return control_plane.kube()
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A test's namespace on the module's control plane, and what it adds to it."""
+
+    kube: Kube
+    namespace: str
+    objects: ClusterObjects
+    start_scheduler: StartScheduler
+
+    def nodes(
+        self, count: int, allocatable: dict[str, str] = SMALL, *, stem: str = "n"
+    ) -> list[str]:
+        names = [f"{stem}{i}-{self.namespace}"[:63] for i in range(count)]
+        add_nodes(self.objects, self.kube, names, allocatable)
+        return names
+
+    def scheduling(self, count: int, allocatable: dict[str, str] = SMALL) -> Scheduler:
+        """`count` nodes, and `batchsched run` scheduling them."""
+        self.nodes(count, allocatable)
+        return self.start_scheduler()
+
+
+@pytest.fixture
+def cluster(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> Cluster:
+    return Cluster(kube, namespace, cluster_objects, start_scheduler)
+
+
+def job_gang(kube: Kube, namespace: str, name: str, size: int) -> tuple[list[str], str]:
+    """An Indexed Job of `size` the Job controller makes a gang of: its pods' names and
+    its PodGroup's."""
+    kube.create(job(name, parallelism=size, completions=size), namespace)
+    members = [p["metadata"]["name"] for p in job_pods(kube, namespace, name, size)]
+    [made] = items(kube, scheduling(namespace, "podgroups"))
+    return members, str(made["metadata"]["name"])
+
+
+def group(kube: Kube, namespace: str, name: str) -> JSON:
+    found: JSON = kube.get(f"{scheduling(namespace, 'podgroups')}/{name}").expect(200)
+    return found
+
+
+def condition(obj: JSON, type: str = "PodGroupScheduled") -> JSON | None:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == type), None)
+
+
+def shown(kube: Kube, namespace: str, name: str, status: str) -> JSON:
+    """The group's PodGroupScheduled condition, once it has that status."""
+
+    def written() -> JSON | None:
+        found = condition(group(kube, namespace, name))
+        return found if found is not None and found["status"] == status else None
+
+    return eventually(written, timeout=60, what=f"PodGroup {name} PodGroupScheduled={status}")
+
+
+def bound(kube: Kube, namespace: str, names: list[str]) -> dict[str, str]:
+    def all_bound() -> dict[str, str] | None:
+        where = placements(kube, namespace)
+        found = {n: where.get(n) for n in names}
+        return {n: w for n, w in found.items() if w} if all(found.values()) else None
+
+    return eventually(all_bound, timeout=60, what=f"{names} bound")
+
+
+def lone_pod_binds(kube: Kube, namespace: str) -> None:
+    """Whatever waits, a pod of no group is still scheduled."""
+    create(kube, namespace, pod("solo", CPU))
+    bound(kube, namespace, ["solo"])
+
+
+def waiting_with(kube: Kube, namespace: str, names: list[str], message: str) -> None:
+    """The pods wait, each with a reason opening with `message` (kube-scheduler's)."""
+    said: dict[str, str | None] = {}
+
+    def told() -> bool:
+        shown_pods = pods(kube, namespace)
+        said.update((n, unschedulable_message(shown_pods[n])) for n in names)
+        return all((m := said[n]) is not None and m.startswith(message) for n in names)
+
+    try:
+        eventually(told, timeout=60, what=f"{names} waiting with {message!r}")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; they say {said}") from None
+    assert not any(placements(kube, namespace)[n] for n in names)
+
+
+def test_an_indexed_job_that_fits_is_bound_whole_and_its_podgroup_scheduled(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    cluster.scheduling(2)
+    members, name = job_gang(kube, namespace, "train", 4)
+    bound(kube, namespace, members)
+    scheduled = shown(kube, namespace, name, "True")
+    made = group(kube, namespace, name)
+    assert (scheduled["reason"], scheduled["message"]) == ("Scheduled", "")
+    # The API server gives a PodGroup no generation (until it is deleted), and
+    # kube-scheduler's condition then none either.
+    assert "generation" not in made["metadata"]
+    assert "observedGeneration" not in scheduled
+    # Only the status is written: the Job controller's spec and finalizer stay.
+    assert made["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    assert made["metadata"]["finalizers"] == ["scheduling.k8s.io/podgroup-protection"]
+
+
+def test_an_indexed_job_too_big_for_the_cluster_binds_nothing_and_says_so(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    cluster.scheduling(2)
+    members, name = job_gang(kube, namespace, "big", 5)
+    refused = shown(kube, namespace, name, "False")
+    assert refused["reason"] == "Unschedulable"
+    assert refused["message"].startswith(f"{UNSCHEDULABLE}: "), refused
+    # Every member told why (the group's message is written first, theirs after).
+    waiting_with(kube, namespace, members, "")
+    lone_pod_binds(kube, namespace)
+    assert not any(placements(kube, namespace)[m] for m in members)
+
+
+def test_a_pod_naming_a_podgroup_not_there_waits_saying_so_and_binds_once_it_is(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    cluster.scheduling(1)
+    create(kube, namespace, member("early", "later", CPU))
+    waiting_with(kube, namespace, ["early"], AWAITING_GROUP.format(name="later"))
+    lone_pod_binds(kube, namespace)
+    assert not placements(kube, namespace)["early"]
+
+    create(kube, namespace, native_pod_group("later", 1))
+    bound(kube, namespace, ["early"])
+    assert shown(kube, namespace, "later", "True")["reason"] == "Scheduled"
+
+
+def test_a_gang_waits_for_min_count_members_then_binds_them_in_one_decision(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    scheduler = cluster.scheduling(3)
+    create(kube, namespace, native_pod_group("g", 4))
+    first = [f"m{i}" for i in range(3)]
+    for name in first:
+        create(kube, namespace, member(name, "g", CPU))
+    waiting_with(kube, namespace, first, AWAITING_MEMBERS)
+    lone_pod_binds(kube, namespace)
+    ticks_pass(scheduler, 2)
+    assert not any(placements(kube, namespace)[n] for n in first)
+
+    create(kube, namespace, member("m3", "g", CPU))
+    bound(kube, namespace, [*first, "m3"])
+    assert shown(kube, namespace, "g", "True")["reason"] == "Scheduled"
+
+
+def test_a_gang_with_room_for_more_than_min_count_binds_what_fits_and_stays_scheduled(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    """minCount 4, six pods, room for five (the lone pod takes the sixth slot): five
+    bound, one waits, the group Scheduled. A seventh member that cannot fit, and a node
+    gone, leave it Scheduled; members that find room later bind without the gang gating
+    them again (its bound members count toward minCount)."""
+    held = cluster.nodes(3)
+    scheduler = cluster.start_scheduler()
+    lone_pod_binds(kube, namespace)
+    create(kube, namespace, native_pod_group("g", 4))
+    names = [f"m{i}" for i in range(6)]
+    for name in names:
+        create(kube, namespace, member(name, "g", CPU))
+    eventually(
+        lambda: sum(bool(placements(kube, namespace)[n]) for n in names) == 5,
+        timeout=60,
+        what="five of six bound",
+    )
+    scheduled = shown(kube, namespace, "g", "True")
+    assert scheduled["reason"] == "Scheduled"
+
+    create(kube, namespace, member("m6", "g", CPU))
+    waiting = [n for n in names if not placements(kube, namespace)[n]] + ["m6"]
+    eventually(
+        lambda: all(unschedulable_message(pods(kube, namespace)[n]) for n in waiting),
+        timeout=60,
+        what=f"{waiting} told they wait",
+    )
+    kube.delete(f"/api/v1/nodes/{held[0]}").expect(200)
+    ticks_pass(scheduler, 2)
+    assert condition(group(kube, namespace, "g")) == scheduled
+
+    cluster.nodes(1, stem="extra")
+    bound(kube, namespace, waiting)
+    assert condition(group(kube, namespace, "g")) == scheduled
+
+
+def test_a_basic_group_binds_pod_by_pod(kube: Kube, namespace: str, cluster: Cluster) -> None:
+    cluster.scheduling(1, {"cpu": "100m", "memory": "1Gi"})
+    create(kube, namespace, native_pod_group("b", None))
+    create(kube, namespace, member("first", "b", CPU))
+    bound(kube, namespace, ["first"])
+    create(kube, namespace, member("second", "b", CPU))
+    eventually(
+        lambda: unschedulable_message(pods(kube, namespace)["second"]),
+        timeout=60,
+        what="the second member told it waits",
+    )
+    assert shown(kube, namespace, "b", "True")["reason"] == "Scheduled"
+
+
+def test_a_group_whose_pods_name_different_schedulers_binds_none(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    """kube-scheduler refuses such a group whole; so is it here, saying which field."""
+    cluster.scheduling(2)
+    create(kube, namespace, native_pod_group("g", 2))
+    create(kube, namespace, member("ours", "g", CPU))
+    create(kube, namespace, member("theirs", "g", CPU, scheduler="default-scheduler"))
+    waiting_with(kube, namespace, ["ours"], "PodGroup ")
+    assert "spec.schedulerName" in (unschedulable_message(pods(kube, namespace)["ours"]) or "")
+    lone_pod_binds(kube, namespace)
+    assert not any(placements(kube, namespace)[n] for n in ("ours", "theirs"))
+
+
+def test_a_podgroup_deleted_while_its_pods_run_leaves_them_and_the_rest_scheduled(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    cluster.scheduling(2)
+    members, name = job_gang(kube, namespace, "run", 2)
+    placed = bound(kube, namespace, members)
+    set_running(kube, namespace, members)
+    shown(kube, namespace, name, "True")
+    kube.delete(f"{scheduling(namespace, 'podgroups')}/{name}").expect(200)
+    # Terminating while its pods run (the protection finalizer), and they stay put.
+    assert group(kube, namespace, name)["metadata"]["deletionTimestamp"]
+    lone_pod_binds(kube, namespace)
+    assert {m: placements(kube, namespace)[m] for m in members} == placed
+    assert condition(group(kube, namespace, name))["status"] == "True"  # type: ignore[index]
+
+
+def test_a_preempted_native_gang_is_marked_a_disruption_target(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    """A running gang of priority 0 fills the node; a pod of priority 1000 needs the
+    room of one member, which would leave the gang short of minCount: both go, and the
+    PodGroup says it was preempted, beside its PodGroupScheduled."""
+    cluster.nodes(1)
+    low = priority_class(cluster.objects, f"low-{namespace}", 0)
+    high = priority_class(cluster.objects, f"high-{namespace}", 1000)
+    cluster.start_scheduler()
+    create(kube, namespace, native_pod_group("g", 2))
+    victims = ["v0", "v1"]
+    for name in victims:
+        create(kube, namespace, member(name, "g", CPU, spec={"priorityClassName": low}))
+    bound(kube, namespace, victims)
+    set_running(kube, namespace, victims)
+    scheduled = shown(kube, namespace, "g", "True")
+    create(kube, namespace, pod("high", CPU, spec={"priorityClassName": high}))
+
+    def marked() -> JSON | None:
+        return condition(group(kube, namespace, "g"), "DisruptionTarget")
+
+    target = eventually(marked, timeout=60, what="the gang's PodGroup a disruption target")
+    assert (target["status"], target["reason"]) == ("True", "PreemptionByScheduler")
+    assert target["message"] == DISRUPTION
+    assert condition(group(kube, namespace, "g")) == scheduled
+    # The group is marked once the first of its evictions is accepted; the other follows.
+    eventually(
+        lambda: all(pods(kube, namespace)[v]["metadata"].get("deletionTimestamp") for v in victims),
+        timeout=60,
+        what="both members evicted",
+    )
