@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from batchsched.actions.allocate import at_fair_share
 from batchsched.api.resources import ResourceList, format_amount
 from batchsched.api.volumes import BIND_TIMEOUT_SECONDS, Claim, Volume
 from batchsched.explain import remedies
@@ -21,8 +20,10 @@ from batchsched.explain.remedies import Finding, some
 from batchsched.explain.scores import NodeScore, scores_of
 from batchsched.explain.session import Ran, Refusal
 from batchsched.explain.target import Target
+from batchsched.framework.reservations import Reservations
 from batchsched.framework.statement import Statement
 from batchsched.model.decisions import ClaimBinding
+from batchsched.model.reasons import Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.volumefilters import awaited
 
@@ -59,8 +60,8 @@ class Explanation:
     summary: str
     cause: str
     remedy: str
-    # The scheduler's own pending message for the pod (or the group's first pod).
-    reason: str | None = None
+    # The scheduler's own pending reason for the pod (or the group's first pod).
+    reason: Reason | None = None
     group: GroupView | None = None
     queue: QueueView | None = None
     nodes: int = 0
@@ -275,10 +276,10 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     queue = _queue_limit(ran, job, task, wanted)
     if queue is not None:
         return queue
-    reason = seen.reason or ""
-    if reason == at_fair_share(job.queue):
+    reason = seen.reason
+    if reason is not None and reason.code is Code.AT_FAIR_SHARE:
         return (
-            reason,
+            reason.message,
             f"it runs as queue {job.queue}'s usage falls to its deserved share; "
             f"raise Queue {job.queue}'s spec.weight for a larger share",
         )
@@ -296,7 +297,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     found = remedies.constraints(ran, task)
     if found is not None:
         return found
-    if not any(r.filter != "Reservations" for r in seen.refusals) and seen.refusals:
+    if seen.refusals and all(r.filter == Reservations.name for r in seen.refusals):
         gangs = _starving_gangs(ran, task)
         return (
             f"starving gang(s) {some(gangs)} hold the room it needs on "
@@ -307,7 +308,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     found = remedies.room(ran, job, task, wanted)
     if found is not None:
         return _unreclaimable(ran, job, task) or found
-    message = reason or session.explain(task)
+    message = (reason or session.explain(task)).message
     return message, "see the refusals below: each names the filter and how many nodes"
 
 
