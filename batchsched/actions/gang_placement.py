@@ -42,7 +42,7 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
         # labels, which its shape leaves out: members alike in shape may differ there.
         fresh = any(f.concerns(task) for f in session.fresh_filters)
         kind = _failure_key(task) if fresh else task.pod.shape_key
-        reason = Reason(Code.INVALID, SESSION, task.error) if task.error else failed.get(kind)
+        reason = task.error or failed.get(kind)
         if reason is None:
             reason = session.not_allocatable(job, task)
         if reason is None:

@@ -19,6 +19,7 @@ from batchsched.api.pods import LIGHTWEIGHT_MIN_LABEL
 from batchsched.api.queues import DEFAULT_QUEUE, ROOT_QUEUE, check_hierarchy
 from batchsched.cache.cluster import ClusterCache
 from batchsched.model.arrays import IntArray
+from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo, job_key
 
 # By a peer's PodGroup API, the scheduler that acts on its groups before any pod of
@@ -138,7 +139,7 @@ class JobBuilder:
             priority, error = self._priority(task.priority, task.priority_class_name)
             refusal = self.cache.refusals.get(task.key)
             if refusal is not None and self.now < refusal.until:
-                error = error or refusal.message
+                error = error or Reason(Code.BIND_REFUSED, SESSION, refusal.message)
             job.pending.append(
                 TaskInfo(
                     pod=task,
@@ -190,9 +191,11 @@ class JobBuilder:
         either would put the other's work under a share it was not meant for."""
         first = self.pod_queues.setdefault(job.key, named)
         if first.name != named.name:
-            job.error = job.error or (
+            job.error = job.error or Reason(
+                Code.INVALID,
+                SESSION,
                 f"gang {job.key}: its pods name different queues, {first.name!r} "
-                f"(named by {first.source}) and {named.name!r} (named by {named.source})"
+                f"(named by {first.source}) and {named.name!r} (named by {named.source})",
             )
 
     def _named_queue(self, job: JobInfo) -> QueueName | None:
@@ -206,15 +209,19 @@ class JobBuilder:
         namespace = self.cache.namespaces.get(job.namespace)
         return None if namespace is None else namespace.queue
 
-    def _missing_queue(self, named: QueueName) -> str | None:
+    def _missing_queue(self, named: QueueName) -> Reason | None:
         """The proportion plugin's words for a queue that is not there, plus where it was
         named: unlike a PodGroup's spec.queue, an annotation or a namespace's setting is
         not in plain sight of whoever reads why the pod waits."""
         if named.name in self.queues:
             return None
         why = self.rejected_queues.get(named.name)
-        state = "does not exist" if why is None else f"is invalid: {why}"
-        return f"queue {named.name!r} {state} (named by {named.source})"
+        code, state = (
+            (Code.NO_QUEUE, "does not exist")
+            if why is None
+            else (Code.INVALID, f"is invalid: {why}")
+        )
+        return Reason(code, SESSION, f"queue {named.name!r} {state} (named by {named.source})")
 
     def _job_of(self, task: Task, *, ours: bool) -> JobInfo | None:
         ref = task.group
@@ -255,19 +262,19 @@ class JobBuilder:
             allocated=np.zeros(self.width, dtype=np.int64),
         )
         if ref.min_available is None:
-            job.error = f"PodGroup {ref.key} does not exist"
+            job.error = _no_pod_group(ref)
         self.jobs[ref.key] = job
         return job
 
-    def _label_member_conflict(self, job: JobInfo, ref: GroupRef) -> str | None:
+    def _label_member_conflict(self, job: JobInfo, ref: GroupRef) -> Reason | None:
         """Why a label-only group must wait for this member, if it must. A member that
         names it by a PodGroup key makes it need that object, whichever member reached
         the cache first; members that name different min-available values leave it
         waiting, since starting it at either breaks the promise the others carry."""
         if ref.min_available is None:
-            return f"PodGroup {ref.key} does not exist"
+            return _no_pod_group(ref)
         if ref.min_available != job.min_member:
-            return self._minimums_disagree(job, ref.min_available)
+            return Reason(Code.INVALID, SESSION, self._minimums_disagree(job, ref.min_available))
         return None
 
     def _minimums_disagree(self, job: JobInfo, other: int) -> str:
@@ -299,7 +306,7 @@ class JobBuilder:
             creation=group.creation,
             group=group,
             min_resources=group.min_resources,
-            error=group.error or error,
+            error=Reason(Code.INVALID, SESSION, group.error) if group.error else error,
             phase=group.phase,
             allocated=np.zeros(self.width, dtype=np.int64),
             role_minimum=_role_minimum(group),
@@ -313,12 +320,17 @@ class JobBuilder:
         found = self.cache.priority_classes.get(task.priority_class_name)
         return found.preemption_policy if found is not None else ""
 
-    def _priority(self, explicit: int | None, class_name: str) -> tuple[int, str | None]:
+    def _priority(self, explicit: int | None, class_name: str) -> tuple[int, Reason | None]:
         if explicit is not None:
             return explicit, None
         if not class_name:
             return self.default_priority, None
         found = self.cache.priority_classes.get(class_name)
         if found is None:
-            return self.default_priority, f"PriorityClass {class_name!r} does not exist"
+            missing = f"PriorityClass {class_name!r} does not exist"
+            return self.default_priority, Reason(Code.NO_PRIORITY_CLASS, SESSION, missing)
         return found.value, None
+
+
+def _no_pod_group(ref: GroupRef) -> Reason:
+    return Reason(Code.NO_POD_GROUP, SESSION, f"PodGroup {ref.key} does not exist")

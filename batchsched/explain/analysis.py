@@ -401,16 +401,16 @@ def _wanted(job: JobInfo, task: TaskInfo) -> int:
     return min(short, alike)
 
 
-def _fix_object(ran: Ran, job: JobInfo, error: str) -> str:
-    if "PodGroup" in error and "does not exist" in error:
+def _fix_object(ran: Ran, job: JobInfo, error: Reason) -> str:
+    if error.code is Code.NO_POD_GROUP:
         return (
             f"create PodGroup {job.key} (spec.minMember: the pods that must start "
             "together), or remove the group annotation or label from its pods"
         )
-    if error.startswith("queue") and "does not exist" in error:
+    if error.code is Code.NO_QUEUE:
         queues = ", ".join(sorted(ran.snapshot.queues))
         return f"create that Queue, or name an existing one ({queues})"
-    if "PriorityClass" in error:
+    if error.code is Code.NO_PRIORITY_CLASS:
         return "create the PriorityClass, or fix priorityClassName"
     return "fix the object as the message says"
 

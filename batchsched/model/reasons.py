@@ -23,8 +23,15 @@ class Code(StrEnum):
     # A member asks for what no node will do whatever is placed (a field not honoured, a
     # claim that does not exist, a preference no plugin scores).
     BLOCKED = "Blocked"
-    # The job may not be placed as it stands (a plugin's validity check).
+    # The job may not be placed as it stands (a plugin's validity check, an object
+    # malformed or in conflict).
     INVALID = "Invalid"
+    # It names an object that is not there: its PodGroup, queue or PriorityClass.
+    NO_POD_GROUP = "NoPodGroup"
+    NO_QUEUE = "NoQueue"
+    NO_PRIORITY_CLASS = "NoPriorityClass"
+    # The API server refused to bind it; it waits out a backoff.
+    BIND_REFUSED = "BindRefused"
     # Not admitted: its queue or the cluster's idle room holds it back (enqueue).
     NOT_ADMITTED = "NotAdmitted"
     # A plugin refuses the placement for what its queue holds or may take.
