@@ -40,7 +40,7 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     for index, task in enumerate(ordered):
         # Filters asked afresh (pod affinity, spread) also read a pod's namespace and
         # labels, which its shape leaves out: members alike in shape may differ there.
-        fresh = any(f.concerns(task) for f in session.fresh_filters)
+        fresh = any(f.concerns(task) for f in session.fresh_filters.callbacks)
         kind = _failure_key(task) if fresh else task.pod.shape_key
         reason = task.error or failed.get(kind)
         if reason is None:

@@ -39,32 +39,34 @@ class Hook(Generic[C]):
     parts it opens): Volcano's enable flags drop a plugin's callbacks of one kind by it,
     and a reason names the plugin whose callback gave it."""
 
-    __slots__ = ("_callbacks", "_opening", "_plugins")
+    __slots__ = ("_opening", "callbacks", "plugins")
 
     def __init__(self, opening: Opening) -> None:
-        self._callbacks: list[C] = []
-        self._plugins: list[str] = []
+        # Side by side, changed only by append and drop; the session's hot loops read
+        # `callbacks` as it is.
+        self.callbacks: list[C] = []
+        self.plugins: list[str] = []
         self._opening = opening
 
     def append(self, callback: C) -> None:
-        self._callbacks.append(callback)
-        self._plugins.append(self._opening.plugin)
+        self.callbacks.append(callback)
+        self.plugins.append(self._opening.plugin)
 
     def drop(self, plugin: str) -> None:
         """Take out every callback `plugin` registered."""
-        kept = [i for i, name in enumerate(self._plugins) if name != plugin]
-        self._callbacks = [self._callbacks[i] for i in kept]
-        self._plugins = [self._plugins[i] for i in kept]
+        kept = [i for i, name in enumerate(self.plugins) if name != plugin]
+        self.callbacks = [self.callbacks[i] for i in kept]
+        self.plugins = [self.plugins[i] for i in kept]
 
     def named(self) -> Iterator[tuple[str, C]]:
         """Each callback with the plugin that registered it."""
-        return zip(self._plugins, self._callbacks, strict=True)
+        return zip(self.plugins, self.callbacks, strict=True)
 
     def __iter__(self) -> Iterator[C]:
-        return iter(self._callbacks)
+        return iter(self.callbacks)
 
     def __len__(self) -> int:
-        return len(self._callbacks)
+        return len(self.callbacks)
 
 
 class NodeFilter(Protocol):

@@ -254,15 +254,15 @@ class Session:
     # input always gives equal output.
 
     def job_order(self, jobs: Iterable[JobInfo]) -> list[JobInfo]:
-        keys = self.job_keys
+        keys = self.job_keys.callbacks
         return sorted(jobs, key=lambda j: (*(k(j) for k in keys), j.creation, j.key))
 
     def task_order(self, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
-        keys = self.task_keys
+        keys = self.task_keys.callbacks
         return sorted(tasks, key=lambda t: (*(k(t) for k in keys), t.pod.name))
 
     def queue_order_key(self, queue: str) -> tuple[object, ...]:
-        return (*(k(queue) for k in self.queue_keys), queue)
+        return (*(k(queue) for k in self.queue_keys.callbacks), queue)
 
     # Checks: the first plugin that objects wins, and its words become the reason, with
     # the code of the kind of check and the plugin's name.
@@ -294,8 +294,8 @@ class Session:
             # Where the pod's words become a code: api/unsupported.py says gated so.
             gated = pod.blocked == GATED_MESSAGE
             return Reason(Code.GATED if gated else Code.BLOCKED, SESSION, pod.blocked)
-        found = _first(self.blockers, Code.BLOCKED, task)
-        if found:
+        # Asked of every member at every attempt: most sessions have no blocker check.
+        if self.blockers.callbacks and (found := _first(self.blockers, Code.BLOCKED, task)):
             return found
         if pod.affinity is None and not pod.node_preferences and not pod.spread:
             return None
@@ -327,7 +327,7 @@ class Session:
 
     def needed(self, job: JobInfo, task: TaskInfo) -> bool:
         """Whether placing the task brings its job closer to its minimum."""
-        return any(check(job, task) for check in self.minimum_checks)
+        return any(check(job, task) for check in self.minimum_checks.callbacks)
 
     def over_capacity(self, job: JobInfo, task: TaskInfo) -> Reason | None:
         return _first(self.capacity_checks, Code.REFUSED, job, task)
@@ -339,7 +339,7 @@ class Session:
         )
 
     def ready(self, job: JobInfo, placed: int) -> bool:
-        return all(check(job, placed) for check in self.ready_checks)
+        return all(check(job, placed) for check in self.ready_checks.callbacks)
 
     # Placement.
 
@@ -359,11 +359,11 @@ class Session:
         if self.node_count == 0:
             return None
         scores = cache.scores
-        for fresh in self.fresh_filters:
+        for fresh in self.fresh_filters.callbacks:
             allowed = fresh.mask(task)
             if allowed is not None:
                 scores = np.where(allowed, scores, -1)
-        if self.normalized_scorers:
+        if self.normalized_scorers.callbacks:
             scores = self._normalized(task, scores)
         best = int(scores.argmax())
         return best if scores[best] >= 0 else None
@@ -373,7 +373,7 @@ class Session:
         feasible = scores >= 0
         if not feasible.any():
             return scores
-        for scorer, weight in self.normalized_scorers:
+        for scorer, weight in self.normalized_scorers.callbacks:
             normal = scorer.normalized_scores(task, feasible)
             if normal is not None:
                 scores = np.where(feasible, scores + normal * weight, -1)
@@ -389,10 +389,10 @@ class Session:
 
     def _evaluate(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         feasible: BoolArray = np.ones(len(nodes), dtype=np.bool_)
-        for node_filter in self.filters:
+        for node_filter in self.filters.callbacks:
             feasible &= node_filter.filter(task, nodes)
         total = np.zeros(len(nodes), dtype=np.int64)
-        for scorer, weight in self.scorers:
+        for scorer, weight in self.scorers.callbacks:
             total += scorer.score(task, nodes) * weight
         return np.where(feasible, total, -1)
 
@@ -430,7 +430,7 @@ class Session:
             self.port_users.setdefault(port, set()).add(node)
         self.touched.append(node)
         self.allocations[job.key] += 1
-        for handler in self.on_allocate:
+        for handler in self.on_allocate.callbacks:
             handler(job, task, node)
 
     def deallocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
@@ -441,7 +441,7 @@ class Session:
             self.port_users[port].discard(node)
         self.touched.append(node)
         self.allocations[job.key] -= 1
-        for handler in self.on_deallocate:
+        for handler in self.on_deallocate.callbacks:
             handler(job, task, node)
 
     def reserve(self, job: str, rows: list[int], vecs: list[IntArray]) -> None:
@@ -526,10 +526,10 @@ class Session:
 
 def _first(checks: Hook[Callable[[*Args], str | None]], code: Code, *args: *Args) -> Reason | None:
     """The first check's objection, if any objects, with its plugin's name."""
-    for plugin, check in checks.named():
+    for index, check in enumerate(checks.callbacks):
         message = check(*args)
         if message:
-            return Reason(code, plugin, message)
+            return Reason(code, checks.plugins[index], message)
     return None
 
 
