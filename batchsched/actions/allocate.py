@@ -25,6 +25,7 @@ from batchsched.actions.nominations import keep_or_clear, terminating_rows
 from batchsched.api.objects import Constraints, Dequeue
 from batchsched.framework.session import Session
 from batchsched.model.arrays import IntArray
+from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo
 
 # Node rows and the requests to hold there, one per member.
@@ -56,8 +57,10 @@ def allocate(session: Session) -> None:
     while queues:
         name = min(queues, key=session.queue_order_key) if len(queues) > 1 else next(iter(queues))
         jobs = queues[name]
-        if session.overused(name):
-            _leave_waiting(session, jobs[cursor[name] :], at_fair_share(name))
+        judge = session.overused(name)
+        if judge is not None:
+            fair = Reason(Code.AT_FAIR_SHARE, judge, f"queue {name} is at its fair share")
+            _leave_waiting(session, jobs[cursor[name] :], fair)
             del queues[name]
             continue
         job = jobs[cursor[name]]
@@ -68,12 +71,11 @@ def allocate(session: Session) -> None:
         if not placed and not reserved and job.key not in session.share_refused:
             session.unplaced.add(job.key)
         if not placed and _dequeues_in_order(session, name) and cursor[name] < len(jobs):
-            _leave_waiting(
-                session,
-                jobs[cursor[name] :],
+            ahead = (
                 f"queue {name} dequeues in order (dequeueStrategy fifo) and job {job.key} "
-                "ahead cannot start",
+                "ahead cannot start"
             )
+            _leave_waiting(session, jobs[cursor[name] :], Reason(Code.IN_ORDER, SESSION, ahead))
             del queues[name]
         elif cursor[name] == len(jobs):
             del queues[name]
@@ -105,8 +107,11 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
         if limit == session.starvation_seconds
         else "the waiting time it is given"
     )
-    session.job_messages[job.key] += (
-        f" It has waited past {waited}: room is held for it on node(s) {names}."
+    waiting = session.job_reasons[job.key]
+    session.job_reasons[job.key] = Reason(
+        Code.STARVING,
+        waiting.plugin,
+        f"{waiting} It has waited past {waited}: room is held for it on node(s) {names}.",
     )
     return True
 
@@ -160,12 +165,6 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
     return None
 
 
-def at_fair_share(queue: str) -> str:
-    """The pending message of the jobs an overused queue leaves waiting, which explain
-    recognises to advise on the queue's weight."""
-    return f"queue {queue} is at its fair share"
-
-
-def _leave_waiting(session: Session, jobs: list[JobInfo], message: str) -> None:
+def _leave_waiting(session: Session, jobs: list[JobInfo], reason: Reason) -> None:
     for job in jobs:
-        session.job_messages.setdefault(job.key, message)
+        session.job_reasons.setdefault(job.key, reason)

@@ -16,6 +16,7 @@ import numpy as np
 from batchsched.api.resources import format_amount
 from batchsched.framework.session import Session
 from batchsched.model.arrays import IntArray
+from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo
 
 
@@ -38,7 +39,7 @@ def enqueue(session: Session) -> None:
             # failed at its schedule timeout).
             problem = session.invalid(job)
             if problem:
-                session.job_messages[job.key] = problem
+                session.job_reasons[job.key] = problem
                 continue
             session.enqueued.add(job.key)
             idle -= np.maximum(min_resources(session, job) - job.allocated, 0)
@@ -47,16 +48,18 @@ def enqueue(session: Session) -> None:
     for job in session.job_order(waiting):
         problem = session.invalid(job) or session.not_enqueueable(job)
         if problem:
-            session.job_messages[job.key] = problem
+            session.job_reasons[job.key] = problem
             continue
         minimum = min_resources(session, job)
         short = np.flatnonzero(minimum > np.maximum(idle, 0))
         if len(short) and not session.overdue(job):
             name = snapshot.resources[int(short[0])]
-            session.job_messages[job.key] = (
+            session.job_reasons[job.key] = Reason(
+                Code.NOT_ADMITTED,
+                SESSION,
                 f"waiting for resources: minResources needs {name} "
                 f"{format_amount(name, int(minimum[short[0]]))}, the cluster has "
-                f"{format_amount(name, max(int(idle[short[0]]), 0))} {room}"
+                f"{format_amount(name, max(int(idle[short[0]]), 0))} {room}",
             )
             session.short_of_room.add(job.key)
             continue

@@ -23,7 +23,7 @@ cheapest set kept; then every victim the job turns out not to need is given back
 """
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +33,7 @@ from batchsched.framework.statement import Statement
 from batchsched.framework.victims import Victims, queue_mask
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.decisions import Eviction, EvictionAction
+from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
 
 # Nodes whose victims are worked out exactly for one pod, after a cheap ranking: as
@@ -531,9 +532,11 @@ class _Plan:
                     budget=budget,
                 )
             )
-        session.job_messages[job.key] = (
+        session.job_reasons[job.key] = Reason(
+            Code.PREEMPTING,
+            SESSION,
             f"{self.action}: evicting {len(self.taken)} pod(s) to make room on node(s) "
-            f"{', '.join(landing)}; waiting for them to terminate"
+            f"{', '.join(landing)}; waiting for them to terminate",
         )
         self.statement.nominate()
         session.awaiting_victims.add(job.key)
@@ -544,7 +547,7 @@ def place_by_evicting(
     job: JobInfo,
     *,
     action: EvictionAction,
-    checks: list[VictimCheck],
+    checks: Iterable[VictimCheck],
     scope: Scope,
     failed: set[object],
 ) -> bool:

@@ -2,7 +2,11 @@
 
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
+from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
+
+# Why a job none of whose members was tried is not placed.
+NO_PENDING = Reason(Code.UNSCHEDULABLE, SESSION, "no pending pods")
 
 
 def eligible(session: Session, job: JobInfo) -> bool:
@@ -11,7 +15,7 @@ def eligible(session: Session, job: JobInfo) -> bool:
         return False
     problem = session.invalid(job)
     if problem:
-        session.job_messages[job.key] = problem
+        session.job_reasons[job.key] = problem
         return False
     return True
 
@@ -27,8 +31,8 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     """
     statement = Statement(session, job)
     needed = job.min_member - job.bound
-    failed: dict[object, str] = {}
-    task_failures: dict[str, str] = {}
+    failed: dict[object, Reason] = {}
+    task_failures: dict[str, Reason] = {}
     ordered = session.task_order(tasks)
     if job.resumes or job.nominated:
         # Members with a node held go first, so the others cannot take their room.
@@ -36,7 +40,7 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     for index, task in enumerate(ordered):
         # Filters asked afresh (pod affinity, spread) also read a pod's namespace and
         # labels, which its shape leaves out: members alike in shape may differ there.
-        fresh = any(f.concerns(task) for f in session.fresh_filters)
+        fresh = any(f.concerns(task) for f in session.fresh_filters.callbacks)
         kind = _failure_key(task) if fresh else task.pod.shape_key
         reason = task.error or failed.get(kind)
         if reason is None:
@@ -57,7 +61,7 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     ready = session.ready(job, placed)
     if placed and ready:
         statement.commit()
-        session.task_messages.update(task_failures)
+        session.task_reasons.update(task_failures)
         return True
     # Asked before the placements are undone, which it counts. A gang already at its
     # minimum is short of nothing: its members beyond it wait for room alone.
@@ -67,10 +71,10 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
             f"room for {job.bound + placed} of {job.min_member}"
         )
     statement.discard()
-    first = next(iter(task_failures.values()), "no pending pods")
+    first = next(iter(task_failures.values()), NO_PENDING)
     if short:
-        first = f"gang {job.key}: {short}; {first}"
-    session.job_messages[job.key] = first
+        first = first.reworded(f"gang {job.key}: {short}; {first}")
+    session.job_reasons[job.key] = first
     return False
 
 

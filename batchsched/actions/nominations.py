@@ -9,6 +9,7 @@ placed afresh, preempting again if it must.
 
 from batchsched.framework.session import Session
 from batchsched.model.decisions import Nomination
+from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo
 
 
@@ -23,8 +24,10 @@ def keep_or_clear(session: Session, job: JobInfo, terminating: set[int]) -> bool
         session.awaiting_victims.add(job.key)
         session.pin(job.key, len(nominated))
         names = ", ".join(sorted(session.snapshot.nodes[row].name for row in rows))
-        session.job_messages[job.key] = (
-            f"nominated to node(s) {names}: waiting for the pods preempted there to terminate"
+        session.job_reasons[job.key] = Reason(
+            Code.PREEMPTING,
+            SESSION,
+            f"nominated to node(s) {names}: waiting for the pods preempted there to terminate",
         )
         return True
     session.decisions.nominations.extend(

@@ -20,6 +20,7 @@ from batchsched.api.pods import LIGHTWEIGHT_MIN_LABEL
 from batchsched.api.queues import DEFAULT_QUEUE, ROOT_QUEUE, check_hierarchy
 from batchsched.cache.cluster import ClusterCache
 from batchsched.model.arrays import IntArray
+from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo, job_key
 
 # By a peer's PodGroup API, the scheduler that acts on its groups before any pod of
@@ -51,42 +52,48 @@ def _native(job: JobInfo) -> bool:
     return job.group is not None and job.group.api_version == NATIVE_API
 
 
-def _wrong_api(group: PodGroup, task: Task) -> str:
+def _wrong_api(group: PodGroup, task: Task) -> Reason:
     """Why a pod may not join the PodGroup of its group's name: spec.schedulingGroup
     names a PodGroup of Kubernetes' own API, the peers' keys one of theirs, and each
     scheduler sees only its own kind."""
     by_field = group.api_version != NATIVE_API
     named = "spec.schedulingGroup.podGroupName" if by_field else "a PodGroup key"
     wanted = NATIVE_API if by_field else "a peer's PodGroup API"
-    return (
+    return Reason(
+        Code.INVALID,
+        SESSION,
         f"Pod {task.key} names PodGroup {group.key} by {named}, which needs a PodGroup of "
-        f"{wanted}, but that PodGroup is of {group.api_version}"
+        f"{wanted}, but that PodGroup is of {group.api_version}",
     )
 
 
-def _queues_disagree(key: str, named: Mapping[str, QueueName] | None) -> str | None:
+def _queues_disagree(key: str, named: Mapping[str, QueueName] | None) -> Reason | None:
     """Members of one group that name different queues leave it waiting: picking
     either would put the other's work under a share it was not meant for."""
     if not named or len(named) < 2:
         return None
     first, second = (named[name] for name in sorted(named)[:2])
-    return (
+    return Reason(
+        Code.INVALID,
+        SESSION,
         f"gang {key}: its pods name different queues, {first.name!r} "
-        f"(named by {first.source}) and {second.name!r} (named by {second.source})"
+        f"(named by {first.source}) and {second.name!r} (named by {second.source})",
     )
 
 
-def _schedulers_disagree(key: str, names: Mapping[str, str] | None) -> str | None:
+def _schedulers_disagree(key: str, names: Mapping[str, str] | None) -> Reason | None:
     """All pods of a Kubernetes PodGroup must name one scheduler, as kube-scheduler
     requires: a group split between two could be started by neither, so it is refused
     whole, naming two of the schedulers and a pod of each."""
     if not names or len(names) < 2:
         return None
     (first, pod), (second, other) = sorted(names.items())[:2]
-    return (
+    return Reason(
+        Code.INVALID,
+        SESSION,
         f"PodGroup {key}: its pods name different schedulers in spec.schedulerName, "
         f"{first!r} (pod {pod}) and {second!r} (pod {other}); all pods of a PodGroup "
-        "must name one"
+        "must name one",
     )
 
 
@@ -199,7 +206,7 @@ class JobBuilder:
             priority, error = self._priority(task.priority, task.priority_class_name)
             refusal = self.cache.refusals.get(task.key)
             if refusal is not None and self.now < refusal.until:
-                error = error or refusal.message
+                error = error or Reason(Code.BIND_REFUSED, SESSION, refusal.message)
             job.pending.append(
                 TaskInfo(
                     pod=task,
@@ -265,15 +272,19 @@ class JobBuilder:
         namespace = self.cache.namespaces.get(job.namespace)
         return None if namespace is None else namespace.queue
 
-    def _missing_queue(self, named: QueueName) -> str | None:
+    def _missing_queue(self, named: QueueName) -> Reason | None:
         """The proportion plugin's words for a queue that is not there, plus where it was
         named: unlike a PodGroup's spec.queue, an annotation or a namespace's setting is
         not in plain sight of whoever reads why the pod waits."""
         if named.name in self.queues:
             return None
         why = self.rejected_queues.get(named.name)
-        state = "does not exist" if why is None else f"is invalid: {why}"
-        return f"queue {named.name!r} {state} (named by {named.source})"
+        code, state = (
+            (Code.NO_QUEUE, "does not exist")
+            if why is None
+            else (Code.INVALID, f"is invalid: {why}")
+        )
+        return Reason(code, SESSION, f"queue {named.name!r} {state} (named by {named.source})")
 
     def _job_of(self, task: Task, *, ours: bool) -> JobInfo | None:
         ref = task.group
@@ -318,24 +329,20 @@ class JobBuilder:
             label_only=ref.min_available is not None,
             allocated=np.zeros(self.width, dtype=np.int64),
         )
-        if ref.native:
-            job.error = awaiting_group(ref.key)
-        elif ref.min_available is None:
-            job.error = f"PodGroup {ref.key} does not exist"
+        if ref.native or ref.min_available is None:
+            job.error = _no_pod_group(ref)
         self.jobs[ref.key] = job
         return job
 
-    def _label_member_conflict(self, job: JobInfo, ref: GroupRef) -> str | None:
+    def _label_member_conflict(self, job: JobInfo, ref: GroupRef) -> Reason | None:
         """Why a label-only group must wait for this member, if it must. A member that
         names it by a PodGroup key makes it need that object, whichever member reached
         the cache first; members that name different min-available values leave it
         waiting, since starting it at either breaks the promise the others carry."""
-        if ref.native:
-            return awaiting_group(ref.key)
-        if ref.min_available is None:
-            return f"PodGroup {ref.key} does not exist"
+        if ref.native or ref.min_available is None:
+            return _no_pod_group(ref)
         if ref.min_available != job.min_member:
-            return self._minimums_disagree(job, ref.min_available)
+            return Reason(Code.INVALID, SESSION, self._minimums_disagree(job, ref.min_available))
         return None
 
     def _minimums_disagree(self, job: JobInfo, other: int) -> str:
@@ -367,7 +374,7 @@ class JobBuilder:
             creation=group.creation,
             group=group,
             min_resources=group.min_resources,
-            error=group.error or error,
+            error=Reason(Code.INVALID, SESSION, group.error) if group.error else error,
             phase=group.phase,
             allocated=np.zeros(self.width, dtype=np.int64),
             role_minimum=_role_minimum(group),
@@ -381,12 +388,19 @@ class JobBuilder:
         found = self.cache.priority_classes.get(task.priority_class_name)
         return found.preemption_policy if found is not None else ""
 
-    def _priority(self, explicit: int | None, class_name: str) -> tuple[int, str | None]:
+    def _priority(self, explicit: int | None, class_name: str) -> tuple[int, Reason | None]:
         if explicit is not None:
             return explicit, None
         if not class_name:
             return self.default_priority, None
         found = self.cache.priority_classes.get(class_name)
         if found is None:
-            return self.default_priority, f"PriorityClass {class_name!r} does not exist"
+            missing = f"PriorityClass {class_name!r} does not exist"
+            return self.default_priority, Reason(Code.NO_PRIORITY_CLASS, SESSION, missing)
         return found.value, None
+
+
+def _no_pod_group(ref: GroupRef) -> Reason:
+    """Why a group's pods wait for its PodGroup, in the words of the API they name it by."""
+    message = awaiting_group(ref.key) if ref.native else f"PodGroup {ref.key} does not exist"
+    return Reason(Code.NO_POD_GROUP, SESSION, message)

@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchsched.api.errors import InvalidObject
+from batchsched.framework.plugin import Hook
 from batchsched.framework.session import Plugin, Session
 from batchsched.plugins.nodeorder import PART_NAMES
 
 log = logging.getLogger(__name__)
 
-# Volcano's per-plugin flags, by the kind of callback they govern, and the session lists
+# Volcano's per-plugin flags, by the kind of callback they govern, and the session hooks
 # that hold batchsched's callbacks of that kind (as accessors, which mypy checks).
-Callbacks = Callable[[Session], list[Any]]
+Callbacks = Callable[[Session], Hook[Any]]
 HOOKS: dict[str, tuple[Callbacks, ...]] = {
     "JobOrder": (lambda s: s.job_keys,),
     "TaskOrder": (lambda s: s.task_keys,),
@@ -125,8 +126,8 @@ def restrict(
 
 
 class _Without:
-    """A plugin whose callbacks of some kinds are taken back as soon as it registers them:
-    Volcano's `enablePreemptable: false` and the like."""
+    """A plugin whose callbacks of some kinds are dropped, by its name, as soon as it has
+    registered them: Volcano's `enablePreemptable: false` and the like."""
 
     def __init__(self, plugin: Plugin, hooks: frozenset[str]) -> None:
         self.plugin = plugin
@@ -134,12 +135,11 @@ class _Without:
         self.hooks = hooks
 
     def open(self, session: Session) -> None:
-        lists = [callbacks(session) for hook in self.hooks for callbacks in HOOKS[hook]]
-        before = [len(callbacks) for callbacks in lists]
         scored = set(session.scored)
         self.plugin.open(session)
-        for callbacks, length in zip(lists, before, strict=True):
-            del callbacks[length:]
+        for hook in self.hooks:
+            for callbacks in HOOKS[hook]:
+                callbacks(session).drop(self.name)
         if "NodeOrder" in self.hooks:
             # Pods with preferences no plugin scores now wait, saying so.
             session.scored &= scored

@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from batchsched.actions.allocate import at_fair_share
-from batchsched.api.nativegroups import AWAITING_GROUP, NATIVE_API, native_origin
+from batchsched.api.nativegroups import NATIVE_API, native_origin
 from batchsched.api.resources import ResourceList, format_amount
 from batchsched.api.volumes import BIND_TIMEOUT_SECONDS, Claim, Volume
 from batchsched.explain import remedies
@@ -22,8 +21,10 @@ from batchsched.explain.remedies import Finding, some
 from batchsched.explain.scores import NodeScore, scores_of
 from batchsched.explain.session import Ran, Refusal
 from batchsched.explain.target import Target
+from batchsched.framework.reservations import Reservations
 from batchsched.framework.statement import Statement
 from batchsched.model.decisions import ClaimBinding
+from batchsched.model.reasons import Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.gang import native, pods_missing
 from batchsched.plugins.volumefilters import awaited
@@ -63,8 +64,8 @@ class Explanation:
     summary: str
     cause: str
     remedy: str
-    # The scheduler's own pending message for the pod (or the group's first pod).
-    reason: str | None = None
+    # The scheduler's own pending reason for the pod (or the group's first pod).
+    reason: Reason | None = None
     group: GroupView | None = None
     queue: QueueView | None = None
     nodes: int = 0
@@ -291,10 +292,10 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     queue = _queue_limit(ran, job, task, wanted)
     if queue is not None:
         return queue
-    reason = seen.reason or ""
-    if reason == at_fair_share(job.queue):
+    reason = seen.reason
+    if reason is not None and reason.code is Code.AT_FAIR_SHARE:
         return (
-            reason,
+            reason.message,
             f"it runs as queue {job.queue}'s usage falls to its deserved share; "
             f"raise Queue {job.queue}'s spec.weight for a larger share",
         )
@@ -312,7 +313,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     found = remedies.constraints(ran, task)
     if found is not None:
         return found
-    if not any(r.filter != "Reservations" for r in seen.refusals) and seen.refusals:
+    if seen.refusals and all(r.filter == Reservations.name for r in seen.refusals):
         gangs = _starving_gangs(ran, task)
         return (
             f"starving gang(s) {some(gangs)} hold the room it needs on "
@@ -323,7 +324,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
     found = remedies.room(ran, job, task, wanted)
     if found is not None:
         return _unreclaimable(ran, job, task) or found
-    message = reason or session.explain(task)
+    message = (reason or session.explain(task)).message
     return message, "see the refusals below: each names the filter and how many nodes"
 
 
@@ -416,22 +417,27 @@ def _wanted(job: JobInfo, task: TaskInfo) -> int:
     return min(short, alike)
 
 
-def _fix_object(ran: Ran, job: JobInfo, error: str) -> str:
-    if error.startswith(AWAITING_GROUP.format(name=job.name)):
+def _named_natively(job: JobInfo) -> bool:
+    """Whether the job's pods name their group by spec.schedulingGroup."""
+    return any(t.pod.group is not None and t.pod.group.native for t in job.pending)
+
+
+def _fix_object(ran: Ran, job: JobInfo, error: Reason) -> str:
+    if error.code is Code.NO_POD_GROUP and _named_natively(job):
         return (
             f"create PodGroup {job.key} of {NATIVE_API} (spec.schedulingPolicy: gang "
             "minCount or basic; a Job's controller creates it when the WorkloadWithJob "
             "gate is on), or remove spec.schedulingGroup from its pods"
         )
-    if "PodGroup" in error and "does not exist" in error:
+    if error.code is Code.NO_POD_GROUP:
         return (
             f"create PodGroup {job.key} (spec.minMember: the pods that must start "
             "together), or remove the group annotation or label from its pods"
         )
-    if error.startswith("queue") and "does not exist" in error:
+    if error.code is Code.NO_QUEUE:
         queues = ", ".join(sorted(ran.snapshot.queues))
         return f"create that Queue, or name an existing one ({queues})"
-    if "PriorityClass" in error:
+    if error.code is Code.NO_PRIORITY_CLASS:
         return "create the PriorityClass, or fix priorityClassName"
     return "fix the object as the message says"
 

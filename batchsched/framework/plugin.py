@@ -8,17 +8,65 @@ cache their results per shape and refresh only the nodes that changed.
 """
 
 from collections import Counter
-from typing import Protocol
+from collections.abc import Iterator
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
 from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.reasons import SESSION
 from batchsched.model.snapshot import TaskInfo
 
 # Why nodes fail a filter, counted per reason, and the nodes that pass it.
 Explained = tuple[Counter[str], IntArray]
 
 MAX_NODE_SCORE = 100
+C = TypeVar("C")
+
+
+class Opening:
+    """The plugin a session is opening, which the callbacks registered meanwhile belong to."""
+
+    __slots__ = ("plugin",)
+
+    def __init__(self) -> None:
+        self.plugin = SESSION
+
+
+class Hook(Generic[C]):
+    """The callbacks of one kind a session calls, in the order they were registered, each
+    with the name of the configured plugin that registered it (itself or through the
+    parts it opens): Volcano's enable flags drop a plugin's callbacks of one kind by it,
+    and a reason names the plugin whose callback gave it."""
+
+    __slots__ = ("_opening", "callbacks", "plugins")
+
+    def __init__(self, opening: Opening) -> None:
+        # Side by side, changed only by append and drop; the session's hot loops read
+        # `callbacks` as it is.
+        self.callbacks: list[C] = []
+        self.plugins: list[str] = []
+        self._opening = opening
+
+    def append(self, callback: C) -> None:
+        self.callbacks.append(callback)
+        self.plugins.append(self._opening.plugin)
+
+    def drop(self, plugin: str) -> None:
+        """Take out every callback `plugin` registered."""
+        kept = [i for i, name in enumerate(self.plugins) if name != plugin]
+        self.callbacks = [self.callbacks[i] for i in kept]
+        self.plugins = [self.plugins[i] for i in kept]
+
+    def named(self) -> Iterator[tuple[str, C]]:
+        """Each callback with the plugin that registered it."""
+        return zip(self.plugins, self.callbacks, strict=True)
+
+    def __iter__(self) -> Iterator[C]:
+        return iter(self.callbacks)
+
+    def __len__(self) -> int:
+        return len(self.callbacks)
 
 
 class NodeFilter(Protocol):

@@ -13,12 +13,14 @@ from typing import Protocol, TypeVarTuple
 import numpy as np
 
 from batchsched.api.objects import Constraints, Task
+from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.gpucards import GpuCards
-from batchsched.framework.plugin import Explained, NodeFilter, NodeScorer
+from batchsched.framework.plugin import Explained, Hook, NodeFilter, NodeScorer, Opening
 from batchsched.framework.reservations import Reservations
 from batchsched.framework.victims import Victims, build_victims
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.decisions import Binding, ClaimBinding, Decisions, Unplaced
+from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 
 JobCheck = Callable[[JobInfo], str | None]
@@ -26,6 +28,8 @@ Args = TypeVarTuple("Args")
 BlockerCheck = Callable[[TaskInfo], str | None]
 # kube-scheduler's message when the cluster has no node at all.
 NO_NODES = "no nodes available to schedule pods"
+# The reason of a pending pod no action looked at.
+NOT_ATTEMPTED = Reason(Code.NOT_ATTEMPTED, SESSION, "not attempted in this session")
 TaskCheck = Callable[[JobInfo, TaskInfo], str | None]
 Handler = Callable[[JobInfo, TaskInfo, int], None]
 # Which running pods (over Victims) a job may evict: one list per action, preempt and
@@ -126,6 +130,8 @@ class Session:
         evict_other_schedulers: bool = False,
     ) -> None:
         self.snapshot = snapshot
+        # Which plugin the callbacks registered now belong to (framework/plugin.Hook).
+        opening = self._opening = Opening()
         self.evict_other_schedulers = evict_other_schedulers
         self.on_commit = on_commit
         self.timings = Timings() if timings is None else timings
@@ -142,8 +148,8 @@ class Session:
         # Node rows changed by allocate/undo, in order; shape caches replay it lazily.
         self.touched: list[int] = []
         # Job key -> why it is not (yet) placed; filled by actions, read at close.
-        self.job_messages: dict[str, str] = {}
-        self.task_messages: dict[str, str] = {}
+        self.job_reasons: dict[str, Reason] = {}
+        self.task_reasons: dict[str, Reason] = {}
         # Jobs set aside are not tried: they wait for the reasons they were given.
         self.set_aside = snapshot.set_aside
         # The jobs with pods to place in this session: what actions try, and what
@@ -152,76 +158,76 @@ class Session:
             job for job in snapshot.jobs.values() if job.pending and job.key not in self.set_aside
         ]
         for key, unplaced in self.set_aside.items():
-            if unplaced.job_message is not None:
-                self.job_messages[key] = unplaced.job_message
+            if unplaced.job_reason is not None:
+                self.job_reasons[key] = unplaced.job_reason
         # Jobs allocate tried and could place nowhere.
         self.unplaced: set[str] = set()
         # When a job's outcome changes with time alone, if it will (plugins' hooks).
-        self.deadlines: list[Callable[[JobInfo], float | None]] = []
+        self.deadlines: Hook[Callable[[JobInfo], float | None]] = Hook(opening)
         self.enqueued: set[str] = set()
         # Jobs enqueue held back only because the cluster lacks idle room for them.
         self.short_of_room: set[str] = set()
         # Job key -> members bound by this session's committed statements.
         self.placed: Counter[str] = Counter()
-        self.job_keys: list[Callable[[JobInfo], object]] = []
-        self.task_keys: list[Callable[[TaskInfo], object]] = []
-        self.queue_keys: list[Callable[[str], object]] = []
+        self.job_keys: Hook[Callable[[JobInfo], object]] = Hook(opening)
+        self.task_keys: Hook[Callable[[TaskInfo], object]] = Hook(opening)
+        self.queue_keys: Hook[Callable[[str], object]] = Hook(opening)
         self.gpu = GpuCards(snapshot, self.requested)
         # Filters in the order they explain a node (see explain); the card filter, which
         # no configuration may leave out, comes after the plugins' (set up below).
-        self.filters: list[NodeFilter] = []
-        self.scorers: list[tuple[NodeScorer, int]] = []
+        self.filters: Hook[NodeFilter] = Hook(opening)
+        self.scorers: Hook[tuple[NodeScorer, int]] = Hook(opening)
         # Filters whose outcome on a node changes with pods placed on other nodes (pod
         # affinity, over a zone): asked afresh over all nodes at each choice, on top of
         # the evaluation cached per Task.fit_key.
-        self.fresh_filters: list[FreshFilter] = []
+        self.fresh_filters: Hook[FreshFilter] = Hook(opening)
         # Scores normalized over the nodes that fit, as kube-scheduler's NormalizeScore
         # does: they change with every node that fills up, so they are taken afresh at
         # each choice instead of being cached per node.
-        self.normalized_scorers: list[tuple[NormalizedScorer, int]] = []
+        self.normalized_scorers: Hook[tuple[NormalizedScorer, int]] = Hook(opening)
         # The plugins of PREFERENCES that are configured.
         self.scored: set[str] = set()
-        self.valid_checks: list[JobCheck] = []
+        self.valid_checks: Hook[JobCheck] = Hook(opening)
         # Why no node will do for a task in this session, whatever is placed in it (a
         # claim that does not exist): a gang with such members is not tried.
-        self.blockers: list[BlockerCheck] = []
+        self.blockers: Hook[BlockerCheck] = Hook(opening)
         # Where pods with these constraints may run at all (set by predicates); the
         # starvation check packs gangs within it.
         self.allowed: Callable[[Constraints], BoolArray] = self._everywhere
         # Task key -> its claims to bind with it, decided where it was placed.
         self.claim_bindings: dict[str, tuple[ClaimBinding, ...]] = {}
-        self.enqueue_checks: list[JobCheck] = []
+        self.enqueue_checks: Hook[JobCheck] = Hook(opening)
         # How long a job may wait before room is held for it, where a plugin says so for
         # that job (Volcano's sla); the starvation threshold applies to the others.
-        self.waiting_limits: list[Callable[[JobInfo], float | None]] = []
+        self.waiting_limits: Hook[Callable[[JobInfo], float | None]] = Hook(opening)
         # Room beyond what is idle that enqueue may admit into, per resource column
         # (the overcommit plugin's); none: only what is idle.
-        self.enqueue_headroom: list[IntArray] = []
-        self.allocate_checks: list[TaskCheck] = []
+        self.enqueue_headroom: Hook[IntArray] = Hook(opening)
+        self.allocate_checks: Hook[TaskCheck] = Hook(opening)
         # Allocate checks a task fails for what its queue holds (its capability), which
         # evicting pods of that queue can change: preempt makes room there too.
-        self.capacity_checks: list[TaskCheck] = []
+        self.capacity_checks: Hook[TaskCheck] = Hook(opening)
         # Whether a task still counts toward its job's minimum (the gang plugin's); the
         # members beyond it are elastic, and `share_checks` hold each of them to its
         # queue's share (proportion's, Volcano's allocatable), asking `needed`.
-        self.minimum_checks: list[Callable[[JobInfo, TaskInfo], bool]] = []
-        self.share_checks: list[TaskCheck] = []
+        self.minimum_checks: Hook[Callable[[JobInfo, TaskInfo], bool]] = Hook(opening)
+        self.share_checks: Hook[TaskCheck] = Hook(opening)
         # What a job with `placed` members tentatively placed is short of, beyond its
         # minMember (a task role's minimum), in words; None when nothing.
-        self.shortfalls: list[Callable[[JobInfo, int], str | None]] = []
+        self.shortfalls: Hook[Callable[[JobInfo, int], str | None]] = Hook(opening)
         # Members placed per job in this session, tentatively or for good, less those
         # of its members evicted: what the minimum checks count beyond the bound ones.
         self.allocations: Counter[str] = Counter()
         # Jobs with a member the share checks held back: they wait for their queue's
         # share, not for room, so they are not set aside as unplaceable.
         self.share_refused: set[str] = set()
-        self.overused_checks: list[Callable[[str], bool]] = []
-        self.ready_checks: list[Callable[[JobInfo, int], bool]] = []
-        self.on_allocate: list[Handler] = []
-        self.on_deallocate: list[Handler] = []
-        self.closers: list[Callable[[], None]] = []
-        self.preemptable: list[VictimCheck] = []
-        self.reclaimable: list[VictimCheck] = []
+        self.overused_checks: Hook[Callable[[str], bool]] = Hook(opening)
+        self.ready_checks: Hook[Callable[[JobInfo, int], bool]] = Hook(opening)
+        self.on_allocate: Hook[Handler] = Hook(opening)
+        self.on_deallocate: Hook[Handler] = Hook(opening)
+        self.closers: Hook[Callable[[], None]] = Hook(opening)
+        self.preemptable: Hook[VictimCheck] = Hook(opening)
+        self.reclaimable: Hook[VictimCheck] = Hook(opening)
         # Jobs keeping the room a preemption freed while its victims terminate: neither
         # placed elsewhere nor preempting again in this session.
         self.awaiting_victims: set[str] = set()
@@ -235,8 +241,10 @@ class Session:
         for tier in tiers:
             for plugin in tier:
                 started = time.perf_counter()
+                opening.plugin = plugin.name
                 plugin.open(self)
                 self.timings.plugins[plugin.name] = time.perf_counter() - started
+        opening.plugin = SESSION
         self.filters.append(self.gpu)
 
     def _everywhere(self, _: Constraints) -> BoolArray:
@@ -246,23 +254,24 @@ class Session:
     # input always gives equal output.
 
     def job_order(self, jobs: Iterable[JobInfo]) -> list[JobInfo]:
-        keys = self.job_keys
+        keys = self.job_keys.callbacks
         return sorted(jobs, key=lambda j: (*(k(j) for k in keys), j.creation, j.key))
 
     def task_order(self, tasks: Iterable[TaskInfo]) -> list[TaskInfo]:
-        keys = self.task_keys
+        keys = self.task_keys.callbacks
         return sorted(tasks, key=lambda t: (*(k(t) for k in keys), t.pod.name))
 
     def queue_order_key(self, queue: str) -> tuple[object, ...]:
-        return (*(k(queue) for k in self.queue_keys), queue)
+        return (*(k(queue) for k in self.queue_keys.callbacks), queue)
 
-    # Checks: the first plugin that objects wins, and its words become the reason.
+    # Checks: the first plugin that objects wins, and its words become the reason, with
+    # the code of the kind of check and the plugin's name.
 
-    def invalid(self, job: JobInfo) -> str | None:
-        return _blocked(self, job) or _first(self.valid_checks, job)
+    def invalid(self, job: JobInfo) -> Reason | None:
+        return _blocked(self, job) or _first(self.valid_checks, Code.INVALID, job)
 
-    def not_enqueueable(self, job: JobInfo) -> str | None:
-        return _first(self.enqueue_checks, job)
+    def not_enqueueable(self, job: JobInfo) -> Reason | None:
+        return _first(self.enqueue_checks, Code.NOT_ADMITTED, job)
 
     def waiting_limit(self, job: JobInfo) -> float | None:
         """How long `job` may wait before room is held for it; None: for ever."""
@@ -278,50 +287,59 @@ class Session:
             for check in self.waiting_limits
         )
 
-    def blocker(self, task: TaskInfo) -> str | None:
+    def blocker(self, task: TaskInfo) -> Reason | None:
         """Why no node will do for the task, whatever the cluster holds."""
         pod = task.pod
         if pod.blocked:
-            return pod.blocked
-        for check in self.blockers:
-            message = check(task)
-            if message:
-                return message
+            # Where the pod's words become a code: api/unsupported.py says gated so.
+            gated = pod.blocked == GATED_MESSAGE
+            return Reason(Code.GATED if gated else Code.BLOCKED, SESSION, pod.blocked)
+        # Asked of every member at every attempt: most sessions have no blocker check.
+        if self.blockers.callbacks and (found := _first(self.blockers, Code.BLOCKED, task)):
+            return found
         if pod.affinity is None and not pod.node_preferences and not pod.spread:
             return None
         for field_name, plugin, states in PREFERENCES:
             if plugin not in self.scored and states(pod):
-                return (
+                return Reason(
+                    Code.BLOCKED,
+                    SESSION,
                     f"{field_name} is not scored: "
-                    f"the configuration does not list the {plugin} plugin"
+                    f"the configuration does not list the {plugin} plugin",
                 )
         return None
 
-    def not_allocatable(self, job: JobInfo, task: TaskInfo) -> str | None:
+    def not_allocatable(self, job: JobInfo, task: TaskInfo) -> Reason | None:
         return self.refused(job, task) or self.over_capacity(job, task)
 
-    def refused(self, job: JobInfo, task: TaskInfo) -> str | None:
+    def refused(self, job: JobInfo, task: TaskInfo) -> Reason | None:
         """Why the task may not be placed now, but for its queue's capability."""
         blocker = self.blocker(task)
         if blocker:
             return blocker
-        return _first(self.allocate_checks, job, task) or _first(self.share_checks, job, task)
+        return _first(self.allocate_checks, Code.REFUSED, job, task) or _first(
+            self.share_checks, Code.REFUSED, job, task
+        )
 
     def shortfall(self, job: JobInfo, placed: int) -> str | None:
-        return _first(self.shortfalls, job, placed)
+        """What a gang is short of beyond minMember, in words a gang's reason includes."""
+        return next((short for check in self.shortfalls if (short := check(job, placed))), None)
 
     def needed(self, job: JobInfo, task: TaskInfo) -> bool:
         """Whether placing the task brings its job closer to its minimum."""
-        return any(check(job, task) for check in self.minimum_checks)
+        return any(check(job, task) for check in self.minimum_checks.callbacks)
 
-    def over_capacity(self, job: JobInfo, task: TaskInfo) -> str | None:
-        return _first(self.capacity_checks, job, task)
+    def over_capacity(self, job: JobInfo, task: TaskInfo) -> Reason | None:
+        return _first(self.capacity_checks, Code.REFUSED, job, task)
 
-    def overused(self, queue: str) -> bool:
-        return any(check(queue) for check in self.overused_checks)
+    def overused(self, queue: str) -> str | None:
+        """The plugin that finds the queue over its fair share, if one does."""
+        return next(
+            (plugin for plugin, check in self.overused_checks.named() if check(queue)), None
+        )
 
     def ready(self, job: JobInfo, placed: int) -> bool:
-        return all(check(job, placed) for check in self.ready_checks)
+        return all(check(job, placed) for check in self.ready_checks.callbacks)
 
     # Placement.
 
@@ -341,11 +359,11 @@ class Session:
         if self.node_count == 0:
             return None
         scores = cache.scores
-        for fresh in self.fresh_filters:
+        for fresh in self.fresh_filters.callbacks:
             allowed = fresh.mask(task)
             if allowed is not None:
                 scores = np.where(allowed, scores, -1)
-        if self.normalized_scorers:
+        if self.normalized_scorers.callbacks:
             scores = self._normalized(task, scores)
         best = int(scores.argmax())
         return best if scores[best] >= 0 else None
@@ -355,7 +373,7 @@ class Session:
         feasible = scores >= 0
         if not feasible.any():
             return scores
-        for scorer, weight in self.normalized_scorers:
+        for scorer, weight in self.normalized_scorers.callbacks:
             normal = scorer.normalized_scores(task, feasible)
             if normal is not None:
                 scores = np.where(feasible, scores + normal * weight, -1)
@@ -371,29 +389,34 @@ class Session:
 
     def _evaluate(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         feasible: BoolArray = np.ones(len(nodes), dtype=np.bool_)
-        for node_filter in self.filters:
+        for node_filter in self.filters.callbacks:
             feasible &= node_filter.filter(task, nodes)
         total = np.zeros(len(nodes), dtype=np.int64)
-        for scorer, weight in self.scorers:
+        for scorer, weight in self.scorers.callbacks:
             total += scorer.score(task, nodes) * weight
         return np.where(feasible, total, -1)
 
-    def explain(self, task: TaskInfo) -> str:
+    def explain(self, task: TaskInfo) -> Reason:
         """Why no node fits, in kube-scheduler's words: `0/4 nodes are available: 1 node(s)
-        were unschedulable, 3 Insufficient cpu.` (counted reasons sorted as text).
+        were unschedulable, 3 Insufficient cpu.` (counted reasons sorted as text), from the
+        plugin whose filter refused the first of them.
 
         As in kube-scheduler, a node gives the reasons of the first filter it fails only.
         """
         if not self.node_count:
-            return NO_NODES
+            return Reason(Code.UNSCHEDULABLE, SESSION, NO_NODES)
         reasons: Counter[str] = Counter()
+        first = SESSION
         left = self.all_nodes
-        for node_filter in (*self.filters, *self.fresh_filters):
+        for plugin, node_filter in (*self.filters.named(), *self.fresh_filters.named()):
             counted, left = node_filter.explain(task, left)
+            if counted and not reasons:
+                first = plugin
             reasons.update(counted)
             if not len(left):
                 break
-        return self.unavailable(", ".join(sorted(f"{n} {why}" for why, n in reasons.items())))
+        why = ", ".join(sorted(f"{n} {why}" for why, n in reasons.items()))
+        return Reason(Code.UNSCHEDULABLE, first, self.unavailable(why))
 
     def unavailable(self, why: str) -> str:
         """kube-scheduler's message for a pod no node takes, and why."""
@@ -407,7 +430,7 @@ class Session:
             self.port_users.setdefault(port, set()).add(node)
         self.touched.append(node)
         self.allocations[job.key] += 1
-        for handler in self.on_allocate:
+        for handler in self.on_allocate.callbacks:
             handler(job, task, node)
 
     def deallocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
@@ -418,7 +441,7 @@ class Session:
             self.port_users[port].discard(node)
         self.touched.append(node)
         self.allocations[job.key] -= 1
-        for handler in self.on_deallocate:
+        for handler in self.on_deallocate.callbacks:
             handler(job, task, node)
 
     def reserve(self, job: str, rows: list[int], vecs: list[IntArray]) -> None:
@@ -475,9 +498,9 @@ class Session:
             for task in job.pending:
                 if task.key not in bound:
                     self.decisions.pending[task.key] = (
-                        self.task_messages.get(task.key)
-                        or self.job_messages.get(job.key)
-                        or "not attempted in this session"
+                        self.task_reasons.get(task.key)
+                        or self.job_reasons.get(job.key)
+                        or NOT_ATTEMPTED
                     )
         self._report_unplaced()
         for closer in self.closers:
@@ -497,20 +520,20 @@ class Session:
                 times.append(job.creation + limit)
             ahead = [t for t in times if t is not None and t > now]
             self.decisions.unplaced[key] = Unplaced(
-                job_message=self.job_messages.get(key), until=min(ahead, default=None)
+                job_reason=self.job_reasons.get(key), until=min(ahead, default=None)
             )
 
 
-def _first(checks: Iterable[Callable[[*Args], str | None]], *args: *Args) -> str | None:
-    """The first check's objection, if any objects."""
-    for check in checks:
+def _first(checks: Hook[Callable[[*Args], str | None]], code: Code, *args: *Args) -> Reason | None:
+    """The first check's objection, if any objects, with its plugin's name."""
+    for index, check in enumerate(checks.callbacks):
         message = check(*args)
         if message:
-            return message
+            return Reason(code, checks.plugins[index], message)
     return None
 
 
-def _blocked(session: Session, job: JobInfo) -> str | None:
+def _blocked(session: Session, job: JobInfo) -> Reason | None:
     """Why the job cannot reach minMember while some members may not be placed at all
     (gated, or asking for what the core does not honour): such a gang is not tried, so
     it neither takes room for nothing nor has its queue hold room for it. Not a plugin:
@@ -519,14 +542,17 @@ def _blocked(session: Session, job: JobInfo) -> str | None:
     if not blocked:
         return None
     for task, blocker in blocked:
-        session.task_messages[task.key] = blocker
+        session.task_reasons[task.key] = blocker
     placeable = job.bound + len(job.pending) - len(blocked)
     if placeable >= job.min_member:
         return None
     first, blocker = blocked[0]
     if not job.is_gang:
         return blocker
-    return (
+    # Blocked, not gated: the gang's other members are tried, and say they wait for it.
+    return Reason(
+        Code.BLOCKED,
+        blocker.plugin,
         f"gang {job.key}: {placeable} of {job.min_member} members may be placed; "
-        f"{first.key}: {blocker}"
+        f"{first.key}: {blocker}",
     )

@@ -80,6 +80,7 @@ from batchsched.metrics import (
     SESSIONS,
 )
 from batchsched.model.decisions import Binding, Decisions
+from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import Snapshot
 from batchsched.scheduler import run_session
 
@@ -268,11 +269,11 @@ class SessionLoop:
         self.status.invalid(self.watch.invalid)
         _record(timings, decisions, pending, usage)
 
-    def _rejected(self) -> dict[str, str]:
+    def _rejected(self) -> dict[str, Reason]:
         """Our pods the cache could not parse: their error is their pending reason."""
         served = self.config.scheduler_names
         return {
-            key: message
+            key: Reason(Code.INVALID, SESSION, message)
             for key, (scheduler, message) in self.cache.rejected_pods.items()
             if scheduler in served
         }
@@ -309,7 +310,7 @@ def _decide(
 
 
 def _record(
-    timings: Timings, decisions: Decisions, pending: Mapping[str, str], usage: Usage
+    timings: Timings, decisions: Decisions, pending: Mapping[str, Reason], usage: Usage
 ) -> None:
     for action, seconds in timings.actions.items():
         ACTION_DURATION.labels(action).observe(seconds)

@@ -23,7 +23,7 @@ from batchsched.api.groups import OUR_API
 from batchsched.api.nativegroups import NATIVE_API
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.resources import CPU, ResourceList
-from batchsched.api.unsupported import GATED_MESSAGE, GATED_REASON
+from batchsched.api.unsupported import GATED_REASON
 from batchsched.k8s.client import (
     JSON,
     MERGE_PATCH,
@@ -39,6 +39,7 @@ from batchsched.k8s.fence import Fenced, fenced, unbounded
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES
 from batchsched.model.decisions import Binding, Condition, JobStatus
+from batchsched.model.reasons import Code, Reason
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +292,7 @@ class StatusWriter:
 
     # What sessions decide.
 
-    def pods(self, pending: Mapping[str, str], tasks: Mapping[str, Task]) -> None:
+    def pods(self, pending: Mapping[str, Reason], tasks: Mapping[str, Task]) -> None:
         """PodScheduled=False with the session's reason, and a FailedScheduling event
         (SchedulingGated and no event for a pod with scheduling gates)."""
         for key, message in pending.items():
@@ -300,7 +301,7 @@ class StatusWriter:
                 continue
             self._written[("Pod", key)] = message
             # A gated pod is not tried at all: kube-scheduler says so, and raises no event.
-            gated = message == GATED_MESSAGE
+            gated = message.code is Code.GATED
             condition = {
                 "type": "PodScheduled",
                 "status": "False",

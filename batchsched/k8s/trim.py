@@ -146,26 +146,6 @@ class _Source:
         return name
 
 
-# Every kind's declaration, by kind: what its trimmer keeps.
-DECLARED: dict[str, Reads] = {
-    declared.kind: declared
-    for declared in (
-        POD_READS,
-        NODE_READS,
-        NAMESPACE_READS,
-        POD_GROUP_READS,
-        BUDGET_READS,
-        QUEUE_READS,
-        PRIORITY_CLASS_READS,
-        CLAIM_READS,
-        VOLUME_READS,
-        STORAGE_CLASS_READS,
-        CSI_NODE_READS,
-        CSI_DRIVER_READS,
-        STORAGE_CAPACITY_READS,
-        WORKLOAD_READS,
-    )
-}
 trim_pod = trimmer(POD_READS)
 trim_node = trimmer(NODE_READS)
 trim_namespace = trimmer(NAMESPACE_READS)

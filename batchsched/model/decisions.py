@@ -6,6 +6,7 @@ from typing import Literal
 
 from batchsched.api.objects import GroupPhase
 from batchsched.api.resources import ResourceList
+from batchsched.model.reasons import Reason
 
 # The action that evicts: preempt (for a higher priority) or reclaim (for a queue's share).
 EvictionAction = Literal["preempt", "reclaim"]
@@ -129,7 +130,7 @@ class Unplaced(_PickledAsFields):
     the job while it is set aside (SnapshotKeeper.set_aside), so that the sessions that
     skip it say the same of its group."""
 
-    job_message: str | None
+    job_reason: Reason | None
     # When what it waits for changes with time alone (its gang's schedule timeout, the
     # starvation threshold), on the snapshot's clock: it is tried again then.
     until: float | None = None
@@ -140,7 +141,7 @@ class Decisions:
     bindings: list[Binding] = field(default_factory=list)
     # "ns/name" of every pod of ours still pending after the session -> why; but those
     # of jobs set aside, whose reasons were given when they were set aside.
-    pending: dict[str, str] = field(default_factory=dict)
+    pending: dict[str, Reason] = field(default_factory=dict)
     # How many pods of jobs set aside wait.
     waiting_set_aside: int = 0
     # PodGroup key -> status; lone pods are not listed, nor groups running unchanged

@@ -18,6 +18,7 @@ from batchsched.api.resources import PODS, ResourceList
 from batchsched.api.volumes import Storage
 from batchsched.model.arrays import IntArray
 from batchsched.model.decisions import Unplaced
+from batchsched.model.reasons import Reason
 
 NO_EXTRA = (0, 0)
 
@@ -28,7 +29,7 @@ class TaskInfo:
     vec: IntArray
     priority: int
     # Set when the pod cannot be scheduled whatever the cluster looks like.
-    error: str | None = None
+    error: Reason | None = None
     # The GPU cards it asks for, parsed once rather than at every placement attempt.
     gpu: GpuDemand = NO_GPU
     # The node row its gang's recorded placement holds for it (see api/placement.py).
@@ -76,7 +77,8 @@ class JobInfo:
     succeeded: int = 0
     failed: int = 0
     total: int = 0
-    error: str | None = None
+    # Set when the job's objects keep it from being scheduled (cache/jobs.py).
+    error: Reason | None = None
     phase: GroupPhase = "Pending"
     # Some pending member is named in a recorded placement: the gang was cut off
     # mid-bind and is finished first, even where its recorded nodes are gone.

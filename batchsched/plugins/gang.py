@@ -25,9 +25,9 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import OUR_API
 from batchsched.api.nativegroups import NATIVE_API, awaiting_members
 from batchsched.api.objects import GroupPhase
-from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.session import Session
 from batchsched.model.decisions import Condition, JobStatus
+from batchsched.model.reasons import Code
 from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.arguments import check_keys
 
@@ -199,7 +199,7 @@ class Gang:
             reason = "Invalid" if job.error else "NotEnoughResources"
             admitted = job.awaits_pods and phase == "Inqueue"
             waiting = AWAITING_PODS if admitted else "waiting to be scheduled"
-            message = session.job_messages.get(job.key, waiting)
+            message = session.job_reasons.get(job.key, waiting)
             status.condition = Condition("Unschedulable", reason, message)
         return status
 
@@ -208,10 +208,10 @@ class Gang:
         ones, whose message marks them gated) are told the same."""
         pending = self.session.decisions.pending
         for task in job.pending:
-            message = pending.get(task.key)
-            if message is not None and message != GATED_MESSAGE:
-                pending[task.key] = self._after_timeout(job, timeout, message)
-        message = self.session.job_messages.get(job.key, "waiting to be scheduled")
+            reason = pending.get(task.key)
+            if reason is not None and reason.code is not Code.GATED:
+                pending[task.key] = reason.reworded(self._after_timeout(job, timeout, reason))
+        message = self.session.job_reasons.get(job.key, "waiting to be scheduled")
         return Condition(
             "Unschedulable", TIMEOUT_REASON, self._after_timeout(job, timeout, message)
         )

@@ -149,6 +149,29 @@ def test_a_podgroup_missing(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
         assert lines[2].startswith("remedy: create PodGroup default/ghost")
 
 
+def test_an_invalid_queue_is_not_taken_for_a_missing_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The queue the pod names exists; its parent does not. The remedy is to fix the
+    queue, not to create it (the words "does not exist" are in both messages)."""
+    child = """---
+apiVersion: scheduling.batchsched.io/v1alpha1
+kind: Queue
+metadata: {name: child}
+spec: {weight: 1, parent: ghost}
+"""
+    lone = pod("p").replace(
+        "metadata: {name: p, ",
+        "metadata: {name: p, annotations: {scheduling.batchsched.io/queue-name: child}, ",
+    )
+    _, lines = explain(capsys, tmp_path, node("n1") + child + lone, "pod/p")
+    assert lines[1] == (
+        "cause: queue 'child' is invalid: Queue child.spec.parent: queue 'ghost' does not "
+        "exist (named by Pod default/p's annotation scheduling.batchsched.io/queue-name)"
+    )
+    assert lines[2] == "remedy: fix the object as the message says"
+
+
 def test_a_starving_gang_is_told_where_room_is_held(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

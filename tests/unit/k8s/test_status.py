@@ -11,6 +11,7 @@ from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.k8s.client import ApiError
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
 from batchsched.model.decisions import Binding, Condition, JobStatus
+from batchsched.model.reasons import SESSION, Code, Reason
 
 from .recording_api import RecordingApi, drained, settle
 
@@ -22,6 +23,11 @@ def writer(api: RecordingApi, binds_idle: asyncio.Event | None = None) -> Status
     if binds_idle is None:
         idle.set()
     return StatusWriter(api, scheduler_name="batch-scheduler", instance="i", binds_idle=idle)
+
+
+def waiting(message: str) -> Reason:
+    """A pending pod's reason as a session gives it: no node fits."""
+    return Reason(Code.UNSCHEDULABLE, SESSION, message)
 
 
 def group_status(phase: GroupPhase, scheduled: int, condition: Condition | None) -> JobStatus:
@@ -59,7 +65,7 @@ async def test_a_pending_pod_is_told_once_per_distinct_reason() -> None:
     api = RecordingApi()
     status = writer(api)
     for _ in range(3):
-        status.pods({"ns/p": "0/2 nodes are available: 2 Insufficient cpu."}, {})
+        status.pods({"ns/p": waiting("0/2 nodes are available: 2 Insufficient cpu.")}, {})
     await settle(status)
     [patch] = api.sent("PATCH", "/api/v1/namespaces/ns/pods/p/status")
     [condition] = patch["status"]["conditions"]
@@ -73,7 +79,7 @@ async def test_a_pending_pod_is_told_once_per_distinct_reason() -> None:
     assert event["type"] == "Warning"
     assert event["regarding"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "ns", "name": "p"}
 
-    status.pods({"ns/p": "0/3 nodes are available: 3 Insufficient cpu."}, {})
+    status.pods({"ns/p": waiting("0/3 nodes are available: 3 Insufficient cpu.")}, {})
     await settle(status)
     patches = api.sent("PATCH", "/pods/p/status")
     assert len(patches) == 2
@@ -84,7 +90,7 @@ async def test_a_pending_pod_is_told_once_per_distinct_reason() -> None:
 async def test_a_gated_pod_is_told_so_as_kube_scheduler_tells_it_without_an_event() -> None:
     api = RecordingApi()
     status = writer(api)
-    status.pods({"ns/p": GATED_MESSAGE}, {})
+    status.pods({"ns/p": Reason(Code.GATED, SESSION, GATED_MESSAGE)}, {})
     await settle(status)
     [patch] = api.sent("PATCH", "/api/v1/namespaces/ns/pods/p/status")
     [condition] = patch["status"]["conditions"]
@@ -96,7 +102,7 @@ async def test_what_a_pod_already_shows_is_not_written_again() -> None:
     api = RecordingApi()
     status = writer(api)
     status.observe("Pod", "ns/p", "waiting")
-    status.pods({"ns/p": "waiting"}, {})
+    status.pods({"ns/p": waiting("waiting")}, {})
     await settle(status)
     assert api.requests == []
 
@@ -104,10 +110,10 @@ async def test_what_a_pod_already_shows_is_not_written_again() -> None:
 async def test_a_bound_pod_gets_a_scheduled_event_and_a_fresh_start() -> None:
     api = RecordingApi()
     status = writer(api)
-    status.pods({"ns/p": "waiting"}, {})
+    status.pods({"ns/p": waiting("waiting")}, {})
     raised = datetime.now(UTC)
     status.bound(Binding(namespace="ns", name="p", uid="u1", node="n1", job="ns/g"))
-    status.pods({"ns/p": "waiting"}, {})
+    status.pods({"ns/p": waiting("waiting")}, {})
     await asyncio.sleep(0.3)
     await settle(status)
     reasons = [e["reason"] for e in api.sent("POST", "/events")]
@@ -374,7 +380,7 @@ async def test_writes_wait_while_binds_are_in_flight() -> None:
     api = RecordingApi()
     binds_idle = asyncio.Event()
     status = writer(api, binds_idle)
-    status.pods({"ns/p": "waiting"}, {})
+    status.pods({"ns/p": waiting("waiting")}, {})
     task = asyncio.create_task(status.run())
     await asyncio.sleep(0.05)
     assert api.requests == []
@@ -393,8 +399,8 @@ async def test_a_pod_placed_before_its_condition_went_out_is_not_told_it_waits()
     api = RecordingApi()
     status = writer(api)
     tasks = {"ns/p": pod_task("ns", "p")}
-    status.pods({"ns/p": "waiting"}, tasks)
-    status.pods({"ns/q": "waiting"}, tasks)
+    status.pods({"ns/p": waiting("waiting")}, tasks)
+    status.pods({"ns/q": waiting("waiting")}, tasks)
     tasks["ns/q"] = pod_task("ns", "q", node="n1")  # assumed by a later session
     status.bound(Binding(namespace="ns", name="p", uid="u", node="n1", job="ns/p"))
     await settle(status)
@@ -415,7 +421,7 @@ async def test_a_write_that_failed_is_sent_again_later(monkeypatch: pytest.Monke
 
     api = RecordingApi(answer)
     status = writer(api)
-    status.pods({"ns/p": "0/2 nodes are available: 2 Insufficient cpu."}, {})
+    status.pods({"ns/p": waiting("0/2 nodes are available: 2 Insufficient cpu.")}, {})
     await settle(status)
     await asyncio.sleep(0.2)
     await settle(status)

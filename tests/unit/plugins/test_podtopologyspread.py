@@ -174,4 +174,4 @@ def test_bad_arguments_are_refused_by_name(arguments: str, message: str) -> None
 
 def test_nothing_is_scored_when_no_pod_is_held_to_a_constraint() -> None:
     snapshot = snapshot_of([*nodes(2), pod("p", labels=WEB)])
-    assert Session(snapshot, tiers=load_config(SCORED).tiers).normalized_scorers == []
+    assert not Session(snapshot, tiers=load_config(SCORED).tiers).normalized_scorers

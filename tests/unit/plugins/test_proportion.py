@@ -8,6 +8,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
 from batchsched.config.load import default_config
+from batchsched.model.reasons import Reason
 from batchsched.scheduler import run_session
 
 from tests.support.objects import (
@@ -80,7 +81,7 @@ def test_an_invalid_queue_is_reported_as_invalid_not_missing(name: str) -> None:
     with pytest.raises(InvalidObject):
         cache.apply(queue(name, capability={"cpu": "-2"}))
 
-    def pending() -> dict[str, str]:
+    def pending() -> dict[str, Reason]:
         snapshot = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
         return run_session(snapshot, default_config()).pending
 
