@@ -365,10 +365,12 @@ async def polls(binder: Binder, count: int = 3) -> None:
     looked = 0
     unbound = binder._unbound
 
-    def counted(*args: Any) -> list[str]:
+    def counted(
+        members: list[Binding], claims: list[ClaimBinding], written: dict[str, int]
+    ) -> list[str]:
         nonlocal looked
         looked += 1
-        return unbound(*args)
+        return unbound(members, claims, written)
 
     binder._unbound = counted  # type: ignore[method-assign]
     try:
