@@ -216,6 +216,6 @@ def test_a_gang_finished_after_a_kill_is_not_left_short_by_preemption(
         ]
         return len(running) if decided and len(running) in (0, GANG) else None
 
-    eventually(settled, timeout=20, what="the gang whole or gone, every waiting pod decided")
+    eventually(settled, timeout=60, what="the gang whole or gone, every waiting pod decided")
     crowded = overcommitted(kube, namespace)
     assert not crowded, f"CPUs requested of allocatable: {crowded}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.endpoints import MetricsAuth, serve
 
+from .operator_support import eventually
 from tests.support import JSON, ClusterObjects, Kube, KubeError
 from tests.support.objects import load_manifests, node, pod, pod_group
 
@@ -491,10 +491,9 @@ async def test_metrics_auth_with_the_schedulers_token(
             "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
         }
     )
-    # RBAC takes a moment to see a new binding; the server keeps verdicts for 10 s.
-    deadline = time.monotonic() + 30
-    while not _may_read_metrics(reader) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # RBAC takes a moment to see a new binding: once it lets the reader in, it has seen
+    # it, and what it says of the scheduler is its verdict with the binding in place.
+    eventually(lambda: _may_read_metrics(reader), what="the reader's binding seen by RBAC")
     assert not _may_read_metrics(scheduler)
 
     api = Api(load_credentials(str(_kubeconfig(tmp_path / "kubeconfig", scheduler))))
