@@ -55,6 +55,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     set_running,
     start_proxy_fixture,
     start_scheduler_fixture,
+    ticks_pass,
     unschedulable_message,
 )
 from .test_volumes import bind_claim, claim, claims, storage_class, with_claim
@@ -388,8 +389,12 @@ def test_the_operator_preempts_a_running_gang_whole_for_a_higher_priority_one(
 
     held = eventually(nominated, what="the high gang nominated")
     assert set(held.values()) <= set(nodes)
-    # Held, not bound, while the victims terminate.
-    assert not any(placements(kube, namespace)[p] for p in preemptors)
+
+    def unbound() -> None:
+        assert not any(placements(kube, namespace)[p] for p in preemptors)
+
+    # Held, not bound, while the victims terminate, however many sessions run.
+    ticks_pass(scheduler, meanwhile=unbound)
 
     for victim in victims:
         kube.delete(f"/api/v1/namespaces/{namespace}/pods/{victim}", grace_period_seconds=0)
