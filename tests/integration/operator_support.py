@@ -33,7 +33,7 @@ from batchsched.api.quantity import parse_quantity
 
 from .faultproxy import FaultProxy
 from tests.support import JSON, ClusterObjects, ControlPlane, Kube
-from tests.support.objects import load_manifests, node
+from tests.support.objects import load_manifests, node, pod
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "manifests" / "rbac.yaml"
@@ -323,15 +323,33 @@ def ready_node(cluster_objects: ClusterObjects, kube: Kube, manifest: JSON) -> J
     return created
 
 
-def priority_class(cluster_objects: ClusterObjects, name: str, value: int) -> str:
-    """Create a PriorityClass (the API server sets its value on the pods naming it)."""
+def priority_class(cluster_objects: ClusterObjects, kube: Kube, name: str, value: int) -> str:
+    """Create a PriorityClass (the API server sets its value on the pods naming it), and
+    wait until the API server admits pods naming it.
+
+    Its Priority admission plugin looks classes up in an informer's cache, with no read
+    through on a miss: a pod created just after its class is refused ("no PriorityClass
+    with name ... was found") until that cache has caught up, which on a busy machine
+    takes a while. A pod created in dry run goes through admission, and stores nothing.
+    """
     manifest = {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
         "metadata": {"name": name},
         "value": value,
     }
-    return str(cluster_objects.create(manifest)["metadata"]["name"])
+    created = str(cluster_objects.create(manifest)["metadata"]["name"])
+    probe = pod(f"priority-probe-{secrets.token_hex(3)}", spec={"priorityClassName": created})
+
+    def admitted() -> bool:
+        reply = kube.post("/api/v1/namespaces/default/pods?dryRun=All", probe)
+        if reply.status == 403 and "no PriorityClass with name" in str(reply.body):
+            return False
+        reply.expect(201)
+        return True
+
+    eventually(admitted, what=f"pods naming PriorityClass {created} admitted")
+    return created
 
 
 def add_nodes(

@@ -363,8 +363,8 @@ def test_the_operator_preempts_a_running_gang_whole_for_a_higher_priority_one(
     gone (deleted here as the kubelet would finish them) they are bound there."""
     nodes = [f"n{i}-{namespace}" for i in range(2)]
     add_nodes(cluster_objects, kube, nodes, {"cpu": "2", "memory": "4Gi"})
-    low = priority_class(cluster_objects, f"low-{namespace}", 0)
-    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+    low = priority_class(cluster_objects, kube, f"low-{namespace}", 0)
+    high = priority_class(cluster_objects, kube, f"high-{namespace}", 1000)
     scheduler = start_scheduler()
     victims = gang(kube, namespace, "low", 4, low)
     eventually(
@@ -477,8 +477,8 @@ def test_the_operator_never_preempts_a_pod_waiting_for_its_claims(
     waits, and the first pod, untouched, is bound once its claim is."""
     where = f"n0-{namespace}"
     add_nodes(cluster_objects, kube, [where], {"cpu": "1", "memory": "4Gi"})
-    low = priority_class(cluster_objects, f"low-{namespace}", 0)
-    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+    low = priority_class(cluster_objects, kube, f"low-{namespace}", 0)
+    high = priority_class(cluster_objects, kube, f"high-{namespace}", 1000)
     storage_class(cluster_objects, f"wait-{namespace}")
     claim(kube, namespace, "data", storage_class=f"wait-{namespace}")
     waiting = with_claim("waiting", "data")
@@ -526,8 +526,8 @@ def test_the_operator_takes_the_cheapest_victim_set_over_the_cluster(
     choices (four victims per node against six) would take."""
     nodes = [f"n{i}-{namespace}" for i in range(4)]
     add_nodes(cluster_objects, kube, nodes, {"cpu": "4", "memory": "8Gi"})
-    low = priority_class(cluster_objects, f"low-{namespace}", 0)
-    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+    low = priority_class(cluster_objects, kube, f"low-{namespace}", 0)
+    high = priority_class(cluster_objects, kube, f"high-{namespace}", 1000)
 
     def running(name: str, cpu: str, where: str, group: str | None = None) -> str:
         notes = {GROUP_ANNOTATION: group} if group else None

@@ -272,7 +272,7 @@ def test_job_priority_decides_which_job_is_admitted(
         manifest = volcano_example("job.yaml")
         manifest["metadata"]["name"] = job
         manifest["spec"]["priorityClassName"] = priority_class(
-            cluster_objects, f"{namespace}-{job}", value
+            cluster_objects, kube, f"{namespace}-{job}", value
         )
         submit(kube, namespace, manifest)
     for job in classes:
