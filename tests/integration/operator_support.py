@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from batchsched.api.quantity import parse_quantity
+from batchsched.k8s.volcano_queues import QUEUES_PATH, STARTING_QUEUES
 
 from .faultproxy import FaultProxy
 from tests.support import JSON, ClusterObjects, ControlPlane, Kube
@@ -274,10 +275,24 @@ class Scheduler:
 StartScheduler = Callable[..., Scheduler]
 
 
+def volcano_starting_queues(kube: Kube) -> set[str]:
+    """Which of the Queues a scheduler serving Volcano's name creates exist now."""
+    reply = kube.get(QUEUES_PATH)
+    if reply.status == 404:  # Volcano's Queue kind is not served here
+        return set()
+    names = {q["metadata"]["name"] for q in reply.expect(200)["items"]}
+    return names & {name for name, _ in STARTING_QUEUES}
+
+
 @pytest.fixture(name="start_scheduler")
-def start_scheduler_fixture(scheduler_kubeconfig: Path, tmp_path: Path) -> Iterator[StartScheduler]:
-    """Starts schedulers for one test; stops them after it and shows their logs on failure."""
+def start_scheduler_fixture(
+    scheduler_kubeconfig: Path, tmp_path: Path, kube: Kube
+) -> Iterator[StartScheduler]:
+    """Starts schedulers for one test; stops them after it and shows their logs on failure.
+    Volcano's root and default Queues they created go too: a root Queue makes every
+    Volcano Queue its child, which later tests on this control plane do not expect."""
     started: list[Scheduler] = []
+    there = volcano_starting_queues(kube)
 
     def start(*, kubeconfig: Path | None = None, **options: Any) -> Scheduler:
         log = tmp_path / f"scheduler-{len(started)}.log"
@@ -291,6 +306,8 @@ def start_scheduler_fixture(scheduler_kubeconfig: Path, tmp_path: Path) -> Itera
             scheduler.stop()
         # pytest shows what teardown writes only for a test that failed.
         sys.stderr.write(f"--- {scheduler.log.name}\n{scheduler.output()}\n")
+    for name in volcano_starting_queues(kube) - there:
+        kube.delete(f"{QUEUES_PATH}/{name}").expect(200, 404)
 
 
 # What the start_proxy fixture hands a test: a new fault proxy in front of the API server.

@@ -181,7 +181,8 @@ NEEDED = [
     ],
     # PodGroup CRDs without a status subresource: status goes on the object.
     *[("patch", group, "podgroups") for group in OBJECT_STATUS],
-    *[(verb, "scheduling.volcano.sh", "queues") for verb in ("list", "watch")],
+    # create: Volcano's root and default Queues, as its scheduler creates them.
+    *[(verb, "scheduling.volcano.sh", "queues") for verb in ("list", "watch", "create")],
     ("patch", "scheduling.volcano.sh", "queues/status"),
     ("create", "authentication.k8s.io", "tokenreviews"),
     ("create", "authorization.k8s.io", "subjectaccessreviews"),
@@ -211,8 +212,8 @@ NOT_NEEDED = [
     ("delete", "scheduling.batchsched.io", "podgroups"),
     ("create", "scheduling.batchsched.io", "queues"),
     ("delete", "scheduling.batchsched.io", "queues"),
-    ("create", "scheduling.volcano.sh", "queues"),
     ("patch", "scheduling.volcano.sh", "queues"),
+    ("delete", "scheduling.volcano.sh", "queues"),
     ("update", "scheduling.x-k8s.io", "podgroups/status"),
     ("create", "scheduling.k8s.io", "priorityclasses"),
     *[
