@@ -41,6 +41,7 @@ from batchsched.k8s.informer import Informer
 from batchsched.k8s.leader import LeaderElection, LeadershipLost
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.status import StatusWriter
+from batchsched.k8s.volcano_queues import VOLCANO_SCHEDULER, create_volcano_queues
 from batchsched.k8s.watch import WATCHED, Watch
 from batchsched.metrics import LEADER
 
@@ -187,6 +188,7 @@ async def run(options: Options) -> None:
                 raise CannotServe(f"cannot serve metrics on {address}: {reason}") from error
             cleanup.push_async_callback(server.close)
         LEADER.set(0 if leader else 1)
+        stands_in_for_volcano = VOLCANO_SCHEDULER in options.config.scheduler_names
         jobs = [
             loop.run(),
             binder.run(),
@@ -194,6 +196,7 @@ async def run(options: Options) -> None:
             status.run(),
             *(Informer(api, watched, watch).run() for watched in WATCHED),
             *([leader.run()] if leader else []),
+            *([create_volcano_queues(api)] if stands_in_for_volcano else []),
         ]
         log.info("starting as %s (scheduler %s)", identity, scheduler_name)
         await _run_until_stopped(jobs)

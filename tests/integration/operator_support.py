@@ -30,10 +30,11 @@ import pytest
 import yaml
 
 from batchsched.api.quantity import parse_quantity
+from batchsched.k8s.volcano_queues import QUEUES_PATH, STARTING_QUEUES
 
 from .faultproxy import FaultProxy
 from tests.support import JSON, ClusterObjects, ControlPlane, Kube
-from tests.support.objects import load_manifests, node
+from tests.support.objects import load_manifests, node, pod
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "manifests" / "rbac.yaml"
@@ -51,8 +52,9 @@ FAST_LEADER_ELECTION = (
 T = TypeVar("T")
 
 
-def eventually(check: Callable[[], T | None], *, timeout: float = 30.0, what: str = "") -> T:
-    """Poll `check` until it returns something truthy, and return that."""
+def eventually(check: Callable[[], T | None], *, timeout: float = 60.0, what: str = "") -> T:
+    """Poll `check` until it returns something truthy, and return that. The timeout only
+    bounds a failing test: a busy machine may take many times longer than a quiet one."""
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -220,7 +222,7 @@ class Scheduler:
             self.process = subprocess.Popen(
                 self.argv, stdout=out, stderr=subprocess.STDOUT, env=self.env
             )
-        eventually(self._ready, timeout=30, what=f"{self.log.name} ready")
+        eventually(self._ready, what=f"{self.log.name} ready")
         return self
 
     def _ready(self) -> bool:
@@ -273,10 +275,24 @@ class Scheduler:
 StartScheduler = Callable[..., Scheduler]
 
 
+def volcano_starting_queues(kube: Kube) -> set[str]:
+    """Which of the Queues a scheduler serving Volcano's name creates exist now."""
+    reply = kube.get(QUEUES_PATH)
+    if reply.status == 404:  # Volcano's Queue kind is not served here
+        return set()
+    names = {q["metadata"]["name"] for q in reply.expect(200)["items"]}
+    return names & {name for name, _ in STARTING_QUEUES}
+
+
 @pytest.fixture(name="start_scheduler")
-def start_scheduler_fixture(scheduler_kubeconfig: Path, tmp_path: Path) -> Iterator[StartScheduler]:
-    """Starts schedulers for one test; stops them after it and shows their logs on failure."""
+def start_scheduler_fixture(
+    scheduler_kubeconfig: Path, tmp_path: Path, kube: Kube
+) -> Iterator[StartScheduler]:
+    """Starts schedulers for one test; stops them after it and shows their logs on failure.
+    Volcano's root and default Queues they created go too: a root Queue makes every
+    Volcano Queue its child, which later tests on this control plane do not expect."""
     started: list[Scheduler] = []
+    there = volcano_starting_queues(kube)
 
     def start(*, kubeconfig: Path | None = None, **options: Any) -> Scheduler:
         log = tmp_path / f"scheduler-{len(started)}.log"
@@ -290,6 +306,8 @@ def start_scheduler_fixture(scheduler_kubeconfig: Path, tmp_path: Path) -> Itera
             scheduler.stop()
         # pytest shows what teardown writes only for a test that failed.
         sys.stderr.write(f"--- {scheduler.log.name}\n{scheduler.output()}\n")
+    for name in volcano_starting_queues(kube) - there:
+        kube.delete(f"{QUEUES_PATH}/{name}").expect(200, 404)
 
 
 # What the start_proxy fixture hands a test: a new fault proxy in front of the API server.
@@ -322,15 +340,33 @@ def ready_node(cluster_objects: ClusterObjects, kube: Kube, manifest: JSON) -> J
     return created
 
 
-def priority_class(cluster_objects: ClusterObjects, name: str, value: int) -> str:
-    """Create a PriorityClass (the API server sets its value on the pods naming it)."""
+def priority_class(cluster_objects: ClusterObjects, kube: Kube, name: str, value: int) -> str:
+    """Create a PriorityClass (the API server sets its value on the pods naming it), and
+    wait until the API server admits pods naming it.
+
+    Its Priority admission plugin looks classes up in an informer's cache, with no read
+    through on a miss: a pod created just after its class is refused ("no PriorityClass
+    with name ... was found") until that cache has caught up, which on a busy machine
+    takes a while. A pod created in dry run goes through admission, and stores nothing.
+    """
     manifest = {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
         "metadata": {"name": name},
         "value": value,
     }
-    return str(cluster_objects.create(manifest)["metadata"]["name"])
+    created = str(cluster_objects.create(manifest)["metadata"]["name"])
+    probe = pod(f"priority-probe-{secrets.token_hex(3)}", spec={"priorityClassName": created})
+
+    def admitted() -> bool:
+        reply = kube.post("/api/v1/namespaces/default/pods?dryRun=All", probe)
+        if reply.status == 403 and "no PriorityClass with name" in str(reply.body):
+            return False
+        reply.expect(201)
+        return True
+
+    eventually(admitted, what=f"pods naming PriorityClass {created} admitted")
+    return created
 
 
 def add_nodes(

@@ -67,7 +67,7 @@ def test_a_gang_cut_off_mid_bind_is_finished_before_higher_priority_pods(
     lease requests until then), so a node lost meanwhile is gone before it decides."""
     nodes = [f"n{i}-{namespace}" for i in range(NODES)]
     add_nodes(cluster_objects, kube, nodes, {"cpu": str(CPUS_PER_NODE), "memory": "8Gi"})
-    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+    high = priority_class(cluster_objects, kube, f"high-{namespace}", 1000)
     elect = {"leader_elect": True, "lease_namespace": namespace, "extra_args": FAST_LEADER_ELECTION}
     first_proxy, next_proxy = start_proxy(), start_proxy()
     next_kubeconfig = scheduler_accounts.kubeconfig("next", server=next_proxy.url)
@@ -177,7 +177,7 @@ def test_a_gang_finished_after_a_kill_is_not_left_short_by_preemption(
     later pass) not at all, never in part."""
     nodes = [f"n{i}-{namespace}" for i in range(NODES)]
     add_nodes(cluster_objects, kube, nodes, {"cpu": str(CPUS_PER_NODE), "memory": "8Gi"})
-    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+    high = priority_class(cluster_objects, kube, f"high-{namespace}", 1000)
     proxy = start_proxy()
     kubeconfig = scheduler_accounts.kubeconfig("first", server=proxy.url)
     held = proxy.hang(BINDING_PATHS, after=1)
@@ -216,6 +216,6 @@ def test_a_gang_finished_after_a_kill_is_not_left_short_by_preemption(
         ]
         return len(running) if decided and len(running) in (0, GANG) else None
 
-    eventually(settled, timeout=20, what="the gang whole or gone, every waiting pod decided")
+    eventually(settled, timeout=60, what="the gang whole or gone, every waiting pod decided")
     crowded = overcommitted(kube, namespace)
     assert not crowded, f"CPUs requested of allocatable: {crowded}"

@@ -126,7 +126,7 @@ def split_brain_fixture(
         [f"n{i}-{namespace}" for i in range(NODES)],
         {"cpu": str(CPUS_PER_NODE), "memory": "8Gi"},
     )
-    high = priority_class(cluster_objects, f"high-{namespace}", 1000)
+    high = priority_class(cluster_objects, kube, f"high-{namespace}", 1000)
     proxy = start_proxy()
     elect = {"leader_elect": True, "lease_namespace": namespace, "extra_args": FAST_LEADER_ELECTION}
     old = start_scheduler(

@@ -302,8 +302,8 @@ def test_a_preempted_native_gang_is_marked_a_disruption_target(
     room of one member, which would leave the gang short of minCount: both go, and the
     PodGroup says it was preempted, beside its PodGroupScheduled."""
     cluster.nodes(1)
-    low = priority_class(cluster.objects, f"low-{namespace}", 0)
-    high = priority_class(cluster.objects, f"high-{namespace}", 1000)
+    low = priority_class(cluster.objects, kube, f"low-{namespace}", 0)
+    high = priority_class(cluster.objects, kube, f"high-{namespace}", 1000)
     cluster.start_scheduler()
     create(kube, namespace, native_pod_group("g", 2))
     victims = ["v0", "v1"]

@@ -131,7 +131,7 @@ def test_two_replicas_one_leader_and_the_other_takes_over(
     leader.kill()
     for i in range(10):
         create(kube, namespace, pod(f"b{i}", CPU))
-    eventually(lambda: standby.metric("batchsched_leader") == 1, timeout=20, what="failover")
+    eventually(lambda: standby.metric("batchsched_leader") == 1, timeout=60, what="failover")
     eventually(lambda: len(bound_now(kube, namespace)) == 20, what="later pods bound")
     eventually(lambda: standby.metric(BOUND) == 10, what="the new leader's binds counted")
 

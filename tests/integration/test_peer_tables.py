@@ -65,7 +65,9 @@ def create_case(kube: Kube, cluster_objects: ClusterObjects, case: Case, namespa
         if "priority" in spec:
             value = spec.pop("priority")
             if value not in classes:
-                classes[value] = priority_class(cluster_objects, f"{namespace}-{value}", value)
+                classes[value] = priority_class(
+                    cluster_objects, kube, f"{namespace}-{value}", value
+                )
             spec["priorityClassName"] = classes[value]
         phase = (obj.pop("status", None) or {}).get("phase")
         kube.create(obj)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.endpoints import MetricsAuth, serve
 
+from .operator_support import eventually
 from tests.support import JSON, ClusterObjects, Kube, KubeError
 from tests.support.objects import load_manifests, native_pod_group, node, pod, pod_group
 
@@ -188,7 +188,8 @@ NEEDED = [
     ],
     # PodGroup CRDs without a status subresource: status goes on the object.
     *[("patch", group, "podgroups") for group in OBJECT_STATUS],
-    *[(verb, "scheduling.volcano.sh", "queues") for verb in ("list", "watch")],
+    # create: Volcano's root and default Queues, as its scheduler creates them.
+    *[(verb, "scheduling.volcano.sh", "queues") for verb in ("list", "watch", "create")],
     ("patch", "scheduling.volcano.sh", "queues/status"),
     ("create", "authentication.k8s.io", "tokenreviews"),
     ("create", "authorization.k8s.io", "subjectaccessreviews"),
@@ -218,8 +219,8 @@ NOT_NEEDED = [
     ("delete", "scheduling.batchsched.io", "podgroups"),
     ("create", "scheduling.batchsched.io", "queues"),
     ("delete", "scheduling.batchsched.io", "queues"),
-    ("create", "scheduling.volcano.sh", "queues"),
     ("patch", "scheduling.volcano.sh", "queues"),
+    ("delete", "scheduling.volcano.sh", "queues"),
     ("update", "scheduling.x-k8s.io", "podgroups/status"),
     ("create", "scheduling.k8s.io", "priorityclasses"),
     # The Job controller makes them; only their status is the scheduler's.
@@ -512,10 +513,9 @@ async def test_metrics_auth_with_the_schedulers_token(
             "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
         }
     )
-    # RBAC takes a moment to see a new binding; the server keeps verdicts for 10 s.
-    deadline = time.monotonic() + 30
-    while not _may_read_metrics(reader) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # RBAC takes a moment to see a new binding: once it lets the reader in, it has seen
+    # it, and what it says of the scheduler is its verdict with the binding in place.
+    eventually(lambda: _may_read_metrics(reader), what="the reader's binding seen by RBAC")
     assert not _may_read_metrics(scheduler)
 
     api = Api(load_credentials(str(_kubeconfig(tmp_path / "kubeconfig", scheduler))))

@@ -64,6 +64,14 @@ def volcano_example(relative: str) -> JSON:
     return job
 
 
+# What each of the three controllers logs once it runs (job, PodGroup and Queue).
+VOLCANO_CONTROLLERS_RUNNING = (
+    "JobController is running",
+    "PodgroupController is running",
+    "Starting queue controller.",
+)
+
+
 def vc_controller_manager() -> Path:
     """Volcano's controller manager, built on first use (instant once cached)."""
     script = REPO / "hack" / "vc-controller-manager.sh"
@@ -100,6 +108,7 @@ def volcano(control_plane: ControlPlane, kube: Kube) -> None:
             "--controllers=job-controller,pg-controller,queue-controller",
             "-v=3",
         ],
+        started=lambda log: all(line in log for line in VOLCANO_CONTROLLERS_RUNNING),
     )
 
 
@@ -263,7 +272,7 @@ def test_job_priority_decides_which_job_is_admitted(
         manifest = volcano_example("job.yaml")
         manifest["metadata"]["name"] = job
         manifest["spec"]["priorityClassName"] = priority_class(
-            cluster_objects, f"{namespace}-{job}", value
+            cluster_objects, kube, f"{namespace}-{job}", value
         )
         submit(kube, namespace, manifest)
     for job in classes:

@@ -12,6 +12,8 @@ import subprocess
 import pytest
 import yaml
 
+from batchsched.k8s.volcano_queues import QUEUES_PATH
+
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
     StartScheduler,
@@ -22,6 +24,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     scheduler_kubeconfig_fixture,
     start_scheduler_fixture,
     unschedulable_message,
+    volcano_starting_queues,
 )
 from tests.support import JSON, ClusterObjects, ControlPlane, Kube, peer_source
 from tests.support.objects import node
@@ -210,6 +213,48 @@ def test_volcanos_hierarchical_example_queues_schedule(
     eventually(lambda: wanted <= bound(kube, namespace), what="a gang in each queue bound")
     notes = [line for line in scheduler.output().splitlines() if "has no effect here" in line]
     assert len(notes) == 2 * len(queues), notes
+
+
+def test_volcanos_root_and_default_queues_are_created_as_its_scheduler_creates_them(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    """Serving Volcano's scheduler name where Volcano's Queue kind is served, batchsched
+    creates the Queues vc-scheduler creates at start-up (v1.15.1, pkg/scheduler/cache):
+    `root`, not reclaimable, and `default`, reclaimable, both of weight 1, as the real CRD
+    stores them; a gang in `default`, where Volcano's job controller puts a Job naming
+    no queue, binds in it."""
+    assert volcano_starting_queues(kube) == set()
+    ready_node(cluster_objects, kube, node(f"n-{namespace}", cpu="4", memory="8Gi"))
+    gang(kube, namespace, "g", "default", 2, "500m")
+    start_scheduler(config=DROP_IN)
+
+    eventually(
+        lambda: volcano_starting_queues(kube) == {"root", "default"},
+        what="Volcano's root and default Queues created",
+    )
+    specs = {
+        name: kube.get(f"{QUEUES_PATH}/{name}").expect(200)["spec"] for name in ("root", "default")
+    }
+    assert specs == {
+        "root": {"reclaimable": False, "weight": 1, "dequeueStrategy": "traverse"},
+        "default": {"reclaimable": True, "weight": 1, "dequeueStrategy": "traverse"},
+    }
+    eventually(lambda: {"g-0", "g-1"} <= bound(kube, namespace), what="the gang in default bound")
+
+
+def test_a_default_queue_that_exists_is_left_as_it_is(
+    kube: Kube, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    volcano_queue(cluster_objects, "default", weight=3, reclaimable=False)
+    scheduler = start_scheduler(config=DROP_IN)
+
+    eventually(
+        lambda: "Volcano's 'default' Queue exists: left as it is" in scheduler.output(),
+        what="the scheduler finding the default Queue there",
+    )
+    assert "root" in volcano_starting_queues(kube)
+    shown = kube.get(f"{QUEUES_PATH}/default").expect(200)["spec"]
+    assert shown == {"reclaimable": False, "weight": 3, "dequeueStrategy": "traverse"}
 
 
 def test_short_names_beside_the_peers_crds(control_plane: ControlPlane) -> None:

@@ -7,11 +7,10 @@ wrote (the selected-node annotation) and what it bound, and when.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from batchsched.api.volumes import BIND_COMPLETED_ANNOTATION, SELECTED_NODE_ANNOTATION
+from batchsched.k8s.binder import VOLUME_BINDING_REASON
 
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
@@ -22,6 +21,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     pods,
     scheduler_kubeconfig_fixture,
     start_scheduler_fixture,
+    ticks_pass,
     unschedulable_message,
 )
 from tests.support import JSON, ClusterObjects, Kube
@@ -35,8 +35,6 @@ PROVISIONER = "example.com/csi"
 # The CSI driver of the volumes the tests make (a driver's name must be a DNS name).
 DRIVER = "csi.example.com"
 HOSTNAME = "kubernetes.io/hostname"
-# How long the gang is watched for a bind that must not come before its claims are bound.
-HELD_SECONDS = 3.0
 
 
 def with_claim(name: str, claim: str) -> JSON:
@@ -139,7 +137,7 @@ def test_a_gang_is_bound_only_once_its_provisioned_claims_are(
         member = with_claim(f"g-{i}", f"data-{i}")
         member["metadata"]["annotations"] = {GROUP_KEY: "g"}
         create(kube, namespace, member)
-    start_scheduler()
+    scheduler = start_scheduler()
 
     def selected() -> dict[str, str] | None:
         notes = {
@@ -152,12 +150,25 @@ def test_a_gang_is_bound_only_once_its_provisioned_claims_are(
         }
         return chosen if len(chosen) == 3 else None
 
+    def unbound() -> None:
+        assert not any(placements(kube, namespace).values()), "bound before its claims"
+
+    def told_waiting() -> bool:
+        unbound()
+        reasons = [
+            c.get("reason")
+            for p in pods(kube, namespace).values()
+            for c in (p.get("status") or {}).get("conditions") or []
+            if c["type"] == "PodScheduled"
+        ]
+        return reasons == [VOLUME_BINDING_REASON] * 3
+
     chosen = eventually(selected, what="a node selected on every claim")
     assert set(chosen.values()) <= set(nodes)
-    deadline = time.monotonic() + HELD_SECONDS
-    while time.monotonic() < deadline:
-        assert not any(placements(kube, namespace).values()), "bound before its claims"
-        time.sleep(0.2)
+    # The binder tells each member it waits for its volumes once it has written the
+    # claims and before it could bind any; sessions then go on, and it keeps waiting.
+    eventually(told_waiting, what="every member told it waits for volume binding")
+    ticks_pass(scheduler, meanwhile=unbound)
     for name, bound in claims(kube, namespace).items():
         bind_claim(
             kube, cluster_objects, bound, node=chosen[name], storage_class=f"wait-{namespace}"

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -545,7 +545,9 @@ class ControlPlane:
         }
         path = self.workdir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(settings))
-        self.run("kube-scheduler", [str(binary), f"--config={path}", "--secure-port=0", "-v=1"])
+        argv = [str(binary), f"--config={path}", "--secure-port=0", "-v=1"]
+        # Logged once its flags and configuration are accepted, before it lists anything.
+        self.run("kube-scheduler", argv, started=lambda log: "Starting Kubernetes Scheduler" in log)
 
     def start_controller_manager(
         self,
@@ -583,39 +585,48 @@ class ControlPlane:
         ]
         if gates:
             argv.append(f"--feature-gates={_switches(gates)}")
-        self.run(name, argv)
-        deadline = time.monotonic() + timeout
         waiting = set(controllers)
-        while waiting:
-            self._check_running(name)
-            text = (self.workdir / f"{name}.log").read_text(errors="replace")
-            gated = [f"{c} (needs {g})" for c, g in _CONTROLLER_GATED.findall(text) if c in waiting]
+
+        def started(log: str) -> bool:
+            gated = [f"{c} (needs {g})" for c, g in _CONTROLLER_GATED.findall(log) if c in waiting]
             if gated:
                 raise ControlPlaneError(
                     f"{name} left out {', '.join(gated)}; its feature gates: "
                     + (_switches(gates) or "the release's defaults")
                 )
-            waiting.difference_update(_CONTROLLER_STARTING.findall(text))
-            if waiting and time.monotonic() > deadline:
-                raise ControlPlaneError(
-                    f"{name} did not start {sorted(waiting)} in {timeout:g}s:\n"
-                    + _tail(self.workdir / f"{name}.log")
-                )
-            time.sleep(0.1)
+            waiting.difference_update(_CONTROLLER_STARTING.findall(log))
+            return not waiting
 
-    def run(self, name: str, argv: list[str]) -> None:
+        self.run(name, argv, started=started, timeout=timeout)
+
+    def run(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        started: Callable[[str], bool],
+        timeout: float = 60.0,
+    ) -> None:
         """Run a component of the cluster (a scheduler, a controller) against this control
         plane in a process group of its own, stopped with it; its output goes to
-        `name`.log in `workdir`. A bad flag or configuration ends it at once, which raises
-        here; anything later shows in what it does."""
+        `name`.log in `workdir`. Returns once `started` holds for that log, which the
+        component writes once it has accepted its flags and configuration: a bad one
+        ends it first, which raises here however long the exit takes on a busy machine;
+        anything later shows in what it does."""
         # A second one would take the first's place in the group, which then outlives it.
         running = self._group.processes.get(name)
         if running is not None and running.poll() is None:
             raise ControlPlaneError(f"{name} already runs against this control plane")
         self._group.spawn(name, argv)
-        # A bad flag or configuration ends it at once; anything later shows in what it does.
-        time.sleep(0.5)
-        self._check_running(name)
+        logfile = self.workdir / f"{name}.log"
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_running(name)
+            if started(logfile.read_text(errors="replace")):
+                return
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"{name} not started in {timeout:g}s:\n{_tail(logfile)}")
+            time.sleep(0.1)
 
     def _check_running(self, name: str) -> None:
         proc = self._group.processes[name]

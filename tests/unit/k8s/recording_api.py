@@ -5,7 +5,7 @@ these only pin down what the shell sends and how it reacts to answers.)"""
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from batchsched.cache.cluster import ClusterCache
 from batchsched.k8s.client import JSON, Requests
@@ -37,6 +37,21 @@ class RecordingApi(Requests):
 
     def sent(self, method: str, fragment: str = "") -> list[Any]:
         return [body for m, path, body in self.requests if m == method and fragment in path]
+
+
+class WaitedFor(asyncio.Event):
+    """An event that counts who is waiting for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = 0
+
+    async def wait(self) -> Literal[True]:
+        self.waiting += 1
+        try:
+            return await super().wait()
+        finally:
+            self.waiting -= 1
 
 
 def watch_over(api: Requests, *, scheduler_name: str = "batch-scheduler") -> Watch:

@@ -15,7 +15,7 @@ from batchsched.api.volumes import (
     BOUND_BY_CONTROLLER_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
 )
-from batchsched.k8s.binder import CLAIM_POLL_SECONDS, Binder, VolumeWait
+from batchsched.k8s.binder import Binder, VolumeWait
 from batchsched.k8s.client import JSON, ApiError
 from batchsched.k8s.events import rfc3339
 from batchsched.k8s.watch import CLAIMS, PODS, VOLUMES, WATCHED
@@ -341,7 +341,8 @@ def with_claims(
     """A job whose member i mounts claim c<i>, to be provisioned on its node, or, when
     `static`, to be given the free volume v<i>."""
     binder, api, bindings = setup(answer, members=members)
-    binder.bind_timeout = 5.0
+    # Far longer than any test here waits: only the tests of the timeout shorten it.
+    binder.bind_timeout = 3600.0
     binder.watch.apply(NODES, node("n1", labels={"host": "n1"}))
     for i, binding in enumerate(bindings):
         binder.watch.apply(CLAIMS, claim(f"c{i}"))
@@ -358,9 +359,24 @@ async def until(check: Callable[[], object]) -> None:
             await asyncio.sleep(0.01)
 
 
-async def polls(count: int = 3) -> None:
-    """Let the binder look at the cache `count` more times."""
-    await asyncio.sleep(count * CLAIM_POLL_SECONDS)
+async def polls(binder: Binder, count: int = 3) -> None:
+    """Wait until the binder has looked at the cache for unbound claims `count` more
+    times: what it would do on seeing the cache as it is now, it has done."""
+    looked = 0
+    unbound = binder._unbound
+
+    def counted(
+        members: list[Binding], claims: list[ClaimBinding], written: dict[str, int]
+    ) -> list[str]:
+        nonlocal looked
+        looked += 1
+        return unbound(members, claims, written)
+
+    binder._unbound = counted  # type: ignore[method-assign]
+    try:
+        await until(lambda: looked >= count)
+    finally:
+        del binder._unbound
 
 
 async def failed(binder: Binder, api: RecordingApi, fragment: str) -> None:
@@ -402,11 +418,11 @@ async def test_a_job_binds_no_pod_before_the_provisioner_bound_its_claims() -> N
         assert "node n1" in said["message"]
     # The cache does not show the annotation yet (version 1 < 5): that is not a
     # provisioner giving up.
-    await polls()
+    await polls(binder)
     for i in (0, 1):
         binder.watch.apply(VOLUMES, volume(f"pv{i}", claimed_by=f"c{i}"))
     binder.watch.apply(CLAIMS, claim("c0", version=6, node="n1", volume="pv0", bound=True))
-    await polls()
+    await polls(binder)
     assert api.sent("POST", "/binding") == []
     assert binder.idle.is_set(), "a job waiting on its claims holds no status write back"
     binder.watch.apply(CLAIMS, claim("c1", version=7, node="n1", volume="pv1", bound=True))

@@ -1,7 +1,7 @@
 """What the status writer sends: only changes, in the shape the API expects, after binds."""
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 from prometheus_client import REGISTRY
@@ -13,7 +13,7 @@ from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
 from batchsched.model.decisions import Binding, Condition, JobStatus
 from batchsched.model.reasons import SESSION, Code, Reason
 
-from .recording_api import RecordingApi, drained, settle
+from .recording_api import RecordingApi, WaitedFor, drained, settle
 
 OUR_API = "scheduling.batchsched.io/v1alpha1"
 
@@ -110,11 +110,14 @@ async def test_what_a_pod_already_shows_is_not_written_again() -> None:
 async def test_a_bound_pod_gets_a_scheduled_event_and_a_fresh_start() -> None:
     api = RecordingApi()
     status = writer(api)
+    # The recorder's clock, moved by hand: the events are sent a minute after they happened.
+    clock = [1_000_000.0]
+    status.recorder.clock = lambda: clock[0]
     status.pods({"ns/p": waiting("waiting")}, {})
-    raised = datetime.now(UTC)
+    raised = datetime.fromtimestamp(clock[0], UTC)
     status.bound(Binding(namespace="ns", name="p", uid="u1", node="n1", job="ns/g"))
     status.pods({"ns/p": waiting("waiting")}, {})
-    await asyncio.sleep(0.3)
+    clock[0] += 60
     await settle(status)
     reasons = [e["reason"] for e in api.sent("POST", "/events")]
     assert reasons.count("Scheduled") == 1
@@ -133,7 +136,7 @@ async def test_a_bound_pod_gets_a_scheduled_event_and_a_fresh_start() -> None:
     }
     # Stamped when it happened, not when it was sent.
     stamp = datetime.strptime(scheduled["eventTime"], "%Y-%m-%dT%H:%M:%S.%fZ")
-    assert abs(stamp.replace(tzinfo=UTC) - raised) < timedelta(seconds=0.2)
+    assert stamp.replace(tzinfo=UTC) == raised
 
 
 async def test_group_status_keeps_the_transition_time_while_the_condition_holds() -> None:
@@ -378,11 +381,14 @@ async def test_queue_status_lists_allocations_and_removes_the_ones_gone() -> Non
 
 async def test_writes_wait_while_binds_are_in_flight() -> None:
     api = RecordingApi()
-    binds_idle = asyncio.Event()
+    binds_idle = WaitedFor()
     status = writer(api, binds_idle)
     status.pods({"ns/p": waiting("waiting")}, {})
     task = asyncio.create_task(status.run())
-    await asyncio.sleep(0.05)
+    # Every worker has taken up a write and stopped at the binds: none can send one.
+    async with asyncio.timeout(30):
+        while binds_idle.waiting < status.concurrency:
+            await asyncio.sleep(0.001)
     assert api.requests == []
     binds_idle.set()
     await drained(status)
@@ -422,9 +428,11 @@ async def test_a_write_that_failed_is_sent_again_later(monkeypatch: pytest.Monke
     api = RecordingApi(answer)
     status = writer(api)
     status.pods({"ns/p": waiting("0/2 nodes are available: 2 Insufficient cpu.")}, {})
-    await settle(status)
-    await asyncio.sleep(0.2)
-    await settle(status)
+    task = asyncio.create_task(status.run())
+    async with asyncio.timeout(30):
+        while len(api.sent("PATCH", "/pods/p/status")) < 2:
+            await asyncio.sleep(0.001)
+    task.cancel()
     first, again = api.sent("PATCH", "/pods/p/status")
     assert first == again
 
