@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, get_args
 
+from batchsched.api.dra import PodResourceClaim
 from batchsched.api.gpu import node_cards
 from batchsched.api.placement import Placement
 from batchsched.api.podaffinity import PodAffinity
@@ -190,6 +191,8 @@ class Task:
     spread: tuple[SpreadConstraint, ...] = ()
     # The PersistentVolumeClaims it mounts, in the pod's namespace.
     claims: tuple[PodClaim, ...] = ()
+    # Its spec.resourceClaims, each with the ResourceClaim it resolves to.
+    resource_claims: tuple[PodResourceClaim, ...] = ()
     # Why no node will do whatever the cluster holds: a scheduling gate, or a constraint
     # the core does not honour yet (api/unsupported.py).
     blocked: str | None = None

@@ -11,6 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchsched.api.budgets import DisruptionBudget, budget_from_object
+from batchsched.api.dra import (
+    ClaimSpec,
+    DeviceClass,
+    ResourceClaim,
+    ResourceSlice,
+    class_from_object,
+    resource_claim_from_object,
+    slice_from_object,
+    template_from_object,
+)
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import OUR_API, POD_GROUP_APIS, pod_group_from_object
 from batchsched.api.meta import Obj, describe, name_of, namespace_of
@@ -45,6 +55,8 @@ STORAGE_KINDS = (
     "CSIDriver",
     "CSIStorageCapacity",
 )
+# Dynamic Resource Allocation (resource.k8s.io/v1).
+DEVICE_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
 KINDS = (
     "Node",
     "Pod",
@@ -54,6 +66,7 @@ KINDS = (
     "Namespace",
     "PodDisruptionBudget",
     *STORAGE_KINDS,
+    *DEVICE_KINDS,
 )
 NAMESPACED_KINDS = (
     "Pod",
@@ -61,6 +74,8 @@ NAMESPACED_KINDS = (
     "PodDisruptionBudget",
     "PersistentVolumeClaim",
     "CSIStorageCapacity",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
 )
 # Which of a name's PodGroups pods see: the one whose API comes first (ours).
 _API_RANK = {api: rank for rank, api in enumerate(POD_GROUP_APIS)}
@@ -99,6 +114,8 @@ class Changes:
     namespaces: set[str] = field(default_factory=set)
     # A queue or priority class changed: every job may read one.
     everything: bool = False
+    # A ResourceSlice, DeviceClass or ResourceClaim changed: devices may have been freed.
+    devices: bool = False
 
 
 # Kinds whose change may reach every job: their queues and priorities.
@@ -121,6 +138,13 @@ class ClusterCache:
         self.csi_nodes: dict[str, CsiNode] = {}
         self.csi_drivers: dict[str, CsiDriver] = {}
         self.storage_capacities: dict[str, StorageCapacity] = {}
+        # What pods' resource claims need: claims and templates by "ns/name", the rest
+        # by name; objects that could not be parsed as "Kind key" -> why.
+        self.resource_slices: dict[str, ResourceSlice] = {}
+        self.device_classes: dict[str, DeviceClass] = {}
+        self.resource_claims: dict[str, ResourceClaim] = {}
+        self.claim_templates: dict[str, ClaimSpec] = {}
+        self.rejected_devices: dict[str, str] = {}
         # By "ns/name": which pods preemption should spare (api/budgets.py).
         self.budgets: dict[str, DisruptionBudget] = {}
         # "ns/name" of a pod that could not be parsed -> (its schedulerName, why); the
@@ -196,12 +220,18 @@ class ClusterCache:
                 self.storage_capacities,
                 lambda: storage_capacity_from_object(obj),
             ),
+            "ResourceSlice": (self.resource_slices, lambda: slice_from_object(obj)),
+            "DeviceClass": (self.device_classes, lambda: class_from_object(obj)),
+            "ResourceClaim": (self.resource_claims, lambda: resource_claim_from_object(obj)),
+            "ResourceClaimTemplate": (self.claim_templates, lambda: template_from_object(obj)),
         }
         store, parse = handlers[kind]
         if kind == "Pod":
             self.rejected_pods.pop(key, None)
         elif kind in STORAGE_KINDS:
             self.rejected_storage.pop(f"{kind} {key}", None)
+        elif kind in DEVICE_KINDS:
+            self.rejected_devices.pop(f"{kind} {key}", None)
         if deleted:
             store.pop(key, None)
             self.assumed.pop(key, None)
@@ -219,6 +249,8 @@ class ClusterCache:
                 self.rejected_pods[key] = (str(scheduler or "default-scheduler"), str(error))
             elif kind in STORAGE_KINDS:
                 self.rejected_storage[f"{kind} {key}"] = str(error)
+            elif kind in DEVICE_KINDS:
+                self.rejected_devices[f"{kind} {key}"] = str(error)
             raise
 
     def _context(self, kind: str, key: str) -> object:
@@ -241,6 +273,8 @@ class ClusterCache:
             changes.pods.add(key)
         elif kind == "PodGroup":
             changes.groups.add(key)
+        elif kind in DEVICE_KINDS:
+            changes.devices = True
         elif self._context(kind, key) == before:
             return
         elif kind == "Namespace":

@@ -13,12 +13,20 @@ from typing import Protocol, TypeVarTuple
 import numpy as np
 
 from batchsched.api.objects import Constraints, Task
+from batchsched.framework.deviceclaims import DeviceClaims
+from batchsched.framework.devices import Inventory, SelectorMatcher, default_selectors
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import Explained, NodeFilter, NodeScorer
 from batchsched.framework.reservations import Reservations
 from batchsched.framework.victims import Victims, build_victims
 from batchsched.model.arrays import BoolArray, IntArray
-from batchsched.model.decisions import Binding, ClaimBinding, Decisions, Unplaced
+from batchsched.model.decisions import (
+    Binding,
+    ClaimBinding,
+    Decisions,
+    DeviceAllocation,
+    Unplaced,
+)
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 
 JobCheck = Callable[[JobInfo], str | None]
@@ -124,6 +132,7 @@ class Session:
         timings: Timings | None = None,
         on_commit: CommitHandler | None = None,
         evict_other_schedulers: bool = False,
+        selectors: SelectorMatcher | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.evict_other_schedulers = evict_other_schedulers
@@ -238,6 +247,29 @@ class Session:
                 plugin.open(self)
                 self.timings.plugins[plugin.name] = time.perf_counter() - started
         self.filters.append(self.gpu)
+        # Resource claims, which no configuration may leave out either.
+        self.device_claims: DeviceClaims | None = None
+        if DeviceClaims.needed(self.placing):
+            self._open_device_claims(selectors or default_selectors())
+
+    def _open_device_claims(self, selectors: SelectorMatcher) -> None:
+        snapshot = self.snapshot
+        inventory = Inventory(snapshot.devices.slices.values(), snapshot.nodes, selectors)
+        claims = self.device_claims = DeviceClaims(
+            devices=snapshot.devices,
+            inventory=inventory,
+            placed=snapshot.placed,
+            namespace_labels=snapshot.namespace_labels,
+        )
+        self.blockers.append(claims.blocker)
+        self.fresh_filters.append(claims)
+        self.on_allocate.append(claims.allocated_to)
+        self.on_deallocate.append(claims.released_by)
+
+    def device_allocations(self, task: TaskInfo) -> tuple[DeviceAllocation, ...]:
+        """The ResourceClaims allocated where the task was placed."""
+        claims = self.device_claims
+        return () if claims is None else claims.allocated.get(task.key, ())
 
     def _everywhere(self, _: Constraints) -> BoolArray:
         return np.ones(self.node_count, dtype=np.bool_)
