@@ -36,6 +36,7 @@ from batchsched.framework.devices import (
     Inventory,
     Pending,
     Usage,
+    node_terms,
     resolve_claim,
     results,
 )
@@ -332,7 +333,10 @@ class DeviceClaims(CheckedFilter):
                 where = where & self.inventory.reaches(device)
             self.held[claim.claim.key] = _Held(allocation, taken, where, users=1, anchored=False)
             self._take(taken, +1)
-            made.append(DeviceAllocation(claim.claim.namespace, claim.claim.name, allocation))
+            terms = node_terms(self.inventory, [d for _, d in devices])
+            made.append(
+                DeviceAllocation(claim.claim.namespace, claim.claim.name, allocation, terms)
+            )
         self.allocated[task.key] = tuple(made)
 
     def released_by(self, job: JobInfo, task: TaskInfo, row: int) -> None:

@@ -37,7 +37,7 @@ from batchsched.api.dra import (
     SelectorError,
 )
 from batchsched.api.objects import Node
-from batchsched.api.selectors import node_matches
+from batchsched.api.selectors import Requirement, node_matches
 from batchsched.model.arrays import BoolArray, IntArray
 
 
@@ -105,6 +105,7 @@ class Inventory:
         # its own row when it is reachable from one node only (-1 otherwise).
         self.pool_reach: list[BoolArray] = []
         device_rows: list[int] = []
+        scopes: list[NodeScope] = []
         self._device_reach: dict[int, BoolArray] = {}
         self._masks: dict[object, BoolArray] = {}
         for key in sorted(latest):
@@ -135,9 +136,11 @@ class Inventory:
                     self.index.setdefault(device.id, index)
                     row = self.rows.get(scope.node_name, -1) if scope.node_name else -1
                     device_rows.append(row)
+                    scopes.append(scope)
                     if row < 0:
                         self._device_reach[index] = where
             self.pool_reach.append(reach)
+        self.scopes: list[NodeScope] = scopes
         self.device_row: IntArray = np.array(device_rows, dtype=np.int64)
         self.usable: BoolArray = np.array(
             [
@@ -548,6 +551,21 @@ def resolve_claim(
             f"of {MAX_RESULTS}"
         )
     return Pending(claim, tuple(requests))
+
+
+def node_terms(inventory: Inventory, devices: Iterable[int]) -> NodeTerms | None:
+    """status.allocation.nodeSelector, as upstream's createNodeSelector makes it: the
+    node's name when a device is local to one, else the requirements of the selectors
+    of the devices' slices in one term, else none (usable everywhere)."""
+    requirements: list[Requirement] = []
+    for index in devices:
+        scope = inventory.scopes[index]
+        if scope.node_name:
+            name = Requirement("metadata.name", "In", (scope.node_name,), field=True)
+            return ((name,),)
+        for term in scope.terms or ():
+            requirements += [r for r in term if r not in requirements]
+    return (tuple(requirements),) if requirements else None
 
 
 def results(

@@ -4,7 +4,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from batchsched.api.dra import AllocatedDevice
+from batchsched.api.dra import AllocatedDevice, NodeTerms
 from batchsched.api.objects import GroupPhase
 from batchsched.api.resources import ResourceList
 
@@ -51,6 +51,8 @@ class DeviceAllocation(_PickledAsFields):
     namespace: str
     claim: str
     devices: tuple[AllocatedDevice, ...]
+    # status.allocation.nodeSelector: where the devices can be used; None: everywhere.
+    terms: NodeTerms | None = None
 
     @property
     def key(self) -> str:

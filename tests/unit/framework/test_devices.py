@@ -352,7 +352,7 @@ def _attributed(name: str, **attributes: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_with_constraint() -> None:
-    same = {
+    same: dict[str, dict[str, Any]] = {
         "driverVersion": {"version": "1.0.0"},
         "numa": {"int": 1},
         "stringAttribute": {"string": "stringAttributeValue"},
