@@ -544,7 +544,7 @@ def test_volcano_keys_without_effect_here_are_logged(caplog: pytest.LogCaptureFi
     ) in logged
     assert (
         "c.tiers[1].plugins[0].arguments.predicate.DynamicResourceAllocationEnable has no "
-        "effect here: pods with spec.resourceClaims wait, saying claims are not supported, "
+        "effect here: pods' resource claims are allocated as kube-scheduler allocates them, "
         "whatever the flag"
     ) in logged
     assert (
