@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
+from batchsched.api.celfuncs import Version
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import (
     Obj,
@@ -377,8 +378,12 @@ def _attribute(raw: object, *, where: str) -> Attribute:
         return Attribute("int", given)
     if kind == "bool" and isinstance(given, bool):
         return Attribute("bool", given)
-    if kind in ("string", "version") and isinstance(given, str):
-        return Attribute("string" if kind == "string" else "version", given)
+    if kind == "string" and isinstance(given, str):
+        return Attribute("string", given)
+    if kind == "version" and isinstance(given, str):
+        if isinstance(Version.parse(given), str):
+            raise InvalidObject(f"{where}.version: {given!r} is not a semantic version")
+        return Attribute("version", given)
     raise InvalidObject(f"{where}.{kind}: {given!r} is not a valid {kind} attribute")
 
 

@@ -20,6 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
+from batchsched.api import cel
+from batchsched.api.cel import SelectorCache, Version
 from batchsched.api.dra import (
     ADMIN_ACCESS_LABEL,
     ALL,
@@ -72,6 +74,35 @@ class Picked:
 
     request: DeviceRequest
     device: int
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorFailure:
+    """A selector that failed on a device (upstream: `CEL runtime error`)."""
+
+    of_class: bool
+    owner: str
+    index: int
+    device: str
+    message: str
+
+    def describe(self, claim: str) -> str:
+        """upstream's words, naming the claim and request for a claim's selector."""
+        owner = self.owner if self.of_class else f"claim {claim}, {self.owner}"
+        return (
+            f"{owner}: selector #{self.index}: CEL runtime error on device {self.device}: "
+            f"{self.message}"
+        )
+
+
+class _Failed(Exception):
+    def __init__(self, failure: SelectorFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+# Per device of the inventory whether a request picks it, and the failures by device.
+Picks = tuple[BoolArray, dict[int, SelectorFailure]]
 
 
 class Inventory:
@@ -154,7 +185,7 @@ class Inventory:
         self._on_node: dict[int, list[int]] = {}
         # Per (class selectors, request selectors): where each device matches, and the
         # evaluation errors by device.
-        self._picks: dict[object, tuple[BoolArray, dict[int, str]]] = {}
+        self._picks: dict[object, Picks] = {}
 
     def _reach(self, scope: NodeScope) -> BoolArray:
         key: object = scope
@@ -206,39 +237,35 @@ class Inventory:
     def pools_on(self, row: int) -> list[Pool]:
         return [pool for p, pool in enumerate(self.pools) if self.pool_reach[p][row]]
 
-    def picks(
-        self, request: DeviceRequest, device_class: DeviceClass
-    ) -> tuple[BoolArray, dict[int, str]]:
+    def picks(self, request: DeviceRequest, device_class: DeviceClass) -> Picks:
         """Which devices the class's and the request's selectors pick (the class's first,
-        as upstream evaluates them), and the message of each device whose evaluation
-        failed. Evaluated once per session for every device of the usable pools."""
-        key = (device_class.selectors, request.selectors)
+        as upstream evaluates them), and why evaluation failed on some devices.
+        Evaluated once per session for every device of the usable pools."""
+        key = (device_class.name, device_class.selectors, request.name, request.selectors)
         found = self._picks.get(key)
         if found is not None:
             return found
         picked: BoolArray = np.zeros(len(self.devices), dtype=np.bool_)
-        errors: dict[int, str] = {}
+        errors: dict[int, SelectorFailure] = {}
         for index in np.flatnonzero(self.usable).tolist():
             device = self.devices[index]
             try:
                 picked[index] = self._selected(device_class, request, device)
-            except SelectorError as error:
-                errors[index] = str(error)
+            except _Failed as failed:
+                errors[index] = failed.failure
         self._picks[key] = found = (picked, errors)
         return found
 
     def _selected(self, device_class: DeviceClass, request: DeviceRequest, device: Device) -> bool:
-        for owner, selectors in (
-            (f"class {device_class.name}", device_class.selectors),
-            (f"request {request.name}", request.selectors),
-        ):
+        for of_class, selectors in ((True, device_class.selectors), (False, request.selectors)):
             for i, expression in enumerate(selectors):
                 try:
                     if not self.matcher.matches(expression, device):
                         return False
                 except SelectorError as error:
-                    raise SelectorError(
-                        f"{owner}: selector #{i}: CEL runtime error on device {device.id}: {error}"
+                    owner = f"class {device_class.name}" if of_class else f"request {request.name}"
+                    raise _Failed(
+                        SelectorFailure(of_class, owner, i, device.id, str(error))
                     ) from None
         return True
 
@@ -278,7 +305,7 @@ class Request:
     """A request of a claim to allocate, resolved against the classes: its alternatives
     (one unless firstAvailable), each with the devices its selectors pick."""
 
-    alternatives: tuple[tuple[DeviceRequest, BoolArray, Mapping[int, str]], ...]
+    alternatives: tuple[tuple[DeviceRequest, BoolArray, Mapping[int, SelectorFailure]], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,12 +416,12 @@ class _Search:
         pending: Pending,
         alternative: DeviceRequest,
         picked: BoolArray,
-        errors: Mapping[int, str],
+        errors: Mapping[int, SelectorFailure],
     ) -> list[int]:
         found = []
         for device in self.node_devices:
             if device in errors:
-                raise AllocationError(f"claim {pending.claim.key}: {errors[device]}")
+                raise AllocationError(errors[device].describe(pending.claim.key))
             if picked[device] and not alternative.blocked_by(self.inventory.devices[device]):
                 found.append(device)
         return found
@@ -581,6 +608,59 @@ def results(
     return tuple(found)
 
 
+class CelSelectors:
+    """DRA selectors evaluated by api/cel.py, results kept per (expression, device) as
+    long as the device is unchanged: across sessions, a cluster's devices are evaluated
+    once per selector until their slice changes."""
+
+    def __init__(self) -> None:
+        self.cache = SelectorCache()
+        # Device id -> the parsed device last seen and how CEL sees it.
+        self._seen: dict[str, tuple[Device, cel.Device]] = {}
+
+    def compile_error(self, expression: str) -> str | None:
+        compiled = self.cache.compile(expression)
+        return compiled.message if isinstance(compiled, cel.CelError) else None
+
+    def matches(self, expression: str, device: Device) -> bool:
+        result = self.cache.matches(expression, self._converted(device))
+        if isinstance(result, cel.CelError):
+            raise SelectorError(result.message)
+        return result
+
+    def _converted(self, device: Device) -> cel.Device:
+        seen = self._seen.get(device.id)
+        if seen is not None and seen[0] is device:
+            return seen[1]
+        attributes: dict[str, cel.AttributeValue] = {}
+        for name, attribute in device.attributes.items():
+            value = attribute.value
+            if attribute.kind == "version":
+                parsed = Version.parse(str(value))
+                assert isinstance(parsed, Version), "api/dra.py refuses invalid versions"
+                attributes[name] = parsed
+            else:
+                attributes[name] = value
+        # Equal content, equal generation: a slice written again keeps its results.
+        generation = hash(
+            (tuple(sorted(device.attributes.items())), tuple(sorted(device.capacity.items())))
+        )
+        converted = cel.Device(
+            driver=device.driver,
+            pool=device.pool,
+            name=device.name,
+            generation=generation,
+            attributes=attributes,
+            capacity=dict(device.capacity),
+        )
+        self._seen[device.id] = (device, converted)
+        return converted
+
+
+# One evaluator for the process, so that its cache outlives each session.
+_SELECTORS = CelSelectors()
+
+
 def default_selectors() -> SelectorMatcher:
     """The CEL evaluator sessions use for DRA selectors."""
-    raise NotImplementedError("the CEL evaluator is not merged yet")
+    return _SELECTORS

@@ -474,7 +474,7 @@ def test_runtime_error_names_the_selector() -> None:
         [one_device("slice-1", "node-1", "pool-1")],
     )
     assert found == (
-        "claim default/claim-0: request req-0: selector #0: CEL runtime error on device "
+        "claim default/claim-0, request req-0: selector #0: CEL runtime error on device "
         "driver-a/pool-1/device-1: no such key: missing"
     )
 
