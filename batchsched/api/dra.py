@@ -70,7 +70,7 @@ SLICE_READS = reads(
 )
 CLASS_READS = reads("DeviceClass", "spec.selectors", "spec.extendedResourceName")
 CLAIM_SPEC_FIELDS = ("devices.requests", "devices.constraints")
-CLAIM_READS = reads(
+RESOURCE_CLAIM_READS = reads(
     "ResourceClaim",
     "metadata.deletionTimestamp",
     "metadata.ownerReferences[].controller",
@@ -291,6 +291,8 @@ class Devices:
     templates: dict[str, ClaimSpec] = field(default_factory=dict)
     # "Kind key" -> why the object could not be read.
     rejected: dict[str, str] = field(default_factory=dict)
+    # False where these kinds are not read at all (`batchsched run` so far).
+    read: bool = True
 
 
 def slice_from_object(obj: Obj) -> ResourceSlice:

@@ -123,7 +123,11 @@ CONTEXT_KINDS = ("Queue", "PriorityClass")
 
 
 class ClusterCache:
-    def __init__(self) -> None:
+    def __init__(self, *, devices_read: bool = True) -> None:
+        # Whether ResourceSlices, DeviceClasses and ResourceClaims reach the cache (the
+        # simulator's input); the operator does not watch them, nor write allocations,
+        # yet: there pods with resource claims wait, saying so.
+        self.devices_read = devices_read
         self.nodes: dict[str, Node] = {}
         self.tasks: dict[str, Task] = {}
         self.pod_groups: dict[str, PodGroup] = {}

@@ -75,8 +75,7 @@ TOPOLOGY_WHY = (
 # Arguments of Volcano's plugins and actions that change nothing here, and why.
 CLAIMS_ALLOCATED = "pods' resource claims are allocated as kube-scheduler allocates them"
 DEVICES_UNCOUNTED = (
-    "devices are not counted against queues here: a Queue stating a deviceclass/ quantity "
-    "is refused"
+    "devices are not counted against queues yet: a Queue stating a deviceclass/ quantity is refused"
 )
 PLUGIN_ARGUMENTS = {
     "predicates": {

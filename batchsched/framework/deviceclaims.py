@@ -48,6 +48,10 @@ from batchsched.model.snapshot import JobInfo, TaskInfo
 log = logging.getLogger(__name__)
 
 NOT_CREATED = "ResourceClaim not created yet"
+NOT_READ = (
+    "spec.resourceClaims is not supported yet by batchsched run (claims are allocated in "
+    "batchsched simulate)"
+)
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_ON_NODE = "resourceclaim not available on the node"
 
@@ -256,6 +260,8 @@ class DeviceClaims(CheckedFilter):
         return resolved
 
     def _resolve(self, pod: Task) -> _PodClaims | str:
+        if not self.devices.read:
+            return NOT_READ
         keys: list[str] = []
         pending: list[Pending] = []
         for ref in pod.resource_claims:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from batchsched.api.budgets import BUDGET_READS
+from batchsched.api.dra import CLASS_READS, RESOURCE_CLAIM_READS, SLICE_READS, TEMPLATE_READS
 from batchsched.api.groups import POD_GROUP_READS
 from batchsched.api.namespaces import NAMESPACE_READS
 from batchsched.api.nodes import NODE_READS
@@ -162,6 +163,10 @@ DECLARED: dict[str, Reads] = {
         CSI_NODE_READS,
         CSI_DRIVER_READS,
         STORAGE_CAPACITY_READS,
+        SLICE_READS,
+        CLASS_READS,
+        RESOURCE_CLAIM_READS,
+        TEMPLATE_READS,
     )
 }
 trim_pod = trimmer(POD_READS)
@@ -177,3 +182,7 @@ trim_storage_class = trimmer(STORAGE_CLASS_READS)
 trim_csi_node = trimmer(CSI_NODE_READS)
 trim_csi_driver = trimmer(CSI_DRIVER_READS)
 trim_storage_capacity = trimmer(STORAGE_CAPACITY_READS)
+trim_resource_slice = trimmer(SLICE_READS)
+trim_device_class = trimmer(CLASS_READS)
+trim_resource_claim = trimmer(RESOURCE_CLAIM_READS)
+trim_claim_template = trimmer(TEMPLATE_READS)

@@ -8,11 +8,16 @@ from typing import Any
 import pytest
 
 from batchsched.cache.cluster import ClusterCache
+from batchsched.k8s.trim import DECLARED, trimmer
 from batchsched.k8s.watch import WATCHED
 
 from tests.unit.scenarios import label, outcome
 
-TRIMMERS = {watched.kind: watched.trim for watched in WATCHED}
+# Kinds declared but not watched yet (DRA's) are trimmed as their declarations say.
+TRIMMERS = {
+    **{kind: trimmer(declared) for kind, declared in DECLARED.items()},
+    **{watched.kind: watched.trim for watched in WATCHED},
+}
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,12 @@ from typing import Any
 import yaml
 
 from batchsched.api.budgets import budget_from_object
+from batchsched.api.dra import (
+    class_from_object,
+    resource_claim_from_object,
+    slice_from_object,
+    template_from_object,
+)
 from batchsched.api.errors import UnreadableInput
 from batchsched.api.groups import pod_group_from_object
 from batchsched.api.namespaces import namespace_from_object
@@ -47,6 +53,10 @@ PARSERS: dict[str, Callable[[Any], object]] = {
     "CSINode": csi_node_from_object,
     "CSIDriver": csi_driver_from_object,
     "CSIStorageCapacity": storage_capacity_from_object,
+    "ResourceSlice": slice_from_object,
+    "DeviceClass": class_from_object,
+    "ResourceClaim": resource_claim_from_object,
+    "ResourceClaimTemplate": template_from_object,
 }
 
 

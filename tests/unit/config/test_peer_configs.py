@@ -577,4 +577,4 @@ def test_capacity_device_switches_are_logged(caplog: pytest.LogCaptureFixture) -
     with caplog.at_level(logging.WARNING):
         config = load_config(text, source="c")
     assert names(config) == [["predicates", "capacity"]]
-    assert len([m for m in messages(caplog) if "no queue holds devices" in m]) == 2
+    assert len([m for m in messages(caplog) if "a Queue stating a deviceclass/" in m]) == 2

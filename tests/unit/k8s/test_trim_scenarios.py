@@ -6,11 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from batchsched.k8s.trim import DECLARED, trimmer
 from batchsched.k8s.watch import WATCHED
 
 from ..scenarios import label, outcome, scenario_ids, scenario_objects
 
-TRIMMERS = {watched.kind: watched.trim for watched in WATCHED}
+# Kinds declared but not watched yet (DRA's) are trimmed as their declarations say.
+TRIMMERS = {
+    **{kind: trimmer(declared) for kind, declared in DECLARED.items()},
+    **{watched.kind: watched.trim for watched in WATCHED},
+}
 
 
 @pytest.mark.parametrize("scenario", scenario_ids())
