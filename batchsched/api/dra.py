@@ -311,15 +311,12 @@ def slice_from_object(obj: Obj) -> ResourceSlice:
     per_device = bool(spec.get("perDeviceNodeSelection"))
     counters = _counter_sets(spec.get("sharedCounters"), where=f"{where}.spec.sharedCounters")
     scope = None if per_device or counters else _scope(spec, where=f"{where}.spec")
-    devices = []
-    seen: set[str] = set()
-    for index, raw in enumerate(sequence(spec.get("devices"), where=f"{where}.spec.devices")):
-        here = f"{where}.spec.devices[{index}]"
-        device = _device(raw, driver, pool_name, per_device=per_device, where=here)
-        if device.name in seen:
-            raise InvalidObject(f"{here}.name: duplicate device {device.name!r}")
-        seen.add(device.name)
-        devices.append(device)
+    # Devices named twice make the pool invalid (framework/devices.py), not the slice
+    # unreadable: the pool's other slices still count toward its completeness.
+    devices = [
+        _device(raw, driver, pool_name, per_device=per_device, where=f"{where}.spec.devices[{i}]")
+        for i, raw in enumerate(sequence(spec.get("devices"), where=f"{where}.spec.devices"))
+    ]
     return ResourceSlice(
         name, driver, pool_name, generation, count, scope, tuple(devices), counters
     )

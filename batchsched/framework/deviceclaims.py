@@ -18,7 +18,7 @@ free for the preemptor. The allocation goes with the binding (Binding.devices).
 """
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,11 +92,13 @@ class DeviceClaims(CheckedFilter):
         inventory: Inventory,
         placed: Sequence[tuple[int, Task]],
         namespace_labels: dict[str, dict[str, str]],
+        unavailable: Callable[[str], str],
     ) -> None:
         self.devices = devices
         self.inventory = inventory
         self.size = inventory.size
         self.namespace_labels = namespace_labels
+        self.unavailable = unavailable
         self.usage = Usage(np.zeros(len(inventory.devices), dtype=np.bool_))
         self.allocator = Allocator(inventory, self.usage)
         self.held: dict[str, _Held] = {}
@@ -108,6 +110,10 @@ class DeviceClaims(CheckedFilter):
         self._memo: dict[tuple[tuple[str, ...], int], tuple[tuple[int, int], str | None]] = {}
         # Task key -> what its placement allocated, for its binding.
         self.allocated: dict[str, tuple[DeviceAllocation, ...]] = {}
+        self._unusable_reach: BoolArray = np.zeros(self.size, dtype=np.bool_)
+        for pool, reach in zip(inventory.pools, inventory.pool_reach, strict=True):
+            if pool.incomplete or pool.invalid:
+                self._unusable_reach |= reach
         users: dict[str, int] = {}
         for _, task in placed:
             for key in claim_keys(task):
@@ -142,7 +148,7 @@ class DeviceClaims(CheckedFilter):
         if not task.pod.resource_claims:
             return None
         resolved = self._claims(task)
-        return resolved if isinstance(resolved, str) else None
+        return self.unavailable(resolved) if isinstance(resolved, str) else None
 
     # The checks.
 
@@ -216,8 +222,12 @@ class DeviceClaims(CheckedFilter):
                     need = 1 if alternative.mode == ALL else alternative.count
                     free = self._free_count(alternative, picked)
                     some |= free >= need
+                    # Left to the search, which says why: a selector failing on a
+                    # device, an `All` request over a pool not usable.
                     for device in errors:
                         some |= self.inventory.reaches(device)
+                    if alternative.mode == ALL:
+                        some |= self._unusable_reach
                 ok &= some
         return ok
 

@@ -260,6 +260,7 @@ class Session:
             inventory=inventory,
             placed=snapshot.placed,
             namespace_labels=snapshot.namespace_labels,
+            unavailable=self.unavailable,
         )
         self.blockers.append(claims.blocker)
         self.fresh_filters.append(claims)
