@@ -19,13 +19,14 @@ free for the preemptor. The allocation goes with the binding (Binding.devices).
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from batchsched.api.dra import (
     ALL,
     AllocatedDevice,
+    DeviceClass,
     DeviceRequest,
     Devices,
 )
@@ -35,6 +36,7 @@ from batchsched.framework.devices import (
     Allocator,
     Inventory,
     Pending,
+    Request,
     Usage,
     node_terms,
     resolve_claim,
@@ -147,7 +149,7 @@ class DeviceClaims(CheckedFilter):
         """What the plugin's PreEnqueue and PreFilter find before looking at any node."""
         if not task.pod.resource_claims:
             return None
-        resolved = self._claims(task)
+        resolved = self.claims_of(task)
         return self.unavailable(resolved) if isinstance(resolved, str) else None
 
     # The checks.
@@ -155,7 +157,7 @@ class DeviceClaims(CheckedFilter):
     def failures(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
         if not task.pod.resource_claims:
             return []
-        resolved = self._claims(task)
+        resolved = self.claims_of(task)
         if isinstance(resolved, str):
             return [(resolved, np.ones(self.size, dtype=np.bool_))]
         where: BoolArray = np.ones(self.size, dtype=np.bool_)
@@ -175,7 +177,7 @@ class DeviceClaims(CheckedFilter):
         """Where the claims cannot be allocated, by reason: counting free devices rules
         out most nodes at numpy speed; the search settles the rest, remembered per node
         until devices there change hands."""
-        possible = where & self._enough(pending)
+        possible = where & self.enough(pending)
         failing: dict[str, BoolArray] = {}
         cannot: BoolArray = ~possible & where
         if not self._counted_exactly(pending):
@@ -211,7 +213,7 @@ class DeviceClaims(CheckedFilter):
         self._memo[(keys, row)] = (stamp, reason)
         return reason
 
-    def _enough(self, pending: tuple[Pending, ...]) -> BoolArray:
+    def enough(self, pending: tuple[Pending, ...]) -> BoolArray:
         """Where each request has as many free devices as it needs, other requests
         aside: necessary, and for a lone request of plain devices sufficient."""
         ok: BoolArray = np.ones(self.size, dtype=np.bool_)
@@ -220,7 +222,7 @@ class DeviceClaims(CheckedFilter):
                 some: BoolArray = np.zeros(self.size, dtype=np.bool_)
                 for alternative, picked, errors in request.alternatives:
                     need = 1 if alternative.mode == ALL else alternative.count
-                    free = self._free_count(alternative, picked)
+                    free = self.free_count(alternative, picked)
                     some |= free >= need
                     # Left to the search, which says why: a selector failing on a
                     # device, an `All` request over a pool not usable.
@@ -231,7 +233,7 @@ class DeviceClaims(CheckedFilter):
                 ok &= some
         return ok
 
-    def _free_count(self, alternative: DeviceRequest, picked: BoolArray) -> np.ndarray:
+    def free_count(self, alternative: DeviceRequest, picked: BoolArray) -> np.ndarray:
         inventory = self.inventory
         usable = picked & inventory.usable
         if not alternative.admin_access:
@@ -263,7 +265,7 @@ class DeviceClaims(CheckedFilter):
 
     # What a pod's claims are, as of the snapshot.
 
-    def _claims(self, task: TaskInfo) -> _PodClaims | str:
+    def claims_of(self, task: TaskInfo) -> _PodClaims | str:
         resolved = self._resolved.get(task.key)
         if resolved is None:
             resolved = self._resolved[task.key] = self._resolve(task.pod)
@@ -316,7 +318,7 @@ class DeviceClaims(CheckedFilter):
         """The task is placed on `row`: its claims are allocated there, or used again."""
         if not task.pod.resource_claims:
             return
-        resolved = self._claims(task)
+        resolved = self.claims_of(task)
         if isinstance(resolved, str):
             return
         for key in resolved.keys:
@@ -360,7 +362,7 @@ class DeviceClaims(CheckedFilter):
         placed pod uses any more give their devices back."""
         if not task.pod.resource_claims:
             return
-        resolved = self._claims(task)
+        resolved = self.claims_of(task)
         if isinstance(resolved, str):
             return
         self.allocated.pop(task.key, None)
@@ -382,3 +384,128 @@ class DeviceClaims(CheckedFilter):
 def claim_keys(task: Task) -> list[str]:
     """The keys of the ResourceClaims a pod uses (those created)."""
     return [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]
+
+
+class Diagnosis:
+    """Which request, selector or constraint of a pod's claims no node can meet, and
+    which node came closest: what `explain` says beyond kube-scheduler's words."""
+
+    def __init__(self, claims: DeviceClaims, nodes: Sequence[str]) -> None:
+        self.claims = claims
+        self.inventory = claims.inventory
+        self.nodes = nodes
+
+    def of(self, task: TaskInfo) -> tuple[str, str] | None:
+        """(cause, remedy), or None when its claims do not keep it from every node."""
+        resolved = self.claims.claims_of(task)
+        if isinstance(resolved, str):
+            return None
+        pending = tuple(p for p in resolved.pending if p.claim.key not in self.claims.held)
+        if not pending:
+            return None
+        for claim in pending:
+            for request in claim.requests:
+                found = self._request(claim, request)
+                if found is not None:
+                    return found
+        return self._constraints(pending)
+
+    def _request(self, claim: Pending, request: Request) -> tuple[str, str] | None:
+        """The request when none of its alternatives has enough devices on any node."""
+        best: tuple[int, int, DeviceRequest] | None = None
+        for alternative, picked, _ in request.alternatives:
+            need = 1 if alternative.mode == ALL else alternative.count
+            matching = self._per_node(picked & self.inventory.usable)
+            free = self.claims.free_count(alternative, picked)
+            if int(free.max(initial=0)) >= need:
+                return None
+            if best is None or int(matching.max(initial=0)) > best[0]:
+                best = (int(matching.max(initial=0)), need, alternative)
+        assert best is not None
+        most, need, alternative = best
+        what = f"claim {claim.claim.key}, request {alternative.name}"
+        if most >= need:
+            row = int(np.argmax(self._per_node(self._picked(alternative, claim))))
+            return (
+                f"{what}: every node with {need} matching device(s) has them taken "
+                f"(closest: node {self.nodes[row]})",
+                "it is placed once the claims holding them are released; a higher "
+                "priority lets it preempt their pods",
+            )
+        return self._selector(what, alternative, need, most)
+
+    def _selector(
+        self, what: str, alternative: DeviceRequest, need: int, most: int
+    ) -> tuple[str, str]:
+        """Name the selector that leaves too few devices on every node."""
+        device_class = self.claims.devices.classes[alternative.class_name]
+        plain = DeviceRequest(alternative.name, alternative.class_name)
+        of_class = self._most(plain, device_class)
+        if of_class < need:
+            return (
+                f"{what}: no node has {need} device(s) of class {device_class.name} "
+                f"(at most {of_class} on one node)",
+                f"ask for fewer devices, or check DeviceClass {device_class.name}'s selectors",
+            )
+        for i in range(len(alternative.selectors)):
+            narrowed = DeviceRequest(
+                alternative.name, alternative.class_name, alternative.selectors[: i + 1]
+            )
+            if self._most(narrowed, device_class) < need:
+                return (
+                    f"{what}: selector #{i} ({alternative.selectors[i]}) leaves fewer than "
+                    f"{need} device(s) of class {device_class.name} on every node "
+                    f"(at most {most})",
+                    "relax the selector, or ask for fewer devices",
+                )
+        return (
+            f"{what}: untolerated device taints leave fewer than {need} device(s) on every "
+            f"node (at most {most})",
+            "add a toleration to the request, or remove the taint",
+        )
+
+    def _constraints(self, pending: tuple[Pending, ...]) -> tuple[str, str] | None:
+        """The constraint without which some node could allocate the claims."""
+        possible = self.claims.enough(pending)
+        for index, claim in enumerate(pending):
+            for c, constraint in enumerate(claim.spec.constraints):
+                kept = tuple(x for j, x in enumerate(claim.spec.constraints) if j != c)
+                relaxed = replace(claim.claim, spec=replace(claim.spec, constraints=kept))
+                trial = (*pending[:index], Pending(relaxed, claim.requests), *pending[index + 1 :])
+                for row in np.flatnonzero(possible).tolist():
+                    try:
+                        found = self.claims.allocator.allocate(trial, row)
+                    except AllocationError:
+                        continue
+                    if found is not None:
+                        kind = "distinctAttribute" if constraint.distinct else "matchAttribute"
+                        return (
+                            f"claim {claim.claim.key}: constraint #{c} ({kind} "
+                            f"{constraint.attribute}) cannot hold with the devices free on "
+                            f"any node (closest: node {self.nodes[row]})",
+                            "relax the constraint, or wait for devices that share it to be "
+                            "released",
+                        )
+        return None
+
+    def _picked(self, alternative: DeviceRequest, claim: Pending) -> BoolArray:
+        for request in claim.requests:
+            for found, picked, _ in request.alternatives:
+                if found is alternative:
+                    return picked & self.inventory.usable
+        return np.zeros(len(self.inventory.devices), dtype=np.bool_)
+
+    def _most(self, request: DeviceRequest, device_class: DeviceClass) -> int:
+        picked, _ = self.inventory.picks(request, device_class)
+        picked = picked & self.inventory.usable
+        for device in np.flatnonzero(picked).tolist():
+            if request.blocked_by(self.inventory.devices[device]):
+                picked[device] = False
+        return int(self._per_node(picked).max(initial=0))
+
+    def _per_node(self, devices: BoolArray) -> np.ndarray:
+        rows = self.inventory.device_row
+        counts = np.bincount(rows[devices & (rows >= 0)], minlength=self.inventory.size)
+        for device in np.flatnonzero(devices & (rows < 0)).tolist():
+            counts = counts + self.inventory.reaches(device)
+        return counts
