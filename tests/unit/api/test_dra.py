@@ -1,6 +1,7 @@
 """Reading ResourceSlices, DeviceClasses, ResourceClaims and pods' resource claims:
 bad input named by object and field."""
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -47,7 +48,7 @@ def test_a_slice_reads_attributes_by_type_capacity_and_counters() -> None:
     assert gpu.attribute("gpu.example.com/cc") == Attribute("version", "9.0.0")
     assert gpu.attribute("other.domain/cc") is None
     assert gpu.capacity["memory"] == 80 * 2**30
-    assert gpu.consumes == (("set", (("memory", 40 * 2**30),)),)
+    assert gpu.consumes == (("set", (("memory", Decimal(40 * 2**30)),)),)
     assert found.scope is not None and found.scope.node_name == "n1"
 
 
