@@ -113,9 +113,13 @@ class DeviceClaims(CheckedFilter):
         # Task key -> what its placement allocated, for its binding.
         self.allocated: dict[str, tuple[DeviceAllocation, ...]] = {}
         self._unusable_reach: BoolArray = np.zeros(self.size, dtype=np.bool_)
+        # Invalid pools, each with why and the nodes it reaches.
+        self._invalid: list[tuple[str, BoolArray]] = []
         for pool, reach in zip(inventory.pools, inventory.pool_reach, strict=True):
             if pool.incomplete or pool.invalid:
                 self._unusable_reach |= reach
+            if pool.invalid:
+                self._invalid.append((pool.invalid, reach))
         users: dict[str, int] = {}
         for _, task in placed:
             for key in claim_keys(task):
@@ -192,13 +196,12 @@ class DeviceClaims(CheckedFilter):
                     failing.setdefault(reason, np.zeros(self.size, dtype=np.bool_))[row] = True
         # A node that cannot allocate and reaches an invalid pool says so, as upstream
         # does: the pool may be what is missing.
-        for pool, reach in zip(self.inventory.pools, self.inventory.pool_reach, strict=True):
-            if pool.invalid:
-                blamed = cannot & reach
-                if blamed.any():
-                    failing.setdefault(pool.invalid, np.zeros(self.size, dtype=np.bool_))
-                    failing[pool.invalid] |= blamed
-                    cannot &= ~blamed
+        for invalid, reach in self._invalid:
+            blamed = cannot & reach
+            if blamed.any():
+                failing.setdefault(invalid, np.zeros(self.size, dtype=np.bool_))
+                failing[invalid] |= blamed
+                cannot &= ~blamed
         return [(CANNOT_ALLOCATE, cannot), *failing.items()]
 
     def _search(self, keys: tuple[str, ...], pending: tuple[Pending, ...], row: int) -> str | None:
@@ -235,14 +238,9 @@ class DeviceClaims(CheckedFilter):
 
     def free_count(self, alternative: DeviceRequest, picked: BoolArray) -> np.ndarray:
         inventory = self.inventory
-        usable = picked & inventory.usable
+        usable = picked & inventory.usable & ~inventory.blocked(alternative)
         if not alternative.admin_access:
             usable = usable & ~self.usage.taken
-        for device in np.flatnonzero(usable).tolist():
-            if inventory.devices[device].taints and alternative.blocked_by(
-                inventory.devices[device]
-            ):
-                usable[device] = False
         rows = inventory.device_row
         counts = np.bincount(rows[usable & (rows >= 0)], minlength=self.size)
         for device in np.flatnonzero(usable & (rows < 0)).tolist():
@@ -260,8 +258,7 @@ class DeviceClaims(CheckedFilter):
         alternative, picked, errors = alternatives[0]
         if alternative.mode == ALL or alternative.admin_access or errors:
             return False
-        devices = self.inventory.devices
-        return not any(devices[d].consumes for d in np.flatnonzero(picked).tolist())
+        return not (picked & self.inventory.consuming).any()
 
     # What a pod's claims are, as of the snapshot.
 
@@ -346,9 +343,7 @@ class DeviceClaims(CheckedFilter):
             admin = {a.name: a.admin_access for r in claim.requests for a, _, _ in r.alternatives}
             allocation = results(self.inventory, devices, admin)
             taken = [d for name, d in devices if not admin[name]]
-            where: BoolArray = np.ones(self.size, dtype=np.bool_)
-            for _, device in devices:
-                where = where & self.inventory.reaches(device)
+            where = self._usable_where([d for _, d in devices])
             self.held[claim.claim.key] = _Held(allocation, taken, where, users=1, anchored=False)
             self._take(taken, +1)
             terms = node_terms(self.inventory, [d for _, d in devices])
@@ -356,6 +351,18 @@ class DeviceClaims(CheckedFilter):
                 DeviceAllocation(claim.claim.namespace, claim.claim.name, allocation, terms)
             )
         self.allocated[task.key] = tuple(made)
+
+    def _usable_where(self, devices: list[int]) -> BoolArray:
+        """The nodes that reach every one of the devices."""
+        rows = self.inventory.device_row[devices]
+        if len(rows) and (rows == rows[0]).all() and rows[0] >= 0:
+            where: BoolArray = np.zeros(self.size, dtype=np.bool_)
+            where[rows[0]] = True
+            return where
+        where = np.ones(self.size, dtype=np.bool_)
+        for device in devices:
+            where = where & self.inventory.reaches(device)
+        return where
 
     def released_by(self, job: JobInfo, task: TaskInfo, row: int) -> None:
         """The task leaves `row` (its placement undone, or it is evicted): claims no
@@ -497,10 +504,7 @@ class Diagnosis:
 
     def _most(self, request: DeviceRequest, device_class: DeviceClass) -> int:
         picked, _ = self.inventory.picks(request, device_class)
-        picked = picked & self.inventory.usable
-        for device in np.flatnonzero(picked).tolist():
-            if request.blocked_by(self.inventory.devices[device]):
-                picked[device] = False
+        picked = picked & self.inventory.usable & ~self.inventory.blocked(request)
         return int(self._per_node(picked).max(initial=0))
 
     def _per_node(self, devices: BoolArray) -> np.ndarray:

@@ -183,6 +183,17 @@ class Inventory:
         )
         # Per node row, its devices in search order; built when first asked.
         self._on_node: dict[int, list[int]] = {}
+        # Node-local devices grouped by row: the ones of row r are
+        # _by_row[_row_start[r]:_row_start[r + 1]], in inventory order.
+        self._by_row = np.argsort(self.device_row, kind="stable")
+        self._row_start = np.searchsorted(
+            self.device_row[self._by_row], np.arange(self.size + 1), side="left"
+        )
+        self.tainted: BoolArray = np.array([bool(d.taints) for d in self.devices], dtype=np.bool_)
+        self.consuming: BoolArray = np.array(
+            [bool(d.consumes) for d in self.devices], dtype=np.bool_
+        )
+        self._blocked: dict[DeviceRequest, BoolArray] = {}
         # Per (class selectors, request selectors): where each device matches, and the
         # evaluation errors by device.
         self._picks: dict[object, Picks] = {}
@@ -216,10 +227,20 @@ class Inventory:
         """The devices the node reaches, in the allocator's search order."""
         found = self._on_node.get(row)
         if found is None:
-            local = np.flatnonzero(self.device_row == row).tolist()
+            local = self._by_row[self._row_start[row] : self._row_start[row + 1]].tolist()
             shared = [d for d, reach in self._device_reach.items() if reach[row]]
             found = sorted(local + shared)
             self._on_node[row] = found
+        return found
+
+    def blocked(self, request: DeviceRequest) -> BoolArray:
+        """The devices an untolerated taint keeps from the request."""
+        found = self._blocked.get(request)
+        if found is None:
+            found = np.zeros(len(self.devices), dtype=np.bool_)
+            for device in np.flatnonzero(self.tainted).tolist():
+                found[device] = request.blocked_by(self.devices[device])
+            self._blocked[request] = found
         return found
 
     def reaches(self, device: int) -> BoolArray:
@@ -359,6 +380,9 @@ class _Search:
         self._check_all_requests()
 
     def _check_all_requests(self) -> None:
+        alternatives = [a for p in self.claims for r in p.requests for a, _, _ in r.alternatives]
+        if all(a.mode != ALL for a in alternatives):
+            return
         pools = self.inventory.pools_on(self.row)
         for pending in self.claims:
             for request in pending.requests:
@@ -659,6 +683,32 @@ class CelSelectors:
 
 # One evaluator for the process, so that its cache outlives each session.
 _SELECTORS = CelSelectors()
+
+
+class InventoryMemo:
+    """The last inventory built, reused while the slices, nodes and evaluator are the
+    very objects it was built from: an operator's sessions follow each other on a
+    cluster whose drivers rarely publish, and building one costs a pass over every
+    device and node. What an inventory caches (selector picks, node reach) depends on
+    nothing else; what is in use lives apart (Usage)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[object, ...] | None = None
+        # The objects the key names by identity, kept alive so that no id is reused.
+        self._held: tuple[object, ...] = ()
+        self._inventory: Inventory | None = None
+
+    def get(
+        self, slices: Sequence[ResourceSlice], nodes: Sequence[Node], matcher: SelectorMatcher
+    ) -> Inventory:
+        key = (id(matcher), *map(id, slices), None, *map(id, nodes))
+        if self._inventory is None or key != self._key:
+            self._inventory = Inventory(slices, nodes, matcher)
+            self._key, self._held = key, (matcher, *slices, *nodes)
+        return self._inventory
+
+
+INVENTORIES = InventoryMemo()
 
 
 def default_selectors() -> SelectorMatcher:

@@ -14,7 +14,7 @@ import numpy as np
 
 from batchsched.api.objects import Constraints, Task
 from batchsched.framework.deviceclaims import DeviceClaims
-from batchsched.framework.devices import Inventory, SelectorMatcher, default_selectors
+from batchsched.framework.devices import INVENTORIES, SelectorMatcher, default_selectors
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import Explained, NodeFilter, NodeScorer
 from batchsched.framework.reservations import Reservations
@@ -254,7 +254,8 @@ class Session:
 
     def _open_device_claims(self, selectors: SelectorMatcher) -> None:
         snapshot = self.snapshot
-        inventory = Inventory(snapshot.devices.slices.values(), snapshot.nodes, selectors)
+        slices = list(snapshot.devices.slices.values())
+        inventory = INVENTORIES.get(slices, snapshot.nodes, selectors)
         claims = self.device_claims = DeviceClaims(
             devices=snapshot.devices,
             inventory=inventory,
