@@ -25,6 +25,7 @@ from batchsched.api.meta import (
     text,
     whole_number,
 )
+from batchsched.api.objects import BLOCKING_EFFECTS, PodResourceClaim, Taint, Toleration
 from batchsched.api.quantity import parse_quantity
 from batchsched.api.reads import reads
 from batchsched.api.selectors import Requirement, node_selector_term
@@ -40,9 +41,6 @@ MAX_RESULTS = 32
 EXACT_COUNT = "ExactCount"
 ALL = "All"
 AllocationMode = Literal["ExactCount", "All"]
-# Taint effects that keep an untolerated device from being allocated; others (None, and
-# effects a later API may add) are informational, as the allocator treats them.
-BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 SLICE_READS = reads(
     "ResourceSlice",
@@ -109,13 +107,6 @@ class NodeScope:
 
 
 @dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True, slots=True)
 class Device:
     driver: str
     pool: str
@@ -167,21 +158,6 @@ class DeviceClass:
 
 
 @dataclass(frozen=True, slots=True)
-class Toleration:
-    key: str
-    operator: str
-    value: str
-    effect: str
-
-    def tolerates(self, taint: Taint) -> bool:
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.key and self.key != taint.key:
-            return False
-        return self.operator == "Exists" or self.value == taint.value
-
-
-@dataclass(frozen=True, slots=True)
 class DeviceRequest:
     """One `exactly` request, or one subrequest of `firstAvailable` (named `req/sub`)."""
 
@@ -194,9 +170,11 @@ class DeviceRequest:
     tolerations: tuple[Toleration, ...] = ()
 
     def blocked_by(self, device: Device) -> bool:
-        """Whether an untolerated NoSchedule/NoExecute taint keeps the device from it."""
+        """Whether an untolerated NoSchedule/NoExecute taint keeps the device from it;
+        other effects (None, and any a later API adds) are informational, as upstream
+        treats them."""
         return any(
-            taint.effect in BLOCKING_TAINT_EFFECTS
+            taint.effect in BLOCKING_EFFECTS
             and not any(t.tolerates(taint) for t in self.tolerations)
             for taint in device.taints
         )
@@ -267,17 +245,6 @@ class ResourceClaim:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class PodResourceClaim:
-    """One of a pod's spec.resourceClaims: `claim` is the ResourceClaim's name (for a
-    template's, as pod.status.resourceClaimStatuses records it; "" until the resource-claim
-    controller has made it, None when it decided none is needed)."""
-
-    name: str
-    claim: str | None
-    template: str = ""
 
 
 @dataclass(slots=True)

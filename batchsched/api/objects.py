@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, get_args
 
-from batchsched.api.dra import PodResourceClaim
 from batchsched.api.gpu import node_cards
 from batchsched.api.placement import Placement
 from batchsched.api.podaffinity import PodAffinity
@@ -28,6 +27,17 @@ TERMINAL_PHASES: frozenset[PodPhase] = frozenset({"Succeeded", "Failed"})
 # counts against it in scores.
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One of a pod's spec.resourceClaims: `claim` is the ResourceClaim's name (for a
+    template's, as pod.status.resourceClaimStatuses records it; "" until the resource-claim
+    controller has made it, None when it decided none is needed)."""
+
+    name: str
+    claim: str | None
+    template: str = ""
 
 
 @dataclass(frozen=True, slots=True)

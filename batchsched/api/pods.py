@@ -5,7 +5,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from batchsched.api.dra import PodResourceClaim, pod_resource_claims
+from batchsched.api.dra import pod_resource_claims
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, check_gpu_request, parse_gpu_index
 from batchsched.api.meta import (
@@ -25,6 +25,7 @@ from batchsched.api.objects import (
     Constraints,
     GroupRef,
     PodPhase,
+    PodResourceClaim,
     PreferredTerm,
     QueueName,
     Task,

@@ -8,11 +8,11 @@ import pytest
 
 from batchsched.api.dra import (
     Attribute,
-    PodResourceClaim,
     resource_claim_from_object,
     slice_from_object,
 )
 from batchsched.api.errors import InvalidObject
+from batchsched.api.objects import PodResourceClaim
 from batchsched.api.pods import task_from_pod
 from batchsched.api.queues import queue_from_object
 

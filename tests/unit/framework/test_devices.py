@@ -115,6 +115,13 @@ def allocate(
     return [[(request, inventory.devices[d].id) for request, d in per] for per in chosen]
 
 
+def _slice(devices: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
+    """slice-1 of pool-1 on node-1."""
+    return resource_slice(
+        "slice-1", driver=DRIVER_A, pool="pool-1", node_name="node-1", devices=devices, **more
+    )
+
+
 def one_device(name: str, node_name: str, pool: str, driver: str = DRIVER_A) -> dict[str, Any]:
     return resource_slice(
         name, driver=driver, pool=pool, node_name=node_name, devices=[device("device-1")]
@@ -147,13 +154,7 @@ def test_other_node() -> None:
 
 
 def _memory_devices(*names_and_sizes: tuple[str, str]) -> dict[str, Any]:
-    return resource_slice(
-        "slice-1",
-        driver=DRIVER_A,
-        pool="pool-1",
-        node_name="node-1",
-        devices=[device(name, capacity={"memory": size}) for name, size in names_and_sizes],
-    )
+    return _slice([device(name, capacity={"memory": size}) for name, size in names_and_sizes])
 
 
 def _at_least(gib: int) -> str:
@@ -224,14 +225,7 @@ def test_duplicate_slice_makes_the_pool_invalid() -> None:
     """upstream: expectError "invalid resource pools were encountered"; here the pool
     gives no device, and the node's reason names it (tests/unit/framework/
     test_deviceclaims.py)."""
-    first = resource_slice(
-        "slice-1",
-        driver=DRIVER_A,
-        pool="pool-1",
-        node_name="node-1",
-        devices=[device("device-1")],
-        slice_count=2,
-    )
+    first = _slice([device("device-1")], slice_count=2)
     second = {**first, "metadata": {"name": "slice-1-2"}}
     inventory = Inventory(
         [slice_from_object(first), slice_from_object(second)],
@@ -273,14 +267,7 @@ def test_all_devices_many() -> None:
 
 
 def test_all_devices_of_the_incomplete_pool() -> None:
-    incomplete = resource_slice(
-        "slice-1",
-        driver=DRIVER_A,
-        pool="pool-1",
-        node_name="node-1",
-        devices=[device("device-1")],
-        slice_count=2,
-    )
+    incomplete = _slice([device("device-1")], slice_count=2)
     assert allocate([claim0(req0(mode="All"))], [incomplete]) == (
         "claim default/claim-0, request req-0: asks for all devices, but resource pool "
         "driver-a/pool-1 is currently being updated"
@@ -288,13 +275,7 @@ def test_all_devices_of_the_incomplete_pool() -> None:
 
 
 def _two_devices() -> dict[str, Any]:
-    return resource_slice(
-        "slice-1",
-        driver=DRIVER_A,
-        pool="pool-1",
-        node_name="node-1",
-        devices=[device("device-1"), device("device-2")],
-    )
+    return _slice([device("device-1"), device("device-2")])
 
 
 def test_all_devices_some_allocated() -> None:
@@ -366,11 +347,7 @@ def test_with_constraint() -> None:
     claim = claim0(req0(), exactly("req-1", "class-a"), constraints=constraints)
     found = allocate(
         [claim],
-        [
-            resource_slice(
-                "slice-1", driver=DRIVER_A, pool="pool-1", node_name="node-1", devices=devices
-            )
-        ],
+        [_slice(devices)],
     )
     assert found == [[("req-0", "driver-a/pool-1/device-1"), ("req-1", "driver-a/pool-1/device-2")]]
 
@@ -387,11 +364,7 @@ def test_with_constraint_not_matching_int_attribute() -> None:
     )
     found = allocate(
         [claim],
-        [
-            resource_slice(
-                "slice-1", driver=DRIVER_A, pool="pool-1", node_name="node-1", devices=devices
-            )
-        ],
+        [_slice(devices)],
     )
     assert found is None
 
@@ -402,11 +375,7 @@ def test_with_constraint_not_matching_int_attribute_all_devices() -> None:
     claim = claim0(req0(mode="All"), constraints=[{"matchAttribute": "driver-a/numa"}])
     found = allocate(
         [claim],
-        [
-            resource_slice(
-                "slice-1", driver=DRIVER_A, pool="pool-1", node_name="node-1", devices=devices
-            )
-        ],
+        [_slice(devices)],
     )
     assert found == (
         "claim default/claim-0, request req-0: cannot add device driver-a/pool-1/device-2 "
@@ -433,11 +402,7 @@ def test_with_constraint_for_request_retry() -> None:
     claim = claim0(req0(), exactly("req-1", "class-a"), constraints=constraints)
     found = allocate(
         [claim],
-        [
-            resource_slice(
-                "slice-1", driver=DRIVER_A, pool="pool-1", node_name="node-1", devices=devices
-            )
-        ],
+        [_slice(devices)],
     )
     assert found == [[("req-0", "driver-a/pool-1/device-2"), ("req-1", "driver-a/pool-1/device-3")]]
 
@@ -452,11 +417,7 @@ def test_distinct_attribute() -> None:
     claim = claim0(req0(count=2), constraints=[{"distinctAttribute": "driver-a/numa"}])
     found = allocate(
         [claim],
-        [
-            resource_slice(
-                "slice-1", driver=DRIVER_A, pool="pool-1", node_name="node-1", devices=devices
-            )
-        ],
+        [_slice(devices)],
     )
     assert found == [[("req-0", "driver-a/pool-1/device-1"), ("req-0", "driver-a/pool-1/device-3")]]
 
@@ -505,13 +466,7 @@ def test_prioritized_list_with_backtracking() -> None:
         exactly("req-1", "class-a", selectors=[_at_least(8)]),
     )
     slices = [
-        resource_slice(
-            "slice-1",
-            driver=DRIVER_A,
-            pool="pool-1",
-            node_name="node-1",
-            devices=[device("device-1", capacity={"memory": "8Gi"})],
-        ),
+        _slice([device("device-1", capacity={"memory": "8Gi"})]),
         resource_slice(
             "slice-2",
             driver=DRIVER_A,
@@ -527,11 +482,7 @@ def test_prioritized_list_with_backtracking() -> None:
 
 def _partitioned(*devices_and_memory: tuple[str, str], total: str) -> list[dict[str, Any]]:
     return [
-        resource_slice(
-            "slice-1",
-            driver=DRIVER_A,
-            pool="pool-1",
-            node_name="node-1",
+        _slice(
             slice_count=2,
             devices=[
                 device(n, consumes={"counter-set-1": {"memory": m}}) for n, m in devices_and_memory
@@ -575,11 +526,7 @@ NO_EXECUTE = {"key": "example.com/taint", "value": "tainted", "effect": "NoExecu
 
 def _tainted(*taints_per_device: list[dict[str, str]]) -> list[dict[str, Any]]:
     devices = [device(f"device-{i + 1}", taints=t) for i, t in enumerate(taints_per_device)]
-    return [
-        resource_slice(
-            "slice-1", driver=DRIVER_A, pool="pool-1", node_name="node-1", devices=devices
-        )
-    ]
+    return [_slice(devices)]
 
 
 def test_tainted_two_devices() -> None:
@@ -602,10 +549,6 @@ def test_tainted_no_effect() -> None:
 @pytest.mark.parametrize("count", [1, 32])
 def test_max_number_devices(count: int) -> None:
     devices = [device(f"device-{i}") for i in range(count)]
-    slices = [
-        resource_slice(
-            "slice-1", driver=DRIVER_A, pool="pool-1", node_name="node-1", devices=devices
-        )
-    ]
+    slices = [_slice(devices)]
     found = allocate([claim0(req0(mode="All"))], slices)
     assert isinstance(found, list) and len(found[0]) == count
