@@ -5,7 +5,7 @@ variable `device` with `driver`, `attributes[domain][id]`, `capacity[domain][id]
 and `allowMultipleAllocations`; attribute names without a domain sit under the driver's name;
 a domain the device lacks reads as an empty map (so `"x" in device.attributes["d"]` is false and
 `device.attributes["d"].x` fails with `no such key: x`). On top of the engine (cel-expr-python,
-chosen in docs/dra.md) it adds Kubernetes' `quantity()` and `semver()` libraries.
+chosen in docs/benchmarks.md) it adds Kubernetes' `quantity()` and `semver()` libraries.
 
 Nothing here raises on bad input: a selector that does not compile and a device on which it
 fails are `CelError` values, worded as kube-scheduler words them.
@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from cel_expr_python import cel as _cel
-from cel_expr_python.ext import ext_bindings, ext_strings
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
 from batchsched.api.celfuncs import (
     Version,
@@ -78,6 +78,8 @@ class Device:
     `attributes` and `capacity` are keyed by the names the slice gives (qualified or not);
     `generation` is whatever changes when the device may have changed (the pool's generation,
     the slice's resourceVersion): cached results for an older generation are not reused.
+    `unusable`, when set, is why no selector can be evaluated on the device (an attribute with
+    no supported value): every selector on it is that runtime error, as in kube-scheduler.
     """
 
     driver: str
@@ -87,6 +89,7 @@ class Device:
     attributes: Mapping[str, AttributeValue]
     capacity: Mapping[str, Decimal]
     allow_multiple_allocations: bool = False
+    unusable: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -95,13 +98,13 @@ class Device:
     @classmethod
     def from_api(
         cls, driver: str, pool: str, generation: int | str, device: Mapping[str, Any]
-    ) -> Device | CelError:
+    ) -> Device:
         """A `resource.k8s.io/v1` device (`{name, attributes, capacity, ...}`).
 
-        An attribute with no supported value is the runtime error kube-scheduler gives for it
+        An attribute with no supported value makes it `unusable` with kube-scheduler's words
         (`attribute NAME: unsupported attribute value`).
         """
-        return _device_from_api(cls, driver, pool, generation, device)
+        return _device_from_api(driver, pool, generation, device)
 
 
 class Selector:
@@ -115,12 +118,35 @@ class Selector:
 
     def matches(self, device: Device) -> bool | CelError:
         """True or False, or the runtime error (missing attribute, wrong type...)."""
+        if device.unusable:
+            return CelError(self.expression, ErrorKind.RUNTIME, device.unusable)
         return _evaluate(self, _activation(device))
 
 
 def compile_selector(expression: str) -> Selector | CelError:
     """Compile once; the result is reused for every device."""
-    return _compile(expression)
+
+    def error(message: str) -> CelError:
+        return CelError(expression, ErrorKind.COMPILE, message)
+
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        return error(f"expression is longer than {MAX_EXPRESSION_LENGTH} bytes")
+    # The text as written is checked first, so that errors point into it and its type is the
+    # one the user wrote; the engine's checker refuses a few macros over a map lookup that the
+    # rewritten text (see celtext) passes, so the written text's error counts only if both fail.
+    try:
+        written: Any = _ENV.compile(expression)
+    except RuntimeError as failure:
+        written = failure
+    try:
+        program = _ENV.compile(default_domains(expression))
+    except RuntimeError as failure:
+        reason = written if isinstance(written, RuntimeError) else failure
+        return error("compilation failed: " + _engine_message(str(reason)))
+    output = (program if isinstance(written, RuntimeError) else written).return_type().name()
+    if output not in ("BOOL", "DYN"):
+        return error(f"must evaluate to bool or the unknown type, not {_type_name(output)}")
+    return Selector(expression, program)
 
 
 class SelectorCache:
@@ -156,6 +182,8 @@ class SelectorCache:
         compiled = self.compile(expression)
         if isinstance(compiled, CelError):
             result = compiled
+        elif device.unusable:
+            result = CelError(expression, ErrorKind.RUNTIME, device.unusable)
         else:
             if entry.activation is None:
                 entry.activation = _activation(device)
@@ -171,43 +199,18 @@ class SelectorCache:
 @dataclass(slots=True)
 class _DeviceResults:
     generation: int | str
-    results: dict[str, bool | CelError]
+    results: dict[str, bool | CelError] = field(default_factory=dict)
+    # The device as the engine takes it, built on the first miss and shared by its selectors.
     activation: Any = None
-
-    def __init__(self, generation: int | str) -> None:
-        self.generation = generation
-        self.results = {}
-        self.activation = None
 
 
 # -- the engine ------------------------------------------------------------------------------
 
 _ENV = _cel.NewEnv(
     variables={"device": _cel.Type.DYN},
-    extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings()],
+    extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings(), ext_optional.ExtOptional()],
     functions=function_decls(),
 )
-
-
-def _compile(expression: str) -> Selector | CelError:
-    def error(message: str) -> CelError:
-        return CelError(expression, ErrorKind.COMPILE, message)
-
-    if len(expression) > MAX_EXPRESSION_LENGTH:
-        return error(f"expression is longer than {MAX_EXPRESSION_LENGTH} bytes")
-    # The text as written is compiled first, so that errors point into it; the rewritten text
-    # then compiles as surely.
-    try:
-        program = _ENV.compile(expression)
-        rewritten = default_domains(expression)
-        if rewritten != expression:
-            program = _ENV.compile(rewritten)
-    except RuntimeError as failure:
-        return error("compilation failed: " + _engine_message(str(failure)))
-    output = program.return_type().name()
-    if output not in ("BOOL", "DYN"):
-        return error(f"must evaluate to bool or the unknown type, not {output.lower()}")
-    return Selector(expression, program)
 
 
 def _evaluate(selector: Selector, activation: Any) -> bool | CelError:
@@ -283,30 +286,29 @@ def _engine_message(text: str) -> str:
 
 
 def _device_from_api(
-    cls: type[Device],
     driver: str,
     pool: str,
     generation: int | str,
     device: Mapping[str, Any],
-) -> Device | CelError:
+) -> Device:
     name = str(device.get("name", ""))
+    unusable = ""
     attributes: dict[str, AttributeValue] = {}
     for attr_name, attr in (device.get("attributes") or {}).items():
         value = _api_attribute(attr)
-        if value is None:
-            message = f"attribute {attr_name}: unsupported attribute value"
-            return CelError("", ErrorKind.RUNTIME, message)
-        if isinstance(value, CelError):
-            return CelError("", ErrorKind.RUNTIME, f"attribute {attr_name}: {value.message}")
-        attributes[attr_name] = value
+        if isinstance(value, _Unsupported):
+            unusable = unusable or f"attribute {attr_name}: {value.message}"
+        else:
+            attributes[attr_name] = value
     capacity: dict[str, Decimal] = {}
     for cap_name, cap in (device.get("capacity") or {}).items():
         amount = _parse_amount(cap.get("value") if isinstance(cap, Mapping) else None)
         if amount is None:
-            message = f"capacity {cap_name}: {cap!r} is not a quantity"
-            return CelError("", ErrorKind.RUNTIME, message)
-        capacity[cap_name] = amount
-    return cls(
+            # The API server refuses such a slice; a simulated one can still carry it.
+            unusable = unusable or f"capacity {cap_name}: {cap!r} is not a quantity"
+        else:
+            capacity[cap_name] = amount
+    return Device(
         driver=driver,
         pool=pool,
         name=name,
@@ -314,30 +316,38 @@ def _device_from_api(
         attributes=attributes,
         capacity=capacity,
         allow_multiple_allocations=bool(device.get("allowMultipleAllocations", False)),
+        unusable=unusable,
     )
 
 
-def _api_attribute(attr: object) -> AttributeValue | CelError | None:
+@dataclass(frozen=True, slots=True)
+class _Unsupported:
+    """Why an attribute has no value a selector can see, in kube-scheduler's words."""
+
+    message: str = "unsupported attribute value"
+
+
+def _api_attribute(attr: object) -> AttributeValue | _Unsupported:
     if not isinstance(attr, Mapping):
-        return None
-    readers: tuple[tuple[str, Callable[[Any], AttributeValue | CelError | None]], ...] = (
-        ("int", lambda v: v if isinstance(v, int) and not isinstance(v, bool) else None),
-        ("bool", lambda v: v if isinstance(v, bool) else None),
-        ("string", lambda v: v if isinstance(v, str) else None),
+        return _Unsupported()
+    readers: tuple[tuple[str, Callable[[Any], AttributeValue | _Unsupported]], ...] = (
+        ("int", lambda v: v if isinstance(v, int) and not isinstance(v, bool) else _Unsupported()),
+        ("bool", lambda v: v if isinstance(v, bool) else _Unsupported()),
+        ("string", lambda v: v if isinstance(v, str) else _Unsupported()),
         ("version", _api_version),
     )
-    for field, read in readers:
-        if attr.get(field) is not None:
-            return read(attr[field])
-    return None
+    for kind, read in readers:
+        if attr.get(kind) is not None:
+            return read(attr[kind])
+    return _Unsupported()
 
 
-def _api_version(text: object) -> Version | CelError | None:
+def _api_version(text: object) -> Version | _Unsupported:
     if not isinstance(text, str):
-        return None
+        return _Unsupported()
     version = Version.parse(text)
     if isinstance(version, str):
-        return CelError("", ErrorKind.RUNTIME, f"parse semantic version: {version}")
+        return _Unsupported(f"parse semantic version: {version}")
     return version
 
 

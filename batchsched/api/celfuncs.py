@@ -1,15 +1,17 @@
-"""Kubernetes' CEL quantity and semver libraries, for the engine of `batchsched.api.cel`.
+"""Kubernetes' CEL libraries the engine of `batchsched.api.cel` lacks: quantity, semver, lists.
 
 The engine takes no opaque types from Python, so a quantity travels through CEL as the map
 `{QUANTITY_TAG: "<exact decimal>"}` and a version as `{SEMVER_TAG: "<version>"}`. Both texts
 are canonical (equal values, equal text), so CEL's `==` on them is Kubernetes' `Equal`
 (`Quantity.Cmp == 0`; semver equality ignoring build metadata). Semantics follow
-k8s.io/apiserver/pkg/cel/library (quantity.go, semverlib.go) v0.36.2.
+k8s.io/apiserver/pkg/cel/library (quantity.go, semverlib.go, lists.go) v0.36.2, and cel-go's
+Sets extension.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +31,8 @@ QUANTITY_FORMAT_ERROR = (
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 )
 
+# The texts that pass that expression but whose suffix is unknown get another message.
+_QUANTITY_SHAPE = re.compile(r"[+-]?[0-9.]+[eEinumkKMGTP]*[-+]?[0-9]*")
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -48,6 +52,8 @@ def parse_signed_quantity(text: object) -> Decimal | str:
     try:
         value = parse_quantity(raw.lstrip("+-") if raw[:1] in "+-" else raw, where="quantity")
     except InvalidObject:
+        if _QUANTITY_SHAPE.fullmatch(raw):
+            return "unable to parse quantity's suffix"
         return QUANTITY_FORMAT_ERROR
     # Kubernetes keeps nano precision and rounds anything finer up (away from zero).
     nanos = (value * 10**9).to_integral_value(rounding="ROUND_CEILING")
@@ -244,6 +250,66 @@ def _compare(value: object, other: object) -> int:
     return _version(value).compare(_version(other))
 
 
+# -- Kubernetes' Lists library and cel-go's Sets extension -----------------------------------
+
+
+def _kind(value: object) -> str:
+    """CEL's type family of a plain value: numbers compare across int and double."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+def _comparable(items: list[Any], name: str) -> list[Any]:
+    kinds = {_kind(item) for item in items}
+    if len(kinds) > 1 or kinds & {"dict", "list"}:
+        raise CelFunctionError(f"no such overload: {name}")
+    return items
+
+
+def _is_sorted(items: list[Any]) -> bool:
+    _comparable(items, "isSorted")
+    return all(left <= right for left, right in itertools.pairwise(items))
+
+
+def _sum(items: list[Any]) -> Any:
+    if not items:
+        return 0
+    if {_kind(item) for item in items} != {"number"}:
+        raise CelFunctionError("no such overload: sum")
+    if {type(item) for item in items} == {int}:
+        return sum(items)
+    return float(sum(items))
+
+
+def _extreme(name: str, pick: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:
+    def extreme(items: list[Any]) -> Any:
+        if not items:
+            raise CelFunctionError(f"{name} called on empty list")
+        return pick(_comparable(items, name))
+
+    return extreme
+
+
+def _same(left: object, right: object) -> bool:
+    """CEL equality: `true` is not `1`, but `1` is `1.0`."""
+    return _kind(left) == _kind(right) and left == right
+
+
+def _contains_all(items: list[Any], wanted: list[Any]) -> bool:
+    return all(any(_same(item, want) for item in items) for want in wanted)
+
+
+def _equivalent(left: list[Any], right: list[Any]) -> bool:
+    return _contains_all(left, right) and _contains_all(right, left)
+
+
+def _intersects(left: list[Any], right: list[Any]) -> bool:
+    return any(_same(item, other) for item in left for other in right)
+
+
 def _greater(value: object, other: object) -> bool:
     return _compare(value, other) > 0
 
@@ -252,53 +318,76 @@ def _less(value: object, other: object) -> bool:
     return _compare(value, other) < 0
 
 
+@dataclass(frozen=True, slots=True)
+class Overload:
+    """One overload of a Kubernetes function: `Q` stands for a quantity or a version."""
+
+    function: str
+    id: str
+    result: str
+    params: tuple[str, ...]
+    member: bool
+    impl: Callable[..., Any]
+
+
+OVERLOADS = (
+    Overload("quantity", "string_to_quantity", "Q", ("string",), False, _quantity),
+    Overload("isQuantity", "is_quantity_string", "bool", ("string",), False, _is_quantity),
+    Overload("semver", "string_to_semver", "Q", ("string",), False, _semver),
+    Overload("semver", "string_bool_to_semver", "Q", ("string", "bool"), False, _semver),
+    Overload("isSemver", "is_semver_string", "bool", ("string",), False, _is_semver),
+    Overload("isSemver", "is_semver_string_bool", "bool", ("string", "bool"), False, _is_semver),
+    Overload("compareTo", "k8s_compare_to", "int", ("Q", "Q"), True, _compare),
+    Overload("isGreaterThan", "k8s_is_greater_than", "bool", ("Q", "Q"), True, _greater),
+    Overload("isLessThan", "k8s_is_less_than", "bool", ("Q", "Q"), True, _less),
+    Overload("sign", "quantity_sign", "int", ("Q",), False, _sign),
+    Overload("asInteger", "quantity_get_int", "int", ("Q",), True, _as_integer),
+    Overload("isInteger", "quantity_is_integer", "bool", ("Q",), True, _is_integer),
+    Overload(
+        "asApproximateFloat",
+        "quantity_get_float",
+        "double",
+        ("Q",),
+        True,
+        lambda q: float(_amount(q)),
+    ),
+    Overload("add", "quantity_add", "Q", ("Q", "Q"), True, lambda q, o: _plus(q, o, 1)),
+    Overload("add", "quantity_add_int", "Q", ("Q", "int"), True, lambda q, o: _plus(q, o, 1)),
+    Overload("sub", "quantity_sub", "Q", ("Q", "Q"), True, lambda q, o: _plus(q, o, -1)),
+    Overload("sub", "quantity_sub_int", "Q", ("Q", "int"), True, lambda q, o: _plus(q, o, -1)),
+    Overload("major", "semver_major", "int", ("Q",), True, lambda v: _version(v).major),
+    Overload("minor", "semver_minor", "int", ("Q",), True, lambda v: _version(v).minor),
+    Overload("patch", "semver_patch", "int", ("Q",), True, lambda v: _version(v).patch),
+    Overload("isSorted", "list_is_sorted", "bool", ("list",), True, _is_sorted),
+    Overload("sum", "list_sum", "dyn", ("list",), True, _sum),
+    Overload("min", "list_min", "dyn", ("list",), True, _extreme("min", min)),
+    Overload("max", "list_max", "dyn", ("list",), True, _extreme("max", max)),
+    Overload(
+        "sets.contains", "list_sets_contains_list", "bool", ("list", "list"), False, _contains_all
+    ),
+    Overload(
+        "sets.equivalent", "list_sets_equivalent_list", "bool", ("list", "list"), False, _equivalent
+    ),
+    Overload(
+        "sets.intersects", "list_sets_intersects_list", "bool", ("list", "list"), False, _intersects
+    ),
+)
+
+
 def function_decls() -> list[Any]:
-    """The declarations and implementations the engine's environment is built with."""
-    tagged = _cel.Type.Map(_cel.Type.STRING, _cel.Type.STRING)
-    string, boolean, integer = _cel.Type.STRING, _cel.Type.BOOL, _cel.Type.INT
-
-    def member(name: str, result: Any, params: list[Any], impl: Callable[..., Any]) -> Any:
-        return _cel.Overload(name, result, params, is_member=True, impl=impl)
-
-    def function(name: str, result: Any, params: list[Any], impl: Callable[..., Any]) -> Any:
-        return _cel.Overload(name, result, params, impl=impl)
-
-    overloads: dict[str, list[Any]] = {
-        "quantity": [function("string_to_quantity", tagged, [string], _quantity)],
-        "isQuantity": [function("is_quantity_string", boolean, [string], _is_quantity)],
-        "semver": [
-            function("string_to_semver", tagged, [string], _semver),
-            function("string_bool_to_semver", tagged, [string, boolean], _semver),
-        ],
-        "isSemver": [
-            function("is_semver_string", boolean, [string], _is_semver),
-            function("is_semver_string_bool", boolean, [string, boolean], _is_semver),
-        ],
-        "compareTo": [member("k8s_compare_to", integer, [tagged, tagged], _compare)],
-        "isGreaterThan": [
-            member(
-                "k8s_is_greater_than", boolean, [tagged, tagged], lambda a, b: _compare(a, b) > 0
-            )
-        ],
-        "isLessThan": [
-            member("k8s_is_less_than", boolean, [tagged, tagged], lambda a, b: _compare(a, b) < 0)
-        ],
-        "sign": [function("quantity_sign", integer, [tagged], _sign)],
-        "asInteger": [member("quantity_get_int", integer, [tagged], _as_integer)],
-        "isInteger": [member("quantity_is_integer", boolean, [tagged], _is_integer)],
-        "asApproximateFloat": [
-            member("quantity_get_float", _cel.Type.DOUBLE, [tagged], lambda q: float(_amount(q)))
-        ],
-        "add": [
-            member("quantity_add", tagged, [tagged, tagged], lambda q, o: _plus(q, o, 1)),
-            member("quantity_add_int", tagged, [tagged, integer], lambda q, o: _plus(q, o, 1)),
-        ],
-        "sub": [
-            member("quantity_sub", tagged, [tagged, tagged], lambda q, o: _plus(q, o, -1)),
-            member("quantity_sub_int", tagged, [tagged, integer], lambda q, o: _plus(q, o, -1)),
-        ],
-        "major": [member("semver_major", integer, [tagged], lambda v: _version(v).major)],
-        "minor": [member("semver_minor", integer, [tagged], lambda v: _version(v).minor)],
-        "patch": [member("semver_patch", integer, [tagged], lambda v: _version(v).patch)],
+    """The engine's declarations of OVERLOADS, with their implementations."""
+    types = {
+        "Q": _cel.Type.Map(_cel.Type.STRING, _cel.Type.STRING),
+        "string": _cel.Type.STRING,
+        "bool": _cel.Type.BOOL,
+        "int": _cel.Type.INT,
+        "double": _cel.Type.DOUBLE,
+        "list": _cel.Type.List(_cel.Type.DYN),
+        "dyn": _cel.Type.DYN,
     }
-    return [_cel.FunctionDecl(name, decls) for name, decls in overloads.items()]
+    by_function: dict[str, list[Any]] = {}
+    for o in OVERLOADS:
+        params = [types[p] for p in o.params]
+        overload = _cel.Overload(o.id, types[o.result], params, is_member=o.member, impl=o.impl)
+        by_function.setdefault(o.function, []).append(overload)
+    return [_cel.FunctionDecl(name, overloads) for name, overloads in by_function.items()]

@@ -3,7 +3,7 @@
 In DRA, `device.attributes[d]` and `device.capacity[d]` are maps whose lookup of a domain the
 device lacks yields an empty map, while `d in device.attributes` stays false (cel/compile.go,
 `newStringInterfaceMapWithDefault`). The engine's maps cannot do that, so each such lookup is
-rewritten into `cel.bind(k, d, k in M ? M[k] : {})` before compiling. The rewrite works on
+rewritten into `cel.bind(k, d, dyn(k in M ? M[k] : {}))` before compiling. The rewrite works on
 tokens: string literals and comments are never touched.
 """
 
@@ -62,7 +62,8 @@ def _rewrite(tokens: list[_Token]) -> str:
         whole = f"device.{target}"
         out.append(tokens[index].raw.removesuffix("device"))
         after = index + 3
-        if after < len(tokens) and tokens[after].text == "[":
+        # `M[?d]` asks for an optional: left to the engine.
+        if after + 1 < len(tokens) and tokens[after].text == "[" and tokens[after + 1].text != "?":
             close = _closing(tokens, after)
             if close is not None:
                 key = _rewrite(tokens[after + 1 : close])
@@ -85,7 +86,8 @@ def _rewrite(tokens: list[_Token]) -> str:
 
 
 def _defaulted(whole: str, key: str) -> str:
-    return f"cel.bind({_KEY}, {key}, {_KEY} in {whole} ? {whole}[{_KEY}] : {{}})"
+    # dyn(): the engine's checker types the conditional too narrowly for macros over it.
+    return f"cel.bind({_KEY}, {key}, dyn({_KEY} in {whole} ? {whole}[{_KEY}] : {{}}))"
 
 
 def _map_at(tokens: list[_Token], index: int) -> str | None:
