@@ -306,7 +306,8 @@ class DeviceClaims(CheckedFilter):
         for device in devices:
             self.usage.take(inventory, device, step)
             row = int(inventory.device_row[device])
-            if row >= 0:
+            # Counters are shared across the pool, which may reach other nodes too.
+            if row >= 0 and not inventory.consuming[device]:
                 self.version[row] += 1
             else:
                 self.shared_version += 1

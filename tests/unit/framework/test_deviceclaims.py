@@ -282,3 +282,60 @@ def test_a_claim_asking_for_consumable_capacity_is_refused_by_field() -> None:
         "0/1 nodes are available: claim default/c: ResourceClaim default/c.spec.devices."
         "requests[0].exactly.capacity (consumable capacity) is not supported yet."
     )
+
+
+def test_a_whole_gpu_blocks_its_partitions_through_shared_counters() -> None:
+    """Partitionable devices: the whole GPU and its two halves share one counter set."""
+
+    def kind(name: str, memory: str, of: str) -> dict[str, Any]:
+        return device(
+            name, attributes={"kind": {"string": of}}, consumes={"gpu-0": {"memory": memory}}
+        )
+
+    devices = resource_slice(
+        "n1-gpus",
+        driver=DRIVER,
+        pool="n1",
+        node_name="n1",
+        slice_count=2,
+        devices=[
+            kind("whole", "80Gi", "whole"),
+            kind("half-0", "40Gi", "half"),
+            kind("half-1", "40Gi", "half"),
+        ],
+    )
+    counters = resource_slice(
+        "n1-counters",
+        driver=DRIVER,
+        pool="n1",
+        slice_count=2,
+        counters={"gpu-0": {"memory": "80Gi"}},
+    )
+
+    def asking(of: str, name: str) -> dict[str, Any]:
+        selector = f"device.attributes['{DRIVER}'].kind == '{of}'"
+        return resource_claim(name, exactly("gpu", "gpu", selectors=[selector]))
+
+    objects = [
+        node("n1"),
+        devices,
+        counters,
+        GPU_CLASS,
+        asking("whole", "w"),
+        asking("half", "h"),
+        claimed("first", "w", created=1),
+        claimed("second", "h", created=2),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/first": "n1"}
+    assert decisions.pending["default/second"] == (
+        "0/1 nodes are available: 1 cannot allocate all claims."
+    )
+    # And the other way round: a half taken first leaves no room for the whole.
+    objects[-2]["metadata"]["creationTimestamp"], objects[-1]["metadata"]["creationTimestamp"] = (
+        objects[-1]["metadata"]["creationTimestamp"],
+        objects[-2]["metadata"]["creationTimestamp"],
+    )
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/second": "n1"}
+    assert allocated_devices(decisions) == {"default/h": [f"{DRIVER}/n1/half-0"]}
