@@ -86,3 +86,40 @@ def test_explain_names_the_selector_no_device_meets(capsys: pytest.CaptureFixtur
     assert code == 0
     assert "request gpu: selector #0 (device.attributes['gpu.nvidia.com']" in out
     assert "cudaComputeCapability.compareTo(semver('10.0.0')) >= 0)" in out
+
+
+def test_explain_names_the_constraint_no_node_meets(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = (
+        NODE_AND_GPUS.replace(
+            "devices: [{name: gpu-0}, {name: gpu-1}]",
+            "devices: [{name: gpu-0, attributes: {numa: {int: 0}}}, "
+            "{name: gpu-1, attributes: {numa: {int: 1}}}]",
+        )
+        + """---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: same-numa}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: gpu, count: 2}}]
+    constraints: [{matchAttribute: gpu.example.com/numa}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: numa}
+spec:
+  schedulerName: batch-scheduler
+  containers: [{name: main}]
+  resourceClaims: [{name: gpus, resourceClaimName: same-numa}]
+"""
+    )
+    path = tmp_path / "input.yaml"
+    path.write_text(text)
+    assert main(["explain", "-f", str(path), "pod/numa"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "cause: claim default/same-numa: constraint #0 (matchAttribute gpu.example.com/numa) "
+        "cannot hold with the devices free on any node (closest: node n1)"
+    ) in out
