@@ -25,6 +25,7 @@ import numpy as np
 
 from batchsched.api.dra import (
     ALL,
+    MAX_CONSUMERS,
     AllocatedDevice,
     DeviceClass,
     DeviceRequest,
@@ -289,6 +290,9 @@ class DeviceClaims(CheckedFilter):
                 return f"ResourceClaim {key} was not created for Pod {pod.key} (Pod is not owner)"
             keys.append(key)
             if claim.allocation is not None:
+                full = len(claim.reserved_for) >= MAX_CONSUMERS
+                if full and pod.uid not in claim.reserved_for:
+                    return "resourceclaim in use"
                 continue
             labels = self.namespace_labels.get(pod.namespace, {})
             found = resolve_claim(

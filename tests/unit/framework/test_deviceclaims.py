@@ -339,3 +339,12 @@ def test_a_whole_gpu_blocks_its_partitions_through_shared_counters() -> None:
     decisions = decide(objects)
     assert placements(decisions) == {"default/second": "n1"}
     assert allocated_devices(decisions) == {"default/h": [f"{DRIVER}/n1/half-0"]}
+
+
+def test_a_claim_reserved_for_as_many_pods_as_it_may_is_in_use() -> None:
+    status = _allocated_on("n1", "gpu-0", "user-0")
+    status["reservedFor"] = [
+        {"resource": "pods", "name": f"user-{i}", "uid": f"user-{i}"} for i in range(256)
+    ]
+    decisions = _with_plain(GPU_CLASS, gpu_claim("full", status=status), claimed("p", "full"))
+    assert decisions.pending["default/p"] == "0/1 nodes are available: resourceclaim in use."
