@@ -3,6 +3,7 @@ shared claims followed, victims' devices freed, bad input named (CEL by api/cel.
 
 from typing import Any
 
+from batchsched.api.selectors import Requirement
 from batchsched.model.decisions import Decisions
 
 from tests.support.objects import (
@@ -94,6 +95,9 @@ def test_two_pods_sharing_a_claim_by_name_follow_its_one_allocation() -> None:
     decisions = decide(objects)
     assert placements(decisions) == {"default/a": "n1", "default/b": "n1"}
     assert allocated_devices(decisions) == {"default/pair": [f"{DRIVER}/n1/gpu-0"]}
+    # A node-local device's allocation is usable on its node alone, named by field.
+    (allocation,) = decisions.bindings[0].devices
+    assert allocation.terms == ((Requirement("metadata.name", "In", ("n1",), field=True),),)
 
 
 def _allocated_on(node_name: str, device_name: str, reserved: str) -> dict[str, Any]:

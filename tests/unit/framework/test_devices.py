@@ -62,6 +62,7 @@ EXPRESSIONS: dict[str, Callable[[Device], bool]] = {
     'device.capacity["driver-a"].memory.compareTo(quantity("1Gi")) >= 0': _memory_at_least(1),
     'device.capacity["driver-a"].memory.compareTo(quantity("2Gi")) >= 0': _memory_at_least(2),
     'device.capacity["driver-a"].memory.compareTo(quantity("4Gi")) >= 0': _memory_at_least(4),
+    'device.capacity["driver-a"].memory.compareTo(quantity("6Gi")) >= 0': _memory_at_least(6),
     'device.capacity["driver-a"].memory.compareTo(quantity("8Gi")) >= 0': _memory_at_least(8),
     'device.attributes["driver-a"].missing': _fails,
 }
@@ -552,3 +553,37 @@ def test_max_number_devices(count: int) -> None:
     slices = [_slice(devices)]
     found = allocate([claim0(req0(mode="All"))], slices)
     assert isinstance(found, list) and len(found[0]) == count
+
+
+def test_partitionable_devices_per_device_node_selection_nodename() -> None:
+    def partition(name: str, memory: str, node_name: str) -> dict[str, Any]:
+        found = device(
+            name, capacity={"memory": memory}, consumes={"counter-set-1": {"memory": memory}}
+        )
+        return {**found, "nodeName": node_name}
+
+    per_device = resource_slice("slice-1", driver=DRIVER_A, pool="pool-1", slice_count=2)
+    per_device["spec"].pop("allNodes")
+    per_device["spec"]["perDeviceNodeSelection"] = True
+    per_device["spec"]["devices"] = [
+        partition("device-1", "4Gi", "node-1"),
+        partition("device-2", "6Gi", "node-2"),
+    ]
+    counters = resource_slice(
+        "slice-2",
+        driver=DRIVER_A,
+        pool="pool-1",
+        slice_count=2,
+        counters={"counter-set-1": {"memory": "18Gi"}},
+    )
+    claim = claim0(
+        first_available(
+            "req-0",
+            exactly("subreq-0", "class-a", selectors=[_at_least(6)]),
+            exactly("subreq-1", "class-a", selectors=[_at_least(4)]),
+        )
+    )
+    nodes = [node("node-1"), node("node-2")]
+    assert allocate([claim], [per_device, counters], nodes=nodes) == [
+        [("req-0/subreq-1", "driver-a/pool-1/device-1")]
+    ]
