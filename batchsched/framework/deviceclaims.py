@@ -334,10 +334,12 @@ class DeviceClaims(CheckedFilter):
         pending = [p for p in resolved.pending if p.claim.key not in self.held]
         if not pending:
             return
-        try:
-            chosen = self.allocator.allocate(pending, row)
-        except AllocationError:
-            chosen = None
+        chosen = self._first_fit(pending[0], row) if self._counted_exactly(tuple(pending)) else None
+        if chosen is None:
+            try:
+                chosen = self.allocator.allocate(pending, row)
+            except AllocationError:
+                chosen = None
         if chosen is None:
             # Only room held for a nomination is taken without asking the filters; the
             # pod is placed afresh (and its claims allocated) when it is bound.
@@ -356,6 +358,17 @@ class DeviceClaims(CheckedFilter):
                 DeviceAllocation(claim.claim.namespace, claim.claim.name, allocation, terms)
             )
         self.allocated[task.key] = tuple(made)
+
+    def _first_fit(self, claim: Pending, row: int) -> list[list[tuple[str, int]]] | None:
+        """What the search picks for a lone ExactCount request over plain devices: the
+        first free ones on the node, in search order (nothing to backtrack over)."""
+        ((alternative, picked, _),) = claim.requests[0].alternatives
+        inventory = self.inventory
+        free = picked & inventory.usable & ~inventory.blocked(alternative) & ~self.usage.taken
+        found = [d for d in inventory.on_node(row) if free[d]][: alternative.count]
+        if len(found) < alternative.count:
+            return None
+        return [[(alternative.name, d) for d in found]]
 
     def _usable_where(self, devices: list[int]) -> BoolArray:
         """The nodes that reach every one of the devices."""
