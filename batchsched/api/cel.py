@@ -116,6 +116,10 @@ class Selector:
         self.expression = expression
         self._program = program
 
+    def __reduce__(self) -> tuple[Callable[[str], Selector | CelError], tuple[str]]:
+        # The engine's program does not pickle; its text compiles to it again.
+        return (compile_selector, (self.expression,))
+
     def matches(self, device: Device) -> bool | CelError:
         """True or False, or the runtime error (missing attribute, wrong type...)."""
         if device.unusable:
@@ -194,6 +198,36 @@ class SelectorCache:
     def forget(self, key: tuple[str, str, str]) -> None:
         """Drop a device that is gone (its slice deleted)."""
         self._results.pop(key, None)
+
+    def update(self, other: SelectorCache) -> None:
+        """Take the results another cache holds (a session run in a child process).
+
+        Where the two hold different generations of a device, the other's are kept: either
+        way a result answers only for its own generation.
+        """
+        for key, theirs in other._results.items():
+            mine = self._results.get(key)
+            if mine is None or mine.generation != theirs.generation:
+                self._results[key] = mine = _DeviceResults(theirs.generation)
+            mine.results.update(theirs.results)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Results travel; the engine's devices are rebuilt where they are needed.
+        results = {
+            key: _DeviceResults(r.generation, dict(r.results)) for key, r in self._results.items()
+        }
+        return {
+            "compiled": self._compiled,
+            "results": results,
+            "hits": self.hits,
+            "misses": self.misses,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._compiled = state["compiled"]
+        self._results = state["results"]
+        self.hits = state["hits"]
+        self.misses = state["misses"]
 
 
 @dataclass(slots=True)

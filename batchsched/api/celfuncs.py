@@ -47,10 +47,13 @@ def parse_signed_quantity(text: object) -> Decimal | str:
     """The exact value of a quantity text, negative ones included, or the error message."""
     if isinstance(text, bool) or not isinstance(text, str | int):
         return QUANTITY_FORMAT_ERROR
-    raw = str(text).strip()
+    raw = str(text)
     negative = raw.startswith("-")
+    # Kubernetes takes no spaces around a quantity, which parse_quantity forgives.
+    if raw != raw.strip():
+        return QUANTITY_FORMAT_ERROR
     try:
-        value = parse_quantity(raw.lstrip("+-") if raw[:1] in "+-" else raw, where="quantity")
+        value = parse_quantity(raw[1:] if raw[:1] in "+-" else raw, where="quantity")
     except InvalidObject:
         if _QUANTITY_SHAPE.fullmatch(raw):
             return "unable to parse quantity's suffix"

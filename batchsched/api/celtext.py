@@ -3,8 +3,9 @@
 In DRA, `device.attributes[d]` and `device.capacity[d]` are maps whose lookup of a domain the
 device lacks yields an empty map, while `d in device.attributes` stays false (cel/compile.go,
 `newStringInterfaceMapWithDefault`). The engine's maps cannot do that, so each such lookup is
-rewritten into `cel.bind(k, d, dyn(k in M ? M[k] : {}))` before compiling. The rewrite works on
-tokens: string literals and comments are never touched.
+rewritten into `cel.bind(k, d, dyn(k in M ? M[k] : {}))` before compiling, and a presence test
+of a domain, which that map always passes, into `true`. The rewrite works on tokens: string
+literals and comments are never touched.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ def _rewrite(tokens: list[_Token]) -> str:
     out: list[str] = []
     index = 0
     while index < len(tokens):
+        if _domain_presence(tokens, index):
+            out.append(tokens[index].raw.removesuffix("has") + "true")
+            index += 8
+            continue
         target = _map_at(tokens, index)
         if target is None:
             out.append(tokens[index].raw)
@@ -75,7 +80,6 @@ def _rewrite(tokens: list[_Token]) -> str:
             and tokens[after].text == "."
             and tokens[after + 1].kind == "ident"
             and not _is_call(tokens, after + 2)
-            and not _inside_has(tokens, index, after + 2)
         ):
             out.append(_defaulted(whole, f'"{tokens[after + 1].text}"'))
             index = after + 2
@@ -119,12 +123,19 @@ def _closing(tokens: list[_Token], opening: int) -> int | None:
     return None
 
 
-def _inside_has(tokens: list[_Token], start: int, end: int) -> bool:
-    """`has(device.attributes.d)` asks whether the domain is there: left to the engine."""
+def _domain_presence(tokens: list[_Token], index: int) -> bool:
+    """`has(device.attributes.d)`: true for every `d` in DRA, whose map finds every domain.
+
+    cel-go's presence test asks the map's Find (interpreter/attributes.go, refQualify), which
+    DRA's map answers for any domain with the empty map.
+    """
     return (
-        start >= 2
-        and tokens[start - 1].text == "("
-        and tokens[start - 2].text == "has"
-        and end < len(tokens)
-        and tokens[end].text == ")"
+        index + 7 < len(tokens)
+        and tokens[index].text == "has"
+        and (index == 0 or tokens[index - 1].text != ".")
+        and tokens[index + 1].text == "("
+        and _map_at(tokens, index + 2) is not None
+        and tokens[index + 5].text == "."
+        and tokens[index + 6].kind == "ident"
+        and tokens[index + 7].text == ")"
     )
