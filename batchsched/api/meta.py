@@ -40,6 +40,8 @@ CLUSTER_SCOPED = frozenset(
         "StorageClass",
         "CSINode",
         "CSIDriver",
+        "ResourceSlice",
+        "DeviceClass",
     }
 )
 

@@ -30,6 +30,17 @@ PREFER_NO_SCHEDULE = "PreferNoSchedule"
 
 
 @dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One of a pod's spec.resourceClaims: `claim` is the ResourceClaim's name (for a
+    template's, as pod.status.resourceClaimStatuses records it; "" until the resource-claim
+    controller has made it, None when it decided none is needed)."""
+
+    name: str
+    claim: str | None
+    template: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Taint:
     key: str
     value: str
@@ -192,6 +203,8 @@ class Task:
     spread: tuple[SpreadConstraint, ...] = ()
     # The PersistentVolumeClaims it mounts, in the pod's namespace.
     claims: tuple[PodClaim, ...] = ()
+    # Its spec.resourceClaims, each with the ResourceClaim it resolves to.
+    resource_claims: tuple[PodResourceClaim, ...] = ()
     # Why no node will do whatever the cluster holds: a scheduling gate, or a constraint
     # the core does not honour yet (api/unsupported.py).
     blocked: str | None = None

@@ -5,6 +5,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from batchsched.api.dra import pod_resource_claims
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, check_gpu_request, parse_gpu_index
 from batchsched.api.meta import (
@@ -25,6 +26,7 @@ from batchsched.api.objects import (
     Constraints,
     GroupRef,
     PodPhase,
+    PodResourceClaim,
     PreferredTerm,
     QueueName,
     Task,
@@ -39,7 +41,6 @@ from batchsched.api.selectors import node_selector_term
 from batchsched.api.topologyspread import Spread, label_keys, spread_constraints
 from batchsched.api.unsupported import (
     NODE_BOUND_VOLUMES,
-    UNSUPPORTED_SPEC_FIELDS,
     spec_blocker,
     volume_blocker,
 )
@@ -103,7 +104,6 @@ SHAPE_FIELDS = (
     "resources",
     "hostNetwork",
     "schedulingGates",
-    *UNSUPPORTED_SPEC_FIELDS,
 )
 
 
@@ -152,6 +152,10 @@ POD_READS = reads(
         for field in CONTAINER_FIELDS
     ),
     *(f"spec.volumes[].{field}" for field in POD_VOLUME_FIELDS),
+    "spec.resourceClaims[].name",
+    "spec.resourceClaims[].resourceClaimName",
+    "spec.resourceClaims[].resourceClaimTemplateName",
+    "status.resourceClaimStatuses",
     "status.phase",
     "status.nominatedNodeName",
     "status.startTime",
@@ -274,9 +278,14 @@ def task_from_pod(
         )
     if spread:
         fit_key, shape_key = fit_key or shape_key, (*shape_key, spread)
-    # Claims are checked afresh at each choice too: a volume one pod takes is gone for all.
+    # Claims are checked afresh at each choice too: a volume or a device one pod takes
+    # is gone for all.
     if claims:
         fit_key, shape_key = fit_key or shape_key, (*shape_key, claims)
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    if spec.get("resourceClaims"):
+        resource_claims = pod_resource_claims(spec, status, where=where)
+        fit_key, shape_key = fit_key or shape_key, (*shape_key, resource_claims)
     deadline = spec.get("activeDeadlineSeconds")
     if deadline is not None:
         deadline = whole_number(deadline, where=f"{where}.spec.activeDeadlineSeconds", minimum=1)
@@ -317,6 +326,7 @@ def task_from_pod(
         affinity=affinity,
         spread=spread,
         claims=claims,
+        resource_claims=resource_claims,
         blocked=blocked,
         shape_key=shape_key,
         fit_key=fit_key,

@@ -97,6 +97,12 @@ def queue_from_object(obj: Obj, *, volcano: bool = False) -> Queue:
         guarantee_spec.get("resource"), where=f"{where}.spec.guarantee.resource"
     )
     deserved = parse_resource_list(spec.get("deserved"), where=f"{where}.spec.deserved")
+    for field, amounts in (
+        ("capability", capability),
+        ("guarantee.resource", guarantee),
+        ("deserved", deserved),
+    ):
+        _refuse_device_classes(amounts, where=f"{where}.spec.{field}")
     # Volcano's order: guarantee <= deserved <= capability, each where both are set.
     _at_most(guarantee, "guarantee.resource", capability, "capability", where=where)
     _at_most(guarantee, "guarantee.resource", deserved, "deserved", where=where)
@@ -182,6 +188,22 @@ def _refuse_unknown(spec: Obj, known: tuple[str, ...], *, where: str) -> None:
         if key not in known:
             raise InvalidObject(
                 f"{where}.{key} is not supported; the keys read are {', '.join(known)}"
+            )
+
+
+# Volcano's capacity plugin counts DRA devices per DeviceClass under these names
+# (`deviceclass/<class>`, and `<dimension>.deviceclass/<class>` for consumable capacity).
+DEVICE_CLASS_QUOTA = "deviceclass/"
+
+
+def _refuse_device_classes(amounts: ResourceList, *, where: str) -> None:
+    """Devices are allocated but not yet counted against queues: a queue bounding them
+    is refused rather than left unbounded."""
+    for name in amounts:
+        if name.startswith(DEVICE_CLASS_QUOTA) or f".{DEVICE_CLASS_QUOTA}" in name:
+            raise InvalidObject(
+                f"{where}[{name}]: queue quotas of DRA devices per DeviceClass are not "
+                "supported yet"
             )
 
 

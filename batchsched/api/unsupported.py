@@ -13,8 +13,6 @@ from batchsched.api.meta import mapping, sequence
 GATED_REASON = "SchedulingGated"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
-# Spec fields the core ignores, each checked only when it holds something.
-UNSUPPORTED_SPEC_FIELDS = ("resourceClaims",)
 # In-tree disk sources, which kube-scheduler keeps apart (VolumeRestrictions) and counts
 # against CSI attach limits by translating them to their CSI drivers. Claims are
 # honoured (plugins/volumefilters.py); inline CSI volumes constrain no node.
@@ -37,9 +35,6 @@ def spec_blocker(spec: Mapping[str, object], *, where: str) -> str | None:
     """
     if sequence(spec.get("schedulingGates"), where=f"{where}.spec.schedulingGates"):
         return GATED_MESSAGE
-    for name in UNSUPPORTED_SPEC_FIELDS:
-        if spec.get(name):
-            return not_supported(f"spec.{name}")
     return None
 
 

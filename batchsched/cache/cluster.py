@@ -11,6 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchsched.api.budgets import DisruptionBudget, budget_from_object
+from batchsched.api.dra import (
+    ClaimSpec,
+    DeviceClass,
+    ResourceClaim,
+    ResourceSlice,
+    class_from_object,
+    resource_claim_from_object,
+    slice_from_object,
+    template_from_object,
+)
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import OUR_API, POD_GROUP_APIS, pod_group_from_object
 from batchsched.api.meta import Obj, describe, name_of, namespace_of
@@ -46,6 +56,8 @@ STORAGE_KINDS = (
     "CSIDriver",
     "CSIStorageCapacity",
 )
+# Dynamic Resource Allocation (resource.k8s.io/v1).
+DEVICE_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
 KINDS = (
     "Node",
     "Pod",
@@ -56,6 +68,7 @@ KINDS = (
     "PodDisruptionBudget",
     "Workload",
     *STORAGE_KINDS,
+    *DEVICE_KINDS,
 )
 NAMESPACED_KINDS = (
     "Pod",
@@ -64,6 +77,8 @@ NAMESPACED_KINDS = (
     "PodDisruptionBudget",
     "PersistentVolumeClaim",
     "CSIStorageCapacity",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
 )
 # Which of a name's PodGroups pods see: the one whose API comes first (ours).
 _API_RANK = {api: rank for rank, api in enumerate(POD_GROUP_APIS)}
@@ -102,6 +117,8 @@ class Changes:
     namespaces: set[str] = field(default_factory=set)
     # A queue or priority class changed: every job may read one.
     everything: bool = False
+    # A ResourceSlice, DeviceClass or ResourceClaim changed: devices may have been freed.
+    devices: bool = False
 
 
 # Kinds whose change may reach every job: their queues and priorities.
@@ -109,7 +126,11 @@ CONTEXT_KINDS = ("Queue", "PriorityClass")
 
 
 class ClusterCache:
-    def __init__(self) -> None:
+    def __init__(self, *, devices_read: bool = True) -> None:
+        # Whether ResourceSlices, DeviceClasses and ResourceClaims reach the cache (the
+        # simulator's input); the operator does not watch them, nor write allocations,
+        # yet: there pods with resource claims wait, saying so.
+        self.devices_read = devices_read
         self.nodes: dict[str, Node] = {}
         self.tasks: dict[str, Task] = {}
         self.pod_groups: dict[str, PodGroup] = {}
@@ -124,6 +145,13 @@ class ClusterCache:
         self.csi_nodes: dict[str, CsiNode] = {}
         self.csi_drivers: dict[str, CsiDriver] = {}
         self.storage_capacities: dict[str, StorageCapacity] = {}
+        # What pods' resource claims need: claims and templates by "ns/name", the rest
+        # by name; objects that could not be parsed as "Kind key" -> why.
+        self.resource_slices: dict[str, ResourceSlice] = {}
+        self.device_classes: dict[str, DeviceClass] = {}
+        self.resource_claims: dict[str, ResourceClaim] = {}
+        self.claim_templates: dict[str, ClaimSpec] = {}
+        self.rejected_devices: dict[str, str] = {}
         # By "ns/name": which pods preemption should spare (api/budgets.py).
         self.budgets: dict[str, DisruptionBudget] = {}
         # Kubernetes' Workloads by "ns/name", for display only (api/nativegroups.py).
@@ -202,12 +230,18 @@ class ClusterCache:
                 self.storage_capacities,
                 lambda: storage_capacity_from_object(obj),
             ),
+            "ResourceSlice": (self.resource_slices, lambda: slice_from_object(obj)),
+            "DeviceClass": (self.device_classes, lambda: class_from_object(obj)),
+            "ResourceClaim": (self.resource_claims, lambda: resource_claim_from_object(obj)),
+            "ResourceClaimTemplate": (self.claim_templates, lambda: template_from_object(obj)),
         }
         store, parse = handlers[kind]
         if kind == "Pod":
             self.rejected_pods.pop(key, None)
         elif kind in STORAGE_KINDS:
             self.rejected_storage.pop(f"{kind} {key}", None)
+        elif kind in DEVICE_KINDS:
+            self.rejected_devices.pop(f"{kind} {key}", None)
         if deleted:
             store.pop(key, None)
             self.assumed.pop(key, None)
@@ -225,6 +259,8 @@ class ClusterCache:
                 self.rejected_pods[key] = (str(scheduler or "default-scheduler"), str(error))
             elif kind in STORAGE_KINDS:
                 self.rejected_storage[f"{kind} {key}"] = str(error)
+            elif kind in DEVICE_KINDS:
+                self.rejected_devices[f"{kind} {key}"] = str(error)
             raise
 
     def _context(self, kind: str, key: str) -> object:
@@ -247,6 +283,8 @@ class ClusterCache:
             changes.pods.add(key)
         elif kind == "PodGroup":
             changes.groups.add(key)
+        elif kind in DEVICE_KINDS:
+            changes.devices = True
         elif self._context(kind, key) == before:
             return
         elif kind == "Namespace":

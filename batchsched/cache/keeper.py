@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from batchsched.api.dra import Devices
 from batchsched.api.gpu import GPU_MILLI, GpuDemand, gpu_demand
 from batchsched.api.objects import Node, PodGroup, Task
 from batchsched.api.resources import BASE_RESOURCES, GPU, ResourceList
@@ -188,7 +189,7 @@ class _State:
             self._name_group(key, groups.get(key))
         dirty |= {key for key, job in self.jobs.items() if job.namespace in changes.namespaces}
         # Room freed, and pods newly on nodes (_wake says why these).
-        freed = changes.nodes
+        freed = changes.nodes or changes.devices
         arrived: list[_Counted] = []
         for key in changes.pods:
             counted = self.counted.pop(key, None)
@@ -294,6 +295,14 @@ class _State:
             ),
             priority_classes=dict(cache.priority_classes),
             budgets=list(cache.budgets.values()),
+            devices=Devices(
+                slices=dict(cache.resource_slices),
+                classes=dict(cache.device_classes),
+                claims=dict(cache.resource_claims),
+                templates=dict(cache.claim_templates),
+                rejected=dict(cache.rejected_devices),
+                read=cache.devices_read,
+            ),
         )
 
     def _move_rows(self, before: list[Node]) -> set[str]:

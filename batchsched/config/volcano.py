@@ -74,14 +74,17 @@ TOPOLOGY_WHY = (
     "batchsched reads no HyperNodes, and a PodGroup stating spec.networkTopology is refused"
 )
 # Arguments of Volcano's plugins and actions that change nothing here, and why.
-CLAIMS_WAIT = "pods with spec.resourceClaims wait, saying claims are not supported"
+CLAIMS_ALLOCATED = "pods' resource claims are allocated as kube-scheduler allocates them"
+DEVICES_UNCOUNTED = (
+    "devices are not counted against queues yet: a Queue stating a deviceclass/ quantity is refused"
+)
 PLUGIN_ARGUMENTS = {
     "predicates": {
-        "predicate.DynamicResourceAllocationEnable": f"{CLAIMS_WAIT}, whatever the flag"
+        "predicate.DynamicResourceAllocationEnable": f"{CLAIMS_ALLOCATED}, whatever the flag"
     },
     "capacity": {
-        "capacity.DynamicResourceAllocationEnable": f"{CLAIMS_WAIT}, so no queue holds devices",
-        "capacity.DRAConsumableCapacityEnable": f"{CLAIMS_WAIT}, so no queue holds devices",
+        "capacity.DynamicResourceAllocationEnable": DEVICES_UNCOUNTED,
+        "capacity.DRAConsumableCapacityEnable": DEVICES_UNCOUNTED,
     },
 }
 ACTION_ARGUMENTS = {

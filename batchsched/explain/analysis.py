@@ -21,6 +21,7 @@ from batchsched.explain.remedies import Finding, some
 from batchsched.explain.scores import NodeScore, scores_of
 from batchsched.explain.session import Ran, Refusal
 from batchsched.explain.target import Target
+from batchsched.framework.deviceclaims import Diagnosis
 from batchsched.framework.reservations import Reservations
 from batchsched.framework.statement import Statement
 from batchsched.model.decisions import ClaimBinding
@@ -310,7 +311,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
             f"node(s) {some(names)}",
             f"it binds {waiting}; nothing without a deadline is placed in that room meanwhile",
         )
-    found = remedies.constraints(ran, task)
+    found = remedies.constraints(ran, task) or _devices(ran, task)
     if found is not None:
         return found
     if seen.refusals and all(r.filter == Reservations.name for r in seen.refusals):
@@ -326,6 +327,14 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
         return _unreclaimable(ran, job, task) or found
     message = (reason or session.explain(task)).message
     return message, "see the refusals below: each names the filter and how many nodes"
+
+
+def _devices(ran: Ran, task: TaskInfo) -> Finding | None:
+    """The request, selector or constraint of its resource claims no node meets."""
+    claims = ran.session.device_claims
+    if claims is None:
+        return None
+    return Diagnosis(claims, [node.name for node in ran.snapshot.nodes]).of(task)
 
 
 def _volume_binding(ran: Ran, claims: list[ClaimBinding]) -> Finding | None:

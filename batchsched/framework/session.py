@@ -14,12 +14,20 @@ import numpy as np
 
 from batchsched.api.objects import Constraints, Task
 from batchsched.api.unsupported import GATED_MESSAGE
+from batchsched.framework.deviceclaims import DeviceClaims
+from batchsched.framework.devices import INVENTORIES, SelectorMatcher, default_selectors
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import Explained, Hook, NodeFilter, NodeScorer, Opening
 from batchsched.framework.reservations import Reservations
 from batchsched.framework.victims import Victims, build_victims
 from batchsched.model.arrays import BoolArray, IntArray
-from batchsched.model.decisions import Binding, ClaimBinding, Decisions, Unplaced
+from batchsched.model.decisions import (
+    Binding,
+    ClaimBinding,
+    Decisions,
+    DeviceAllocation,
+    Unplaced,
+)
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 
@@ -128,6 +136,7 @@ class Session:
         timings: Timings | None = None,
         on_commit: CommitHandler | None = None,
         evict_other_schedulers: bool = False,
+        selectors: SelectorMatcher | None = None,
     ) -> None:
         self.snapshot = snapshot
         # Which plugin the callbacks registered now belong to (framework/plugin.Hook).
@@ -246,6 +255,31 @@ class Session:
                 self.timings.plugins[plugin.name] = time.perf_counter() - started
         opening.plugin = SESSION
         self.filters.append(self.gpu)
+        # Resource claims, which no configuration may leave out either.
+        self.device_claims: DeviceClaims | None = None
+        if DeviceClaims.needed(self.placing):
+            self._open_device_claims(selectors or default_selectors())
+
+    def _open_device_claims(self, selectors: SelectorMatcher) -> None:
+        snapshot = self.snapshot
+        slices = list(snapshot.devices.slices.values())
+        inventory = INVENTORIES.get(slices, snapshot.nodes, selectors)
+        claims = self.device_claims = DeviceClaims(
+            devices=snapshot.devices,
+            inventory=inventory,
+            placed=snapshot.placed,
+            namespace_labels=snapshot.namespace_labels,
+            unavailable=self.unavailable,
+        )
+        self.blockers.append(claims.blocker)
+        self.fresh_filters.append(claims)
+        self.on_allocate.append(claims.allocated_to)
+        self.on_deallocate.append(claims.released_by)
+
+    def device_allocations(self, task: TaskInfo) -> tuple[DeviceAllocation, ...]:
+        """The ResourceClaims allocated where the task was placed."""
+        claims = self.device_claims
+        return () if claims is None else claims.allocated.get(task.key, ())
 
     def _everywhere(self, _: Constraints) -> BoolArray:
         return np.ones(self.node_count, dtype=np.bool_)

@@ -57,6 +57,7 @@ class Statement:
                 job=self.job.key,
                 gpu_index=session.gpu.placed.get(task.key, ()),
                 claims=session.claim_bindings.get(task.key, ()),
+                devices=session.device_allocations(task),
             )
             for task, node in self.placed
         ]

@@ -4,6 +4,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
+from batchsched.api.dra import AllocatedDevice, NodeTerms
 from batchsched.api.objects import GroupPhase
 from batchsched.api.resources import ResourceList
 from batchsched.model.reasons import Reason
@@ -43,6 +44,22 @@ class ClaimBinding(_PickledAsFields):
         return f"{self.namespace}/{self.claim}"
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceAllocation(_PickledAsFields):
+    """A ResourceClaim allocated where its pod is bound: its status.allocation results,
+    written before the pod is bound, as kube-scheduler's DynamicResources does in PreBind."""
+
+    namespace: str
+    claim: str
+    devices: tuple[AllocatedDevice, ...]
+    # status.allocation.nodeSelector: where the devices can be used; None: everywhere.
+    terms: NodeTerms | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.claim}"
+
+
 @dataclass(slots=True)
 class Binding(_PickledAsFields):
     namespace: str
@@ -54,6 +71,8 @@ class Binding(_PickledAsFields):
     gpu_index: tuple[int, ...] = ()
     # The pod's claims still to be bound; the shell settles them before binding the pod.
     claims: tuple[ClaimBinding, ...] = ()
+    # The ResourceClaims the session allocated for it (claims allocated already aside).
+    devices: tuple[DeviceAllocation, ...] = ()
 
     @property
     def key(self) -> str:

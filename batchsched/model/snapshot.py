@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from batchsched.api.budgets import DisruptionBudget
+from batchsched.api.dra import Devices
 from batchsched.api.gpu import NO_GPU, GpuDemand
 from batchsched.api.objects import GroupPhase, Node, PodGroup, PriorityClass, Queue, Task
 from batchsched.api.resources import PODS, ResourceList
@@ -149,6 +150,8 @@ class Snapshot:
     score_extra: IntArray | None = None
     # Claims, volumes, storage classes and CSI nodes, for pods that mount claims.
     storage: Storage = field(default_factory=Storage)
+    # ResourceSlices, DeviceClasses and ResourceClaims, for pods with resource claims.
+    devices: Devices = field(default_factory=Devices)
     # What preemption reads of the pods it may evict: their priorities and budgets.
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     budgets: list[DisruptionBudget] = field(default_factory=list)

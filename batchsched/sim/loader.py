@@ -11,6 +11,7 @@ from batchsched.api.errors import InvalidObject, UnreadableInput
 from batchsched.api.meta import describe, name_of, namespace_of
 from batchsched.api.yamlload import load_all
 from batchsched.cache.cluster import KINDS
+from batchsched.sim.claims import template_claims
 from batchsched.sim.workloads import IMPLIED_LABEL, WORKLOAD_KINDS, ephemeral_claims, expand
 
 
@@ -36,7 +37,32 @@ def load_files(paths: Iterable[str]) -> LoadedInput:
             _add(loaded, document, where=f"{path} document {number}")
     _drop_shadowed_groups(loaded)
     _add_ephemeral_claims(loaded)
+    _add_template_claims(loaded)
     return loaded
+
+
+def _add_template_claims(loaded: LoadedInput) -> None:
+    """The ResourceClaims of pods' template claims, as the resource-claim controller
+    makes them (sim/claims.py), each pod's status naming them."""
+    templates = {
+        _key(o): o for o in loaded.objects if o.get("kind") == "ResourceClaimTemplate" and _named(o)
+    }
+    given = {_key(o) for o in loaded.objects if o.get("kind") == "ResourceClaim" and _named(o)}
+    objects = []
+    for obj in loaded.objects:
+        if obj.get("kind") != "Pod" or not _named(obj):
+            objects.append(obj)
+            continue
+        try:
+            made = template_claims(obj, templates)
+        except InvalidObject as error:
+            loaded.warnings.append(str(error))
+            objects.append(obj)
+            continue
+        loaded.warnings += made.missing
+        objects.append(made.pod)
+        objects += [claim for claim in made.claims if _key(claim) not in given]
+    loaded.objects = objects
 
 
 def _add_ephemeral_claims(loaded: LoadedInput) -> None:

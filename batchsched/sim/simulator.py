@@ -48,6 +48,7 @@ from batchsched.config.load import SchedulerConfig
 from batchsched.model.decisions import ClaimBinding, Decisions, Eviction, Nomination
 from batchsched.model.snapshot import Snapshot
 from batchsched.scheduler import run_session
+from batchsched.sim.claims import release, write_allocations
 
 # A guard against a plugin that keeps binding forever; real inputs settle far sooner.
 MAX_SESSIONS = 10_000
@@ -118,6 +119,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
         for binding in decisions.bindings:
             for claim in binding.claims:
                 _settle(events.cache, claim)
+            write_allocations(events.cache, events.cache.tasks[binding.key], binding.devices)
             events.bind(binding.key, binding.node, binding.gpu_index, now=now)
         for status in decisions.jobs.values():
             group = events.cache.pod_groups.get(status.key)
@@ -258,6 +260,7 @@ class _Events:
             if task is not None:
                 task.phase = "Failed" if key in self.deadline_exceeded else "Succeeded"
                 self.finished_at[key] = when - self.origin
+                release(self.cache, task)
         while self.arrivals and self.arrivals[0][0] <= now:
             self.apply(heapq.heappop(self.arrivals)[2])
 
@@ -291,6 +294,7 @@ class _Events:
                 self.cache.budgets[key] = dataclasses.replace(budget, disruptions_allowed=allowed)
         gone = {"kind": "Pod", "metadata": {"namespace": task.namespace, "name": task.name}}
         self.cache.apply(gone, deleted=True)
+        release(self.cache, task)
         self.pods.pop(eviction.key, None)
         self.finish_due.pop(eviction.key, None)
         self.evicted.append(

@@ -8,11 +8,10 @@ from typing import Any
 import pytest
 
 from batchsched.cache.cluster import ClusterCache
-from batchsched.k8s.watch import WATCHED
 
-from tests.unit.scenarios import label, outcome
+from tests.unit.scenarios import label, outcome, trimmers
 
-TRIMMERS = {watched.kind: watched.trim for watched in WATCHED}
+TRIMMERS = trimmers()
 
 
 @pytest.fixture(autouse=True)

@@ -260,3 +260,21 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert table.startswith("POD ")
     assert "default/group1  Running  5/5" in table
     assert "5/10 pods bound in " in table
+
+
+def test_dra_gpus(capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate(capsys, EXAMPLES / "dra-gpus.yaml")
+    assert run.code == 0
+    bound = run.bound()
+    assert sorted(bound) == ["default/infer", "default/train-0", "default/train-1"]
+    assert sorted((bound["default/train-0"], bound["default/train-1"])) == ["node-h1", "node-h2"]
+    assert bound["default/infer"] == "node-a1"
+    for name in ("finetune-0", "finetune-1"):
+        assert run.pods[f"default/{name}"]["reason"] == (
+            "gang default/finetune: room for 0 of 2; "
+            "0/3 nodes are available: 3 cannot allocate all claims."
+        )
+    assert run.pods["default/blackwell"]["reason"] == (
+        "0/3 nodes are available: 3 cannot allocate all claims."
+    )
+    assert run.podgroups["default/finetune"]["scheduled"] == 0

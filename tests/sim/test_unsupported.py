@@ -68,14 +68,6 @@ def test_unhonoured_constraints_leave_the_pod_pending_by_name(
         """---
 apiVersion: v1
 kind: Pod
-metadata: {name: gpu}
-spec:
-  schedulerName: batch-scheduler
-  resourceClaims: [{name: gpu, resourceClaimName: gpu}]
-  containers: [{name: c}]
----
-apiVersion: v1
-kind: Pod
 metadata: {name: disk}
 spec:
   schedulerName: batch-scheduler
@@ -91,7 +83,6 @@ spec:
 """,
     )
     assert list(run.bound()) == ["default/plain"]
-    assert run.pods["default/gpu"]["reason"] == "spec.resourceClaims is not supported yet"
     assert run.pods["default/disk"]["reason"] == (
         "spec.volumes[0].gcePersistentDisk is not supported yet"
     )

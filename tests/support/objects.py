@@ -259,3 +259,151 @@ def pending_task(snapshot: Snapshot, pod_key: str) -> TaskInfo:
             if task.key == pod_key:
                 return task
     raise KeyError(pod_key)
+
+
+# Dynamic Resource Allocation (resource.k8s.io/v1).
+
+DRA_API = "resource.k8s.io/v1"
+
+
+def device(
+    name: str,
+    *,
+    attributes: Mapping[str, Mapping[str, Any]] | None = None,
+    capacity: Mapping[str, str] | None = None,
+    taints: Iterable[Mapping[str, str]] = (),
+    consumes: Mapping[str, Mapping[str, str]] | None = None,
+) -> Obj:
+    """A device of a ResourceSlice: attributes as the API writes them ({"int": 1}),
+    capacity and counters consumed (per counter set) as quantities."""
+    found: Obj = {"name": name}
+    if attributes:
+        found["attributes"] = {k: dict(v) for k, v in attributes.items()}
+    if capacity:
+        found["capacity"] = {k: {"value": v} for k, v in capacity.items()}
+    if taints:
+        found["taints"] = [dict(t) for t in taints]
+    if consumes:
+        found["consumesCounters"] = [
+            {"counterSet": s, "counters": {k: {"value": v} for k, v in c.items()}}
+            for s, c in consumes.items()
+        ]
+    return found
+
+
+def resource_slice(
+    name: str,
+    *,
+    driver: str,
+    pool: str,
+    devices: Iterable[Obj] = (),
+    node_name: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    all_nodes: bool = False,
+    generation: int = 1,
+    slice_count: int = 1,
+    counters: Mapping[str, Mapping[str, str]] | None = None,
+) -> Obj:
+    """A ResourceSlice of `pool`, reaching one node, the nodes with the labels of
+    `node_selector`, or all; with `counters` (per counter set), a slice of shared
+    counters alone."""
+    spec: Obj = {
+        "driver": driver,
+        "pool": {"name": pool, "generation": generation, "resourceSliceCount": slice_count},
+    }
+    if counters is not None:
+        spec["sharedCounters"] = [
+            {"name": s, "counters": {k: {"value": v} for k, v in c.items()}}
+            for s, c in counters.items()
+        ]
+    else:
+        spec["devices"] = list(devices)
+        if node_name is not None:
+            spec["nodeName"] = node_name
+        elif node_selector is not None:
+            expressions = [
+                {"key": k, "operator": "In", "values": [v]} for k, v in node_selector.items()
+            ]
+            spec["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        else:
+            spec["allNodes"] = all_nodes
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def device_class(name: str, *selectors: str) -> Obj:
+    return {
+        "apiVersion": DRA_API,
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": e}} for e in selectors]},
+    }
+
+
+def exactly(
+    name: str,
+    device_class_name: str,
+    *,
+    count: int | None = None,
+    mode: str | None = None,
+    selectors: Iterable[str] = (),
+    admin: bool = False,
+    tolerations: Iterable[Mapping[str, str]] = (),
+) -> Obj:
+    """A claim's request of one kind of device (`exactly`)."""
+    request: Obj = {"deviceClassName": device_class_name}
+    if count is not None:
+        request["count"] = count
+    if mode is not None:
+        request["allocationMode"] = mode
+    if selectors:
+        request["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    if admin:
+        request["adminAccess"] = True
+    if tolerations:
+        request["tolerations"] = [dict(t) for t in tolerations]
+    return {"name": name, "exactly": request}
+
+
+def first_available(name: str, *subrequests: Obj) -> Obj:
+    """A request of the first of `subrequests` (built by `exactly`) that can be had."""
+    return {
+        "name": name,
+        "firstAvailable": [{"name": s["name"], **s["exactly"]} for s in subrequests],
+    }
+
+
+def resource_claim(
+    name: str,
+    *requests: Obj,
+    namespace: str | None = None,
+    constraints: Iterable[Mapping[str, Any]] = (),
+    status: Mapping[str, Any] | None = None,
+    owner_uid: str | None = None,
+) -> Obj:
+    meta = _metadata(name, namespace, None)
+    if owner_uid is not None:
+        meta["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Pod", "name": "", "uid": owner_uid, "controller": True}
+        ]
+    devices: Obj = {"requests": list(requests)}
+    if constraints:
+        devices["constraints"] = [dict(c) for c in constraints]
+    claim: Obj = {"apiVersion": DRA_API, "kind": "ResourceClaim", "metadata": meta}
+    claim["spec"] = {"devices": devices}
+    if status is not None:
+        claim["status"] = dict(status)
+    return claim
+
+
+def claim_template(name: str, *requests: Obj, namespace: str | None = None) -> Obj:
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": _metadata(name, namespace, None),
+        "spec": {"spec": {"devices": {"requests": list(requests)}}},
+    }

@@ -7,13 +7,22 @@ into a test module (a string constant holding documents with a `kind`). Each is 
 
 import ast
 import functools
+import importlib
+import pkgutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+import batchsched.api
 from batchsched.api.budgets import budget_from_object
+from batchsched.api.dra import (
+    class_from_object,
+    resource_claim_from_object,
+    slice_from_object,
+    template_from_object,
+)
 from batchsched.api.errors import UnreadableInput
 from batchsched.api.groups import pod_group_from_object
 from batchsched.api.namespaces import namespace_from_object
@@ -21,6 +30,7 @@ from batchsched.api.nativegroups import workload_from_object
 from batchsched.api.nodes import node_from_object
 from batchsched.api.pods import task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
+from batchsched.api.reads import Reads
 from batchsched.api.volumes import (
     claim_from_object,
     csi_driver_from_object,
@@ -29,6 +39,8 @@ from batchsched.api.volumes import (
     storage_class_from_object,
     volume_from_object,
 )
+from batchsched.k8s.trim import trimmer
+from batchsched.k8s.watch import WATCHED
 from batchsched.sim.loader import load_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,6 +61,10 @@ PARSERS: dict[str, Callable[[Any], object]] = {
     "CSIDriver": csi_driver_from_object,
     "CSIStorageCapacity": storage_capacity_from_object,
     "Workload": workload_from_object,
+    "ResourceSlice": slice_from_object,
+    "DeviceClass": class_from_object,
+    "ResourceClaim": resource_claim_from_object,
+    "ResourceClaimTemplate": template_from_object,
 }
 
 
@@ -113,3 +129,22 @@ def label(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
     return f"{obj.get('kind')} {name}"
+
+
+def declarations() -> dict[str, Reads]:
+    """Every kind's declaration in the api package, by kind, found there rather than
+    listed: a kind added later is checked as well."""
+    found: dict[str, Reads] = {}
+    for module in pkgutil.iter_modules(batchsched.api.__path__):
+        loaded = importlib.import_module(f"{batchsched.api.__name__}.{module.name}")
+        found.update({v.kind: v for v in vars(loaded).values() if isinstance(v, Reads)})
+    return found
+
+
+def trimmers() -> dict[str, Callable[[Any], Any]]:
+    """How the operator trims each kind: as its watch does, and a kind declared but not
+    watched yet (DRA's) as its declaration says."""
+    return {
+        **{kind: trimmer(declared) for kind, declared in declarations().items()},
+        **{watched.kind: watched.trim for watched in WATCHED},
+    }

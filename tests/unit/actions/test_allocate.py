@@ -180,7 +180,7 @@ def test_a_gang_whose_constraints_the_empty_cluster_cannot_vouch_for_never_holds
 
 def test_a_gang_with_a_member_that_can_never_be_placed_never_holds_its_queue() -> None:
     gang = old_gang(2, "1")
-    gang[2]["spec"]["resourceClaims"] = [{"name": "gpu"}]
+    gang[2]["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu"}]
     objects = [node("n1", cpu="4"), *gang, pod("small", requests=ONE_CPU, created=10)]
     decisions = decide(objects, "starvationThreshold: 60s", now=at(120))
     assert placements(decisions)["default/small"] == "n1"

@@ -10,8 +10,6 @@ returns records those lookups too, so an annotation key read but not declared is
 
 import contextlib
 import copy
-import importlib
-import pkgutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,26 +17,15 @@ from unittest import mock
 
 import pytest
 
-import batchsched.api
 from batchsched.api import meta, pods, volumes
 from batchsched.api.reads import ITEMS, Reads
 from batchsched.api.reads import Path as ReadPath
 from batchsched.k8s.trim import trimmer
 
-from ..scenarios import PARSERS, label, scenario_ids, scenario_objects
+from ..scenarios import PARSERS, declarations, label, scenario_ids, scenario_objects
 
 # A path read, and whether it was read whole (a map iterated) rather than by key.
 Read = tuple[ReadPath, bool]
-
-
-def declarations() -> dict[str, Reads]:
-    """Every kind's declaration in the api package, by kind, found there rather than
-    listed: a kind added later is checked as well."""
-    found: dict[str, Reads] = {}
-    for module in pkgutil.iter_modules(batchsched.api.__path__):
-        loaded = importlib.import_module(f"{batchsched.api.__name__}.{module.name}")
-        found.update({v.kind: v for v in vars(loaded).values() if isinstance(v, Reads)})
-    return found
 
 
 DECLARED = declarations()

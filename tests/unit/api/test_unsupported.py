@@ -16,7 +16,6 @@ TERM = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims"),
         (
             {
                 "volumes": [
@@ -61,7 +60,7 @@ def test_empty_or_harmless_fields_do_not_block(spec: dict[str, Any]) -> None:
 def test_scheduling_gates_come_before_anything_unsupported() -> None:
     spec = {
         "schedulingGates": [{"name": "example.com/quota"}],
-        "resourceClaims": [{"name": "gpu"}],
+        "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
     }
     assert task_from_pod(pod("p", spec=spec)).blocked == GATED_MESSAGE

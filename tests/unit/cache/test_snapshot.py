@@ -171,7 +171,7 @@ def test_unknown_kind_is_refused() -> None:
         "ConfigMap x/c: kind 'ConfigMap' is not one of "
         "Node, Pod, PodGroup, Queue, PriorityClass, Namespace, PodDisruptionBudget, Workload, "
         "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, "
-        "CSIStorageCapacity"
+        "CSIStorageCapacity, ResourceSlice, DeviceClass, ResourceClaim, ResourceClaimTemplate"
     )
 
 

@@ -544,7 +544,7 @@ def test_volcano_keys_without_effect_here_are_logged(caplog: pytest.LogCaptureFi
     ) in logged
     assert (
         "c.tiers[1].plugins[0].arguments.predicate.DynamicResourceAllocationEnable has no "
-        "effect here: pods with spec.resourceClaims wait, saying claims are not supported, "
+        "effect here: pods' resource claims are allocated as kube-scheduler allocates them, "
         "whatever the flag"
     ) in logged
     assert (
@@ -577,4 +577,4 @@ def test_capacity_device_switches_are_logged(caplog: pytest.LogCaptureFixture) -
     with caplog.at_level(logging.WARNING):
         config = load_config(text, source="c")
     assert names(config) == [["predicates", "capacity"]]
-    assert len([m for m in messages(caplog) if "no queue holds devices" in m]) == 2
+    assert len([m for m in messages(caplog) if "a Queue stating a deviceclass/" in m]) == 2

@@ -6,11 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from batchsched.k8s.watch import WATCHED
+from ..scenarios import label, outcome, scenario_ids, scenario_objects, trimmers
 
-from ..scenarios import label, outcome, scenario_ids, scenario_objects
-
-TRIMMERS = {watched.kind: watched.trim for watched in WATCHED}
+TRIMMERS = trimmers()
 
 
 @pytest.mark.parametrize("scenario", scenario_ids())

@@ -1,0 +1,125 @@
+"""Resource claims through `batchsched simulate`: claims from templates made as the
+resource-claim controller makes them, allocations written to the claims and released
+with their pods, and `explain` naming what no node meets."""
+
+from pathlib import Path
+
+import pytest
+
+from batchsched.cli import main
+
+from .harness import EXAMPLES, simulate_text
+
+NODE_AND_GPUS = """---
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {kubernetes.io/hostname: n1}}
+status: {allocatable: {cpu: "8", memory: 32Gi, pods: "110"}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-gpus}
+spec:
+  driver: gpu.example.com
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 1}
+  devices: [{name: gpu-0}, {name: gpu-1}]
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu}
+spec: {selectors: [{cel: {expression: "device.driver == 'gpu.example.com'"}}]}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: two-gpus}
+spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu, count: 2}}]}}}
+"""
+
+
+def _pod(name: str, created: str, template: str = "two-gpus", duration: str = "") -> str:
+    notes = (
+        f"\n  annotations: {{simulation.batchsched.io/duration: {duration}}}" if duration else ""
+    )
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  creationTimestamp: "2026-01-01T00:{created}:00Z"{notes}
+spec:
+  schedulerName: batch-scheduler
+  containers: [{{name: main}}]
+  resourceClaims: [{{name: gpus, resourceClaimTemplateName: {template}}}]
+"""
+
+
+def test_devices_come_back_when_the_pod_that_held_them_finishes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = NODE_AND_GPUS + _pod("first", "00", duration="60s") + _pod("second", "01")
+    run = simulate_text(capsys, tmp_path, text)
+    assert run.bound() == {"default/first": "n1", "default/second": "n1"}
+    first, second = run.pods["default/first"], run.pods["default/second"]
+    assert (first["bound_at"], first["finished_at"], second["bound_at"]) == (0.0, 60.0, 60.0)
+
+
+def test_a_template_that_does_not_exist_is_named_and_the_pod_waits(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = NODE_AND_GPUS + _pod("lost", "00", template="nope") + _pod("found", "01")
+    path = tmp_path / "input.yaml"
+    path.write_text(text)
+    code = main(["simulate", "-f", str(path), "-o", "json"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert (
+        "Pod default/lost: spec.resourceClaims[0].resourceClaimTemplateName: "
+        "ResourceClaimTemplate default/nope not found; the pod waits for its claim"
+    ) in captured.err
+    assert '"node": "n1"' in captured.out
+
+
+def test_explain_names_the_selector_no_device_meets(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["explain", "-f", str(EXAMPLES / "dra-gpus.yaml"), "pod/blackwell"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "request gpu: selector #0 (device.attributes['gpu.nvidia.com']" in out
+    assert "cudaComputeCapability.compareTo(semver('10.0.0')) >= 0)" in out
+
+
+def test_explain_names_the_constraint_no_node_meets(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = (
+        NODE_AND_GPUS.replace(
+            "devices: [{name: gpu-0}, {name: gpu-1}]",
+            "devices: [{name: gpu-0, attributes: {numa: {int: 0}}}, "
+            "{name: gpu-1, attributes: {numa: {int: 1}}}]",
+        )
+        + """---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: same-numa}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: gpu, count: 2}}]
+    constraints: [{matchAttribute: gpu.example.com/numa}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: numa}
+spec:
+  schedulerName: batch-scheduler
+  containers: [{name: main}]
+  resourceClaims: [{name: gpus, resourceClaimName: same-numa}]
+"""
+    )
+    path = tmp_path / "input.yaml"
+    path.write_text(text)
+    assert main(["explain", "-f", str(path), "pod/numa"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "cause: claim default/same-numa: constraint #0 (matchAttribute gpu.example.com/numa) "
+        "cannot hold with the devices free on any node (closest: node n1)"
+    ) in out
