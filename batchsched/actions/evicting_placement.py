@@ -41,6 +41,8 @@ from batchsched.model.snapshot import JobInfo, TaskInfo
 CANDIDATE_NODES = 100
 # Priorities are int32; shifted so that sums of them order as kube-scheduler's do.
 _PRIORITY_OFFSET = 2**31
+# Why a gang asking for a topology domain waits for room rather than evicting for it.
+NO_EVICTION_IN_DOMAINS = "preempt and reclaim make no room inside a topology domain"
 # Which victims an action may take from, for a job: its own queue or the others.
 Scope = Callable[[JobInfo, Victims], BoolArray]
 # Other first choices tried for a job, beside the one member-by-member placement takes.
@@ -557,6 +559,14 @@ def place_by_evicting(
     """
     kind = _kind(job)
     if kind in failed:
+        return False
+    topology = session.topology.plan(job, job.pending)
+    if topology is not None:
+        # Victims are not yet chosen inside a domain: evicting for a gang asking one
+        # could free room where it may not go. Said once, after why it waits.
+        said = session.job_messages.get(job.key, "")
+        if topology.error is None and NO_EVICTION_IN_DOMAINS not in said:
+            session.job_messages[job.key] = f"{said}; {NO_EVICTION_IN_DOMAINS}"
         return False
     victims = session.victims
 

@@ -1,7 +1,18 @@
-"""Placing one job inside a Statement: all of its gang, or nothing."""
+"""Placing one job inside a Statement: all of its gang, or nothing.
 
+A job asking for topology (framework/topology.py) is tried domain by domain, in the
+planner's order, each try undone unless the gang is ready in it: the first domain that
+holds the gang wins. Its parts (sub-groups, pod sets, slices) are each tried in the
+domains of their own ask inside the job's, and a part counts only whole.
+"""
+
+from collections.abc import Sequence
+
+from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
+from batchsched.framework.topology import Domain, Plan
+from batchsched.model.arrays import BoolArray
 from batchsched.model.snapshot import JobInfo, TaskInfo
 
 
@@ -21,38 +32,157 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
 
     A task whose gang's recorded placement holds a node for it goes there if it still
     fits, so a gang cut off mid-bind ends as it was meant to; so does a task nominated
-    to the node its preemption freed. A shape that failed once
-    is not tried again for this job: within one attempt nodes only fill up, so it would
-    fail again.
+    to the node its preemption freed.
     """
-    statement = Statement(session, job)
-    needed = job.min_member - job.bound
-    failed: dict[object, str] = {}
-    task_failures: dict[str, str] = {}
     ordered = session.task_order(tasks)
     if job.resumes or job.nominated:
         # Members with a node held go first, so the others cannot take their room.
         ordered = sorted(ordered, key=lambda t: preferred_node(t) is None)
-    for index, task in enumerate(ordered):
-        # Filters asked afresh (pod affinity, spread) also read a pod's namespace and
-        # labels, which its shape leaves out: members alike in shape may differ there.
-        fresh = any(f.concerns(task) for f in session.fresh_filters)
-        kind = _failure_key(task) if fresh else task.pod.shape_key
-        reason = task.error or failed.get(kind)
-        if reason is None:
-            reason = session.not_allocatable(job, task)
-        if reason is None:
-            node = preferred_node(task)
-            if node is None or not session.fits(task, node):
-                node = session.best_node(task)
-            if node is not None:
-                statement.allocate(task, node)
+    plan = session.topology.plan(job, tasks)
+    if plan is None:
+        statement = Statement(session, job)
+        failures = _place_tasks(session, job, ordered, statement, job.min_member - job.bound)
+        return _conclude(session, job, statement, failures, None)
+    if plan.error:
+        session.job_messages[job.key] = f"gang {job.key}: {plan.error}"
+        return False
+    return _place_in_domains(session, job, ordered, plan)
+
+
+def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
+    """The job in each of its candidate domains in turn, until one holds it."""
+    ask = plan.ask
+    outer: Sequence[Domain | None] = [None]
+    if ask is not None:
+        domains, error = session.topology.domains(ask, ordered, job.hosts, None)
+        if error:
+            session.job_messages[job.key] = f"gang {job.key}: {error}"
+            return False
+        if not domains and ask.required:
+            # None has room: the one closest to it is tried, to say what it holds.
+            domains = session.topology.domains(ask, ordered, job.hosts, None, roomiest=True)[0][:1]
+        outer = [*domains, *([] if ask.required else [None])]
+    best: tuple[int, str] | None = None
+    first = "no domain of its tiers holds a node for it"
+    for domain in outer:
+        statement = Statement(session, job)
+        failures = _place_plan(session, job, ordered, plan, statement, domain)
+        if domain is None:
+            return _conclude(session, job, statement, failures, _wanted(ask, best, job))
+        placed = len(statement.placed)
+        if placed and session.ready(job, placed):
+            statement.commit()
+            session.task_messages.update(failures)
+            return True
+        if best is None or placed > best[0]:
+            best = (placed, domain.name)
+            first = next(iter(failures.values()), first)
+        statement.discard()
+    session.job_messages[job.key] = f"gang {job.key}: {_wanted(ask, best, job)}; {first}"
+    return False
+
+
+def _wanted(ask: TopologyAsk | None, best: tuple[int, str] | None, job: JobInfo) -> str | None:
+    """What a waiting gang's topology ask needs, and the domain that came closest."""
+    if ask is None:
+        return None
+    what = f"{ask.where} asks its members in one domain ({ask.mode})"
+    if best is None:
+        return what
+    placed, name = best
+    return f"{what}; the best, {name}, holds {job.bound + placed} of {job.min_member}"
+
+
+def _place_plan(
+    session: Session,
+    job: JobInfo,
+    ordered: list[TaskInfo],
+    plan: Plan,
+    statement: Statement,
+    domain: Domain | None,
+) -> dict[str, str]:
+    """The plan's parts, each whole in a domain of its own inside `domain`, then the
+    members in no part; the failures of the members left out, by task key."""
+    outer = None if domain is None else domain.nodes
+    failures: dict[str, str] = {}
+    in_parts: set[str] = set()
+    for part in plan.parts:
+        in_parts.update(t.key for t in part.tasks)
+        members = [t for t in ordered if t.key in {p.key for p in part.tasks}]
+        candidates: Sequence[Domain | None] = [None]
+        if part.ask is not None:
+            found, error = session.topology.domains(part.ask, members, (), outer)
+            if error:
+                failures.update(dict.fromkeys((t.key for t in members), error))
                 continue
-            reason = session.explain(task)
-        failed[kind] = reason
-        task_failures[task.key] = reason
-        if len(statement.placed) + len(ordered) - index - 1 < needed:
-            break
+            candidates = [*found, *([] if part.ask.required else [None])]
+        for inner in candidates:
+            trial = Statement(session, job)
+            within = outer if inner is None else inner.nodes
+            failed = _place_tasks(session, job, members, trial, part.size, within)
+            if len(trial.placed) >= part.size:
+                statement.placed.extend(trial.placed)
+                break
+            trial.discard()
+            failures.update(failed)
+        else:
+            why = f"{part.label}: no domain of its ask holds its {part.size} members"
+            failures.update({t.key: why for t in members if t.key not in failures})
+    rest = [t for t in ordered if t.key not in in_parts]
+    needed = job.min_member - job.bound - len(statement.placed)
+    failures.update(_place_tasks(session, job, rest, statement, needed, outer))
+    return failures
+
+
+def _place_tasks(
+    session: Session,
+    job: JobInfo,
+    ordered: list[TaskInfo],
+    statement: Statement,
+    needed: int,
+    within: BoolArray | None = None,
+) -> dict[str, str]:
+    """Each task on its best node (within `within`, when given), until too few are left
+    to place `needed`; why each task left unplaced was. A shape that failed once is not
+    tried again: within one attempt nodes only fill up, so it would fail again."""
+    failed: dict[object, str] = {}
+    task_failures: dict[str, str] = {}
+    start = len(statement.placed)
+    outer, session.within = session.within, within
+    try:
+        for index, task in enumerate(ordered):
+            # Filters asked afresh (pod affinity, spread) also read a pod's namespace and
+            # labels, which its shape leaves out: members alike in shape may differ there.
+            fresh = any(f.concerns(task) for f in session.fresh_filters)
+            kind = _failure_key(task) if fresh else task.pod.shape_key
+            reason = task.error or failed.get(kind)
+            if reason is None:
+                reason = session.not_allocatable(job, task)
+            if reason is None:
+                node = preferred_node(task)
+                if node is None or not session.fits(task, node):
+                    node = session.best_node(task)
+                if node is not None:
+                    statement.allocate(task, node)
+                    continue
+                reason = session.explain(task)
+            failed[kind] = reason
+            task_failures[task.key] = reason
+            if len(statement.placed) - start + len(ordered) - index - 1 < needed:
+                break
+    finally:
+        session.within = outer
+    return task_failures
+
+
+def _conclude(
+    session: Session,
+    job: JobInfo,
+    statement: Statement,
+    task_failures: dict[str, str],
+    topology: str | None,
+) -> bool:
+    """Commit the statement if the gang is ready, else undo it and say why it waits."""
     placed = len(statement.placed)
     ready = session.ready(job, placed)
     if placed and ready:
@@ -70,6 +200,8 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     first = next(iter(task_failures.values()), "no pending pods")
     if short:
         first = f"gang {job.key}: {short}; {first}"
+    if topology:
+        first = f"{first}; {topology}"
     session.job_messages[job.key] = first
     return False
 

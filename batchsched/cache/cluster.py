@@ -13,6 +13,7 @@ from typing import Any
 from batchsched.api.budgets import DisruptionBudget, budget_from_object
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import OUR_API, POD_GROUP_APIS, pod_group_from_object
+from batchsched.api.hypernodes import HyperNode, hypernode_from_object
 from batchsched.api.meta import Obj, describe, name_of, namespace_of
 from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.nodes import node_from_object
@@ -53,6 +54,7 @@ KINDS = (
     "PriorityClass",
     "Namespace",
     "PodDisruptionBudget",
+    "HyperNode",
     *STORAGE_KINDS,
 )
 NAMESPACED_KINDS = (
@@ -123,6 +125,10 @@ class ClusterCache:
         self.storage_capacities: dict[str, StorageCapacity] = {}
         # By "ns/name": which pods preemption should spare (api/budgets.py).
         self.budgets: dict[str, DisruptionBudget] = {}
+        # Volcano's HyperNodes by name, and those that could not be parsed -> why: the
+        # topology says so of the gangs asking for their tiers (model/topology.py).
+        self.hypernodes: dict[str, HyperNode] = {}
+        self.rejected_hypernodes: dict[str, str] = {}
         # "ns/name" of a pod that could not be parsed -> (its schedulerName, why); the
         # reason is shown as the pod's pending reason.
         self.rejected_pods: dict[str, tuple[str, str]] = {}
@@ -187,6 +193,7 @@ class ClusterCache:
             "PriorityClass": (self.priority_classes, lambda: priority_class_from_object(obj)),
             "Namespace": (self.namespaces, lambda: namespace_from_object(obj)),
             "PodDisruptionBudget": (self.budgets, lambda: budget_from_object(obj)),
+            "HyperNode": (self.hypernodes, lambda: hypernode_from_object(obj)),
             "PersistentVolumeClaim": (self.claims, lambda: claim_from_object(obj)),
             "PersistentVolume": (self.volumes, lambda: volume_from_object(obj)),
             "StorageClass": (self.storage_classes, lambda: storage_class_from_object(obj)),
@@ -202,6 +209,8 @@ class ClusterCache:
             self.rejected_pods.pop(key, None)
         elif kind in STORAGE_KINDS:
             self.rejected_storage.pop(f"{kind} {key}", None)
+        elif kind == "HyperNode":
+            self.rejected_hypernodes.pop(key, None)
         if deleted:
             store.pop(key, None)
             self.assumed.pop(key, None)
@@ -219,6 +228,8 @@ class ClusterCache:
                 self.rejected_pods[key] = (str(scheduler or "default-scheduler"), str(error))
             elif kind in STORAGE_KINDS:
                 self.rejected_storage[f"{kind} {key}"] = str(error)
+            elif kind == "HyperNode":
+                self.rejected_hypernodes[key] = str(error)
             raise
 
     def _context(self, kind: str, key: str) -> object:
@@ -226,6 +237,8 @@ class ClusterCache:
         change from a rewrite (our own status on a Queue, a node's heartbeat)."""
         if kind == "Node":
             return self.nodes.get(key)
+        if kind == "HyperNode":
+            return (self.hypernodes.get(key), self.rejected_hypernodes.get(key))
         if kind == "Queue":
             return (self.queues.get(key), self.rejected_queues.get(key))
         if kind == "PriorityClass":
@@ -245,7 +258,8 @@ class ClusterCache:
             return
         elif kind == "Namespace":
             changes.namespaces.add(key)
-        elif kind == "Node":
+        elif kind in ("Node", "HyperNode"):
+            # A HyperNode regroups nodes: the topology is taken again with the nodes.
             changes.nodes = True
         elif kind in CONTEXT_KINDS:
             changes.everything = True

@@ -16,6 +16,7 @@ from batchsched.api.objects import Constraints, Task
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import Explained, NodeFilter, NodeScorer
 from batchsched.framework.reservations import Reservations
+from batchsched.framework.topology import LabelTier, TopologyPlanner
 from batchsched.framework.victims import Victims, build_victims
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.decisions import Binding, ClaimBinding, Decisions, Unplaced
@@ -124,6 +125,7 @@ class Session:
         timings: Timings | None = None,
         on_commit: CommitHandler | None = None,
         evict_other_schedulers: bool = False,
+        topology_tiers: Sequence[LabelTier] = (),
     ) -> None:
         self.snapshot = snapshot
         self.evict_other_schedulers = evict_other_schedulers
@@ -167,6 +169,10 @@ class Session:
         self.task_keys: list[Callable[[TaskInfo], object]] = []
         self.queue_keys: list[Callable[[str], object]] = []
         self.gpu = GpuCards(snapshot, self.requested)
+        # The domains gangs asking for one are tried in; while one is tried, `within`
+        # holds its nodes and no node outside it is chosen.
+        self.topology = TopologyPlanner(snapshot, self.requested, self.free, topology_tiers)
+        self.within: BoolArray | None = None
         # Filters in the order they explain a node (see explain); the card filter, which
         # no configuration may leave out, comes after the plugins' (set up below).
         self.filters: list[NodeFilter] = []
@@ -345,6 +351,8 @@ class Session:
             allowed = fresh.mask(task)
             if allowed is not None:
                 scores = np.where(allowed, scores, -1)
+        if self.within is not None:
+            scores = np.where(self.within, scores, -1)
         if self.normalized_scorers:
             scores = self._normalized(task, scores)
         best = int(scores.argmax())
@@ -363,6 +371,8 @@ class Session:
 
     def fits(self, task: TaskInfo, node: int) -> bool:
         """Whether every filter lets the task onto this one node."""
+        if self.within is not None and not self.within[node]:
+            return False
         rows: IntArray = np.array([node], dtype=np.int64)
         return all(
             bool(node_filter.filter(task, rows)[0])
@@ -383,21 +393,25 @@ class Session:
         were unschedulable, 3 Insufficient cpu.` (counted reasons sorted as text).
 
         As in kube-scheduler, a node gives the reasons of the first filter it fails only.
+        While a topology domain is tried, its nodes are the ones counted.
         """
         if not self.node_count:
             return NO_NODES
         reasons: Counter[str] = Counter()
-        left = self.all_nodes
+        left = self.all_nodes if self.within is None else np.flatnonzero(self.within)
+        total = len(left)
         for node_filter in (*self.filters, *self.fresh_filters):
             counted, left = node_filter.explain(task, left)
             reasons.update(counted)
             if not len(left):
                 break
-        return self.unavailable(", ".join(sorted(f"{n} {why}" for why, n in reasons.items())))
+        why = ", ".join(sorted(f"{n} {why}" for why, n in reasons.items()))
+        return self.unavailable(why, total)
 
-    def unavailable(self, why: str) -> str:
-        """kube-scheduler's message for a pod no node takes, and why."""
-        return f"0/{self.node_count} nodes are available: {why}."
+    def unavailable(self, why: str, total: int | None = None) -> str:
+        """kube-scheduler's message for a pod no node takes (of `total`, by default
+        all), and why."""
+        return f"0/{self.node_count if total is None else total} nodes are available: {why}."
 
     def allocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         self.gpu.take(task, node)
