@@ -12,9 +12,11 @@ from enum import StrEnum
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import Obj, describe, mapping, name_of, sequence, text, whole_number
+from batchsched.api.reads import reads
 from batchsched.api.selectors import Selector, parse_selector
 
 HYPERNODE_API = "topology.volcano.sh/v1alpha1"
+HYPERNODE_READS = reads("HyperNode", "apiVersion", "spec.tier", "spec.tierName", "spec.members")
 
 
 class MemberType(StrEnum):

@@ -105,7 +105,7 @@ class TopologyPlanner:
         podsets = [t for t in tasks if t.pod.podset_topology is not None]
         if podsets:
             plan.error = plan.error or _podsets(plan, job, tasks)
-        if plan.ask is None and not plan.parts:
+        if plan.ask is None and not plan.parts and plan.error is None:
             return None
         return plan
 

@@ -28,6 +28,7 @@ from typing import Any
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.groups import POD_GROUP_APIS
+from batchsched.api.hypernodes import HYPERNODE_API
 from batchsched.api.meta import describe
 from batchsched.api.objects import Node, Task
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
@@ -40,6 +41,7 @@ from batchsched.k8s.trim import (
     trim_claim,
     trim_csi_driver,
     trim_csi_node,
+    trim_hypernode,
     trim_namespace,
     trim_node,
     trim_pod,
@@ -97,6 +99,8 @@ WATCHED = (
     # Ours and the kinds of the schedulers we stand in for, once their CRDs exist (a
     # kind whose CRD is missing counts as listed, empty, and is looked for again).
     *(Watched(api, "podgroups", "PodGroup", trim_pod_group) for api in POD_GROUP_APIS),
+    # Volcano's network topology (cluster-scoped), once its CRD exists.
+    Watched(HYPERNODE_API, "hypernodes", "HyperNode", trim_hypernode),
 )
 
 
