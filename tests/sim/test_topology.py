@@ -12,15 +12,19 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.objects import gang, node, pod, pod_group
-
 from .harness import Run, simulate
+from tests.support.objects import gang, node, pod, pod_group
 
 RACK = "topology.kubernetes.io/rack"
 SPINE = "example.com/spine"
 VOLCANO = "scheduling.volcano.sh/v1beta1"
 HYPERNODE_API = "topology.volcano.sh/v1alpha1"
-RACK_TIERS = f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}, {{name: spine, nodeLabel: {SPINE}}}]}}\n"
+RACK_TIERS = f"""
+topology:
+  tiers:
+  - {{name: rack, nodeLabel: {RACK}}}
+  - {{name: spine, nodeLabel: {SPINE}}}
+"""
 
 
 def run(
@@ -220,7 +224,7 @@ def test_kueue_required_and_preferred_topology(capsys, tmp_path) -> None:
     result = run(capsys, tmp_path, [*objects, *(kueue_pod(f"k-{i}", required) for i in range(6))])
     assert result.bound() == {}
     assert (
-        f"[kueue.x-k8s.io/podset-required-topology] asks its members in one domain"
+        "[kueue.x-k8s.io/podset-required-topology] asks its members in one domain"
         in (result.pods["default/k-0"]["reason"])
     )
     preferred = {"kueue.x-k8s.io/podset-preferred-topology": RACK}
