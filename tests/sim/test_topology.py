@@ -99,7 +99,9 @@ TREE = [
 ]
 
 
-def test_hard_tier_takes_the_rack_that_holds_the_gang(capsys, tmp_path) -> None:
+def test_hard_tier_takes_the_rack_that_holds_the_gang(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """KEP-5732's first case: racks with room for 3 and 5, a gang of 4 lands in the
     second; and Volcano's: hard highestTierAllowed 1 never spans two tier-1 HyperNodes."""
     objects = [*racks({"r1": 3, "r2": 5}), *TREE]
@@ -109,7 +111,9 @@ def test_hard_tier_takes_the_rack_that_holds_the_gang(capsys, tmp_path) -> None:
     assert domains_of(result, "default/g-") == {"r2"}
 
 
-def test_hard_tier_waits_where_no_rack_holds_the_gang(capsys, tmp_path) -> None:
+def test_hard_tier_waits_where_no_rack_holds_the_gang(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """Two racks of 3: a hard gang of 4 waits, saying its tier and the closest rack; a
     soft one is placed across both; the highest tier by name (spine) is one domain."""
     base = [*racks({"r1": 3, "r2": 3}), *TREE[:1]]
@@ -129,7 +133,7 @@ def test_hard_tier_waits_where_no_rack_holds_the_gang(capsys, tmp_path) -> None:
         assert domains_of(placed, "default/g-") == {"r1", "r2"}
 
 
-def test_fuller_rack_first(capsys, tmp_path) -> None:
+def test_fuller_rack_first(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """KEP-5732's second case: both racks fit, the more allocated one wins."""
     objects = [*racks({"r1": 4, "r2": 4}), pod("busy", {"cpu": "2"}, node_name="r2-0")]
     objects += gang("g", 2, requests={"cpu": "2"}, networkTopology={"highestTierName": "rack"})
@@ -137,7 +141,9 @@ def test_fuller_rack_first(capsys, tmp_path) -> None:
     assert domains_of(result, "default/g-") == {"r2"}
 
 
-def test_nodes_without_the_label_are_never_used(capsys, tmp_path) -> None:
+def test_nodes_without_the_label_are_never_used(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """KEP-5732's fourth case: the one node large enough lacks the rack label."""
     objects = [*racks({"r1": 1, "r2": 1}), node("big", cpu="64")]
     objects += gang("g", 2, requests={"cpu": "4"}, networkTopology={"highestTierAllowed": 1})
@@ -148,7 +154,9 @@ def test_nodes_without_the_label_are_never_used(capsys, tmp_path) -> None:
     assert len(run(capsys, tmp_path, objects, RACK_TIERS).bound()) == 2
 
 
-def test_running_gang_keeps_its_new_members_in_its_rack(capsys, tmp_path) -> None:
+def test_running_gang_keeps_its_new_members_in_its_rack(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """KEP-5732's fifth case: with 2 members running in r2, a new member with no room in
     r2 stays pending although r1 has room."""
     objects = [*racks({"r1": 2, "r2": 2})]
@@ -166,7 +174,9 @@ def test_running_gang_keeps_its_new_members_in_its_rack(capsys, tmp_path) -> Non
     assert run(capsys, tmp_path, objects, RACK_TIERS).pods["default/g-2"]["node"] == "r2-2"
 
 
-def test_sub_groups_each_in_a_rack_of_their_own(capsys, tmp_path) -> None:
+def test_sub_groups_each_in_a_rack_of_their_own(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """Volcano's subGroupPolicy: pods grouped by their `stage` label, each stage of 2 in
     one rack; the job as a whole within the spine."""
     objects = [*racks({"r1": 2, "r2": 2, "r3": 2}), *TREE[:1]]
@@ -214,7 +224,9 @@ def kueue_pod(name: str, notes: Mapping[str, str], **extra: Any) -> dict[str, An
     )
 
 
-def test_kueue_required_and_preferred_topology(capsys, tmp_path) -> None:
+def test_kueue_required_and_preferred_topology(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     objects = [*racks({"r1": 3, "r2": 5}), pod_group("k", 4)]
     required = {"kueue.x-k8s.io/podset-required-topology": RACK}
     result = run(capsys, tmp_path, [*objects, *(kueue_pod(f"k-{i}", required) for i in range(4))])
@@ -232,7 +244,7 @@ def test_kueue_required_and_preferred_topology(capsys, tmp_path) -> None:
     assert len(result.bound()) == 6
 
 
-def test_kueue_slices_each_in_one_rack(capsys, tmp_path) -> None:
+def test_kueue_slices_each_in_one_rack(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Slices of 2, each in one rack; four racks of 1 free pair each but r4."""
     objects = [*racks({"r1": 3, "r2": 3, "r3": 3}), pod_group("k", 4)]
     objects += [
@@ -255,7 +267,9 @@ def test_kueue_slices_each_in_one_rack(capsys, tmp_path) -> None:
     assert "r1" not in {n.rsplit("-", 1)[0] for n in bound.values()}
 
 
-def test_kueue_node_selector_is_honoured(capsys, tmp_path) -> None:
+def test_kueue_node_selector_is_honoured(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """Kueue assigns nodes by the node selector it injects: kept, never fought, even
     where the rack it names is not the fullest."""
     objects = [
@@ -291,7 +305,7 @@ def test_kueue_node_selector_is_honoured(capsys, tmp_path) -> None:
     ],
 )
 def test_bad_input_is_named_and_the_rest_scheduled(
-    capsys, tmp_path, case: str, message: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str, message: str
 ) -> None:
     objects: list[dict[str, Any]] = [*racks({"r1": 3, "r2": 5}), pod("lone", {"cpu": "1"})]
     if case == "cycle":
