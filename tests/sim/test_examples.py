@@ -237,3 +237,19 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert table.startswith("POD ")
     assert "default/group1  Running  5/5" in table
     assert "5/10 pods bound in " in table
+
+
+def test_rack_gang(capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate(capsys, EXAMPLES / "rack-gang.yaml")
+    assert run.code == 0
+    bound = run.bound()
+    assert sorted(bound[f"default/train-{i}"] for i in range(3)) == [
+        "node-b2",
+        "node-b3",
+        "node-b4",
+    ]
+    for i in range(5):
+        assert run.pods[f"default/wide-{i}"]["reason"].startswith(
+            "gang default/wide: PodGroup default/wide.spec.networkTopology asks its members in "
+            "one domain (hard); the best, rack rack-a, holds 4 of 5; "
+        )
