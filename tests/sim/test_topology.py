@@ -13,12 +13,11 @@ import pytest
 import yaml
 
 from .harness import Run, simulate
-from tests.support.objects import gang, node, pod, pod_group
+from tests.support.objects import gang, hypernode, member, node, pod, pod_group
 
 RACK = "topology.kubernetes.io/rack"
 SPINE = "example.com/spine"
 VOLCANO = "scheduling.volcano.sh/v1beta1"
-HYPERNODE_API = "topology.volcano.sh/v1alpha1"
 RACK_TIERS = f"""
 topology:
   tiers:
@@ -58,22 +57,8 @@ def domains_of(run: Run, prefix: str) -> set[str]:
     return {node.rsplit("-", 1)[0] for key, node in run.bound().items() if key.startswith(prefix)}
 
 
-def hypernode(
-    name: str, tier: int, members: list[dict[str, Any]], tier_name: str = ""
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"tier": tier, "members": members}
-    if tier_name:
-        spec["tierName"] = tier_name
-    return {
-        "apiVersion": HYPERNODE_API,
-        "kind": "HyperNode",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
 def exact(kind: str, name: str) -> dict[str, Any]:
-    return {"type": kind, "selector": {"exactMatch": {"name": name}}}
+    return member(kind, exactMatch={"name": name})
 
 
 def volcano_gang(name: str, size: int, cpu: str, **spec: Any) -> list[dict[str, Any]]:

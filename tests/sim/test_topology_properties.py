@@ -16,7 +16,7 @@ import pytest
 from batchsched.config.load import load_config
 from batchsched.sim.simulator import simulate
 
-from tests.support.objects import node, pod, pod_group
+from tests.support.objects import hypernode, member, node, pod, pod_group
 
 SEEDS = range(25)
 RACK = "topology.kubernetes.io/rack"
@@ -59,20 +59,8 @@ def build(seed: int) -> Cluster:
         cluster.objects.append(node(name, cpu="64"))
     racks = sorted(set(cluster.rack_of.values()))
     for rack in racks:
-        cluster.objects.append(
-            {
-                "apiVersion": "topology.volcano.sh/v1alpha1",
-                "kind": "HyperNode",
-                "metadata": {"name": rack},
-                "spec": {
-                    "tier": 1,
-                    "tierName": "rack",
-                    "members": [
-                        {"type": "Node", "selector": {"regexMatch": {"pattern": f"^{rack}-"}}}
-                    ],
-                },
-            }
-        )
+        pattern = {"pattern": f"^{rack}-"}
+        cluster.objects.append(hypernode(rack, 1, [member("Node", regexMatch=pattern)], "rack"))
     for g in range(rng.randint(2, 6)):
         _gang(rng, cluster, f"g{g}")
     return cluster

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from batchsched.api.groups import OUR_API
+from batchsched.api.hypernodes import HYPERNODE_API
 from batchsched.api.pods import OUR_GROUP_KEY
 from batchsched.api.yamlload import load_all
 from batchsched.cache.cluster import ClusterCache
@@ -158,6 +159,25 @@ def gang(
         pod(f"{name}-{i}", requests=requests, group=name, namespace=namespace) for i in range(size)
     )
     return [group, *members]
+
+
+def hypernode(name: str, tier: int, members: Iterable[Obj], tier_name: str = "") -> Obj:
+    """A Volcano HyperNode of `tier` with the members given (see `member`)."""
+    spec: Obj = {"tier": tier, "members": list(members)}
+    if tier_name:
+        spec["tierName"] = tier_name
+    return {
+        "apiVersion": HYPERNODE_API,
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def member(kind: str, **selector: Any) -> Obj:
+    """A HyperNode member: `kind` Node or HyperNode, selected by `exactMatch={"name": n}`,
+    `regexMatch={"pattern": p}` or `labelMatch={...}`."""
+    return {"type": kind, "selector": selector}
 
 
 def queue(

@@ -11,24 +11,9 @@ from batchsched.api.hypernodes import hypernode_from_object
 from batchsched.api.nodes import node_from_object
 from batchsched.model.topology import NO_DOMAIN, Topology
 
-from tests.support.objects import node
+from tests.support.objects import hypernode, member, node
 
 RACK = "topology.kubernetes.io/rack"
-
-
-def hypernode(
-    name: str, tier: int, members: list[dict[str, Any]], tier_name: str = ""
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "topology.volcano.sh/v1alpha1",
-        "kind": "HyperNode",
-        "metadata": {"name": name},
-        "spec": {"tier": tier, "tierName": tier_name, "members": members},
-    }
-
-
-def member(kind: str, **selector: Any) -> dict[str, Any]:
-    return {"type": kind, "selector": selector}
 
 
 NODES = [
