@@ -163,7 +163,7 @@ class TopologyPlanner:
             return [t for t in self.tiers if t.number <= named[0].number], None
         if ask.highest_tier is not None:
             allowed = [t for t in self.tiers if t.number <= ask.highest_tier]
-            if not allowed:
+            if not allowed and ask.required:
                 return (
                     [],
                     f"{ask.where}.highestTierAllowed: no tier is numbered "

@@ -93,7 +93,7 @@ class Topology:
                 rows = [index[node] for node in reach[name] if node in index]
                 ids[np.array(rows, dtype=np.int64)] = domain
             tier_names = {self.hypernodes[n].tier_name for n in names} - {""}
-            label = min(tier_names) if tier_names else str(number)
+            label = min(tier_names) if tier_names else f"tier {number}"
             tiers.append(Tier(number, label, ids, tuple(names)))
         return tuple(tiers)
 
