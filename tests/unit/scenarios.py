@@ -16,6 +16,7 @@ import yaml
 from batchsched.api.budgets import budget_from_object
 from batchsched.api.errors import UnreadableInput
 from batchsched.api.groups import pod_group_from_object
+from batchsched.api.hypernodes import hypernode_from_object
 from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.nodes import node_from_object
 from batchsched.api.pods import task_from_pod
@@ -47,6 +48,7 @@ PARSERS: dict[str, Callable[[Any], object]] = {
     "CSINode": csi_node_from_object,
     "CSIDriver": csi_driver_from_object,
     "CSIStorageCapacity": storage_capacity_from_object,
+    "HyperNode": hypernode_from_object,
 }
 
 
