@@ -12,7 +12,7 @@ The tiers are the configured node labels (`topology.tiers`, finest first) when t
 configuration names some, else the HyperNodes' tiers (model/topology.py).
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,10 +126,16 @@ class TopologyPlanner:
         if error:
             return [], error
         need = np.sum([t.vec for t in members], axis=0) if members else None
+        shapes: dict[bytes, tuple[IntArray, int]] = {}
+        for task in members:
+            vec, count = shapes.get(task.vec.tobytes(), (task.vec, 0))
+            shapes[task.vec.tobytes()] = (vec, count + 1)
         rows = np.array([self.index[h] for h in hosts if h in self.index], dtype=np.int64)
         found: list[Domain] = []
         for tier in tiers:
-            found.extend(self._tier_domains(tier, need, rows, within, roomiest=roomiest))
+            found.extend(
+                self._tier_domains(tier, need, shapes.values(), rows, within, roomiest=roomiest)
+            )
         return found, None
 
     def _tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
@@ -182,6 +188,7 @@ class TopologyPlanner:
         self,
         tier: Tier,
         need: IntArray | None,
+        shapes: Iterable[tuple[IntArray, int]],
         rows: IntArray,
         within: BoolArray | None,
         *,
@@ -222,6 +229,13 @@ class TopologyPlanner:
             )
         else:
             room &= (free >= need[columns]).all(axis=1)
+            for vec, number in shapes:
+                # Members of one shape each need a node with room for them: the slots
+                # for that shape summed per domain must reach their number.
+                asked = np.flatnonzero(vec > 0)
+                if asked.size:
+                    slots = (self.free[inside][:, asked] // vec[asked]).min(axis=1)
+                    room &= np.bincount(where, np.maximum(slots, 0), count) >= number
             rank = (used / np.maximum(total, 1)).mean(axis=1) if columns.size else np.zeros(count)
         candidates = candidates[room[candidates]]
         for index in candidates[np.lexsort((candidates, -rank[candidates]))]:
