@@ -107,8 +107,9 @@ def _place_plan(
     failures: dict[str, str] = {}
     in_parts: set[str] = set()
     for part in plan.parts:
-        in_parts.update(t.key for t in part.tasks)
-        members = [t for t in ordered if t.key in {p.key for p in part.tasks}]
+        keys = {t.key for t in part.tasks}
+        in_parts |= keys
+        members = [t for t in ordered if t.key in keys]
         candidates: Sequence[Domain | None] = [None]
         if part.ask is not None:
             found, error = session.topology.domains(part.ask, members, (), outer)

@@ -14,6 +14,7 @@ configuration names some, else the HyperNodes' tiers (model/topology.py).
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -77,7 +78,7 @@ class TopologyPlanner:
         label_tiers: Sequence[LabelTier] = (),
     ) -> None:
         self.topology = snapshot.topology
-        self.index = {node.name: row for row, node in enumerate(snapshot.nodes)}
+        self.nodes = snapshot.nodes
         self.allocatable = snapshot.allocatable
         # The session's own arrays, changed in place as it places pods.
         self.requested, self.free = requested, free
@@ -95,13 +96,18 @@ class TopologyPlanner:
         else:
             self.tiers = self.topology.tiers
 
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Node name -> row, for the hosts of running gangs (built when first asked)."""
+        return {node.name: row for row, node in enumerate(self.nodes)}
+
     def plan(self, job: JobInfo, tasks: Sequence[TaskInfo]) -> Plan | None:
         """What the job asks of the topology; None when it asks nothing."""
         group = job.group
         ask = group.network_topology if group is not None else None
         plan = Plan(ask)
         if group is not None and group.sub_groups:
-            plan.error = _sub_groups(plan, job, tasks)
+            _sub_groups(plan, job, tasks)
         podsets = [t for t in tasks if t.pod.podset_topology is not None]
         if podsets:
             plan.error = plan.error or _podsets(plan, job, tasks)
@@ -130,7 +136,8 @@ class TopologyPlanner:
         for task in members:
             vec, count = shapes.get(task.vec.tobytes(), (task.vec, 0))
             shapes[task.vec.tobytes()] = (vec, count + 1)
-        rows = np.array([self.index[h] for h in hosts if h in self.index], dtype=np.int64)
+        index = self.index if hosts else {}
+        rows = np.array([index[h] for h in hosts if h in index], dtype=np.int64)
         found: list[Domain] = []
         for tier in tiers:
             found.extend(
@@ -242,7 +249,7 @@ class TopologyPlanner:
             yield Domain(tier, int(index), ids)
 
 
-def _sub_groups(plan: Plan, job: JobInfo, tasks: Sequence[TaskInfo]) -> str | None:
+def _sub_groups(plan: Plan, job: JobInfo, tasks: Sequence[TaskInfo]) -> None:
     """Volcano's sub-groups: for each policy, the members its selector takes, grouped by
     their values of its matchLabelKeys (a member lacking one is in none of its groups),
     as Volcano forms sub-jobs. Only pending members are grouped: those running already
@@ -260,7 +267,6 @@ def _sub_groups(plan: Plan, job: JobInfo, tasks: Sequence[TaskInfo]) -> str | No
         for values, members in sorted(groups.items()):
             label = f"sub-group {policy.name}" + (f" {'/'.join(values)}" if values else "")
             plan.parts.append(Part(label, policy.ask, members, min(policy.size, len(members))))
-    return None
 
 
 def _podsets(plan: Plan, job: JobInfo, tasks: Sequence[TaskInfo]) -> str | None:
