@@ -83,6 +83,10 @@ class TopologyPlanner:
         # The session's own arrays, changed in place as it places pods.
         self.requested, self.free = requested, free
         self.label_tiers = tuple(label_tiers)
+        # Per tier's ids and resource columns: allocatable summed per domain; and per
+        # tier's ids, the ids with the nodes of no domain in an extra one.
+        self._totals: dict[tuple[int, bytes], FloatArray] = {}
+        self._binned: dict[int, IntArray] = {}
         if label_tiers:
             self.tiers = tuple(
                 Tier(
@@ -210,23 +214,32 @@ class TopologyPlanner:
             candidates = held
         else:
             candidates = np.arange(count)
-        inside = ids != NO_DOMAIN
-        where = ids[inside]
+        # Nodes in no domain are counted in one extra bin, left out of every sum.
+        binned = self._binned.get(id(ids)) if within is None else None
+        if binned is None:
+            binned = np.where(ids == NO_DOMAIN, count, ids)
+            if within is None:
+                self._binned[id(ids)] = binned
         if need is None:
             need = np.zeros(self.free.shape[1], dtype=np.int64)
         columns = np.flatnonzero(need > 0)
 
         def per_domain(values: IntArray) -> FloatArray:
             """Sums over each domain's nodes, one column per resource the members ask."""
-            sums = [np.bincount(where, values[inside, c], count) for c in columns]
+            sums = [np.bincount(binned, values[:, c], count + 1)[:count] for c in columns]
             return np.stack(sums, axis=1) if sums else np.zeros((count, 0))
 
-        free, used, total = (
-            per_domain(self.free),
-            per_domain(self.requested),
-            per_domain(self.allocatable),
-        )
-        room = np.bincount(where, minlength=count) > 0
+        # What a domain holds changes with nothing a session does: summed once per tier
+        # (but for the narrowed ids of a part, summed afresh).
+        key = (id(ids), columns.tobytes())
+        total = self._totals.get(key) if within is None else None
+        if total is None:
+            total = per_domain(self.allocatable)
+            if within is None:
+                self._totals[key] = total
+        used = per_domain(self.requested)
+        free = total - used
+        room = np.bincount(binned, minlength=count + 1)[:count] > 0
         if roomiest:
             # The share of the members' asks the domain's free room covers.
             rank = (
@@ -241,8 +254,8 @@ class TopologyPlanner:
                 # for that shape summed per domain must reach their number.
                 asked = np.flatnonzero(vec > 0)
                 if asked.size:
-                    slots = (self.free[inside][:, asked] // vec[asked]).min(axis=1)
-                    room &= np.bincount(where, np.maximum(slots, 0), count) >= number
+                    slots = np.maximum((self.free[:, asked] // vec[asked]).min(axis=1), 0)
+                    room &= np.bincount(binned, slots, count + 1)[:count] >= number
             rank = (used / np.maximum(total, 1)).mean(axis=1) if columns.size else np.zeros(count)
         candidates = candidates[room[candidates]]
         for index in candidates[np.lexsort((candidates, -rank[candidates]))]:
