@@ -41,7 +41,8 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     plan = session.topology.plan(job, tasks)
     if plan is None:
         statement = Statement(session, job)
-        failures = _place_tasks(session, job, ordered, statement, job.min_member - job.bound)
+        needed = job.min_member - job.bound
+        failures = _place_tasks(session, job, ordered, statement, needed, None, set())
         return _conclude(session, job, statement, failures, None)
     if plan.error:
         session.job_messages[job.key] = f"gang {job.key}: {plan.error}"
@@ -64,9 +65,14 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         outer = [*domains, *([] if ask.required else [None])]
     best: tuple[int, str] | None = None
     first = "no domain of its tiers holds a node for it"
+    # Members refused wherever they go (their queue, their own error): once too few are
+    # left to reach the minimum, no other domain is tried.
+    refused: set[str] = set()
     for domain in outer:
+        if domain is not None and len(ordered) - len(refused) < job.min_member - job.bound:
+            continue
         statement = Statement(session, job)
-        failures = _place_plan(session, job, ordered, plan, statement, domain)
+        failures = _place_plan(session, job, ordered, plan, statement, domain, refused)
         if domain is None:
             return _conclude(session, job, statement, failures, _wanted(ask, best, job))
         placed = len(statement.placed)
@@ -100,6 +106,7 @@ def _place_plan(
     plan: Plan,
     statement: Statement,
     domain: Domain | None,
+    refused: set[str],
 ) -> dict[str, str]:
     """The plan's parts, each whole in a domain of its own inside `domain`, then the
     members in no part; the failures of the members left out, by task key."""
@@ -120,7 +127,7 @@ def _place_plan(
         for inner in candidates:
             trial = Statement(session, job)
             within = outer if inner is None else inner.nodes
-            failed = _place_tasks(session, job, members, trial, part.size, within)
+            failed = _place_tasks(session, job, members, trial, part.size, within, refused)
             if len(trial.placed) >= part.size:
                 statement.placed.extend(trial.placed)
                 break
@@ -131,7 +138,7 @@ def _place_plan(
             failures.update({t.key: why for t in members if t.key not in failures})
     rest = [t for t in ordered if t.key not in in_parts]
     needed = job.min_member - job.bound - len(statement.placed)
-    failures.update(_place_tasks(session, job, rest, statement, needed, outer))
+    failures.update(_place_tasks(session, job, rest, statement, needed, outer, refused))
     return failures
 
 
@@ -141,12 +148,15 @@ def _place_tasks(
     ordered: list[TaskInfo],
     statement: Statement,
     needed: int,
-    within: BoolArray | None = None,
+    within: BoolArray | None,
+    refused: set[str],
 ) -> dict[str, str]:
     """Each task on its best node (within `within`, when given), until too few are left
-    to place `needed`; why each task left unplaced was. A shape that failed once is not
-    tried again: within one attempt nodes only fill up, so it would fail again."""
+    to place `needed`; why each task left unplaced was, and in `refused` those refused
+    whatever the nodes. A shape that failed once is not tried again: within one attempt
+    nodes only fill up, so it would fail again."""
     failed: dict[object, str] = {}
+    anywhere: set[object] = set()
     task_failures: dict[str, str] = {}
     start = len(statement.placed)
     outer, session.within = session.within, within
@@ -159,6 +169,10 @@ def _place_tasks(
             reason = task.error or failed.get(kind)
             if reason is None:
                 reason = session.not_allocatable(job, task)
+                if reason is not None:
+                    anywhere.add(kind)
+            if task.error or kind in anywhere:
+                refused.add(task.key)
             if reason is None:
                 node = preferred_node(task)
                 if node is None or not session.fits(task, node):
