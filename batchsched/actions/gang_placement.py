@@ -74,7 +74,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         statement = Statement(session, job)
         failures = _place_plan(session, job, ordered, plan, statement, domain, refused)
         if domain is None:
-            return _conclude(session, job, statement, failures, _wanted(ask, best, job))
+            return _conclude(session, job, statement, failures, _wanted(session, ask, best, job))
         placed = len(statement.placed)
         if placed and session.ready(job, placed):
             statement.commit()
@@ -84,15 +84,20 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
             best = (placed, domain.name)
             first = next(iter(failures.values()), first)
         statement.discard()
-    session.job_messages[job.key] = f"gang {job.key}: {_wanted(ask, best, job)}; {first}"
+    wanted = _wanted(session, ask, best, job)
+    session.job_messages[job.key] = f"gang {job.key}: {wanted}; {first}"
     return False
 
 
-def _wanted(ask: TopologyAsk | None, best: tuple[int, str] | None, job: JobInfo) -> str | None:
-    """What a waiting gang's topology ask needs, and the domain that came closest."""
+def _wanted(
+    session: Session, ask: TopologyAsk | None, best: tuple[int, str] | None, job: JobInfo
+) -> str | None:
+    """What a waiting gang's topology ask needs (the tiers it may take a domain of), and
+    the domain that came closest."""
     if ask is None:
         return None
-    what = f"{ask.where} asks its members in one domain ({ask.mode})"
+    tiers = session.topology.tier_names(ask)
+    what = f"{ask.where} asks its members in one domain of {tiers} ({ask.mode})"
     if best is None:
         return what
     placed, name = best

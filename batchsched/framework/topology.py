@@ -149,6 +149,11 @@ class TopologyPlanner:
             )
         return found, None
 
+    def tier_names(self, ask: TopologyAsk) -> str:
+        """The tiers whose domains the ask may take, lowest first, for waiting reasons."""
+        tiers, _ = self._tiers(ask)
+        return " or ".join(t.name for t in tiers) or "any tier"
+
     def _tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
         if ask.key is not None:
             tier = self.topology.label(ask.key)

@@ -123,6 +123,9 @@ def test_gangs_in_hypernodes_and_label_domains(
         lambda: unschedulable_message(pods(kube, namespace)["kueue-0"]),
         what="the Kueue pods told why they wait",
     )
-    assert "[kueue.x-k8s.io/podset-required-topology] asks its members in one domain" in message
+    assert (
+        "[kueue.x-k8s.io/podset-required-topology] asks its members in one domain of "
+        "topology.kubernetes.io/rack (hard)"
+    ) in message
     now = placements(kube, namespace)
     assert (now["kueue-0"], now["kueue-1"]) == (None, None)

@@ -251,5 +251,5 @@ def test_rack_gang(capsys: pytest.CaptureFixture[str]) -> None:
     for i in range(5):
         assert run.pods[f"default/wide-{i}"]["reason"].startswith(
             "gang default/wide: PodGroup default/wide.spec.networkTopology asks its members in "
-            "one domain (hard); the best, rack rack-a, holds 4 of 5; "
+            "one domain of rack (hard); the best, rack rack-a, holds 4 of 5; "
         )

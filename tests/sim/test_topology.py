@@ -109,7 +109,8 @@ def test_hard_tier_waits_where_no_rack_holds_the_gang(
     assert result.bound() == {}
     reason = result.pods["default/hard-0"]["reason"]
     assert (
-        "PodGroup default/hard.spec.networkTopology asks its members in one domain (hard)" in reason
+        "PodGroup default/hard.spec.networkTopology asks its members in one domain of rack (hard)"
+        in reason
     )
     assert "the best, rack r1, holds 3 of 4" in reason
     for ask in ({"mode": "soft", "highestTierAllowed": 1}, {"highestTierName": "spine"}):
@@ -221,8 +222,8 @@ def test_kueue_required_and_preferred_topology(
     result = run(capsys, tmp_path, [*objects, *(kueue_pod(f"k-{i}", required) for i in range(6))])
     assert result.bound() == {}
     assert (
-        "[kueue.x-k8s.io/podset-required-topology] asks its members in one domain"
-        in (result.pods["default/k-0"]["reason"])
+        "[kueue.x-k8s.io/podset-required-topology] asks its members in one domain of "
+        "topology.kubernetes.io/rack (hard)" in (result.pods["default/k-0"]["reason"])
     )
     preferred = {"kueue.x-k8s.io/podset-preferred-topology": RACK}
     result = run(capsys, tmp_path, [*objects, *(kueue_pod(f"k-{i}", preferred) for i in range(6))])

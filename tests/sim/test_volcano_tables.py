@@ -50,9 +50,8 @@ FAILS: dict[str, tuple[str, ...]] = {
     "allocate/network-topology-hard-network-topology-with-highesttiername-constrain-and-tasks-i": (
         TIER_NAME_MISSING,
     ),
-    "allocate/network-topology-hard-network-topology-constrain-and-tasks-in-job-rescheduled-can-6": (
-        NO_COMMON_HYPERNODE,
-    ),
+    "allocate/network-topology-hard-network-topology-constrain-and-tasks-in-job-"
+    "rescheduled-can-6": (NO_COMMON_HYPERNODE,),
 }
 
 
