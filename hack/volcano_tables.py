@@ -196,8 +196,8 @@ def hypernode(name: str, tier: int, members: list[Obj], tier_name: str = "") -> 
 def hypernodes(case: Mapping[str, Any]) -> list[Obj]:
     """The case's HyperNodes: its HyperNodesMap's (named by their keys), else the tree
     its HyperNodesSetByTier and HyperNodes (node names per HyperNode) describe, which
-    uthelper builds the cache from directly: a HyperNode of the lowest tier holds its nodes, one of a higher tier
-    the HyperNodes of the tier below whose nodes it holds."""
+    uthelper builds the cache from directly: a HyperNode of the lowest tier holds its
+    nodes, one of a higher tier the HyperNodes of the tier below whose nodes it holds."""
     if case.get("HyperNodesMap"):
         # The cache knows each by its key (a case may build one under another name).
         return [
