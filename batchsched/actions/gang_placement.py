@@ -6,7 +6,8 @@ holds the gang wins. Its parts (sub-groups, pod sets, slices) are each tried in 
 domains of their own ask inside the job's, and a part counts only whole.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable
+from itertools import chain
 
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
@@ -53,16 +54,18 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
 def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
     """The job in each of its candidate domains in turn, until one holds it."""
     ask = plan.ask
-    outer: Sequence[Domain | None] = [None]
+    outer: Iterable[Domain | None] = [None]
     if ask is not None:
         domains, error = session.topology.domains(ask, ordered, job.hosts, None)
         if error:
             session.job_messages[job.key] = f"gang {job.key}: {error}"
             return False
-        if not domains and ask.required:
+        head = next(domains, None)
+        if head is None and ask.required:
             # None has room: the one closest to it is tried, to say what it holds.
-            domains = session.topology.domains(ask, ordered, job.hosts, None, roomiest=True)[0][:1]
-        outer = [*domains, *([] if ask.required else [None])]
+            closest, _ = session.topology.domains(ask, ordered, job.hosts, None, roomiest=True)
+            head = next(closest, None)
+        outer = chain([head] if head else [], domains, [] if ask.required else [None])
     best: tuple[int, str] | None = None
     first = "no domain of its tiers holds a node for it"
     # Members refused wherever they go (their queue, their own error): once too few are
@@ -122,13 +125,13 @@ def _place_plan(
         keys = {t.key for t in part.tasks}
         in_parts |= keys
         members = [t for t in ordered if t.key in keys]
-        candidates: Sequence[Domain | None] = [None]
+        candidates: Iterable[Domain | None] = [None]
         if part.ask is not None:
             found, error = session.topology.domains(part.ask, members, (), outer)
             if error:
                 failures.update(dict.fromkeys((t.key for t in members), error))
                 continue
-            candidates = [*found, *([] if part.ask.required else [None])]
+            candidates = chain(found, [] if part.ask.required else [None])
         for inner in candidates:
             trial = Statement(session, job)
             within = outer if inner is None else inner.nodes

@@ -15,6 +15,7 @@ configuration names some, else the HyperNodes' tiers (model/topology.py).
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
 
 import numpy as np
 
@@ -127,14 +128,18 @@ class TopologyPlanner:
         within: BoolArray | None,
         *,
         roomiest: bool = False,
-    ) -> tuple[list[Domain], str | None]:
+    ) -> tuple[Iterator[Domain], str | None]:
         """The domains to try for `members`, in order, and why none may be tried (bad
         input) when so. `hosts` are the nodes members already run on: only a domain
         holding them all is a candidate. `roomiest`: every domain, those with the most
-        room for the members first (to say which came closest when none has room)."""
+        room for the members first (to say which came closest when none has room).
+
+        Lazy, a tier at a time, as most gangs take the first domain: each tier is
+        ranked on the room there is when it is first reached (tries are undone before
+        the next domain is asked for, so that is the room there was)."""
         tiers, error = self._tiers(ask)
         if error:
-            return [], error
+            return iter(()), error
         need = np.sum([t.vec for t in members], axis=0) if members else None
         shapes: dict[bytes, tuple[IntArray, int]] = {}
         for task in members:
@@ -142,11 +147,10 @@ class TopologyPlanner:
             shapes[task.vec.tobytes()] = (vec, count + 1)
         index = self.index if hosts else {}
         rows = np.array([index[h] for h in hosts if h in index], dtype=np.int64)
-        found: list[Domain] = []
-        for tier in tiers:
-            found.extend(
-                self._tier_domains(tier, need, shapes.values(), rows, within, roomiest=roomiest)
-            )
+        found = chain.from_iterable(
+            self._tier_domains(tier, need, list(shapes.values()), rows, within, roomiest=roomiest)
+            for tier in tiers
+        )
         return found, None
 
     def tier_names(self, ask: TopologyAsk) -> str:
