@@ -183,6 +183,8 @@ NEEDED = [
     *[("patch", group, "podgroups") for group in OBJECT_STATUS],
     *[(verb, "scheduling.volcano.sh", "queues") for verb in ("list", "watch")],
     ("patch", "scheduling.volcano.sh", "queues/status"),
+    # Volcano's network topology, for gangs asking for a tier of it.
+    *[(verb, "topology.volcano.sh", "hypernodes") for verb in ("list", "watch")],
     ("create", "authentication.k8s.io", "tokenreviews"),
     ("create", "authorization.k8s.io", "subjectaccessreviews"),
 ]
