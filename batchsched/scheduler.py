@@ -27,6 +27,7 @@ def open_session(
         timings=timings,
         on_commit=on_commit,
         evict_other_schedulers=config.preempt_other_schedulers,
+        topology_tiers=config.topology_tiers,
     )
 
 

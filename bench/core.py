@@ -2,6 +2,7 @@
 
 Usage: python -m bench.core [--nodes 5000] [--pods 20000] [--seed 1] [--anti-affinity]
     [--zone-spread DoNotSchedule|ScheduleAnyway] [--placeable] [--caught-up K]
+    [--topology hard|soft] [--rack-size 40]
 Prints one JSON object. Nodes are a mix of CPU and 8-GPU machines; pods come in gangs
 of 1 to 32 members sharing one shape (plus a CPU launcher for GPU gangs), sized so
 that most, but not all, fit. With --anti-affinity every pod keeps away from the other
@@ -13,6 +14,9 @@ out that a gang cannot be placed: gangs of 1 to 32 in six shapes, a quarter of t
 on GPUs (1, 2 or 4 cards) and the rest on CPU nodes only (a node selector), asking
 about half the cluster's CPU and three quarters of its cards at 20,000 pods on 5,000
 nodes.
+With --topology nodes are grouped in racks of --rack-size nodes (a node label, the one
+configured topology tier) and every gang asks for one rack (networkTopology, hard or
+soft, highestTierAllowed 1): the cost of placing gangs domain by domain.
 With --caught-up K the first session's binds are assumed, then K sessions follow, each
 for one more pod (every other one a gang of 8 instead) on the cluster now holding them,
 with the snapshot kept as the operator keeps it (cache/keeper.py), and the jobs a
@@ -27,13 +31,15 @@ import random
 import resource
 import statistics
 import time
+from dataclasses import replace
 from typing import Any
 
 from batchsched.api.groups import OUR_API
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import SnapshotKeeper, take_snapshot
-from batchsched.config.load import default_config
+from batchsched.config.load import SchedulerConfig, default_config
 from batchsched.framework.session import Timings
+from batchsched.framework.topology import LabelTier
 from batchsched.model.decisions import Decisions
 from batchsched.scheduler import run_session
 
@@ -41,6 +47,7 @@ SCHEDULER = "batch-scheduler"
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 ZONES = 10
+RACK = "topology.kubernetes.io/rack"
 CPU_SHAPES = [("1", "2Gi"), ("2", "4Gi"), ("4", "16Gi"), ("500m", "1Gi")]
 GPU_SHAPES = [(1, "8", "32Gi"), (2, "16", "64Gi"), (4, "32", "128Gi"), (8, "64", "256Gi")]
 # The --placeable workload's shapes: CPU ones as CPU nodes hold them (4 GiB a core),
@@ -50,7 +57,9 @@ PLACEABLE_GPU_SHAPES = [(1, "8", "64Gi"), (2, "16", "128Gi"), (4, "32", "256Gi")
 PLACEABLE_GPU_JOBS = 0.25
 
 
-def node(index: int, rng: random.Random, *, zoned: bool = False) -> dict[str, Any]:
+def node(
+    index: int, rng: random.Random, *, zoned: bool = False, rack_size: int = 0
+) -> dict[str, Any]:
     gpu = rng.random() < 0.4
     allocatable = (
         {"cpu": "96", "memory": "768Gi", "nvidia.com/gpu": "8", "pods": "110"}
@@ -60,6 +69,8 @@ def node(index: int, rng: random.Random, *, zoned: bool = False) -> dict[str, An
     labels = {"gpu": str(gpu).lower(), HOSTNAME: f"node-{index:05d}"}
     if zoned:
         labels[ZONE] = f"zone-{index % ZONES}"
+    if rack_size:
+        labels[RACK] = f"rack-{index // rack_size:04d}"
     return {
         "kind": "Node",
         "metadata": {"name": f"node-{index:05d}", "labels": labels},
@@ -194,15 +205,26 @@ def main() -> None:
     parser.add_argument(
         "--caught-up", type=int, default=0, metavar="K", help="sessions for arrivals after"
     )
+    parser.add_argument("--topology", choices=["hard", "soft"], help="every gang asks for one rack")
+    parser.add_argument("--rack-size", type=int, default=40, help="nodes per rack")
     args = parser.parse_args()
     if args.placeable and (args.anti_affinity or args.zone_spread):
         parser.error("--placeable takes neither --anti-affinity nor --zone-spread")
     rng = random.Random(args.seed)
-    objects = [node(i, rng, zoned=args.zone_spread is not None) for i in range(args.nodes)]
+    racks = args.rack_size if args.topology else 0
+    zoned = args.zone_spread is not None
+    objects = [node(i, rng, zoned=zoned, rack_size=racks) for i in range(args.nodes)]
     if args.placeable:
         objects += placeable_workload(args.pods, rng)
     else:
         objects += workload(args.pods, rng, apart=args.anti_affinity, spread=args.zone_spread)
+    config = default_config()
+    if args.topology:
+        config = replace(config, topology_tiers=(LabelTier("rack", RACK),))
+        ask = {"mode": args.topology, "highestTierAllowed": 1}
+        for obj in objects:
+            if obj["kind"] == "PodGroup":
+                obj["spec"]["networkTopology"] = ask
 
     started = time.perf_counter()
     cache = ClusterCache()
@@ -212,12 +234,12 @@ def main() -> None:
     snapshot = take_snapshot(cache, now=0.0, scheduler_names={SCHEDULER})
     snapped = time.perf_counter()
     timings = Timings()
-    decisions = run_session(snapshot, default_config(), timings=timings)
+    decisions = run_session(snapshot, config, timings=timings)
     finished = time.perf_counter()
 
     session_seconds = finished - snapped
     decided = len(decisions.bindings) + len(decisions.pending)
-    caught_up = arrivals(cache, decisions, args.caught_up) if args.caught_up else {}
+    caught_up = arrivals(cache, decisions, args.caught_up, config) if args.caught_up else {}
     print(
         json.dumps(
             {
@@ -226,6 +248,7 @@ def main() -> None:
                 "anti_affinity": args.anti_affinity,
                 "zone_spread": args.zone_spread,
                 "placeable": args.placeable,
+                "topology": args.topology,
                 "groups": sum(1 for o in objects if o["kind"] == "PodGroup"),
                 "bound": len(decisions.bindings),
                 "pending": len(decisions.pending),
@@ -241,7 +264,9 @@ def main() -> None:
     )
 
 
-def arrivals(cache: ClusterCache, first: Decisions, sessions: int) -> dict[str, Any]:
+def arrivals(
+    cache: ClusterCache, first: Decisions, sessions: int, config: SchedulerConfig
+) -> dict[str, Any]:
     """Sessions for pods arriving one job at a time once `first` is bound (the module
     says which): their snapshot and session seconds, median and slowest."""
     for binding in first.bindings:
@@ -251,7 +276,6 @@ def arrivals(cache: ClusterCache, first: Decisions, sessions: int) -> dict[str, 
     keeper.take(now=0.0)
     whole = time.perf_counter() - whole_started
     keeper.set_aside(first.unplaced)
-    config = default_config()
     snapshots: list[float] = []
     runs: list[float] = []
     set_aside: list[int] = []

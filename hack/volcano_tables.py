@@ -26,6 +26,7 @@ OUT = Path(__file__).resolve().parents[1] / "tests" / "conformance" / "volcano"
 SCHEDULER = "volcano"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
+HYPERNODE_API = "topology.volcano.sh/v1alpha1"
 
 Obj = dict[str, Any]
 # Volcano's helpers leave every object's creationTimestamp zero: all created at one
@@ -147,6 +148,82 @@ def pod_group(
     }
 
 
+def pod_group_with_network_topology(
+    name: str,
+    namespace: str,
+    hypernode: str,
+    queue: str,
+    min_member: int,
+    task_min: Mapping[str, int] | None,
+    phase: str,
+    mode: str,
+    highest: int | str,
+) -> Obj:
+    """util.BuildPodGroupWithNetWorkTopologies (`highest` a tier number) and
+    BuildPodGroupUsingNetWorkTopologiesWithTierName (a tier name): the job's allocated
+    HyperNode in Volcano's annotation, which Volcano's cache keeps between sessions."""
+    group = pod_group(name, namespace, queue, min_member, task_min, phase)
+    group["metadata"]["annotations"] = {"volcano.sh/job-allocated-hypernode": hypernode}
+    limit = "highestTierName" if isinstance(highest, str) else "highestTierAllowed"
+    group["spec"]["networkTopology"] = {"mode": mode, limit: highest}
+    return group
+
+
+def hypernode(name: str, tier: int, members: list[Obj], tier_name: str = "") -> Obj:
+    """api.BuildHyperNode (and BuildHyperNodeWithTierName): members by exact name,
+    pattern or label selector, as its MemberConfig says."""
+    keys = {"exact": "exactMatch", "regex": "regexMatch", "label": "labelMatch"}
+    specs = []
+    for member in members:
+        how = member["Selector"]
+        body = (
+            member.get("LabelSelector")
+            if how == "label"
+            else {"name" if how == "exact" else "pattern": member["Name"]}
+        )
+        specs.append({"type": member["Type"], "selector": {keys[how]: body}})
+    spec: Obj = {"tier": tier, "members": specs}
+    if tier_name:
+        spec["tierName"] = tier_name
+    return {
+        "apiVersion": HYPERNODE_API,
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def hypernodes(case: Mapping[str, Any]) -> list[Obj]:
+    """The case's HyperNodes: its HyperNodesMap's (named by their keys), else the tree
+    its HyperNodesSetByTier and HyperNodes (node names per HyperNode) describe, which
+    uthelper builds the cache from directly: a HyperNode of the lowest tier holds its
+    nodes, one of a higher tier the HyperNodes of the tier below whose nodes it holds."""
+    if case.get("HyperNodesMap"):
+        # The cache knows each by its key (a case may build one under another name).
+        return [
+            {**built, "metadata": {"name": key}} for key, built in case["HyperNodesMap"].items()
+        ]
+    by_tier = case.get("HyperNodesSetByTier") or {}
+    nodes = case.get("HyperNodes") or {}
+    tiers = sorted(by_tier)
+    out = []
+    for index, tier in enumerate(tiers):
+        for name in sorted(by_tier[tier]):
+            if index == 0:
+                members = [
+                    {"Name": n, "Type": "Node", "Selector": "exact"} for n in sorted(nodes[name])
+                ]
+            else:
+                below = sorted(by_tier[tiers[index - 1]])
+                members = [
+                    {"Name": child, "Type": "HyperNode", "Selector": "exact"}
+                    for child in below
+                    if set(nodes[child]) <= set(nodes[name])
+                ]
+            out.append(hypernode(name, tier, members))
+    return out
+
+
 def pod_group_with_priority(
     name: str, ns: str, queue: str, min_member: int, task_min: Any, phase: str, class_name: str
 ) -> Obj:
@@ -243,6 +320,12 @@ HELPERS: dict[str, Any] = {
     "BuildPodGroup": pod_group,
     "BuildPodGroupWithPrio": pod_group_with_priority,
     "BuildPodGroupWithMinResources": pod_group_with_min_resources,
+    "BuildPodGroupWithNetWorkTopologies": pod_group_with_network_topology,
+    "BuildPodGroupUsingNetWorkTopologiesWithTierName": pod_group_with_network_topology,
+    "NewHyperNodeInfo": lambda built: built,
+    "BuildHyperNode": hypernode,
+    "BuildHyperNodeWithTierName": lambda n, t, tn, m: hypernode(n, t, m, tn),
+    "setof": lambda *names: list(names),
     "BuildQueue": queue,
     "BuildQueueWithState": queue,
     "BuildQueueWithResourcesQuantity": lambda n, d, c: queue_with_quantities(n, None, d, c),
@@ -264,6 +347,8 @@ CONSTANTS = [
     (r"\bschedulingv1beta1\.PodPreemptable\b", '"volcano.sh/preemptable"'),
     (r"\bschedulingv1beta1\.QueueState(\w+)\b", r'"\1"'),
     (r"\bv1\.PreemptNever\b", '"Never"'),
+    (r"\btopologyv1alpha1\.MemberType(Node|HyperNode)\b", r'"\1"'),
+    (r"\bsets\.New\[string\]\(", "setof("),
     (r"\bv1\.PreemptLowerPriority\b", '"PreemptLowerPriority"'),
     (r"\b(?:schedulingapi|api)\.(Pending|Allocated|Pipelined|Binding|Bound|Running)\b", r'"\1"'),
     (r"\bnil\b", "None"),
@@ -276,7 +361,9 @@ CONSTANTS = [
     (r"\b\w+\.New\b", "None"),
 ]
 STRING = r'"(?:[^"\\]|\\.)*"'
-COMPOSITE = re.compile(r"(\[\]\*?[\w.]+|map\[[\w.]+\][\w.\[\]]+|v1\.ResourceList)\{")
+COMPOSITE = re.compile(
+    r"(\[\]\*?[\w.]+|map\[[\w.]+\]\*?[\w.\[\]]+|v1\.ResourceList|HyperNodeTierNameMap)\{"
+)
 
 
 def strip_comments(text: str) -> str:
@@ -408,6 +495,11 @@ PLUGIN_FLAGS = {
         "enableQueueOrder",
         "enableReclaimable",
     ),
+    "networktopologyaware": (
+        "enableNodeOrder",
+        "enabledHyperNodeOrder",
+        "enabledHyperNodeGradient",
+    ),
 }
 # conf.PluginOption's Go fields, by their configuration file key.
 GO_FLAGS = {
@@ -425,7 +517,11 @@ GO_FLAGS = {
     "EnabledJobStarving": "enableJobStarving",
     "EnabledOverused": "enabledOverused",
     "EnabledAllocatable": "enabledAllocatable",
+    "EnabledHyperNodeOrder": "enabledHyperNodeOrder",
+    "EnabledHyperNodeGradient": "enabledHyperNodeGradient",
 }
+# Plugins whose Go package is named otherwise than the plugin.
+PLUGIN_NAMES = {"networktopologyaware": "network-topology-aware"}
 
 
 def go_tiers(body: str) -> list[list[Obj]]:
@@ -470,7 +566,7 @@ def configuration(
         for plugin in tier:
             if plugin["name"] not in registered:
                 continue
-            entry: Obj = {"name": plugin["name"]}
+            entry: Obj = {"name": PLUGIN_NAMES.get(plugin["name"], plugin["name"])}
             entry |= {f: False for f in PLUGIN_FLAGS[plugin["name"]] if not plugin["flags"].get(f)}
             if plugin["arguments"]:
                 entry["arguments"] = plugin["arguments"]
@@ -548,6 +644,15 @@ TABLES: list[
     ),
     (
         "allocate/allocate_test.go",
+        "TestAllocateWithNetWorkTopologies",
+        "allocate",
+        {"gang", "predicates", "networktopologyaware"},
+        None,
+        {},
+        "network-topology-",
+    ),
+    (
+        "allocate/allocate_test.go",
         "TestAllocateWithPVC",
         "allocate",
         {"gang", "predicates"},
@@ -595,7 +700,17 @@ TABLES: list[
 ]
 # The preempt tests give every case these classes.
 CLASSES = {"TestPreempt": [HIGH, LOW], "TestTopologyAwarePreempt": [HIGH, LOW]}
-KINDS = ("PriClass", "SCs", "PVs", "PVCs", "Queues", "Nodes", "PodGroups", "Pods")
+KINDS = (
+    "PriClass",
+    "SCs",
+    "PVs",
+    "PVCs",
+    "Queues",
+    "Nodes",
+    "HyperNodeObjects",
+    "PodGroups",
+    "Pods",
+)
 
 
 # Volcano's e2e scheduling cases (test/e2e/schedulingaction), written by hand: each runs
@@ -1108,12 +1223,15 @@ def module_dir() -> Path:
 
 def main(out: Path) -> None:
     root = module_dir() / ACTIONS
+    # Names cut to length may meet: the later case is numbered rather than overwrite.
+    written: set[Path] = set()
     for rel, test, action, plugins, arguments, names, prefix in TABLES:
         body = function(strip_comments((root / rel).read_text()), test)
         tiers = go_tiers(body)
         for literal in case_literals(body):
             case = evaluate(literal, names)
             case.setdefault("PriClass", CLASSES.get(test, []))
+            case["HyperNodeObjects"] = hypernodes(case)
             registered = plugins if plugins is not None else set(case["Plugins"])
             scenario = {
                 "source": f"{MODULE}/{ACTIONS}/{rel}",
@@ -1123,7 +1241,13 @@ def main(out: Path) -> None:
                 "expect": expectations(case),
                 "objects": [dict(o) for kind in KINDS for o in case.get(kind) or []],
             }
-            path = out / action / f"{prefix}{slug(case['Name'])}.yaml"
+            stem = f"{prefix}{slug(case['Name'])}"
+            path = out / action / f"{stem}.yaml"
+            number = 1
+            while path in written:
+                number += 1
+                path = out / action / f"{stem}-{number}.yaml"
+            written.add(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(yaml.safe_dump(scenario, sort_keys=False, width=100))
     write_e2e(out)

@@ -123,9 +123,12 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
     first, so the room held is what comes soonest. None when no packing is found
     (fragmentation, pods larger than any node), or when members state what an empty
     cluster cannot vouch for (pod affinity, spread, claims): holding room for a job
-    that might never fit would hold it for ever."""
+    that might never fit would hold it for ever. Nor for a gang asking for a topology
+    domain: the packing knows no domains."""
     pending = job.pending
     if any(f.concerns(t) for f in session.fresh_filters for t in pending):
+        return None
+    if session.topology.plan(job, pending) is not None:
         return None
     needed = job.min_member - job.bound
     if len(pending) < needed:

@@ -42,6 +42,8 @@ from batchsched.model.snapshot import JobInfo, TaskInfo
 CANDIDATE_NODES = 100
 # Priorities are int32; shifted so that sums of them order as kube-scheduler's do.
 _PRIORITY_OFFSET = 2**31
+# Why a gang asking for a topology domain waits for room rather than evicting for it.
+NO_EVICTION_IN_DOMAINS = "preempt and reclaim make no room inside a topology domain"
 # Which victims an action may take from, for a job: its own queue or the others.
 Scope = Callable[[JobInfo, Victims], BoolArray]
 # Other first choices tried for a job, beside the one member-by-member placement takes.
@@ -560,6 +562,17 @@ def place_by_evicting(
     """
     kind = _kind(job)
     if kind in failed:
+        return False
+    topology = session.topology.plan(job, job.pending)
+    if topology is not None:
+        # Victims are not yet chosen inside a domain: evicting for a gang asking one
+        # could free room where it may not go. Said once, after why it waits.
+        said = session.job_reasons.get(job.key)
+        if said is None:
+            said = Reason(Code.UNSCHEDULABLE, SESSION, NO_EVICTION_IN_DOMAINS)
+        elif topology.error is None and NO_EVICTION_IN_DOMAINS not in said:
+            said = said.reworded(f"{said}; {NO_EVICTION_IN_DOMAINS}")
+        session.job_reasons[job.key] = said
         return False
     victims = session.victims
 

@@ -1,7 +1,19 @@
-"""Placing one job inside a Statement: all of its gang, or nothing."""
+"""Placing one job inside a Statement: all of its gang, or nothing.
 
+A job asking for topology (framework/topology.py) is tried domain by domain, in the
+planner's order, each try undone unless the gang is ready in it: the first domain that
+holds the gang wins. Its parts (sub-groups, pod sets, slices) are each tried in the
+domains of their own ask inside the job's, and a part counts only whole.
+"""
+
+from collections.abc import Iterable
+from itertools import chain
+
+from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
+from batchsched.framework.topology import Domain, Plan
+from batchsched.model.arrays import BoolArray
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
 
@@ -25,38 +37,184 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
 
     A task whose gang's recorded placement holds a node for it goes there if it still
     fits, so a gang cut off mid-bind ends as it was meant to; so does a task nominated
-    to the node its preemption freed. A shape that failed once
-    is not tried again for this job: within one attempt nodes only fill up, so it would
-    fail again.
+    to the node its preemption freed.
     """
-    statement = Statement(session, job)
-    needed = job.min_member - job.bound
-    failed: dict[object, Reason] = {}
-    task_failures: dict[str, Reason] = {}
     ordered = session.task_order(tasks)
     if job.resumes or job.nominated:
         # Members with a node held go first, so the others cannot take their room.
         ordered = sorted(ordered, key=lambda t: preferred_node(t) is None)
-    for index, task in enumerate(ordered):
-        # Filters asked afresh (pod affinity, spread) also read a pod's namespace and
-        # labels, which its shape leaves out: members alike in shape may differ there.
-        fresh = any(f.concerns(task) for f in session.fresh_filters.callbacks)
-        kind = _failure_key(task) if fresh else task.pod.shape_key
-        reason = task.error or failed.get(kind)
-        if reason is None:
-            reason = session.not_allocatable(job, task)
-        if reason is None:
-            node = preferred_node(task)
-            if node is None or not session.fits(task, node):
-                node = session.best_node(task)
-            if node is not None:
-                statement.allocate(task, node)
+    plan = session.topology.plan(job, tasks)
+    if plan is None:
+        statement = Statement(session, job)
+        needed = job.min_member - job.bound
+        failures = _place_tasks(session, job, ordered, statement, needed, None, set())
+        return _conclude(session, job, statement, failures, None)
+    if plan.error:
+        session.job_reasons[job.key] = _invalid(job, plan.error)
+        return False
+    return _place_in_domains(session, job, ordered, plan)
+
+
+def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
+    """The job in each of its candidate domains in turn, until one holds it."""
+    ask = plan.ask
+    outer: Iterable[Domain | None] = [None]
+    if ask is not None:
+        domains, error = session.topology.domains(ask, ordered, job.hosts, None)
+        if error:
+            session.job_reasons[job.key] = _invalid(job, error)
+            return False
+        head = next(domains, None)
+        if head is None and ask.required:
+            # None has room: the one closest to it is tried, to say what it holds.
+            closest, _ = session.topology.domains(ask, ordered, job.hosts, None, roomiest=True)
+            head = next(closest, None)
+        outer = chain([head] if head else [], domains, [] if ask.required else [None])
+    best: tuple[int, str] | None = None
+    first = Reason(Code.UNSCHEDULABLE, SESSION, "no domain of its tiers holds a node for it")
+    # Members refused wherever they go (their queue, their own error): once too few are
+    # left to reach the minimum, no other domain is tried.
+    refused: set[str] = set()
+    for domain in outer:
+        if domain is not None and len(ordered) - len(refused) < job.min_member - job.bound:
+            continue
+        statement = Statement(session, job)
+        failures = _place_plan(session, job, ordered, plan, statement, domain, refused)
+        if domain is None:
+            return _conclude(session, job, statement, failures, _wanted(session, ask, best, job))
+        placed = len(statement.placed)
+        if placed and session.ready(job, placed):
+            statement.commit()
+            session.task_reasons.update(failures)
+            return True
+        if best is None or placed > best[0]:
+            best = (placed, domain.name)
+            first = next(iter(failures.values()), first)
+        statement.discard()
+    wanted = _wanted(session, ask, best, job)
+    session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {wanted}; {first}")
+    return False
+
+
+def _wanted(
+    session: Session, ask: TopologyAsk | None, best: tuple[int, str] | None, job: JobInfo
+) -> str | None:
+    """What a waiting gang's topology ask needs (the tiers it may take a domain of), and
+    the domain that came closest."""
+    if ask is None:
+        return None
+    tiers = session.topology.tier_names(ask)
+    what = f"{ask.where} asks its members in one domain of {tiers} ({ask.mode})"
+    if best is None:
+        return what
+    placed, name = best
+    return f"{what}; the best, {name}, holds {job.bound + placed} of {job.min_member}"
+
+
+def _place_plan(
+    session: Session,
+    job: JobInfo,
+    ordered: list[TaskInfo],
+    plan: Plan,
+    statement: Statement,
+    domain: Domain | None,
+    refused: set[str],
+) -> dict[str, Reason]:
+    """The plan's parts, each whole in a domain of its own inside `domain`, then the
+    members in no part; the failures of the members left out, by task key."""
+    outer = None if domain is None else domain.nodes
+    failures: dict[str, Reason] = {}
+    in_parts: set[str] = set()
+    for part in plan.parts:
+        keys = {t.key for t in part.tasks}
+        in_parts |= keys
+        members = [t for t in ordered if t.key in keys]
+        candidates: Iterable[Domain | None] = [None]
+        if part.ask is not None:
+            found, error = session.topology.domains(part.ask, members, (), outer)
+            if error:
+                invalid = Reason(Code.INVALID, SESSION, error)
+                failures.update(dict.fromkeys((t.key for t in members), invalid))
                 continue
-            reason = session.explain(task)
-        failed[kind] = reason
-        task_failures[task.key] = reason
-        if len(statement.placed) + len(ordered) - index - 1 < needed:
-            break
+            candidates = chain(found, [] if part.ask.required else [None])
+        for inner in candidates:
+            trial = Statement(session, job)
+            within = outer if inner is None else inner.nodes
+            failed = _place_tasks(session, job, members, trial, part.size, within, refused)
+            if len(trial.placed) >= part.size:
+                statement.placed.extend(trial.placed)
+                break
+            trial.discard()
+            failures.update(failed)
+        else:
+            why = Reason(
+                Code.UNSCHEDULABLE,
+                SESSION,
+                f"{part.label}: no domain of its ask holds its {part.size} members",
+            )
+            failures.update({t.key: why for t in members if t.key not in failures})
+    rest = [t for t in ordered if t.key not in in_parts]
+    needed = job.min_member - job.bound - len(statement.placed)
+    failures.update(_place_tasks(session, job, rest, statement, needed, outer, refused))
+    return failures
+
+
+def _place_tasks(
+    session: Session,
+    job: JobInfo,
+    ordered: list[TaskInfo],
+    statement: Statement,
+    needed: int,
+    within: BoolArray | None,
+    refused: set[str],
+) -> dict[str, Reason]:
+    """Each task on its best node (within `within`, when given), until too few are left
+    to place `needed`; why each task left unplaced was, and in `refused` those refused
+    whatever the nodes. A shape that failed once is not tried again: within one attempt
+    nodes only fill up, so it would fail again."""
+    failed: dict[object, Reason] = {}
+    anywhere: set[object] = set()
+    task_failures: dict[str, Reason] = {}
+    start = len(statement.placed)
+    outer, session.within = session.within, within
+    try:
+        for index, task in enumerate(ordered):
+            # Filters asked afresh (pod affinity, spread) also read a pod's namespace and
+            # labels, which its shape leaves out: members alike in shape may differ there.
+            fresh = any(f.concerns(task) for f in session.fresh_filters.callbacks)
+            kind = _failure_key(task) if fresh else task.pod.shape_key
+            reason = task.error or failed.get(kind)
+            if reason is None:
+                reason = session.not_allocatable(job, task)
+                if reason is not None:
+                    anywhere.add(kind)
+            if task.error or kind in anywhere:
+                refused.add(task.key)
+            if reason is None:
+                node = preferred_node(task)
+                if node is None or not session.fits(task, node):
+                    node = session.best_node(task)
+                if node is not None:
+                    statement.allocate(task, node)
+                    continue
+                reason = session.explain(task)
+            failed[kind] = reason
+            task_failures[task.key] = reason
+            if len(statement.placed) - start + len(ordered) - index - 1 < needed:
+                break
+    finally:
+        session.within = outer
+    return task_failures
+
+
+def _conclude(
+    session: Session,
+    job: JobInfo,
+    statement: Statement,
+    task_failures: dict[str, Reason],
+    topology: str | None,
+) -> bool:
+    """Commit the statement if the gang is ready, else undo it and say why it waits."""
     placed = len(statement.placed)
     ready = session.ready(job, placed)
     if placed and ready:
@@ -74,8 +232,15 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     first = next(iter(task_failures.values()), NO_PENDING)
     if short:
         first = first.reworded(f"gang {job.key}: {short}; {first}")
+    if topology:
+        first = first.reworded(f"{first}; {topology}")
     session.job_reasons[job.key] = first
     return False
+
+
+def _invalid(job: JobInfo, error: str) -> Reason:
+    """Why a gang whose topology ask cannot be kept as written waits."""
+    return Reason(Code.INVALID, SESSION, f"gang {job.key}: {error}")
 
 
 def preferred_node(task: TaskInfo) -> int | None:

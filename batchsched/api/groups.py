@@ -23,6 +23,7 @@ from batchsched.api.objects import GROUP_PHASES, PodGroup
 from batchsched.api.queues import DEFAULT_QUEUE
 from batchsched.api.reads import keys_under, reads
 from batchsched.api.resources import parse_resource_list, volcano_counts
+from batchsched.api.topology import network_topology, sub_group_policies
 
 GROUP = "scheduling.batchsched.io"
 VERSION = "v1alpha1"
@@ -48,13 +49,6 @@ POD_GROUP_APIS: dict[str, str | None] = {
 # Volcano's API, whose CRD allows minMember 0 (its job controller writes it for a job
 # with no minimum: every member starts on its own) and has spec.minTaskMember.
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
-
-# Volcano PodGroup keys that state constraints batchsched cannot keep, and why: a group
-# stating one waits, saying so, rather than being placed as if it had not.
-VOLCANO_REFUSED = {
-    "networkTopology": "batchsched reads no HyperNodes, so no network tier can be kept",
-    "subGroupPolicy": "batchsched has no sub-groups, so no sub-group minimum can be kept",
-}
 
 # Volcano's job waiting time for its sla plugin, on the PodGroup (the first key is
 # Volcano's current spelling, read first).
@@ -121,9 +115,14 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
         group.min_task_member = _min_task_member(
             spec.get("minTaskMember"), where=f"{where}.spec.minTaskMember"
         )
-        for key, why in VOLCANO_REFUSED.items():
-            if spec.get(key):
-                raise InvalidObject(f"{where}.spec.{key}: {spec[key]!r} is not supported: {why}")
+    if volcano or group.api_version == OUR_API:
+        # Ours in Volcano's shape (api/topology.py); values batchsched cannot keep refused.
+        group.network_topology = network_topology(
+            spec.get("networkTopology"), where=f"{where}.spec.networkTopology"
+        )
+        group.sub_groups = sub_group_policies(
+            spec.get("subGroupPolicy"), where=f"{where}.spec.subGroupPolicy"
+        )
     group.min_resources = parse_resource_list(
         spec.get("minResources"), where=f"{where}.spec.minResources"
     )

@@ -33,6 +33,7 @@ def sequence(value: object, *, where: str) -> list[Any]:
 CLUSTER_SCOPED = frozenset(
     {
         "Node",
+        "HyperNode",
         "Queue",
         "PriorityClass",
         "Namespace",

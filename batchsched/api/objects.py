@@ -13,6 +13,7 @@ from batchsched.api.placement import Placement
 from batchsched.api.podaffinity import PodAffinity
 from batchsched.api.resources import ResourceList
 from batchsched.api.selectors import Requirement
+from batchsched.api.topology import PodSetTopology, SubGroupPolicy, TopologyAsk
 from batchsched.api.topologyspread import SpreadConstraint
 from batchsched.api.volumes import PodClaim
 
@@ -208,6 +209,8 @@ class Task:
     # Why no node will do whatever the cluster holds: a scheduling gate, or a constraint
     # the core does not honour yet (api/unsupported.py).
     blocked: str | None = None
+    # Kueue's topology annotations of its pod set (api/topology.py); None for most pods.
+    podset_topology: PodSetTopology | None = None
     # Everything predicates and scores may look at; tasks with equal keys are interchangeable.
     shape_key: tuple[object, ...] = ()
     # shape_key without what the session evaluates afresh at each choice (pod affinity,
@@ -262,6 +265,10 @@ class PodGroup:
     basic: bool = False
     priority: int | None = None
     template: str = ""
+    # spec.networkTopology: all members in one domain (api/topology.py); and
+    # spec.subGroupPolicy: parts of the gang, each in a domain of its own.
+    network_topology: TopologyAsk | None = None
+    sub_groups: tuple[SubGroupPolicy, ...] = ()
 
     @property
     def key(self) -> str:

@@ -38,6 +38,7 @@ from batchsched.api.queues import preemption_policy
 from batchsched.api.reads import keys_under, reads
 from batchsched.api.resources import CPU, MEMORY, PODS, ResourceList, parse_resource_list
 from batchsched.api.selectors import node_selector_term
+from batchsched.api.topology import KUEUE_ANNOTATIONS, kueue_topology
 from batchsched.api.topologyspread import Spread, label_keys, spread_constraints
 from batchsched.api.unsupported import (
     NODE_BOUND_VOLUMES,
@@ -119,6 +120,7 @@ POD_ANNOTATIONS = (
     PLACEMENT_ANNOTATION,
     *PREEMPTABLE_KEYS,
     TASK_ROLE_KEY,
+    *KUEUE_ANNOTATIONS,
 )
 POD_SPEC_FIELDS = (
     *(field for field in SHAPE_FIELDS if field not in ("containers", "initContainers")),
@@ -328,6 +330,7 @@ def task_from_pod(
         claims=claims,
         resource_claims=resource_claims,
         blocked=blocked,
+        podset_topology=kueue_topology(notes, labels, where=where),
         shape_key=shape_key,
         fit_key=fit_key,
     )

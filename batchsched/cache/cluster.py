@@ -23,6 +23,7 @@ from batchsched.api.dra import (
 )
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import OUR_API, POD_GROUP_APIS, pod_group_from_object
+from batchsched.api.hypernodes import HyperNode, hypernode_from_object
 from batchsched.api.meta import Obj, describe, name_of, namespace_of
 from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.nativegroups import Workload, workload_from_object
@@ -67,6 +68,7 @@ KINDS = (
     "Namespace",
     "PodDisruptionBudget",
     "Workload",
+    "HyperNode",
     *STORAGE_KINDS,
     *DEVICE_KINDS,
 )
@@ -156,6 +158,10 @@ class ClusterCache:
         self.budgets: dict[str, DisruptionBudget] = {}
         # Kubernetes' Workloads by "ns/name", for display only (api/nativegroups.py).
         self.workloads: dict[str, Workload] = {}
+        # Volcano's HyperNodes by name, and those that could not be parsed -> why: the
+        # topology says so of the gangs asking for their tiers (model/topology.py).
+        self.hypernodes: dict[str, HyperNode] = {}
+        self.rejected_hypernodes: dict[str, str] = {}
         # "ns/name" of a pod that could not be parsed -> (its schedulerName, why); the
         # reason is shown as the pod's pending reason.
         self.rejected_pods: dict[str, tuple[str, str]] = {}
@@ -221,6 +227,7 @@ class ClusterCache:
             "Namespace": (self.namespaces, lambda: namespace_from_object(obj)),
             "PodDisruptionBudget": (self.budgets, lambda: budget_from_object(obj)),
             "Workload": (self.workloads, lambda: workload_from_object(obj)),
+            "HyperNode": (self.hypernodes, lambda: hypernode_from_object(obj)),
             "PersistentVolumeClaim": (self.claims, lambda: claim_from_object(obj)),
             "PersistentVolume": (self.volumes, lambda: volume_from_object(obj)),
             "StorageClass": (self.storage_classes, lambda: storage_class_from_object(obj)),
@@ -242,6 +249,8 @@ class ClusterCache:
             self.rejected_storage.pop(f"{kind} {key}", None)
         elif kind in DEVICE_KINDS:
             self.rejected_devices.pop(f"{kind} {key}", None)
+        elif kind == "HyperNode":
+            self.rejected_hypernodes.pop(key, None)
         if deleted:
             store.pop(key, None)
             self.assumed.pop(key, None)
@@ -261,6 +270,8 @@ class ClusterCache:
                 self.rejected_storage[f"{kind} {key}"] = str(error)
             elif kind in DEVICE_KINDS:
                 self.rejected_devices[f"{kind} {key}"] = str(error)
+            elif kind == "HyperNode":
+                self.rejected_hypernodes[key] = str(error)
             raise
 
     def _context(self, kind: str, key: str) -> object:
@@ -268,6 +279,8 @@ class ClusterCache:
         change from a rewrite (our own status on a Queue, a node's heartbeat)."""
         if kind == "Node":
             return self.nodes.get(key)
+        if kind == "HyperNode":
+            return (self.hypernodes.get(key), self.rejected_hypernodes.get(key))
         if kind == "Queue":
             return (self.queues.get(key), self.rejected_queues.get(key))
         if kind == "PriorityClass":
@@ -289,7 +302,8 @@ class ClusterCache:
             return
         elif kind == "Namespace":
             changes.namespaces.add(key)
-        elif kind == "Node":
+        elif kind in ("Node", "HyperNode"):
+            # A HyperNode regroups nodes: the topology is taken again with the nodes.
             changes.nodes = True
         elif kind in CONTEXT_KINDS:
             changes.everything = True

@@ -44,6 +44,7 @@ from batchsched.model.snapshot import (
     job_key,
     placed_priority,
 )
+from batchsched.model.topology import Topology
 
 
 def _placed_by_others(task: Task) -> bool:
@@ -276,6 +277,7 @@ class _State:
             set_aside=dict(self.set_aside),
             queues=self.queues,
             scheduler_names=self.scheduler_names,
+            topology=self.topology,
             rejected_queues=self.rejected_queues,
             gpu_used=None if self.cards_used is None else self.cards_used.copy(),
             gpu_unnamed=list(self.unnamed.values()),
@@ -358,6 +360,9 @@ class _State:
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
         self.node_names = {name for node in self.nodes for name in node.allocatable}
         self.node_names.update(BASE_RESOURCES)
+        self.topology = Topology(
+            self.nodes, dict(self.cache.hypernodes), rejected=dict(self.cache.rejected_hypernodes)
+        )
 
     def _name_group(self, key: str, group: PodGroup | None) -> None:
         old = self.group_requests.pop(key, {})

@@ -20,6 +20,7 @@ from batchsched.api.meta import flag
 from batchsched.config.peers import translate
 from batchsched.config.volcano import restrict
 from batchsched.framework.session import Plugin
+from batchsched.framework.topology import LabelTier
 from batchsched.plugins import PLUGINS
 
 DEFAULT_YAML = """
@@ -52,6 +53,7 @@ TOP_KEYS = {
     "actions",
     "tiers",
     "preemptOtherSchedulers",
+    "topology",
 }
 # The plugin that says which pods each evicting action may take: without it the action
 # could take none, and would look configured while doing nothing.
@@ -73,6 +75,9 @@ class SchedulerConfig:
     tiers: tuple[tuple[Plugin, ...], ...] = field(default=())
     # Whether preempt and reclaim may evict pods other schedulers placed.
     preempt_other_schedulers: bool = False
+    # Topology tiers from node labels, finest first (framework/topology.py); none:
+    # the HyperNodes' tiers.
+    topology_tiers: tuple[LabelTier, ...] = ()
 
     @property
     def scheduler_name(self) -> str:
@@ -134,7 +139,34 @@ def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
         preempt_other_schedulers=flag(
             merged["preemptOtherSchedulers"], where=f"{source}.preemptOtherSchedulers"
         ),
+        topology_tiers=_topology_tiers(raw.get("topology"), source=f"{source}.topology"),
     )
+
+
+def _topology_tiers(raw: object, *, source: str) -> tuple[LabelTier, ...]:
+    """`topology: {tiers: [...]}`: each tier a node label key, or {name, nodeLabel}."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping) or set(raw) - {"tiers"}:
+        raise InvalidObject(f"{source}: expected a map with the one key 'tiers'")
+    entries = raw.get("tiers") or []
+    if not isinstance(entries, list):
+        raise InvalidObject(f"{source}.tiers: expected a list of node label keys, finest first")
+    tiers: list[LabelTier] = []
+    for i, entry in enumerate(entries):
+        where = f"{source}.tiers[{i}]"
+        if isinstance(entry, str):
+            entry = {"name": entry, "nodeLabel": entry}
+        if not isinstance(entry, Mapping) or set(entry) - {"name", "nodeLabel"}:
+            raise InvalidObject(f"{where}: expected a node label key or {{name, nodeLabel}}")
+        key, name = entry.get("nodeLabel"), entry.get("name", entry.get("nodeLabel"))
+        if not isinstance(key, str) or not key or not isinstance(name, str) or not name:
+            raise InvalidObject(f"{where}.nodeLabel: expected a non-empty node label key")
+        for seen in tiers:
+            if key == seen.key or name == seen.name:
+                raise InvalidObject(f"{where}: tier {name!r} ({key}) is listed twice")
+        tiers.append(LabelTier(name=name, key=key))
+    return tuple(tiers)
 
 
 def default_config() -> SchedulerConfig:

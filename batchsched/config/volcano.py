@@ -6,7 +6,8 @@ batchsched plugins with Volcano's semantics). A plugin entry's `enable<Hook>` fl
 of the session, where batchsched has the kind; Volcano's binpack arguments
 (`binpack.weight`, `binpack.cpu`, ...) become binpack's own; the `reserve` action and
 `reservation` plugin, for Volcano's Reservation objects, and the
-`network-topology-aware` plugin, for its HyperNodes, are logged and left out;
+`network-topology-aware` plugin, whose HyperNode placement is the core's, are logged
+and left out;
 `configurations` (per-action arguments) and some plugins' arguments are refused but for
 those that change no placement here (ACTION_ARGUMENTS, PLUGIN_ARGUMENTS), logged.
 """
@@ -52,11 +53,11 @@ UNMAPPED_HOOKS: dict[str, str] = {
     "NamespaceOrder": "batchsched orders jobs by queue, not by namespace",
     "ClusterOrder": "batchsched schedules one cluster",
     "Preemptive": "which queues may reclaim is said by proportion",
-    "HyperNodeOrder": "batchsched reads no HyperNodes",
-    "SubJobOrder": "batchsched has no sub-jobs",
-    "SubJobReady": "batchsched has no sub-jobs",
-    "SubJobPipelined": "batchsched has no sub-jobs",
-    "HyperNodeGradient": "batchsched reads no HyperNodes",
+    "HyperNodeOrder": "the core tries the fullest HyperNode that fits first",
+    "SubJobOrder": "the core places sub-groups in the order of their policies",
+    "SubJobReady": "the core counts a sub-group once its subGroupSize is placed",
+    "SubJobPipelined": "batchsched has no pipelined state: a sub-group is placed or waits",
+    "HyperNodeGradient": "the core tries HyperNodes tier by tier, lowest first",
 }
 HIERARCHY = "Hierarchy"
 # The plugin whose `enableHierarchy: true` is what batchsched does anyway: its queues
@@ -67,11 +68,13 @@ CAPACITY_PLUGIN = "capacity"
 RESERVATION_ACTION = "reserve"
 RESERVATION_PLUGIN = "reservation"
 RESERVATION_WHY = "batchsched does not read Volcano's Reservation objects"
-# Volcano's plugin for its HyperNodes (network tiers), which batchsched does not read; a
-# PodGroup stating spec.networkTopology is refused (api/groups.py), so no job asks for it.
+# Volcano's plugin for its HyperNodes (network tiers): batchsched's core places a gang
+# stating spec.networkTopology in HyperNodes whether or not it is listed
+# (framework/topology.py), packing the fullest one first.
 TOPOLOGY_PLUGIN = "network-topology-aware"
 TOPOLOGY_WHY = (
-    "batchsched reads no HyperNodes, and a PodGroup stating spec.networkTopology is refused"
+    "the core places gangs stating networkTopology in HyperNodes, the fullest that fits "
+    "first, whether or not this plugin is listed"
 )
 # Arguments of Volcano's plugins and actions that change nothing here, and why.
 CLAIMS_ALLOCATED = "pods' resource claims are allocated as kube-scheduler allocates them"

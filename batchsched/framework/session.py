@@ -19,6 +19,7 @@ from batchsched.framework.devices import INVENTORIES, SelectorMatcher, default_s
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import Explained, Hook, NodeFilter, NodeScorer, Opening
 from batchsched.framework.reservations import Reservations
+from batchsched.framework.topology import LabelTier, TopologyPlanner
 from batchsched.framework.victims import Victims, build_victims
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.decisions import (
@@ -137,6 +138,7 @@ class Session:
         on_commit: CommitHandler | None = None,
         evict_other_schedulers: bool = False,
         selectors: SelectorMatcher | None = None,
+        topology_tiers: Sequence[LabelTier] = (),
     ) -> None:
         self.snapshot = snapshot
         # Which plugin the callbacks registered now belong to (framework/plugin.Hook).
@@ -182,6 +184,10 @@ class Session:
         self.task_keys: Hook[Callable[[TaskInfo], object]] = Hook(opening)
         self.queue_keys: Hook[Callable[[str], object]] = Hook(opening)
         self.gpu = GpuCards(snapshot, self.requested)
+        # The domains gangs asking for one are tried in; while one is tried, `within`
+        # holds its nodes and no node outside it is chosen.
+        self.topology = TopologyPlanner(snapshot, self.requested, self.free, topology_tiers)
+        self.within: BoolArray | None = None
         # Filters in the order they explain a node (see explain); the card filter, which
         # no configuration may leave out, comes after the plugins' (set up below).
         self.filters: Hook[NodeFilter] = Hook(opening)
@@ -397,6 +403,8 @@ class Session:
             allowed = fresh.mask(task)
             if allowed is not None:
                 scores = np.where(allowed, scores, -1)
+        if self.within is not None:
+            scores = np.where(self.within, scores, -1)
         if self.normalized_scorers.callbacks:
             scores = self._normalized(task, scores)
         best = int(scores.argmax())
@@ -415,6 +423,8 @@ class Session:
 
     def fits(self, task: TaskInfo, node: int) -> bool:
         """Whether every filter lets the task onto this one node."""
+        if self.within is not None and not self.within[node]:
+            return False
         rows: IntArray = np.array([node], dtype=np.int64)
         return all(
             bool(node_filter.filter(task, rows)[0])
@@ -436,12 +446,14 @@ class Session:
         plugin whose filter refused the first of them.
 
         As in kube-scheduler, a node gives the reasons of the first filter it fails only.
+        While a topology domain is tried, its nodes are the ones counted.
         """
         if not self.node_count:
             return Reason(Code.UNSCHEDULABLE, SESSION, NO_NODES)
         reasons: Counter[str] = Counter()
         first = SESSION
-        left = self.all_nodes
+        left = self.all_nodes if self.within is None else np.flatnonzero(self.within)
+        total = len(left)
         for plugin, node_filter in (*self.filters.named(), *self.fresh_filters.named()):
             counted, left = node_filter.explain(task, left)
             if counted and not reasons:
@@ -450,11 +462,12 @@ class Session:
             if not len(left):
                 break
         why = ", ".join(sorted(f"{n} {why}" for why, n in reasons.items()))
-        return Reason(Code.UNSCHEDULABLE, first, self.unavailable(why))
+        return Reason(Code.UNSCHEDULABLE, first, self.unavailable(why, total))
 
-    def unavailable(self, why: str) -> str:
-        """kube-scheduler's message for a pod no node takes, and why."""
-        return f"0/{self.node_count} nodes are available: {why}."
+    def unavailable(self, why: str, total: int | None = None) -> str:
+        """kube-scheduler's message for a pod no node takes (of `total`, by default
+        all), and why."""
+        return f"0/{self.node_count if total is None else total} nodes are available: {why}."
 
     def allocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         self.gpu.take(task, node)

@@ -14,6 +14,7 @@ from typing import Any
 
 from batchsched.api.budgets import BUDGET_READS
 from batchsched.api.groups import POD_GROUP_READS
+from batchsched.api.hypernodes import HYPERNODE_READS
 from batchsched.api.namespaces import NAMESPACE_READS
 from batchsched.api.nativegroups import WORKLOAD_READS
 from batchsched.api.nodes import NODE_READS
@@ -160,3 +161,4 @@ trim_csi_node = trimmer(CSI_NODE_READS)
 trim_csi_driver = trimmer(CSI_DRIVER_READS)
 trim_storage_capacity = trimmer(STORAGE_CAPACITY_READS)
 trim_workload = trimmer(WORKLOAD_READS)
+trim_hypernode = trimmer(HYPERNODE_READS)

@@ -28,6 +28,7 @@ from typing import Any
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.groups import POD_GROUP_APIS
+from batchsched.api.hypernodes import HYPERNODE_API
 from batchsched.api.meta import describe
 from batchsched.api.nativegroups import NATIVE_API
 from batchsched.api.objects import Node, Task
@@ -41,6 +42,7 @@ from batchsched.k8s.trim import (
     trim_claim,
     trim_csi_driver,
     trim_csi_node,
+    trim_hypernode,
     trim_namespace,
     trim_node,
     trim_pod,
@@ -116,6 +118,8 @@ WATCHED = (
     ),
     # Kubernetes' own Workloads, shown beside the PodGroups made from them.
     Watched(NATIVE_API, "workloads", "Workload", trim_workload),
+    # Volcano's network topology (cluster-scoped), once its CRD exists.
+    Watched(HYPERNODE_API, "hypernodes", "HyperNode", trim_hypernode),
 )
 
 

@@ -20,6 +20,7 @@ from batchsched.api.volumes import Storage
 from batchsched.model.arrays import IntArray
 from batchsched.model.decisions import Unplaced
 from batchsched.model.reasons import Reason
+from batchsched.model.topology import Topology
 
 NO_EXTRA = (0, 0)
 
@@ -121,6 +122,8 @@ class Snapshot:
     queues: dict[str, Queue]
     # The schedulerNames this scheduler serves: pods naming one of them are ours.
     scheduler_names: frozenset[str]
+    # The nodes' domains, per label and per HyperNode tier (model/topology.py).
+    topology: Topology
     # Queues that exist but could not be parsed, by name -> why (not in `queues`).
     rejected_queues: dict[str, str] = field(default_factory=dict)
     # GPU cards held by bound pods: milli taken per node row and card (None: none) by

@@ -20,7 +20,7 @@ from batchsched.api.selectors import Selector
 from batchsched.framework.session import Session
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import JobInfo, TaskInfo
-from batchsched.plugins.topology import Topology
+from batchsched.model.topology import Topology
 
 Terms = tuple[AffinityTerm, ...]
 # Domain id -> how many pods count there; domains without any are left out. Few domains
@@ -102,7 +102,7 @@ class PodCounts:
     def __init__(self, session: Session) -> None:
         snapshot = session.snapshot
         self.session = session
-        self.topology = Topology(snapshot.nodes)
+        self.topology = snapshot.topology
         self.namespace_labels = snapshot.namespace_labels
         self.pods = PlacedPods()
         self.selections: dict[Terms, Selected] = {}

@@ -191,6 +191,8 @@ NEEDED = [
     # create: Volcano's root and default Queues, as its scheduler creates them.
     *[(verb, "scheduling.volcano.sh", "queues") for verb in ("list", "watch", "create")],
     ("patch", "scheduling.volcano.sh", "queues/status"),
+    # Volcano's network topology, for gangs asking for a tier of it.
+    *[(verb, "topology.volcano.sh", "hypernodes") for verb in ("list", "watch")],
     ("create", "authentication.k8s.io", "tokenreviews"),
     ("create", "authorization.k8s.io", "subjectaccessreviews"),
 ]

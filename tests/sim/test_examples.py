@@ -278,3 +278,19 @@ def test_dra_gpus(capsys: pytest.CaptureFixture[str]) -> None:
         "0/3 nodes are available: 3 cannot allocate all claims."
     )
     assert run.podgroups["default/finetune"]["scheduled"] == 0
+
+
+def test_rack_gang(capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate(capsys, EXAMPLES / "rack-gang.yaml")
+    assert run.code == 0
+    bound = run.bound()
+    assert sorted(bound[f"default/train-{i}"] for i in range(3)) == [
+        "node-b2",
+        "node-b3",
+        "node-b4",
+    ]
+    for i in range(5):
+        assert run.pods[f"default/wide-{i}"]["reason"].startswith(
+            "gang default/wide: PodGroup default/wide.spec.networkTopology asks its members in "
+            "one domain of rack (hard); the best, rack rack-a, holds 4 of 5; "
+        )

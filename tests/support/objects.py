@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from batchsched.api.groups import OUR_API
+from batchsched.api.hypernodes import HYPERNODE_API
 from batchsched.api.nativegroups import NATIVE_API
 from batchsched.api.pods import OUR_GROUP_KEY
 from batchsched.api.yamlload import load_all
@@ -185,6 +186,25 @@ def member(name: str, group: str, requests: Quantities | None = None, **options:
     writes it; `options` are pod()'s."""
     spec = {"schedulingGroup": {"podGroupName": group}, **options.pop("spec", {})}
     return pod(name, requests, spec=spec, **options)
+
+
+def hypernode(name: str, tier: int, members: Iterable[Obj], tier_name: str = "") -> Obj:
+    """A Volcano HyperNode of `tier` with the members given (see `hypernode_member`)."""
+    spec: Obj = {"tier": tier, "members": list(members)}
+    if tier_name:
+        spec["tierName"] = tier_name
+    return {
+        "apiVersion": HYPERNODE_API,
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def hypernode_member(kind: str, **selector: Any) -> Obj:
+    """A HyperNode member: `kind` Node or HyperNode, selected by `exactMatch={"name": n}`,
+    `regexMatch={"pattern": p}` or `labelMatch={...}`."""
+    return {"type": kind, "selector": selector}
 
 
 def queue(

@@ -25,6 +25,7 @@ from batchsched.api.dra import (
 )
 from batchsched.api.errors import UnreadableInput
 from batchsched.api.groups import pod_group_from_object
+from batchsched.api.hypernodes import hypernode_from_object
 from batchsched.api.namespaces import namespace_from_object
 from batchsched.api.nativegroups import workload_from_object
 from batchsched.api.nodes import node_from_object
@@ -65,6 +66,7 @@ PARSERS: dict[str, Callable[[Any], object]] = {
     "DeviceClass": class_from_object,
     "ResourceClaim": resource_claim_from_object,
     "ResourceClaimTemplate": template_from_object,
+    "HyperNode": hypernode_from_object,
 }
 
 

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from batchsched.api.groups import POD_GROUP_APIS, parse_duration, pod_group_from_object
+from batchsched.api.topology import Mode
 
 from tests.support.objects import decide, pod, pod_group
 
@@ -252,15 +253,50 @@ def test_peer_group_without_min_member_is_a_quorum_of_zero(api_version: str) -> 
     assert (group.error, group.min_member) == (None, 0)
 
 
+@pytest.mark.parametrize("api_version", [VOLCANO, OURS])
+def test_network_topology_and_sub_groups_are_read(api_version: str) -> None:
+    obj = pod_group("g", 4, api_version=api_version)
+    spec = {
+        **obj["spec"],
+        "networkTopology": {"mode": "soft", "highestTierName": "rack"},
+        "subGroupPolicy": [
+            {"name": "pp", "subGroupSize": 2, "matchLabelKeys": ["stage"]},
+            {"name": "any", "networkTopology": {"highestTierAllowed": 1}},
+        ],
+    }
+    group = pod_group_from_object({**obj, "spec": spec})
+    assert group.error is None
+    ask = group.network_topology
+    assert ask is not None
+    assert (ask.mode, ask.tier_name, ask.highest_tier) == (Mode.SOFT, "rack", None)
+    first, second = group.sub_groups
+    assert (first.name, first.size, first.match_keys, first.ask) == ("pp", 2, ("stage",), None)
+    assert second.ask is not None
+    assert (second.ask.mode, second.ask.highest_tier, second.size) == (Mode.HARD, 1, 1)
+
+
 @pytest.mark.parametrize(
-    ("key", "value"),
+    ("key", "value", "message"),
     [
-        ("networkTopology", {"mode": "hard", "highestTierAllowed": 1}),
-        ("subGroupPolicy", [{"name": "workers", "minSubGroups": 2}]),
+        # A quorum of sub-groups is a value batchsched cannot keep: refused, named.
+        (
+            "subGroupPolicy",
+            [{"name": "workers", "minSubGroups": 2}],
+            "spec.subGroupPolicy[0].minSubGroups: 2 is not supported",
+        ),
+        ("networkTopology", {"mode": "strict"}, "spec.networkTopology.mode: 'strict'"),
+        (
+            "networkTopology",
+            {"highestTierAllowed": 1, "highestTierName": "rack"},
+            "spec.networkTopology: highestTierAllowed and highestTierName",
+        ),
+        ("networkTopology", {"highestTierAllowed": -1}, "spec.networkTopology.highestTierAllowed"),
     ],
 )
-def test_volcano_constraints_that_cannot_be_kept_are_refused(key: str, value: object) -> None:
+def test_topology_values_that_cannot_be_kept_are_refused(
+    key: str, value: object, message: str
+) -> None:
     obj = pod_group("g", 2, api_version=VOLCANO)
     group = pod_group_from_object({**obj, "spec": {**obj["spec"], key: value}})
     assert group.error is not None
-    assert group.error.startswith(f"PodGroup default/g.spec.{key}: {value!r} is not supported")
+    assert group.error.startswith(f"PodGroup default/g.{message}")

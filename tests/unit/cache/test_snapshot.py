@@ -170,7 +170,7 @@ def test_unknown_kind_is_refused() -> None:
     assert str(error.value) == (
         "ConfigMap x/c: kind 'ConfigMap' is not one of "
         "Node, Pod, PodGroup, Queue, PriorityClass, Namespace, PodDisruptionBudget, Workload, "
-        "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, "
+        "HyperNode, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, "
         "CSIStorageCapacity, ResourceSlice, DeviceClass, ResourceClaim, ResourceClaimTemplate"
     )
 

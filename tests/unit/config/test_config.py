@@ -11,7 +11,7 @@ from batchsched.plugins.gang import Gang
 ALLOWED_PLUGINS = ", ".join(sorted(PLUGINS))
 TOP_KEYS = (
     "actions, burstWindow, preemptOtherSchedulers, schedulePeriod, schedulerName, "
-    "schedulerNames, starvationThreshold, tiers"
+    "schedulerNames, starvationThreshold, tiers, topology"
 )
 EVERY_ACTION = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 BINPACK_ARGUMENTS = "alwaysScored, functionshape, resources, resourcetoweightmap, shape, weight"
@@ -104,6 +104,15 @@ def test_settings(text: str, starvation: float | None, actions: tuple[str, ...])
     ("text", "message"),
     [
         ("tier: []", f"config: unknown key 'tier' (allowed: {TOP_KEYS})"),
+        ("topology: [rack]", "config.topology: expected a map with the one key 'tiers'"),
+        (
+            "topology: {tiers: [rack, {nodeLabel: ''}]}",
+            "config.topology.tiers[1].nodeLabel: expected a non-empty node label key",
+        ),
+        (
+            "topology: {tiers: [rack, {name: rack, nodeLabel: other}]}",
+            "config.topology.tiers[1]: tier 'rack' (other) is listed twice",
+        ),
         (
             "burstWindow: 2s",
             "config.burstWindow: '2s' must be shorter than schedulePeriod ('1s')",

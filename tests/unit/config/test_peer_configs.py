@@ -548,8 +548,9 @@ def test_volcano_keys_without_effect_here_are_logged(caplog: pytest.LogCaptureFi
         "whatever the flag"
     ) in logged
     assert (
-        "c.tiers[1].plugins[2]: plugin 'network-topology-aware' has no effect here: batchsched "
-        "reads no HyperNodes, and a PodGroup stating spec.networkTopology is refused"
+        "c.tiers[1].plugins[2]: plugin 'network-topology-aware' has no effect here: the core "
+        "places gangs stating networkTopology in HyperNodes, the fullest that fits first, "
+        "whether or not this plugin is listed"
     ) in logged
 
 

@@ -1,0 +1,327 @@
+"""Turning a gang's topology asks into the domains its placement is tried in.
+
+A job's Plan is what it asks as a whole (one domain for all its members) and its parts
+(Volcano's sub-groups, Kueue's pod sets and slices), each asking one domain of its own
+inside the whole's. Candidate domains come tier by tier, lowest first (the closest
+domains), and within a tier the fullest first, by the share of the gang's resources
+already requested there, as Volcano's and kube-scheduler's bin-packing scores rank
+placements; a domain whose free room falls short of what the members ask in sum is
+never tried. A soft ask ends with the whole cluster; a hard one waits.
+
+The tiers are the configured node labels (`topology.tiers`, finest first) when the
+configuration names some, else the HyperNodes' tiers (model/topology.py).
+"""
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import chain
+
+import numpy as np
+
+from batchsched.api.topology import Mode, TopologyAsk
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
+from batchsched.model.topology import NO_DOMAIN, Tier
+
+
+@dataclass(frozen=True, slots=True)
+class LabelTier:
+    """A configured tier: its name (highestTierName names it) and node label key."""
+
+    name: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    tier: Tier
+    index: int
+    # The tier's ids as the domain was found in (narrowed to an enclosing domain).
+    ids: IntArray
+
+    @property
+    def nodes(self) -> BoolArray:
+        nodes: BoolArray = self.ids == self.index
+        return nodes
+
+    @property
+    def name(self) -> str:
+        return f"{self.tier.name} {self.tier.domains[self.index]}"
+
+
+@dataclass(slots=True)
+class Part:
+    """Members to place in one domain of `ask`; it counts once `size` of them are."""
+
+    label: str
+    # None: no domain of its own, yet placed whole (to `size`) or not at all.
+    ask: TopologyAsk | None
+    tasks: list[TaskInfo]
+    size: int
+
+
+@dataclass(slots=True)
+class Plan:
+    ask: TopologyAsk | None
+    parts: list[Part] = field(default_factory=list)
+    # Why the asks cannot be kept whatever the cluster holds (bad input), naming the
+    # object and field; the job waits for it.
+    error: str | None = None
+
+
+class TopologyPlanner:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        requested: IntArray,
+        free: IntArray,
+        label_tiers: Sequence[LabelTier] = (),
+    ) -> None:
+        self.topology = snapshot.topology
+        self.nodes = snapshot.nodes
+        self.allocatable = snapshot.allocatable
+        # The session's own arrays, changed in place as it places pods.
+        self.requested, self.free = requested, free
+        self.label_tiers = tuple(label_tiers)
+        # Per tier's ids and resource columns: allocatable summed per domain; and per
+        # tier's ids, the ids with the nodes of no domain in an extra one.
+        self._totals: dict[tuple[int, bytes], FloatArray] = {}
+        self._binned: dict[int, IntArray] = {}
+        if label_tiers:
+            self.tiers = tuple(
+                Tier(
+                    number,
+                    tier.name,
+                    self.topology.label(tier.key).ids,
+                    self.topology.label(tier.key).domains,
+                )
+                for number, tier in enumerate(label_tiers, start=1)
+            )
+        else:
+            self.tiers = self.topology.tiers
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Node name -> row, for the hosts of running gangs (built when first asked)."""
+        return {node.name: row for row, node in enumerate(self.nodes)}
+
+    def plan(self, job: JobInfo, tasks: Sequence[TaskInfo]) -> Plan | None:
+        """What the job asks of the topology; None when it asks nothing."""
+        group = job.group
+        ask = group.network_topology if group is not None else None
+        plan = Plan(ask)
+        if group is not None and group.sub_groups:
+            _sub_groups(plan, job, tasks)
+        podsets = [t for t in tasks if t.pod.podset_topology is not None]
+        if podsets:
+            plan.error = plan.error or _podsets(plan, job, tasks)
+        if plan.ask is None and not plan.parts and plan.error is None:
+            return None
+        return plan
+
+    def domains(
+        self,
+        ask: TopologyAsk,
+        members: Sequence[TaskInfo],
+        hosts: Sequence[str],
+        within: BoolArray | None,
+        *,
+        roomiest: bool = False,
+    ) -> tuple[Iterator[Domain], str | None]:
+        """The domains to try for `members`, in order, and why none may be tried (bad
+        input) when so. `hosts` are the nodes members already run on: only a domain
+        holding them all is a candidate. `roomiest`: every domain, those with the most
+        room for the members first (to say which came closest when none has room).
+
+        Lazy, a tier at a time, as most gangs take the first domain: each tier is
+        ranked on the room there is when it is first reached (tries are undone before
+        the next domain is asked for, so that is the room there was)."""
+        tiers, error = self._tiers(ask)
+        if error:
+            return iter(()), error
+        need = np.sum([t.vec for t in members], axis=0) if members else None
+        shapes: dict[bytes, tuple[IntArray, int]] = {}
+        for task in members:
+            vec, count = shapes.get(task.vec.tobytes(), (task.vec, 0))
+            shapes[task.vec.tobytes()] = (vec, count + 1)
+        index = self.index if hosts else {}
+        rows = np.array([index[h] for h in hosts if h in index], dtype=np.int64)
+        found = chain.from_iterable(
+            self._tier_domains(tier, need, list(shapes.values()), rows, within, roomiest=roomiest)
+            for tier in tiers
+        )
+        return found, None
+
+    def tier_names(self, ask: TopologyAsk) -> str:
+        """The tiers whose domains the ask may take, lowest first, for waiting reasons."""
+        tiers, _ = self._tiers(ask)
+        return " or ".join(t.name for t in tiers) or "any tier"
+
+    def _tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
+        if ask.key is not None:
+            tier = self.topology.label(ask.key)
+            if not tier.domains:
+                return [], f"{ask.where}: no node has the label {ask.key}"
+            if ask.required:
+                return [tier], None
+            # Preferred: that label, then the coarser configured tiers, as Kueue climbs.
+            keys = [t.key for t in self.label_tiers]
+            above = self.tiers[keys.index(ask.key) + 1 :] if ask.key in keys else ()
+            return [tier, *above], None
+        if not self.tiers:
+            return [], (
+                f"{ask.where}: no topology tiers are known (no HyperNode, and the "
+                "configuration names no topology.tiers)"
+            )
+        broken = self._broken()
+        if broken:
+            return [], f"{ask.where}: the topology is not usable: {broken}"
+        if ask.tier_name is not None:
+            named = [t for t in self.tiers if t.name == ask.tier_name]
+            if not named:
+                names = ", ".join(t.name for t in self.tiers)
+                return (
+                    [],
+                    f"{ask.where}.highestTierName: no tier is named {ask.tier_name!r} "
+                    f"(tiers: {names})",
+                )
+            return [t for t in self.tiers if t.number <= named[0].number], None
+        if ask.highest_tier is not None:
+            allowed = [t for t in self.tiers if t.number <= ask.highest_tier]
+            if not allowed and ask.required:
+                return (
+                    [],
+                    f"{ask.where}.highestTierAllowed: no tier is numbered "
+                    f"{ask.highest_tier} or lower",
+                )
+            return allowed, None
+        return self.tiers, None
+
+    def _broken(self) -> str | None:
+        """The first HyperNode left out of the tree, when the tiers are HyperNodes'."""
+        if self.label_tiers or not self.topology.errors:
+            return None
+        return self.topology.errors[min(self.topology.errors)]
+
+    def _tier_domains(
+        self,
+        tier: Tier,
+        need: IntArray | None,
+        shapes: Iterable[tuple[IntArray, int]],
+        rows: IntArray,
+        within: BoolArray | None,
+        *,
+        roomiest: bool,
+    ) -> Iterator[Domain]:
+        ids = tier.ids if within is None else np.where(within, tier.ids, NO_DOMAIN)
+        count = len(tier.domains)
+        if rows.size:
+            held = np.unique(ids[rows])
+            if held.size != 1 or held[0] == NO_DOMAIN:
+                return
+            candidates = held
+        else:
+            candidates = np.arange(count)
+        # Nodes in no domain are counted in one extra bin, left out of every sum.
+        binned = self._binned.get(id(ids)) if within is None else None
+        if binned is None:
+            binned = np.where(ids == NO_DOMAIN, count, ids)
+            if within is None:
+                self._binned[id(ids)] = binned
+        if need is None:
+            need = np.zeros(self.free.shape[1], dtype=np.int64)
+        columns = np.flatnonzero(need > 0)
+
+        def per_domain(values: IntArray) -> FloatArray:
+            """Sums over each domain's nodes, one column per resource the members ask."""
+            sums = [np.bincount(binned, values[:, c], count + 1)[:count] for c in columns]
+            return np.stack(sums, axis=1) if sums else np.zeros((count, 0))
+
+        # What a domain holds changes with nothing a session does: summed once per tier
+        # (but for the narrowed ids of a part, summed afresh).
+        key = (id(ids), columns.tobytes())
+        total = self._totals.get(key) if within is None else None
+        if total is None:
+            total = per_domain(self.allocatable)
+            if within is None:
+                self._totals[key] = total
+        used = per_domain(self.requested)
+        free = total - used
+        room = np.bincount(binned, minlength=count + 1)[:count] > 0
+        if roomiest:
+            # The share of the members' asks the domain's free room covers.
+            rank = (
+                (free / np.maximum(need[columns], 1)).min(axis=1)
+                if columns.size
+                else free.sum(axis=1)
+            )
+        else:
+            room &= (free >= need[columns]).all(axis=1)
+            for vec, number in shapes:
+                # Members of one shape each need a node with room for them: the slots
+                # for that shape summed per domain must reach their number.
+                asked = np.flatnonzero(vec > 0)
+                if asked.size:
+                    slots = np.maximum((self.free[:, asked] // vec[asked]).min(axis=1), 0)
+                    room &= np.bincount(binned, slots, count + 1)[:count] >= number
+            rank = (used / np.maximum(total, 1)).mean(axis=1) if columns.size else np.zeros(count)
+        candidates = candidates[room[candidates]]
+        for index in candidates[np.lexsort((candidates, -rank[candidates]))]:
+            yield Domain(tier, int(index), ids)
+
+
+def _sub_groups(plan: Plan, job: JobInfo, tasks: Sequence[TaskInfo]) -> None:
+    """Volcano's sub-groups: for each policy, the members its selector takes, grouped by
+    their values of its matchLabelKeys (a member lacking one is in none of its groups),
+    as Volcano forms sub-jobs. Only pending members are grouped: those running already
+    hold their nodes."""
+    assert job.group is not None
+    for policy in job.group.sub_groups:
+        groups: dict[tuple[str, ...], list[TaskInfo]] = {}
+        for task in tasks:
+            labels = task.pod.labels
+            if policy.selector is not None and not policy.selector.matches(labels):
+                continue
+            values = tuple(labels.get(key, "") for key in policy.match_keys)
+            if all(values):
+                groups.setdefault(values, []).append(task)
+        for values, members in sorted(groups.items()):
+            label = f"sub-group {policy.name}" + (f" {'/'.join(values)}" if values else "")
+            plan.parts.append(Part(label, policy.ask, members, min(policy.size, len(members))))
+
+
+def _podsets(plan: Plan, job: JobInfo, tasks: Sequence[TaskInfo]) -> str | None:
+    """Kueue's pod sets: each in one domain of its ask, and cut into slices of its
+    slice size (in name order), each slice in one domain of the slice label."""
+    sets: dict[str, list[TaskInfo]] = {}
+    for task in tasks:
+        if task.pod.podset_topology is not None:
+            sets.setdefault(task.pod.podset_topology.part, []).append(task)
+    whole = len(sets) == 1 and len(next(iter(sets.values()))) == len(tasks)
+    for name, members in sorted(sets.items()):
+        stated = members[0].pod.podset_topology
+        assert stated is not None
+        label = f"pod set {name}" if name else "pod set"
+        if stated.ask is not None:
+            if whole and plan.ask is None:
+                plan.ask = stated.ask
+            else:
+                plan.parts.append(Part(label, stated.ask, members, len(members)))
+        if stated.slice_key is None or stated.slice_size is None:
+            continue
+        if not whole:
+            return f"{stated.slice_where}: slices are kept for a gang of one pod set only"
+        size = stated.slice_size
+        count = len(members) + job.bound
+        if count % size:
+            return (
+                f"{stated.slice_where}: slice size {size} does not divide the "
+                f"{count} members of {label}"
+            )
+        ordered = sorted(members, key=lambda t: t.pod.name)
+        ask = TopologyAsk(Mode.HARD, where=stated.slice_where, key=stated.slice_key)
+        for start in range(0, len(ordered), size):
+            chunk = ordered[start : start + size]
+            plan.parts.append(Part(f"slice {start // size + 1} of {label}", ask, chunk, len(chunk)))
+    return None

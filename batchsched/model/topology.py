@@ -1,0 +1,167 @@
+"""The cluster's topology: nodes grouped into domains, per node label and per tier.
+
+Two sources, read once per change of the nodes (the snapshot keeper keeps one Topology
+until nodes or HyperNodes change):
+- a node label key: each value is a domain (a rack, an NVLink clique); asked for by
+  name, by configured tiers, the native PodGroup's topology key and Kueue's annotations;
+- Volcano's HyperNodes: each tier's HyperNodes are its domains, each reaching the nodes
+  of its members, through nested HyperNodes down to tier-1 ones.
+
+A domain is an index per tier: `ids[row]` is the domain of node `row`, or NO_DOMAIN.
+A node reached by two HyperNodes of one tier is in the first by name, as the tree
+Volcano builds gives every node one leaf.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from batchsched.api.hypernodes import HyperNode, Member, MemberType
+from batchsched.api.objects import Node
+from batchsched.model.arrays import IntArray
+
+NO_DOMAIN = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """One level of domains: `ids` maps node rows to indices of `domains` (their names)."""
+
+    number: int
+    name: str
+    ids: IntArray
+    domains: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class Topology:
+    nodes: Sequence[Node]
+    hypernodes: Mapping[str, HyperNode] = field(default_factory=dict)
+    # HyperNodes that could not be parsed, name -> why.
+    rejected: Mapping[str, str] = field(default_factory=dict)
+    # HyperNode name -> why it is left out of the tree (rejected, a cycle, an unknown
+    # member, a second parent); the HyperNodes above it are left out with it.
+    errors: dict[str, str] = field(init=False)
+    # The HyperNode tiers, lowest first.
+    tiers: tuple[Tier, ...] = field(init=False)
+    _labels: dict[str, Tier] = field(init=False, default_factory=dict)
+    _binned: dict[str, IntArray] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.errors = dict(self.rejected)
+        self.tiers = self._hyper_tiers() if self.hypernodes else ()
+
+    def label(self, key: str) -> Tier:
+        """The domains of a node label: one per value; nodes without it in none."""
+        tier = self._labels.get(key)
+        if tier is None:
+            values: dict[str, int] = {}
+            raw = [
+                NO_DOMAIN
+                if (value := node.labels.get(key)) is None
+                else values.setdefault(value, len(values))
+                for node in self.nodes
+            ]
+            tier = Tier(0, key, np.array(raw, dtype=np.int64), tuple(values))
+            self._labels[key] = tier
+        return tier
+
+    def ids(self, key: str) -> IntArray:
+        """Per node row, its domain of the label, or `size(key)` for those without:
+        the form pod affinity counts per domain in (one extra bin for no domain)."""
+        binned = self._binned.get(key)
+        if binned is None:
+            tier = self.label(key)
+            binned = np.where(tier.ids == NO_DOMAIN, len(tier.domains), tier.ids)
+            self._binned[key] = binned
+        return binned
+
+    def size(self, key: str) -> int:
+        return len(self.label(key).domains)
+
+    def _hyper_tiers(self) -> tuple[Tier, ...]:
+        reach = self._reach()
+        index = {node.name: row for row, node in enumerate(self.nodes)}
+        numbers = sorted({h.tier for name, h in self.hypernodes.items() if name in reach})
+        tiers = []
+        for number in numbers:
+            ids = np.full(len(self.nodes), NO_DOMAIN, dtype=np.int64)
+            names = sorted(n for n, h in self.hypernodes.items() if h.tier == number and n in reach)
+            # Later names first, so that the first by name has the last word.
+            for domain, name in reversed(list(enumerate(names))):
+                rows = [index[node] for node in reach[name] if node in index]
+                ids[np.array(rows, dtype=np.int64)] = domain
+            tier_names = {self.hypernodes[n].tier_name for n in names} - {""}
+            label = min(tier_names) if tier_names else f"tier {number}"
+            tiers.append(Tier(number, label, ids, tuple(names)))
+        return tuple(tiers)
+
+    def _reach(self) -> dict[str, frozenset[str]]:
+        """HyperNode name -> the node names it reaches, for those that resolve."""
+        parents: dict[str, str] = {}
+        for name in sorted(self.hypernodes):
+            for member in self.hypernodes[name].members:
+                if member.type is not MemberType.HYPERNODE or member.name is None:
+                    continue
+                child = member.name
+                if child in self.rejected:
+                    self.errors[name] = f"HyperNode {name}: its member {self.rejected[child]}"
+                elif child not in self.hypernodes:
+                    self.errors[name] = (
+                        f"HyperNode {name}: spec.members names HyperNode {child}, "
+                        "which does not exist"
+                    )
+                elif child in parents and parents[child] != name:
+                    self.errors[name] = (
+                        f"HyperNode {name}: spec.members names HyperNode {child}, "
+                        f"already a member of HyperNode {parents[child]}"
+                    )
+                else:
+                    parents[child] = name
+        reach: dict[str, frozenset[str]] = {}
+        for name in sorted(self.hypernodes):
+            self._resolve(name, reach, ())
+        return reach
+
+    def _resolve(
+        self, name: str, reach: dict[str, frozenset[str]], path: tuple[str, ...]
+    ) -> frozenset[str] | None:
+        if name in reach:
+            return reach[name]
+        if name in path:
+            cycle = " -> ".join((*path[path.index(name) :], name))
+            for looped in path[path.index(name) :]:
+                self.errors.setdefault(
+                    looped, f"HyperNode {looped}: spec.members form a cycle: {cycle}"
+                )
+            return None
+        if name in self.errors:
+            return None
+        reached: set[str] = set()
+        for member in self.hypernodes[name].members:
+            if member.type is MemberType.HYPERNODE:
+                below = self._resolve(str(member.name), reach, (*path, name))
+                if below is None:
+                    self.errors.setdefault(
+                        name, f"HyperNode {name}: its member HyperNode {member.name} is left out"
+                    )
+                    return None
+                reached |= below
+            else:
+                reached |= _matching(member, self.nodes)
+        if name in self.errors:
+            return None
+        reach[name] = frozenset(reached)
+        return reach[name]
+
+
+def _matching(member: Member, nodes: Sequence[Node]) -> set[str]:
+    """The node names a Node member selects: by name (present or not), pattern or labels."""
+    if member.name is not None:
+        return {member.name}
+    if member.pattern is not None:
+        pattern = member.pattern
+        return {node.name for node in nodes if pattern.search(node.name)}
+    labels = member.labels
+    return {node.name for node in nodes if labels is not None and labels.matches(node.labels)}

@@ -1,0 +1,131 @@
+"""Topology domains through `batchsched run` on a real API server with Volcano's released
+HyperNode and PodGroup CRDs and ours: the operator watches HyperNodes, a Volcano gang
+asking for one tier-1 HyperNode (hard) lands in the one rack that holds it, our PodGroup's
+networkTopology survives our CRD's schema and is kept, Kueue's required-topology pods wait
+where no rack holds them, and a tier name that does not exist is named in the waiting
+reason. The same forms run in the simulator in tests/sim/test_topology.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from .operator_support import (  # noqa: F401 (fixtures)
+    REPO,
+    StartScheduler,
+    eventually,
+    placements,
+    pods,
+    ready_node,
+    scheduler_kubeconfig_fixture,
+    start_scheduler_fixture,
+    unschedulable_message,
+)
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import node
+
+pytestmark = pytest.mark.integration
+
+DROP_IN = REPO / "examples" / "config" / "drop-in.yaml"
+VOLCANO_API = "scheduling.volcano.sh/v1beta1"
+OUR_API = "scheduling.batchsched.io/v1alpha1"
+RACK = "topology.kubernetes.io/rack"
+
+
+def member(name: str, group: str, *, volcano: bool, notes: dict[str, str] | None = None) -> JSON:
+    key = "scheduling.k8s.io/group-name" if volcano else "scheduling.batchsched.io/group-name"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": {key: group, **(notes or {})}},
+        "spec": {
+            "schedulerName": "volcano" if volcano else "batch-scheduler",
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
+            ],
+        },
+    }
+
+
+def group(api: str, name: str, size: int, topology: JSON) -> JSON:
+    return {
+        "apiVersion": api,
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": size, "networkTopology": topology},
+    }
+
+
+def test_gangs_in_hypernodes_and_label_domains(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    racks = {"r1": 3, "r2": 5}
+    names: dict[str, list[str]] = {}
+    for rack, count in racks.items():
+        names[rack] = [f"{rack}-{i}-{namespace}" for i in range(count)]
+        for name in names[rack]:
+            ready_node(
+                cluster_objects, kube, node(name, cpu="4", labels={RACK: f"{rack}-{namespace}"})
+            )
+    for rack, members in names.items():
+        cluster_objects.create(
+            {
+                "apiVersion": "topology.volcano.sh/v1alpha1",
+                "kind": "HyperNode",
+                "metadata": {"name": f"{rack}-{namespace}"},
+                "spec": {
+                    "tier": 1,
+                    "tierName": "rack",
+                    "members": [
+                        {"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in members
+                    ],
+                },
+            }
+        )
+    objects = [
+        group(VOLCANO_API, "train", 4, {"mode": "hard", "highestTierAllowed": 1}),
+        *(member(f"train-{i}", "train", volcano=True) for i in range(4)),
+        group(OUR_API, "ours", 3, {"highestTierName": "rack"}),
+        *(member(f"ours-{i}", "ours", volcano=False) for i in range(3)),
+        group(VOLCANO_API, "bad", 1, {"highestTierName": "zone"}),
+        member("bad-0", "bad", volcano=True),
+    ]
+    for obj in objects:
+        obj["metadata"]["namespace"] = namespace
+        kube.create(obj)
+    start_scheduler(config=DROP_IN)
+
+    def bound() -> dict[str, str]:
+        return {k: v for k, v in placements(kube, namespace).items() if v}
+
+    eventually(lambda: len(bound()) == 7, what="both gangs bound")
+    where = bound()
+    assert {where[f"train-{i}"] for i in range(4)} <= set(names["r2"])
+    assert {where[f"ours-{i}"] for i in range(3)} <= set(names["r1"])
+    message = eventually(
+        lambda: unschedulable_message(pods(kube, namespace)["bad-0"]),
+        what="the group naming no tier told why it waits",
+    )
+    assert (
+        f"PodGroup {namespace}/bad.spec.networkTopology.highestTierName: no tier is named 'zone'"
+        in message
+    )
+
+    # Kueue's pods: two that must share a rack, where no rack has two nodes free.
+    required = {"kueue.x-k8s.io/podset-required-topology": RACK}
+    kueue = [
+        {**group(OUR_API, "kueue", 2, {"mode": "soft"}), "spec": {"minMember": 2}},
+        *(member(f"kueue-{i}", "kueue", volcano=False, notes=required) for i in range(2)),
+    ]
+    for obj in kueue:
+        obj["metadata"]["namespace"] = namespace
+        kube.create(obj)
+    message = eventually(
+        lambda: unschedulable_message(pods(kube, namespace)["kueue-0"]),
+        what="the Kueue pods told why they wait",
+    )
+    assert (
+        "[kueue.x-k8s.io/podset-required-topology] asks its members in one domain of "
+        "topology.kubernetes.io/rack (hard)"
+    ) in message
+    now = placements(kube, namespace)
+    assert (now["kueue-0"], now["kueue-1"]) == (None, None)

@@ -1,0 +1,316 @@
+"""Gangs placed in one topology domain, asked for in each peer's way, through
+`batchsched simulate`: our PodGroup with configured label tiers, Volcano's PodGroup
+with HyperNodes (networkTopology, subGroupPolicy), Kueue's pod-set annotations, and
+the semantics kube-scheduler's topology-aware workload scheduling states (KEP-5732):
+fuller domains first, nodes without the label never used, a running gang's new members
+kept to its domain. Bad input names the object and field, and the rest is scheduled."""
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .harness import Run, simulate
+from tests.support.objects import gang, hypernode, hypernode_member, node, pod, pod_group
+
+RACK = "topology.kubernetes.io/rack"
+SPINE = "example.com/spine"
+VOLCANO = "scheduling.volcano.sh/v1beta1"
+RACK_TIERS = f"""
+topology:
+  tiers:
+  - {{name: rack, nodeLabel: {RACK}}}
+  - {{name: spine, nodeLabel: {SPINE}}}
+"""
+
+
+def run(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    objects: Iterable[Mapping[str, Any]],
+    config: str | None = None,
+) -> Run:
+    path = tmp_path / "input.yaml"
+    path.write_text(yaml.safe_dump_all(list(objects)))
+    config_path = None
+    if config is not None:
+        config_path = tmp_path / "config.yaml"
+        config_path.write_text(config)
+    result = simulate(capsys, path, config=None if config_path is None else str(config_path))
+    assert result.code == 0, result.stderr
+    return result
+
+
+def racks(sizes: Mapping[str, int], *, cpu: str = "4", spine: str = "s1") -> list[dict[str, Any]]:
+    """`sizes[rack]` nodes named rack-i, labelled with their rack and spine."""
+    return [
+        node(f"{rack}-{i}", cpu=cpu, labels={RACK: rack, SPINE: spine})
+        for rack, count in sizes.items()
+        for i in range(count)
+    ]
+
+
+def domains_of(run: Run, prefix: str) -> set[str]:
+    """The racks (node name prefixes) the bound pods named `prefix`-* are on."""
+    return {node.rsplit("-", 1)[0] for key, node in run.bound().items() if key.startswith(prefix)}
+
+
+def exact(kind: str, name: str) -> dict[str, Any]:
+    return hypernode_member(kind, exactMatch={"name": name})
+
+
+def volcano_gang(name: str, size: int, cpu: str, **spec: Any) -> list[dict[str, Any]]:
+    group = pod_group(name, size, api_version=VOLCANO, **spec)
+    members = [
+        pod(f"{name}-{i}", {"cpu": cpu}, annotations={"scheduling.k8s.io/group-name": name})
+        for i in range(size)
+    ]
+    return [group, *members]
+
+
+# The rack/spine tree of HyperNodes over racks r1 (3 nodes) and r2 (5 nodes): r1 by a
+# name pattern, r2 by labels, the spine by exact names.
+TREE = [
+    hypernode("r1", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "^r1-"}}}], "rack"),
+    hypernode(
+        "r2",
+        1,
+        [{"type": "Node", "selector": {"labelMatch": {"matchLabels": {RACK: "r2"}}}}],
+        "rack",
+    ),
+    hypernode("s1", 2, [exact("HyperNode", "r1"), exact("HyperNode", "r2")], "spine"),
+]
+
+
+def test_hard_tier_takes_the_rack_that_holds_the_gang(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """KEP-5732's first case: racks with room for 3 and 5, a gang of 4 lands in the
+    second; and Volcano's: hard highestTierAllowed 1 never spans two tier-1 HyperNodes."""
+    objects = [*racks({"r1": 3, "r2": 5}), *TREE]
+    objects += volcano_gang("g", 4, "4", networkTopology={"mode": "hard", "highestTierAllowed": 1})
+    result = run(capsys, tmp_path, objects)
+    assert len(result.bound()) == 4
+    assert domains_of(result, "default/g-") == {"r2"}
+
+
+def test_hard_tier_waits_where_no_rack_holds_the_gang(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Two racks of 3: a hard gang of 4 waits, saying its tier and the closest rack; a
+    soft one is placed across both; the highest tier by name (spine) is one domain."""
+    base = [*racks({"r1": 3, "r2": 3}), *TREE[:1]]
+    base.append(hypernode("r2", 1, [exact("Node", f"r2-{i}") for i in range(3)], "rack"))
+    base.append(TREE[2])
+    hard = volcano_gang("hard", 4, "4", networkTopology={"mode": "hard", "highestTierAllowed": 1})
+    result = run(capsys, tmp_path, [*base, *hard])
+    assert result.bound() == {}
+    reason = result.pods["default/hard-0"]["reason"]
+    assert (
+        "PodGroup default/hard.spec.networkTopology asks its members in one domain of rack (hard)"
+        in reason
+    )
+    assert "the best, rack r1, holds 3 of 4" in reason
+    for ask in ({"mode": "soft", "highestTierAllowed": 1}, {"highestTierName": "spine"}):
+        placed = run(capsys, tmp_path, [*base, *volcano_gang("g", 4, "4", networkTopology=ask)])
+        assert len(placed.bound()) == 4
+        assert domains_of(placed, "default/g-") == {"r1", "r2"}
+
+
+def test_fuller_rack_first(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """KEP-5732's second case: both racks fit, the more allocated one wins."""
+    objects = [*racks({"r1": 4, "r2": 4}), pod("busy", {"cpu": "2"}, node_name="r2-0")]
+    objects += gang("g", 2, requests={"cpu": "2"}, networkTopology={"highestTierName": "rack"})
+    result = run(capsys, tmp_path, objects, RACK_TIERS)
+    assert domains_of(result, "default/g-") == {"r2"}
+
+
+def test_nodes_without_the_label_are_never_used(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """KEP-5732's fourth case: the one node large enough lacks the rack label."""
+    objects = [*racks({"r1": 1, "r2": 1}), node("big", cpu="64")]
+    objects += gang("g", 2, requests={"cpu": "4"}, networkTopology={"highestTierAllowed": 1})
+    result = run(capsys, tmp_path, objects, RACK_TIERS)
+    assert result.bound() == {}
+    # Soft, it may span racks, or use the unlabelled node: whatever packs best.
+    objects[-3]["spec"]["networkTopology"]["mode"] = "soft"
+    assert len(run(capsys, tmp_path, objects, RACK_TIERS).bound()) == 2
+
+
+def test_running_gang_keeps_its_new_members_in_its_rack(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """KEP-5732's fifth case: with 2 members running in r2, a new member with no room in
+    r2 stays pending although r1 has room."""
+    objects = [*racks({"r1": 2, "r2": 2})]
+    objects += [
+        pod_group("g", 2, networkTopology={"highestTierAllowed": 1}),
+        *(
+            pod(f"g-{i}", {"cpu": "4"}, group="g", node_name=f"r2-{i}", phase="Running")
+            for i in range(2)
+        ),
+        pod("g-2", {"cpu": "4"}, group="g"),
+    ]
+    result = run(capsys, tmp_path, objects, RACK_TIERS)
+    assert result.pods["default/g-2"]["node"] is None
+    objects.append(node("r2-2", cpu="4", labels={RACK: "r2", SPINE: "s1"}))
+    assert run(capsys, tmp_path, objects, RACK_TIERS).pods["default/g-2"]["node"] == "r2-2"
+
+
+def test_sub_groups_each_in_a_rack_of_their_own(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Volcano's subGroupPolicy: pods grouped by their `stage` label, each stage of 2 in
+    one rack; the job as a whole within the spine."""
+    objects = [*racks({"r1": 2, "r2": 2, "r3": 2}), *TREE[:1]]
+    objects += [
+        hypernode("r2", 1, [exact("Node", "r2-0"), exact("Node", "r2-1")], "rack"),
+        hypernode("r3", 1, [exact("Node", "r3-0"), exact("Node", "r3-1")], "rack"),
+        hypernode("s1", 2, [exact("HyperNode", r) for r in ("r1", "r2", "r3")], "spine"),
+    ]
+    policy = [
+        {
+            "name": "stage",
+            "subGroupSize": 2,
+            "matchLabelKeys": ["stage"],
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+        }
+    ]
+    group = pod_group("g", 4, api_version=VOLCANO, subGroupPolicy=policy)
+    # One busy node in each rack but r2: a stage of 2 fits only where 2 nodes are free.
+    busy = [pod(f"busy-{r}", {"cpu": "4"}, node_name=f"{r}-0", scheduler="other") for r in ("r1",)]
+    members = [
+        pod(
+            f"g-{i}",
+            {"cpu": "4"},
+            labels={"stage": str(i // 2)},
+            annotations={"scheduling.k8s.io/group-name": "g"},
+        )
+        for i in range(4)
+    ]
+    result = run(capsys, tmp_path, [*objects, group, *busy, *members])
+    bound = result.bound()
+    assert len(bound) == 4
+    for stage in ("0", "1"):
+        nodes = {bound[f"default/g-{i}"] for i in range(4) if str(i // 2) == stage}
+        assert len({n.rsplit("-", 1)[0] for n in nodes}) == 1
+    assert "r1" not in {n.rsplit("-", 1)[0] for n in bound.values()}
+
+
+def kueue_pod(name: str, notes: Mapping[str, str], **extra: Any) -> dict[str, Any]:
+    return pod(
+        name,
+        {"cpu": "4"},
+        labels={"kueue.x-k8s.io/podset": "workers"},
+        annotations={"scheduling.batchsched.io/group-name": "k", **notes},
+        **extra,
+    )
+
+
+def test_kueue_required_and_preferred_topology(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    objects = [*racks({"r1": 3, "r2": 5}), pod_group("k", 4)]
+    required = {"kueue.x-k8s.io/podset-required-topology": RACK}
+    result = run(capsys, tmp_path, [*objects, *(kueue_pod(f"k-{i}", required) for i in range(4))])
+    assert domains_of(result, "default/k-") == {"r2"}
+    # Six members fit no rack: required waits, preferred spreads.
+    objects[-1] = pod_group("k", 6)
+    result = run(capsys, tmp_path, [*objects, *(kueue_pod(f"k-{i}", required) for i in range(6))])
+    assert result.bound() == {}
+    assert (
+        "[kueue.x-k8s.io/podset-required-topology] asks its members in one domain of "
+        "topology.kubernetes.io/rack (hard)" in (result.pods["default/k-0"]["reason"])
+    )
+    preferred = {"kueue.x-k8s.io/podset-preferred-topology": RACK}
+    result = run(capsys, tmp_path, [*objects, *(kueue_pod(f"k-{i}", preferred) for i in range(6))])
+    assert len(result.bound()) == 6
+
+
+def test_kueue_slices_each_in_one_rack(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Slices of 2, each in one rack; four racks of 1 free pair each but r4."""
+    objects = [*racks({"r1": 3, "r2": 3, "r3": 3}), pod_group("k", 4)]
+    objects += [
+        pod(f"busy-{r}", {"cpu": "4"}, node_name=f"{r}-0", scheduler="other")
+        for r in ("r1", "r2", "r3")
+    ]
+    objects += [
+        pod(f"busy2-{r}", {"cpu": "4"}, node_name=f"{r}-1", scheduler="other") for r in ("r1",)
+    ]
+    slices = {
+        "kueue.x-k8s.io/podset-slice-required-topology": RACK,
+        "kueue.x-k8s.io/podset-slice-size": "2",
+    }
+    result = run(capsys, tmp_path, [*objects, *(kueue_pod(f"k-{i}", slices) for i in range(4))])
+    bound = result.bound()
+    assert len(bound) == 4
+    for first in (0, 2):
+        pair = {bound[f"default/k-{first}"], bound[f"default/k-{first + 1}"]}
+        assert len({n.rsplit("-", 1)[0] for n in pair}) == 1
+    assert "r1" not in {n.rsplit("-", 1)[0] for n in bound.values()}
+
+
+def test_kueue_node_selector_is_honoured(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Kueue assigns nodes by the node selector it injects: kept, never fought, even
+    where the rack it names is not the fullest."""
+    objects = [
+        *racks({"r1": 2, "r2": 2}),
+        pod_group("k", 2),
+        pod("busy", {"cpu": "2"}, node_name="r2-0"),
+    ]
+    required = {"kueue.x-k8s.io/podset-required-topology": RACK}
+    members = [
+        kueue_pod(f"k-{i}", required, spec={"nodeSelector": {"kubernetes.io/hostname": f"r1-{i}"}})
+        for i in range(2)
+    ]
+    bound = run(capsys, tmp_path, [*objects, *members]).bound()
+    assert {key: bound[key] for key in ("default/k-0", "default/k-1")} == {
+        "default/k-0": "r1-0",
+        "default/k-1": "r1-1",
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("cycle", "HyperNode r1: spec.members form a cycle: r1 -> s1 -> r1"),
+        (
+            "tier name",
+            "PodGroup default/bad.spec.networkTopology.highestTierName: no tier is named 'zone'",
+        ),
+        (
+            "key",
+            "[kueue.x-k8s.io/podset-required-topology]: no node has the label example.com/none",
+        ),
+        ("slice", "[kueue.x-k8s.io/podset-slice-size]: slice size 3 does not divide the 4 members"),
+    ],
+)
+def test_bad_input_is_named_and_the_rest_scheduled(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str, message: str
+) -> None:
+    objects: list[dict[str, Any]] = [*racks({"r1": 3, "r2": 5}), pod("lone", {"cpu": "1"})]
+    if case == "cycle":
+        objects += [hypernode("r1", 1, [exact("HyperNode", "s1")], "rack"), TREE[1], TREE[2]]
+        objects += volcano_gang("bad", 2, "1", networkTopology={"highestTierAllowed": 2})
+    elif case == "tier name":
+        objects += TREE
+        objects += volcano_gang("bad", 2, "1", networkTopology={"highestTierName": "zone"})
+    else:
+        notes = (
+            {"kueue.x-k8s.io/podset-required-topology": "example.com/none"}
+            if case == "key"
+            else {
+                "kueue.x-k8s.io/podset-slice-required-topology": RACK,
+                "kueue.x-k8s.io/podset-slice-size": "3",
+            }
+        )
+        objects += [pod_group("k", 4), *(kueue_pod(f"k-{i}", notes) for i in range(4))]
+    result = run(capsys, tmp_path, objects)
+    assert result.pods["default/lone"]["node"] is not None
+    waiting = [p["reason"] for key, p in result.pods.items() if key != "default/lone"]
+    assert waiting and all(message in reason for reason in waiting), waiting

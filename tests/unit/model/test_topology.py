@@ -1,0 +1,126 @@
+"""The topology model: label domains and Volcano's HyperNode tree resolved over nodes,
+with a HyperNode left out (and named) where the tree is broken."""
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from batchsched.api.errors import InvalidObject
+from batchsched.api.hypernodes import hypernode_from_object
+from batchsched.api.nodes import node_from_object
+from batchsched.model.topology import NO_DOMAIN, Topology
+
+from tests.support.objects import hypernode, hypernode_member, node
+
+RACK = "topology.kubernetes.io/rack"
+
+
+NODES = [
+    node_from_object(node(name, labels={RACK: name[:2]} if name != "x-0" else {}))
+    for name in ("a-0", "a-1", "b-0", "b-1", "x-0")
+]
+
+
+def topology_of(*objects: dict[str, Any]) -> Topology:
+    return Topology(NODES, {o["metadata"]["name"]: hypernode_from_object(o) for o in objects})
+
+
+def test_label_domains() -> None:
+    tier = Topology(NODES).label(RACK)
+    assert tier.domains == ("a-", "b-")
+    assert tier.ids.tolist() == [0, 0, 1, 1, NO_DOMAIN]
+    assert Topology(NODES).ids(RACK).tolist() == [0, 0, 1, 1, 2]
+
+
+def test_hypernode_tree_by_name_pattern_and_labels() -> None:
+    topology = topology_of(
+        hypernode("ra", 1, [hypernode_member("Node", regexMatch={"pattern": "^a-"})], "rack"),
+        hypernode(
+            "rb", 1, [hypernode_member("Node", labelMatch={"matchLabels": {RACK: "b-"}})], "rack"
+        ),
+        hypernode("rx", 1, [hypernode_member("Node", exactMatch={"name": "x-0"})], "rack"),
+        hypernode(
+            "s",
+            2,
+            [hypernode_member("HyperNode", exactMatch={"name": n}) for n in ("ra", "rb")],
+            "spine",
+        ),
+    )
+    assert topology.errors == {}
+    racks, spines = topology.tiers
+    assert (racks.number, racks.name, racks.domains) == (1, "rack", ("ra", "rb", "rx"))
+    assert racks.ids.tolist() == [0, 0, 1, 1, 2]
+    assert (spines.name, spines.domains, spines.ids.tolist()) == ("spine", ("s",), [0, 0, 0, 0, -1])
+
+
+@pytest.mark.parametrize(
+    ("objects", "broken", "message"),
+    [
+        (
+            [
+                hypernode("a", 1, [hypernode_member("HyperNode", exactMatch={"name": "b"})]),
+                hypernode("b", 2, [hypernode_member("HyperNode", exactMatch={"name": "a"})]),
+            ],
+            "a",
+            "HyperNode a: spec.members form a cycle: a -> b -> a",
+        ),
+        (
+            [hypernode("s", 2, [hypernode_member("HyperNode", exactMatch={"name": "gone"})])],
+            "s",
+            "HyperNode s: spec.members names HyperNode gone, which does not exist",
+        ),
+        (
+            [
+                hypernode("r", 1, [hypernode_member("Node", exactMatch={"name": "a-0"})]),
+                hypernode("s1", 2, [hypernode_member("HyperNode", exactMatch={"name": "r"})]),
+                hypernode("s2", 2, [hypernode_member("HyperNode", exactMatch={"name": "r"})]),
+            ],
+            "s2",
+            "HyperNode s2: spec.members names HyperNode r, already a member of HyperNode s1",
+        ),
+    ],
+)
+def test_broken_trees_name_the_hypernode(
+    objects: list[dict[str, Any]], broken: str, message: str
+) -> None:
+    topology = topology_of(*objects)
+    assert topology.errors[broken] == message
+    reached = {d for tier in topology.tiers for d in tier.domains}
+    assert broken not in reached
+
+
+def test_a_rejected_member_leaves_its_parent_out() -> None:
+    parent = hypernode_from_object(
+        hypernode("s", 2, [hypernode_member("HyperNode", exactMatch={"name": "r"})])
+    )
+    topology = Topology(NODES, {"s": parent}, rejected={"r": "HyperNode r: spec.tier is required"})
+    assert topology.errors["s"] == "HyperNode s: its member HyperNode r: spec.tier is required"
+    assert topology.tiers == ()
+
+
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        ([hypernode_member("Node")], "spec.members[0].selector: exactly one of exactMatch"),
+        (
+            [hypernode_member("HyperNode", regexMatch={"pattern": "r.*"})],
+            "spec.members[0].selector.regexMatch: a HyperNode member is named by exactMatch",
+        ),
+        (
+            [hypernode_member("Node", regexMatch={"pattern": "("})],
+            "spec.members[0].selector.regexMatch.pattern",
+        ),
+        ([hypernode_member("Switch", exactMatch={"name": "a"})], "spec.members[0].type: 'Switch'"),
+    ],
+)
+def test_bad_hypernodes_are_refused(members: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(InvalidObject) as error:
+        hypernode_from_object(hypernode("h", 1, members))
+    assert str(error.value).startswith(f"HyperNode h.{message}")
+
+
+def test_empty_label_match_selects_no_node() -> None:
+    """As Volcano's GetMembers: an empty labelMatch selects nothing, not everything."""
+    (tier,) = topology_of(hypernode("r", 1, [hypernode_member("Node", labelMatch={})])).tiers
+    assert np.all(tier.ids == NO_DOMAIN)
