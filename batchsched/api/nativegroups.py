@@ -24,6 +24,7 @@ from batchsched.api.meta import (
 )
 from batchsched.api.objects import GroupRef, PodGroup
 from batchsched.api.reads import reads
+from batchsched.api.topology import native_topology
 
 NATIVE_API = "scheduling.k8s.io/v1alpha2"
 
@@ -41,13 +42,13 @@ HONOURED_DISRUPTION = "Pod"
 
 # Spec keys refused while set, and why: constraints no placement here keeps yet.
 REFUSED_SPEC = {
-    "schedulingConstraints": "batchsched keeps no topology domain for this PodGroup yet",
     "resourceClaims": "batchsched allocates no ResourceClaims for a PodGroup yet",
 }
-# Spec keys read: the policy, the Workload template it was copied from (display),
-# the disruption mode and the priority (see fill_native).
+# Spec keys read: the policy, the topology key its members share, the Workload template
+# it was copied from (display), the disruption mode and the priority (see fill_native).
 READ_SPEC = (
     "schedulingPolicy",
+    "schedulingConstraints",
     "podGroupTemplateRef",
     "disruptionMode",
     "priorityClassName",
@@ -84,6 +85,9 @@ def fill_native(group: PodGroup, obj: Obj, *, where: str) -> None:
         # than ours, and may be a constraint.
         raise InvalidObject(f"{where}.spec.{unknown[0]}: {spec[unknown[0]]!r} is not known")
     group.basic, group.min_member = policy(spec.get("schedulingPolicy"), where=f"{where}.spec")
+    group.network_topology = native_topology(
+        spec.get("schedulingConstraints"), where=f"{where}.spec.schedulingConstraints"
+    )
     mode = text(spec.get("disruptionMode"), where=f"{where}.spec.disruptionMode", default="Pod")
     if mode not in DISRUPTION_MODES:
         raise InvalidObject(

@@ -144,7 +144,8 @@ def test_bad_input_leaves_everything_else_scheduled(
     """A pod naming a PodGroup that never appears, a policy that cannot be honoured, a
     pod naming a peer's PodGroup by spec.schedulingGroup, and a PodGroup deleted while
     its pods run (the running one stays, the pending one waits) each wait saying so."""
-    refused = native_pod_group("topo", 2, schedulingConstraints={"topology": [{"key": "rack"}]})
+    two_keys = {"topology": [{"key": "rack"}, {"key": "zone"}]}
+    refused = native_pod_group("topo", 2, schedulingConstraints=two_keys)
     volcano = pod_group("vc", 1, api_version=VOLCANO_API)
     result = run(
         capsys,
@@ -166,8 +167,8 @@ def test_bad_input_leaves_everything_else_scheduled(
     assert reasons["default/ghost-0"].startswith('waiting for pod\'s pod group "ghost"')
     assert reasons["default/gone-1"].startswith('waiting for pod\'s pod group "gone"')
     assert reasons["default/topo-0"] == (
-        "PodGroup default/topo.spec.schedulingConstraints: {'topology': [{'key': 'rack'}]} "
-        "is not supported: batchsched keeps no topology domain for this PodGroup yet"
+        "PodGroup default/topo.spec.schedulingConstraints.topology: at most one entry is "
+        "allowed, not 2"
     )
     assert reasons["default/vc-0"] == (
         "Pod default/vc-0 names PodGroup default/vc by spec.schedulingGroup.podGroupName, "

@@ -13,7 +13,16 @@ import pytest
 import yaml
 
 from .harness import Run, simulate
-from tests.support.objects import gang, hypernode, hypernode_member, node, pod, pod_group
+from tests.support.objects import (
+    gang,
+    hypernode,
+    hypernode_member,
+    member,
+    native_pod_group,
+    node,
+    pod,
+    pod_group,
+)
 
 RACK = "topology.kubernetes.io/rack"
 SPINE = "example.com/spine"
@@ -94,6 +103,26 @@ def test_hard_tier_takes_the_rack_that_holds_the_gang(
     result = run(capsys, tmp_path, objects)
     assert len(result.bound()) == 4
     assert domains_of(result, "default/g-") == {"r2"}
+
+
+def test_native_pod_group_topology_key_keeps_its_gang_in_one_rack(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Kubernetes' own PodGroup states its one key in spec.schedulingConstraints: a gang
+    of 4 takes the rack of 5 (racks with room for 3 and 5), never the unlabelled node
+    with room for all, and a gang of 6 that no rack holds waits, naming the key."""
+    objects = [*racks({"r1": 3, "r2": 5}), node("big", cpu="64")]
+    constraints = {"topology": [{"key": RACK}]}
+    for name, size in (("g", 4), ("wide", 6)):
+        objects.append(native_pod_group(name, size, schedulingConstraints=constraints))
+        objects += [member(f"{name}-{i}", name, {"cpu": "4"}) for i in range(size)]
+    result = run(capsys, tmp_path, objects)
+    assert domains_of(result, "default/g-") == {"r2"}
+    assert not [key for key in result.bound() if key.startswith("default/wide-")]
+    assert result.pods["default/wide-0"]["reason"].startswith(
+        "gang default/wide: PodGroup default/wide.spec.schedulingConstraints.topology[0].key "
+        f"asks its members in one domain of {RACK} (hard)"
+    )
 
 
 def test_hard_tier_waits_where_no_rack_holds_the_gang(

@@ -86,10 +86,10 @@ def test_priority_and_its_class_are_read() -> None:
         (
             {
                 "schedulingPolicy": {"gang": {"minCount": 2}},
-                "schedulingConstraints": {"topology": [{"key": "rack"}]},
+                "schedulingConstraints": {"topology": [{"key": "rack"}, {"key": "zone"}]},
             },
-            "PodGroup default/g.spec.schedulingConstraints: {'topology': [{'key': 'rack'}]} "
-            "is not supported: batchsched keeps no topology domain for this PodGroup yet",
+            "PodGroup default/g.spec.schedulingConstraints.topology: at most one entry is "
+            "allowed, not 2",
         ),
         (
             {
