@@ -234,5 +234,8 @@ def test_a_gang_finished_after_a_kill_is_not_left_short_by_preemption(
     (preemptor,) = (p for name, p in listed.items() if name.startswith("high-") and not bound(p))
     gang_nodes = {p["spec"]["nodeName"] for name, p in listed.items() if name.startswith("gang-")}
     assert preemptor["status"]["nominatedNodeName"] in gang_nodes, preemptor["status"]
+    # Its first PodScheduled=False, however many reasons it had before one was sent.
+    (scheduled,) = (c for c in preemptor["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert scheduled["lastTransitionTime"], scheduled
     crowded = overcommitted(kube, namespace)
     assert not crowded, f"CPUs requested of allocatable: {crowded}"
