@@ -255,6 +255,9 @@ class StatusWriter:
         self._observed: dict[tuple[str, str], Any] = {}
         self._generations: dict[tuple[str, str], int] = {}
         self._written: dict[tuple[str, str], Any] = {}
+        # Pod -> when it became unschedulable, while the write saying so is not sent: a
+        # newer reason that replaces that write in the queue must carry the time along.
+        self._unsent_since: dict[tuple[str, str], str] = {}
         # Queued writes by target, oldest first; an event's target is unique to it.
         self._queue: dict[tuple[str, str], tuple[str, Write]] = {}
         # Writes that failed, to be sent again: how many times in a row, and the last.
@@ -281,7 +284,8 @@ class StatusWriter:
 
     def forget(self, kind: str, key: str) -> None:
         """The object is gone: drop what we know and what we meant to write to it."""
-        for store in (self._observed, self._generations, self._written, self._queue, self._failed):
+        stores = (self._observed, self._generations, self._written, self._unsent_since)
+        for store in (*stores, self._queue, self._failed):
             store.pop((kind, key), None)
         for store in (self._queue, self._failed):
             store.pop((f"{kind} {DISRUPTION_TARGET}", key), None)
@@ -296,10 +300,11 @@ class StatusWriter:
         """PodScheduled=False with the session's reason, and a FailedScheduling event
         (SchedulingGated and no event for a pod with scheduling gates)."""
         for key, message in pending.items():
-            shown = self._shown("Pod", key)
+            target = ("Pod", key)
+            shown = self._shown(*target)
             if shown == message:
                 continue
-            self._written[("Pod", key)] = message
+            self._written[target] = message
             # A gated pod is not tried at all: kube-scheduler says so, and raises no event.
             gated = message.code is Code.GATED
             condition = {
@@ -308,11 +313,13 @@ class StatusWriter:
                 "reason": GATED_REASON if gated else "Unschedulable",
                 "message": message,
             }
-            if shown is None:
-                # Otherwise the merge keeps the time the pod first became unschedulable.
-                condition["lastTransitionTime"] = rfc3339(time.time())
+            # Otherwise the merge keeps the time the pod first became unschedulable.
+            since = rfc3339(time.time()) if shown is None else self._unsent_since.get(target)
+            if since is not None:
+                condition["lastTransitionTime"] = since
+                self._unsent_since[target] = since
             write = partial(self._pod_condition, key, condition, tasks)
-            self._enqueue(("Pod", key), "pod_condition", write)
+            self._enqueue(target, "pod_condition", write)
             if not gated:
                 task = tasks.get(key)
                 ref = pod_ref(key, task.uid if task else None)
@@ -323,11 +330,13 @@ class StatusWriter:
         task = tasks.get(key)
         if task is not None and task.node_name is not None:
             self._written.pop(("Pod", key), None)
+            self._unsent_since.pop(("Pod", key), None)
             return
         namespace, name = key.split("/", 1)
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
         body = {"status": {"conditions": [condition]}}
         await self.api.patch(path, body, content_type=STRATEGIC_MERGE_PATCH)
+        self._unsent_since.pop(("Pod", key), None)
 
     def bind_failed(self, key: str, uid: str, message: str, tasks: Mapping[str, Task]) -> None:
         """A decided bind failed (the pod is pending again): as kube-scheduler says of a

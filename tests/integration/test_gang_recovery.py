@@ -14,6 +14,8 @@ from __future__ import annotations
 import pytest
 
 from batchsched.api.placement import PLACEMENT_ANNOTATION, Placement, parse_placement
+from batchsched.k8s.client import JSON
+from batchsched.k8s.status import DISRUPTION_TARGET, PREEMPTION_REASON
 
 from .operator_support import (  # noqa: F401 (fixtures)
     BINDING_PATHS,
@@ -139,6 +141,20 @@ def test_a_gang_cut_off_mid_bind_is_finished_before_higher_priority_pods(
     )
 
 
+def bound(pod: JSON) -> bool:
+    return bool(pod["spec"].get("nodeName"))
+
+
+def preempted(pod: JSON) -> bool:
+    """Being deleted, with the condition the scheduler marks its victims with."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    marked = any(
+        (c["type"], c["status"], c.get("reason")) == (DISRUPTION_TARGET, "True", PREEMPTION_REASON)
+        for c in conditions
+    )
+    return marked and bool(pod["metadata"].get("deletionTimestamp"))
+
+
 def gang_bound(kube: Kube, namespace: str) -> dict[str, str]:
     """The gang's members that are bound, and where."""
     return {
@@ -173,8 +189,10 @@ def test_a_gang_finished_after_a_kill_is_not_left_short_by_preemption(
     record), then higher-priority pods arrive, one more than the room left once the gang
     is whole. The next leader finishes the gang; the pod left over may not take the one
     member bound before the kill "with its whole gang": the members it binds in that
-    pass would be left below minMember. The gang is bound whole or (evicted whole by a
-    later pass) not at all, never in part."""
+    pass would be left below minMember. The only room for it is the gang's, so a later
+    pass evicts the gang whole for it (it outranks the gang, and no member may go alone):
+    the test waits for that decision as the API server shows it, the preemptor nominated
+    and told why it waits, every member bound and marked preempted, none left running."""
     nodes = [f"n{i}-{namespace}" for i in range(NODES)]
     add_nodes(cluster_objects, kube, nodes, {"cpu": str(CPUS_PER_NODE), "memory": "8Gi"})
     high = priority_class(cluster_objects, kube, f"high-{namespace}", 1000)
@@ -196,26 +214,28 @@ def test_a_gang_finished_after_a_kill_is_not_left_short_by_preemption(
         create(kube, namespace, waiting)
     start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("next"))
 
-    def settled() -> int | None:
-        """The gang's bound members, once every waiting pod is bound or told why not
-        and the gang is whole or gone."""
+    def preempted_whole() -> dict[str, JSON] | None:
+        """The pods, once the pod left over is nominated and says why it waits, and every
+        member of the gang is bound and being evicted for it."""
         listed = pods(kube, namespace)
-        decided = all(
-            unschedulable_message(p)
-            or p["spec"].get("nodeName")
-            or p["metadata"].get("deletionTimestamp")
-            for name, p in listed.items()
-            if name.startswith("high-")
+        left_over = [p for name, p in listed.items() if name.startswith("high-") and not bound(p)]
+        members = [p for name, p in listed.items() if name.startswith("gang-")]
+        decided = len(left_over) == 1 and all(
+            p["status"].get("nominatedNodeName") and unschedulable_message(p) for p in left_over
         )
-        running = [
-            name
-            for name, p in listed.items()
-            if name.startswith("gang-")
-            and p["spec"].get("nodeName")
-            and not p["metadata"].get("deletionTimestamp")
-        ]
-        return len(running) if decided and len(running) in (0, GANG) else None
+        evicted = len(members) == GANG and all(bound(p) and preempted(p) for p in members)
+        return listed if decided and evicted else None
 
-    eventually(settled, timeout=60, what="the gang whole or gone, every waiting pod decided")
+    listed = eventually(
+        preempted_whole,
+        timeout=60,
+        what="the pod left over nominated and waiting, the gang evicted whole for it",
+    )
+    (preemptor,) = (p for name, p in listed.items() if name.startswith("high-") and not bound(p))
+    gang_nodes = {p["spec"]["nodeName"] for name, p in listed.items() if name.startswith("gang-")}
+    assert preemptor["status"]["nominatedNodeName"] in gang_nodes, preemptor["status"]
+    # Its first PodScheduled=False, however many reasons it had before one was sent.
+    (scheduled,) = (c for c in preemptor["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert scheduled["lastTransitionTime"], scheduled
     crowded = overcommitted(kube, namespace)
     assert not crowded, f"CPUs requested of allocatable: {crowded}"

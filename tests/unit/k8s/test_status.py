@@ -87,6 +87,32 @@ async def test_a_pending_pod_is_told_once_per_distinct_reason() -> None:
     assert "lastTransitionTime" not in patches[1]["status"]["conditions"][0]
 
 
+async def test_a_reason_replacing_one_not_sent_yet_keeps_when_the_pod_became_unschedulable() -> (
+    None
+):
+    """A preemptor's first reason is still queued (writes wait for binds) when the next
+    session says it waits for its victims: the one write sent is the pod's first
+    PodScheduled=False, and says since when, as kube-scheduler's always does."""
+    api = RecordingApi()
+    status = writer(api)
+    status.pods({"ns/p": waiting("0/2 nodes are available: 2 Insufficient cpu.")}, {})
+    preempting = "preempt: evicting 2 pod(s) to make room on node(s) n0; waiting for them"
+    status.pods({"ns/p": Reason(Code.PREEMPTING, SESSION, preempting)}, {})
+    await settle(status)
+    [patch] = api.sent("PATCH", "/api/v1/namespaces/ns/pods/p/status")
+    [condition] = patch["status"]["conditions"]
+    assert (condition["reason"], condition["message"]) == ("Unschedulable", preempting)
+    assert "lastTransitionTime" in condition
+
+    status.pods({"ns/p": waiting("0/2 nodes are available: 2 Insufficient cpu.")}, {})
+    await settle(status)
+    # Sent once, the time stays as written: the pod is still unschedulable.
+    assert (
+        "lastTransitionTime"
+        not in api.sent("PATCH", "/pods/p/status")[1]["status"]["conditions"][0]
+    )
+
+
 async def test_a_gated_pod_is_told_so_as_kube_scheduler_tells_it_without_an_event() -> None:
     api = RecordingApi()
     status = writer(api)
