@@ -246,6 +246,9 @@ class Watch:
     def apply(self, watched: Watched, raw: Mapping[str, Any]) -> str:
         """Record an added or changed object; returns its key."""
         obj = watched.trim(raw)
+        # A list's items of a built-in kind carry no apiVersion (the trimmer sets the
+        # kind): a PodGroup is read as the API it was listed from.
+        obj.setdefault("apiVersion", watched.api_version)
         key = key_of(obj)
         if watched is CLAIMS or watched is VOLUMES:
             self.versions[version_key(watched, key)] = resource_version(raw)

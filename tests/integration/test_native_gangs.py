@@ -213,6 +213,21 @@ def test_a_gang_waits_for_min_count_members_then_binds_them_in_one_decision(
     assert shown(kube, namespace, "g", "True")["reason"] == "Scheduled"
 
 
+def test_a_gang_made_before_the_scheduler_starts_is_read_from_its_list(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    """The API server lists a built-in kind's items without apiVersion: a PodGroup
+    already there when the scheduler starts is read as the API it was listed from."""
+    cluster.nodes(1)
+    create(kube, namespace, native_pod_group("early", 2))
+    names = ["early-0", "early-1"]
+    for name in names:
+        create(kube, namespace, member(name, "early", CPU))
+    cluster.start_scheduler()
+    bound(kube, namespace, names)
+    shown(kube, namespace, "early", "True")
+
+
 def test_a_gang_with_room_for_more_than_min_count_binds_what_fits_and_stays_scheduled(
     kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
