@@ -74,14 +74,7 @@ class KubeSide:
         for namespace in scenario.namespaces:
             self.kube.post("/api/v1/namespaces", namespace).expect(201, 409)
         for node in scenario.nodes:
-            self.kube.post("/api/v1/nodes", node).expect(201)
-            # Created nodes keep no status: Ready and allocatable go through /status.
-            path = f"/api/v1/nodes/{node['metadata']['name']}"
-            self.kube.patch(f"{path}/status", {"status": node["status"]}).expect(200)
-            # The TaintNodesByCondition admission plugin gives a new node the not-ready
-            # taint, which no node lifecycle controller here would take off.
-            taints = node.get("spec", {}).get("taints")
-            self.kube.patch(path, {"spec": {"taints": taints}}).expect(200)
+            create_node(self.kube, node)
         for obj in scenario.storage:
             self.kube.create(obj)
             # The API server ignores both on create: a claim's status goes through
@@ -170,6 +163,18 @@ class KubeSide:
             return ours, kube_verdict(ours, lambda pin: self.ask(scenario, pin))
         finally:
             self.teardown(scenario)
+
+
+def create_node(kube: Kube, node: JSON) -> None:
+    """Create a Ready node, as its kubelet and the node lifecycle controller would leave it."""
+    kube.post("/api/v1/nodes", node).expect(201)
+    # Created nodes keep no status: Ready and allocatable go through /status.
+    path = f"/api/v1/nodes/{node['metadata']['name']}"
+    kube.patch(f"{path}/status", {"status": node["status"]}).expect(200)
+    # The TaintNodesByCondition admission plugin gives a new node the not-ready
+    # taint, which no node lifecycle controller here would take off.
+    taints = node.get("spec", {}).get("taints")
+    kube.patch(path, {"spec": {"taints": taints}}).expect(200)
 
 
 def _pods(pod: JSON) -> str:

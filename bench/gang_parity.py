@@ -1,0 +1,361 @@
+"""Conformance of batchsched's gangs of Kubernetes' own API with kube-scheduler's
+GangScheduling plugin, on random scenarios.
+
+Usage: python -m bench.gang_parity [--scenarios 500] [--seed 1] [--out gang-cases]
+                                   [--only INDEX] [--settle 0.5] [--parallel 4]
+Needs KUBEBUILDER_ASSETS holding etcd, kube-apiserver and kube-scheduler:
+    bash hack/envtest.sh && export KUBEBUILDER_ASSETS=$(bash hack/kube-scheduler.sh)
+Prints one JSON object; see docs/conformance.md.
+
+One control plane serves `scheduling.k8s.io/v1alpha2` (feature gate GenericWorkload);
+kube-scheduler v1.36.3 runs on it with GenericWorkload and GangScheduling, and
+`batchsched run` beside it. Each scenario (bench/gang_scenarios.py generates it from the
+seed and its index, so `--only` replays one) runs on both at once, each on nodes of its
+own: step by step, each step's objects created, then a barrier pod that nobody can place;
+once its scheduler has answered the barrier, and nothing in the namespace has changed
+for --settle seconds, the step's state is read. A disagreement is run again with a
+longer --settle and kept (written to --out as a case `batchsched simulate -f` reads)
+only if it repeats.
+
+batchsched is asked first whether it schedules such a gang at all: until it reads the
+native kinds, it refuses their pods, and the run reports its side as refused, with its
+message, and runs kube-scheduler's alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench.cluster import REPO, free_port
+from bench.e2e import start_operator
+from bench.gang_scenarios import (
+    KUBE,
+    NATIVE_API,
+    OURS,
+    SCHEDULED,
+    Group,
+    Run,
+    Scenario,
+    Side,
+    State,
+    barrier,
+    case_yaml,
+    disagreement,
+    generate,
+    native_group,
+    per_group,
+    read_state,
+)
+from bench.parity import CONFIRM_FACTOR, SCHEDULER_BINARY, create_node, scenario_rng
+from bench.parity_scenarios import KUBE_SCHEDULER
+from tests.support import ControlPlane, ControlPlaneError, Kube, component_binary, find_assets
+from tests.support.kube import JSON
+from tests.support.objects import load_manifests, node, pod
+
+GATES = {"GenericWorkload": True}
+SCHEDULER_GATES = {**GATES, "GangScheduling": True}
+RUNTIME_CONFIG = {NATIVE_API: True}
+SCHEDULER_CONFIG: JSON = {
+    "percentageOfNodesToScore": 100,
+    "profiles": [{"schedulerName": KUBE_SCHEDULER}],
+}
+# The longest either scheduler may take to answer a barrier, or to go quiet after it.
+STEP_TIMEOUT = 60.0
+POLL_SECONDS = 0.05
+PODGROUPS = f"/apis/{NATIVE_API}/namespaces/{{}}/podgroups"
+
+
+class SideRunner:
+    """Runs scenarios for one side on the control plane and reads its scheduler's answers."""
+
+    def __init__(self, kube: Kube, side: Side, alive: Callable[[], None]) -> None:
+        self.kube = kube
+        self.side = side
+        # Raises when the side's scheduler is gone, so that a wait does not outlast it.
+        self.alive = alive
+
+    def run(self, scenario: Scenario, *, settle: float) -> Run:
+        try:
+            return self.play(scenario, settle=settle)
+        finally:
+            self.teardown(scenario)
+
+    def play(self, scenario: Scenario, *, settle: float) -> Run:
+        """The scenario's steps, each with the state it left; its objects stay."""
+        namespace = scenario.namespace(self.side)
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        self.kube.post("/api/v1/namespaces", body).expect(201, 409)
+        for obj in scenario.nodes:
+            create_node(self.kube, scenario.for_side(obj, self.side))
+        for obj in scenario.bound:
+            self._create(scenario.for_side(obj, self.side))
+        states = []
+        for index, step in enumerate(scenario.steps):
+            for obj in step:
+                found = scenario.for_side(obj, self.side)
+                if found["kind"] == "Node":
+                    create_node(self.kube, found)
+                else:
+                    self._create(found)
+            states.append(self._settle(scenario, index, settle))
+        return Run(tuple(states))
+
+    def _create(self, obj: JSON) -> None:
+        meta = obj["metadata"]
+        path = PODGROUPS if obj["kind"] == "PodGroup" else "/api/v1/namespaces/{}/pods"
+        self.kube.post(path.format(meta["namespace"]), obj).expect(201)
+
+    def _settle(self, scenario: Scenario, step: int, settle: float) -> State:
+        """The namespace once the scheduler has answered the step's barrier and nothing
+        has changed for `settle` seconds."""
+        namespace = scenario.namespace(self.side)
+        fence = barrier(scenario, self.side, step)
+        self._create(fence)
+        path = f"/api/v1/namespaces/{namespace}/pods/{fence['metadata']['name']}"
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while not _condition(self.kube.get(path).expect(200), "PodScheduled"):
+            self._check(deadline, f"{self.side.name} never answered {path}")
+        seen, since = self._read(namespace), time.monotonic()
+        while time.monotonic() - since < settle:
+            self._check(deadline, f"{namespace} kept changing for {STEP_TIMEOUT:g}s")
+            now = self._read(namespace)
+            if now != seen:
+                seen, since = now, time.monotonic()
+        self.kube.delete(path, grace_period_seconds=0).expect(200)
+        return read_state(*seen)
+
+    def _check(self, deadline: float, what: str) -> None:
+        self.alive()
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(POLL_SECONDS)
+
+    def _read(self, namespace: str) -> tuple[list[JSON], list[JSON]]:
+        """The namespace's pods and PodGroups, as far as either scheduler changes them."""
+        pods = self.kube.get(f"/api/v1/namespaces/{namespace}/pods").expect(200)["items"]
+        groups = self.kube.get(PODGROUPS.format(namespace)).expect(200)["items"]
+        return (
+            [_decided(p, "PodScheduled") for p in pods],
+            [_decided(g, SCHEDULED) for g in groups],
+        )
+
+    def teardown(self, scenario: Scenario) -> None:
+        namespace = scenario.namespace(self.side)
+        self.kube.delete(f"/api/v1/namespaces/{namespace}/pods", grace_period_seconds=0).expect(200)
+        # The protection finalizer stays until a controller (not running here) sees the
+        # group's pods terminal; without it, a delete removes the group at once.
+        for group in self.kube.get(PODGROUPS.format(namespace)).expect(200)["items"]:
+            path = f"{PODGROUPS.format(namespace)}/{group['metadata']['name']}"
+            self.kube.patch(path, {"metadata": {"finalizers": None}}).expect(200, 404)
+            self.kube.delete(path).expect(200, 404)
+        for obj in (*scenario.nodes, *(o for s in scenario.steps for o in s)):
+            if obj["kind"] == "Node":
+                name = scenario.for_side(obj, self.side)["metadata"]["name"]
+                self.kube.delete(f"/api/v1/nodes/{name}").expect(200, 404)
+
+
+def _condition(obj: JSON, kind: str) -> JSON | None:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition["type"] == kind:
+            found: JSON = condition
+            return found
+    return None
+
+
+def _decided(obj: JSON, kind: str) -> JSON:
+    """What read_state and the quiet check look at: the spec, and the one condition
+    (which carries no times, as a rewrite of the same answer changes nothing)."""
+    condition = _condition(obj, kind)
+    status = {"conditions": [{"type": kind, "status": condition["status"]}]} if condition else {}
+    return {"metadata": {"name": obj["metadata"]["name"]}, "spec": obj["spec"], "status": status}
+
+
+def probe_scenario() -> Scenario:
+    """One basic group of one pod on an empty node, which any gang scheduler places."""
+    group = Group("probe", None)
+    member = pod("probe-0", {"cpu": "100m"}, scheduler="<own>")
+    member["spec"]["schedulingGroup"] = {"podGroupName": group.name}
+    return Scenario(-1, (node("n0", cpu="1"),), (), ((native_group(group), member),), (group,))
+
+
+def refusal(runner: SideRunner) -> str | None:
+    """None when the side's scheduler places the probe's pod; otherwise what it told
+    the pod (its PodScheduled message)."""
+    probe = probe_scenario()
+    path = f"/api/v1/namespaces/{probe.namespace(runner.side)}/pods/probe-0"
+    try:
+        runner.play(probe, settle=1.0)
+        found = runner.kube.get(path).expect(200)
+    finally:
+        runner.teardown(probe)
+    if found["spec"].get("nodeName"):
+        return None
+    return str((_condition(found, "PodScheduled") or {}).get("message", "not placed"))
+
+
+class Sides:
+    """Both sides of the run; batchsched's is None once it has refused the probe."""
+
+    def __init__(self, kube: SideRunner, ours: SideRunner, parallel: int) -> None:
+        self.kube = kube
+        self.ours: SideRunner | None = ours
+        self.refused: str | None = None
+        self.pool = ThreadPoolExecutor(parallel)
+
+    def probe(self) -> None:
+        problem = refusal(self.kube)
+        if problem is not None:
+            raise ControlPlaneError(f"kube-scheduler does not place a native gang: {problem}")
+        assert self.ours is not None
+        self.refused = refusal(self.ours)
+        if self.refused is not None:
+            self.ours = None
+
+    def decide(self, scenario: Scenario, settle: float) -> tuple[Run, Run]:
+        """Both sides at once, each on its own nodes."""
+        kube = self.pool.submit(self.kube.run, scenario, settle=settle)
+        ours = (
+            Run(refused=self.refused)
+            if self.ours is None
+            else self.ours.run(scenario, settle=settle)
+        )
+        return kube.result(), ours
+
+
+def operator_check(process: subprocess.Popen[bytes], log: Path) -> Callable[[], None]:
+    def alive() -> None:
+        if process.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:]
+            raise ControlPlaneError(f"batchsched run exited ({process.returncode}):\n{tail}")
+
+    return alive
+
+
+def run(args: argparse.Namespace) -> JSON:
+    assets = find_assets()
+    binary = component_binary(assets, SCHEDULER_BINARY)
+    started = time.monotonic()
+    out = Path(args.out)
+    indices = [args.only] if args.only is not None else list(range(args.scenarios))
+    crds = load_manifests(REPO / "crds")
+    plane = ControlPlane.start(
+        assets, crds=crds, feature_gates=GATES, runtime_config=RUNTIME_CONFIG
+    )
+    with plane, tempfile.TemporaryDirectory() as scratch:
+        plane.start_scheduler(binary, SCHEDULER_CONFIG, feature_gates=SCHEDULER_GATES)
+        log = Path(scratch) / "operator.log"
+        operator = start_operator(plane.kubeconfig, log, free_port())
+        kube = plane.kube()
+        sides = Sides(
+            SideRunner(kube, KUBE, lambda: None),
+            SideRunner(kube, OURS, operator_check(operator, log)),
+            args.parallel,
+        )
+        try:
+            sides.probe()
+            with ThreadPoolExecutor(args.parallel) as pool:
+                results = list(pool.map(lambda i: _scenario(sides, args, i), indices))
+        finally:
+            sides.pool.shutdown()
+            operator.terminate()
+            operator.wait(30)
+    return summary(args, results, sides.refused, out, time.monotonic() - started)
+
+
+Result = tuple[Scenario, Run, Run, bool]
+
+
+def _scenario(sides: Sides, args: argparse.Namespace, index: int) -> Result:
+    """One scenario on both sides, run again with a longer wait if they disagree;
+    whether the disagreement went away then."""
+    scenario = generate(scenario_rng(args.seed, index), index)
+    kube, ours = sides.decide(scenario, args.settle)
+    if ours.refused is None and disagreement(scenario, kube, ours) is not None:
+        kube, ours = sides.decide(scenario, args.settle * CONFIRM_FACTOR)
+        return scenario, kube, ours, disagreement(scenario, kube, ours) is None
+    return scenario, kube, ours, False
+
+
+def summary(
+    args: argparse.Namespace, results: list[Result], refused: str | None, out: Path, seconds: float
+) -> JSON:
+    cases: list[str] = []
+    groups = agreed_groups = agreed = not_repeated = 0
+    totals = {KUBE.name: [0, 0], OURS.name: [0, 0]}
+    for scenario, kube, ours, went_away in results:
+        not_repeated += went_away
+        theirs, mine = per_group(scenario, kube), per_group(scenario, ours)
+        groups += len(theirs)
+        for name, run in ((KUBE.name, theirs), (OURS.name, mine)):
+            totals[name][0] += sum(bool(g["scheduled"]) for g in run.values())
+            totals[name][1] += sum(int(str(g["bound"])) for g in run.values())
+        if refused is not None:
+            continue
+        agreed_groups += sum(theirs[name] == mine[name] for name in theirs)
+        finding = disagreement(scenario, kube, ours)
+        if finding is None:
+            agreed += 1
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"seed{args.seed}-scenario{scenario.index}.yaml"
+        path.write_text(case_yaml(scenario, seed=args.seed, finding=finding, kube=kube, ours=ours))
+        cases.append(str(path))
+        print(f"scenario {scenario.index}: {finding} -> {path}", file=sys.stderr)
+    ran = refused is None
+
+    def side(name: str) -> JSON:
+        scheduled, bound = totals[name]
+        return {"groups_scheduled": scheduled, "pods_bound": bound}
+
+    return {
+        "scenarios": len(results),
+        "seed": args.seed,
+        "groups": groups,
+        "steps": sum(len(s.steps) for s, *_ in results),
+        "kube_scheduler": side(KUBE.name),
+        "batchsched": {"ran": True, **side(OURS.name)}
+        if ran
+        else {"ran": False, "refused": refused},
+        # Scenarios whose every step left every group alike on both sides.
+        "agreement_pct": round(100 * agreed / len(results), 2) if ran and results else None,
+        # Groups alike at the end: scheduled or not, and as many pods bound.
+        "group_agreement_pct": round(100 * agreed_groups / groups, 2) if ran and groups else None,
+        "disagreements": len(cases),
+        "cases": cases,
+        # Disagreements that did not repeat with a longer wait: a scheduler had not
+        # answered yet. Many of them mean --settle is too short for the machine.
+        "not_repeated": not_repeated,
+        "elapsed_seconds": round(seconds, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", default="gang-cases", help="where disagreements are written")
+    parser.add_argument("--only", type=int, help="run this scenario index alone")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.5,
+        help="seconds nothing may change in a namespace before a step counts as decided",
+    )
+    parser.add_argument("--parallel", type=int, default=4, help="scenarios run at once")
+    args = parser.parse_args()
+    try:
+        print(json.dumps(run(args), indent=2))
+    except ControlPlaneError as error:
+        sys.exit(f"gang_parity: {error}")
+
+
+if __name__ == "__main__":
+    main()

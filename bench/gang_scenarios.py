@@ -1,0 +1,356 @@
+"""Random scenarios for checking batchsched's gangs of Kubernetes' own API
+(`scheduling.k8s.io/v1alpha2` PodGroups, pods naming one in `spec.schedulingGroup`)
+against kube-scheduler's GangScheduling plugin.
+
+A scenario is a few nodes, some pods already bound (members of a gang among them), and
+a sequence of steps, each creating a PodGroup, some pods or a node: gangs (`minCount`)
+and basic groups, groups whose pods come before them, in several batches, fewer than
+`minCount`, more than fit, mixed with a pod of a scheduler nobody serves; pods naming a
+group that never comes; lone pods beside them. bench/gang_parity.py runs the steps through
+both schedulers, one after the other on each side, and reads after each step, per
+group, how many of its pods are bound and the PodGroupScheduled condition. Everything
+here is pure, so the generator and the comparison can be tested without a control plane.
+
+Each side runs the scenario on nodes of its own (the same nodes, named apart and
+labelled with the side, which every pod selects), so both run at once on one API
+server without taking each other's room.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import yaml
+
+from bench.parity_scenarios import BATCHSCHED, KUBE_SCHEDULER
+from tests.support.kube import JSON
+from tests.support.objects import node, pod, stamp
+
+NATIVE_API = "scheduling.k8s.io/v1alpha2"
+# The kube-scheduler condition on a PodGroup once a scheduling cycle has decided it.
+SCHEDULED = "PodGroupScheduled"
+SIDE_LABEL = "gangconf.batchsched.io/side"
+# A resource no node has: the barrier pod asks for it, so every scheduler answers it
+# at once with PodScheduled=False, having seen whatever was created before it.
+BARRIER_RESOURCE = "gangconf.batchsched.io/barrier"
+BARRIER = "barrier"
+# Stands for the side's own scheduler name in the scenario's pods.
+OWN = "<own>"
+# A scheduler name nobody serves, for a pod mixed into a group.
+UNSERVED = "unserved-scheduler"
+# Lone pods (no group) are compared together, under this name.
+LONE = ""
+CPUS = ("500m", "1", "1500m", "2")
+# Seconds between steps in a case file, so that the simulator replays them in order.
+STEP_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Side:
+    """Who schedules one copy of a scenario."""
+
+    name: str
+    scheduler: str
+
+
+KUBE = Side("kube", KUBE_SCHEDULER)
+OURS = Side("batchsched", BATCHSCHED)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A group the scenario's pods name: its minCount (None: basic policy), and whether
+    its PodGroup is ever created."""
+
+    name: str
+    min_count: int | None
+    created: bool = True
+
+    @property
+    def policy(self) -> str:
+        return "basic" if self.min_count is None else f"gang minCount {self.min_count}"
+
+    def scheduled(self, bound: int) -> bool:
+        """Scheduled as kube-scheduler means it: at least minCount pods bound, for a
+        basic group one."""
+        return self.created and bound >= (self.min_count or 1)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Side-neutral objects: `for_side` gives each side's copy."""
+
+    index: int
+    nodes: tuple[JSON, ...]
+    bound: tuple[JSON, ...]
+    steps: tuple[tuple[JSON, ...], ...]
+    groups: tuple[Group, ...]
+
+    def namespace(self, side: Side) -> str:
+        return f"g{self.index}-{side.name}"
+
+    def for_side(self, obj: JSON, side: Side) -> JSON:
+        """The object as `side` creates it: in its namespace, on its nodes, pods naming its
+        scheduler and selecting its nodes."""
+        found = copy.deepcopy(obj)
+        meta = found["metadata"]
+        prefix = self.namespace(side)
+        if found["kind"] == "Node":
+            meta["name"] = f"{prefix}-{meta['name']}"
+            meta["labels"] = {**meta["labels"], SIDE_LABEL: prefix}
+            meta["labels"]["kubernetes.io/hostname"] = meta["name"]
+            return found
+        meta["namespace"] = prefix
+        if found["kind"] == "Pod":
+            spec = found["spec"]
+            if spec["schedulerName"] == OWN:
+                spec["schedulerName"] = side.scheduler
+            spec["nodeSelector"] = {SIDE_LABEL: prefix}
+            if "nodeName" in spec:
+                spec["nodeName"] = f"{prefix}-{spec['nodeName']}"
+        return found
+
+    def case_objects(self, side: Side) -> list[JSON]:
+        """The scenario as one input for `batchsched simulate`: each step created
+        STEP_SECONDS after the one before, so that it is replayed in order."""
+        namespace: JSON = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": self.namespace(side)},
+        }
+        found = [namespace]
+        batches = [(*self.nodes, *self.bound), *self.steps]
+        for when, batch in enumerate(batches):
+            for obj in batch:
+                copied = self.for_side(obj, side)
+                copied["metadata"]["creationTimestamp"] = stamp(when * STEP_SECONDS)
+                found.append(copied)
+        return found
+
+
+def generate(rng: random.Random, index: int) -> Scenario:
+    """Ranges are narrow so that room often runs out: about as many gangs wait as start."""
+    nodes = tuple(_node(rng, f"n{i}") for i in range(rng.randint(2, 5)))
+    names = [n["metadata"]["name"] for n in nodes]
+    groups: list[Group] = []
+    bound: list[JSON] = []
+    sequences: list[list[tuple[JSON, ...]]] = []
+    for g in range(rng.randint(1, 4)):
+        group, pods, members = _group(rng, f"pg{g}", names)
+        groups.append(group)
+        bound.extend(members)
+        sequences.append(_group_steps(rng, group, pods))
+    if rng.random() < 0.4:
+        lone = [_pod(rng, f"lone-{i}", None, _cpu(rng)) for i in range(rng.randint(1, 3))]
+        sequences.append([tuple(lone)])
+    steps = _interleave(rng, sequences)
+    if rng.random() < 0.2:
+        # Room that comes late: a gang that could not start may start now.
+        steps.insert(rng.randint(1, len(steps)), (_node(rng, f"n{len(nodes)}"),))
+    return Scenario(index, nodes, tuple(bound), tuple(steps), tuple(groups))
+
+
+def _node(rng: random.Random, name: str) -> JSON:
+    pods = rng.choice(("110", "110", "110", "2"))
+    return node(name, cpu=rng.choice(("2", "4", "4")), memory="16Gi", extra={"pods": pods})
+
+
+def _cpu(rng: random.Random) -> str:
+    return rng.choice(CPUS)
+
+
+def _pod(
+    rng: random.Random,
+    name: str,
+    group: str | None,
+    cpu: str,
+    *,
+    scheduler: str = OWN,
+    node_name: str | None = None,
+) -> JSON:
+    spec: JSON = {"schedulingGroup": {"podGroupName": group}} if group else {}
+    return pod(name, {"cpu": cpu}, scheduler=scheduler, node_name=node_name, spec=spec)
+
+
+def _group(rng: random.Random, name: str, nodes: list[str]) -> tuple[Group, list[JSON], list[JSON]]:
+    """A group, its pods to create in steps, and the members already bound."""
+    min_count = None if rng.random() < 0.3 else rng.randint(1, 6)
+    group = Group(name, min_count, created=rng.random() > 0.08)
+    size = max(1, (min_count or rng.randint(1, 4)) + rng.randint(-2, 2))
+    cpu = _cpu(rng)
+    pods = []
+    for i in range(size):
+        own = cpu if rng.random() < 0.8 else _cpu(rng)
+        pods.append(_pod(rng, f"{name}-{i}", name, own))
+    if rng.random() < 0.1:
+        mixed = _pod(rng, f"{name}-{size}", name, cpu, scheduler=UNSERVED)
+        pods.insert(rng.randrange(len(pods) + 1), mixed)
+    members = []
+    if min_count is not None and rng.random() < 0.2:
+        # Members bound before the scenario (by spec.nodeName, as a scheduler that
+        # started them earlier left them): they count towards minCount.
+        for i in range(rng.randint(1, 2)):
+            at = rng.choice(nodes)
+            members.append(_pod(rng, f"{name}-bound-{i}", name, cpu, node_name=at))
+    return group, pods, members
+
+
+def _group_steps(rng: random.Random, group: Group, pods: list[JSON]) -> list[tuple[JSON, ...]]:
+    """The group's pods in one to three batches; its PodGroup first, or among them."""
+    cuts = sorted(rng.sample(range(1, len(pods)), min(len(pods) - 1, rng.randint(0, 2))))
+    bounds = [0, *cuts, len(pods)]
+    steps = [tuple(pods[a:b]) for a, b in itertools.pairwise(bounds)]
+    if group.created:
+        at = 0 if rng.random() < 0.7 else rng.randint(1, len(steps))
+        steps.insert(at, (native_group(group),))
+    return steps
+
+
+def native_group(group: Group, namespace: str | None = None) -> JSON:
+    policy: JSON = (
+        {"basic": {}} if group.min_count is None else {"gang": {"minCount": group.min_count}}
+    )
+    meta: JSON = {"name": group.name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {
+        "apiVersion": NATIVE_API,
+        "kind": "PodGroup",
+        "metadata": meta,
+        "spec": {"schedulingPolicy": policy},
+    }
+
+
+def _interleave(
+    rng: random.Random, sequences: list[list[tuple[JSON, ...]]]
+) -> list[tuple[JSON, ...]]:
+    """The sequences merged at random, each in its own order."""
+    queues = [list(s) for s in sequences if s]
+    merged = []
+    while queues:
+        chosen = rng.choice(queues)
+        merged.append(chosen.pop(0))
+        if not chosen:
+            queues.remove(chosen)
+    return merged
+
+
+def barrier(scenario: Scenario, side: Side, step: int) -> JSON:
+    """A lone pod nobody can place, created after a step's objects: once its scheduler
+    has said so, it has seen the step."""
+    found = pod(f"{BARRIER}-{step}", scheduler=OWN)
+    resources = {"requests": {BARRIER_RESOURCE: "1"}, "limits": {BARRIER_RESOURCE: "1"}}
+    found["spec"]["containers"][0]["resources"] = resources
+    return scenario.for_side(found, side)
+
+
+# What a side did, read after each step.
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """One group after a step: its pods bound (scenario pods only) and the
+    PodGroupScheduled condition's status (None: not written)."""
+
+    bound: int
+    condition: str | None
+
+
+State = dict[str, GroupState]
+
+
+def read_state(pods: Iterable[Mapping[str, object]], groups: Iterable[JSON]) -> State:
+    """Per group name (LONE for pods without one), from a namespace's pods and PodGroups."""
+    conditions = {}
+    for group in groups:
+        for condition in (group.get("status") or {}).get("conditions") or []:
+            if condition["type"] == SCHEDULED:
+                conditions[group["metadata"]["name"]] = condition["status"]
+    bound: dict[str, int] = {}
+    for obj in pods:
+        spec: JSON = obj["spec"]  # type: ignore[assignment]
+        meta: JSON = obj["metadata"]  # type: ignore[assignment]
+        if meta["name"].startswith(BARRIER):
+            continue
+        name = (spec.get("schedulingGroup") or {}).get("podGroupName", LONE)
+        bound[name] = bound.get(name, 0) + bool(spec.get("nodeName"))
+    return {name: GroupState(count, conditions.get(name)) for name, count in sorted(bound.items())}
+
+
+@dataclass(frozen=True)
+class Run:
+    """A side's states after each step; `refused` when its scheduler refused the
+    scenario's pods outright (the message it gave them)."""
+
+    states: tuple[State, ...] = ()
+    refused: str | None = None
+
+
+def disagreement(scenario: Scenario, kube: Run, ours: Run) -> str | None:
+    """The first difference after a step, in a sentence; None when they agree. Groups
+    are compared by pods bound and whether that makes them scheduled; the condition only
+    when both wrote one."""
+    policies = {g.name: g for g in scenario.groups}
+    for step, (theirs, mine) in enumerate(zip(kube.states, ours.states, strict=True)):
+        for name in sorted(set(theirs) | set(mine)):
+            a = theirs.get(name, GroupState(0, None))
+            b = mine.get(name, GroupState(0, None))
+            both_wrote = a.condition is not None and b.condition is not None
+            if a.bound == b.bound and (not both_wrote or a.condition == b.condition):
+                continue
+            group = policies.get(name)
+            what = f"group {name} ({_describe(group)})" if name != LONE else "lone pods"
+            return (
+                f"after step {step}, {what}: kube-scheduler bound {_state(a)}, "
+                f"batchsched {_state(b)}"
+            )
+    return None
+
+
+def _describe(group: Group | None) -> str:
+    if group is None:
+        return "unknown"
+    return group.policy if group.created else f"{group.policy}, never created"
+
+
+def _state(state: GroupState) -> str:
+    condition = f", {SCHEDULED}={state.condition}" if state.condition is not None else ""
+    return f"{state.bound}{condition}"
+
+
+def per_group(scenario: Scenario, run: Run) -> dict[str, dict[str, object]]:
+    """The last state, per group: whether it is scheduled, and its pods bound."""
+    last = run.states[-1] if run.states else {}
+    found: dict[str, dict[str, object]] = {}
+    for group in scenario.groups:
+        state = last.get(group.name, GroupState(0, None))
+        found[group.name] = {"scheduled": group.scheduled(state.bound), "bound": state.bound}
+    return found
+
+
+def case_yaml(scenario: Scenario, *, seed: int, finding: str, kube: Run, ours: Run) -> str:
+    """The scenario, as batchsched's side creates it, for `batchsched simulate -f`; the
+    header says what each side did after each step."""
+    header = [
+        f"# Scenario {scenario.index} of bench/gang_parity.py --seed {seed}.",
+        f"# {finding}",
+        "# After each step (objects created at the same time form a step), per group:",
+        f"#   kube-scheduler: {_steps(kube)}",
+        f"#   batchsched:     {_steps(ours)}",
+    ]
+    body = yaml.safe_dump_all(scenario.case_objects(OURS), sort_keys=False)
+    return "\n".join(header) + "\n" + body
+
+
+def _steps(run: Run) -> str:
+    if run.refused is not None:
+        return f"refused: {run.refused}"
+    shown = (
+        "{" + ", ".join(f"{name or 'lone'}: {_state(s)}" for name, s in state.items()) + "}"
+        for state in run.states
+    )
+    return " | ".join(shown)
