@@ -37,10 +37,14 @@ from pathlib import Path
 from bench.cluster import REPO, free_port
 from bench.e2e import start_operator
 from bench.gang_scenarios import (
+    GATES,
     KUBE,
     NATIVE_API,
     OURS,
+    OWN,
+    RUNTIME_CONFIG,
     SCHEDULED,
+    SCHEDULER_GATES,
     Group,
     Run,
     Scenario,
@@ -60,9 +64,6 @@ from tests.support import ControlPlane, ControlPlaneError, Kube, component_binar
 from tests.support.kube import JSON
 from tests.support.objects import load_manifests, node, pod
 
-GATES = {"GenericWorkload": True}
-SCHEDULER_GATES = {**GATES, "GangScheduling": True}
-RUNTIME_CONFIG = {NATIVE_API: True}
 SCHEDULER_CONFIG: JSON = {
     "percentageOfNodesToScore": 100,
     "profiles": [{"schedulerName": KUBE_SCHEDULER}],
@@ -181,7 +182,7 @@ def _decided(obj: JSON, kind: str) -> JSON:
 def probe_scenario() -> Scenario:
     """One basic group of one pod on an empty node, which any gang scheduler places."""
     group = Group("probe", None)
-    member = pod("probe-0", {"cpu": "100m"}, scheduler="<own>")
+    member = pod("probe-0", {"cpu": "100m"}, scheduler=OWN)
     member["spec"]["schedulingGroup"] = {"podGroupName": group.name}
     return Scenario(-1, (node("n0", cpu="1"),), (), ((native_group(group), member),), (group,))
 

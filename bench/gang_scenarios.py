@@ -31,6 +31,11 @@ from tests.support.kube import JSON
 from tests.support.objects import node, pod, stamp
 
 NATIVE_API = "scheduling.k8s.io/v1alpha2"
+# What a 1.36 control plane needs to serve the API (docs/development.md), and what
+# kube-scheduler needs on top to gang-schedule with it.
+GATES = {"GenericWorkload": True}
+SCHEDULER_GATES = {**GATES, "GangScheduling": True}
+RUNTIME_CONFIG = {NATIVE_API: True}
 # The kube-scheduler condition on a PodGroup once a scheduling cycle has decided it.
 SCHEDULED = "PodGroupScheduled"
 SIDE_LABEL = "gangconf.batchsched.io/side"
