@@ -25,12 +25,13 @@ message, and runs kube-scheduler's alone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -240,41 +241,53 @@ def operator_check(process: subprocess.Popen[bytes], log: Path) -> Callable[[], 
     return alive
 
 
-def run(args: argparse.Namespace) -> JSON:
-    assets = find_assets()
-    binary = component_binary(assets, SCHEDULER_BINARY)
-    started = time.monotonic()
-    out = Path(args.out)
-    indices = [args.only] if args.only is not None else list(range(args.scenarios))
+def start_plane(assets: Path) -> ControlPlane:
+    """A control plane serving Kubernetes' own gangs, and our CRDs for the operator."""
     crds = load_manifests(REPO / "crds")
-    plane = ControlPlane.start(
-        assets, crds=crds, feature_gates=GATES, runtime_config=RUNTIME_CONFIG
-    )
-    with plane, tempfile.TemporaryDirectory() as scratch:
-        plane.start_scheduler(binary, SCHEDULER_CONFIG, feature_gates=SCHEDULER_GATES)
+    return ControlPlane.start(assets, crds=crds, feature_gates=GATES, runtime_config=RUNTIME_CONFIG)
+
+
+@contextlib.contextmanager
+def schedulers(plane: ControlPlane, binary: Path, parallel: int) -> Iterator[Sides]:
+    """kube-scheduler (the `binary`, with GangScheduling) and `batchsched run` on the
+    plane, once each has answered the probe; the operator is stopped on leaving."""
+    plane.start_scheduler(binary, SCHEDULER_CONFIG, feature_gates=SCHEDULER_GATES)
+    with tempfile.TemporaryDirectory() as scratch:
         log = Path(scratch) / "operator.log"
         operator = start_operator(plane.kubeconfig, log, free_port())
         kube = plane.kube()
         sides = Sides(
             SideRunner(kube, KUBE, lambda: None),
             SideRunner(kube, OURS, operator_check(operator, log)),
-            args.parallel,
+            parallel,
         )
         try:
             sides.probe()
-            with ThreadPoolExecutor(args.parallel) as pool:
-                results = list(pool.map(lambda i: _scenario(sides, args, i), indices))
+            yield sides
         finally:
             sides.pool.shutdown()
             operator.terminate()
             operator.wait(30)
-    return summary(args, results, sides.refused, out, time.monotonic() - started)
+
+
+def run(args: argparse.Namespace) -> JSON:
+    assets = find_assets()
+    binary = component_binary(assets, SCHEDULER_BINARY)
+    started = time.monotonic()
+    indices = [args.only] if args.only is not None else list(range(args.scenarios))
+    with (
+        start_plane(assets) as plane,
+        schedulers(plane, binary, args.parallel) as sides,
+        ThreadPoolExecutor(args.parallel) as pool,
+    ):
+        results = list(pool.map(lambda i: scenario_result(sides, args, i), indices))
+    return summary(args, results, sides.refused, Path(args.out), time.monotonic() - started)
 
 
 Result = tuple[Scenario, Run, Run, bool]
 
 
-def _scenario(sides: Sides, args: argparse.Namespace, index: int) -> Result:
+def scenario_result(sides: Sides, args: argparse.Namespace, index: int) -> Result:
     """One scenario on both sides, run again with a longer wait if they disagree;
     whether the disagreement went away then."""
     scenario = generate(scenario_rng(args.seed, index), index)

@@ -1,0 +1,48 @@
+"""A few scenarios of the native-gang conformance run (bench/gang_parity.py) on the real
+control plane: kube-scheduler v1.36.3 with GangScheduling and `batchsched run`, each on
+nodes of its own, must leave every group with as many pods bound after every step.
+
+Each step waits for both schedulers' answer to a barrier pod, then for the namespace to
+stay unchanged for a while (bounded); a difference is run again with a ten times longer
+wait before it counts, as in the bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+import pytest
+
+from .conftest import kube_scheduler, start_control_plane
+from bench.cluster import REPO
+from bench.gang_parity import Sides, scenario_result, schedulers
+from bench.gang_scenarios import GATES, RUNTIME_CONFIG, disagreement
+from tests.support.objects import load_manifests
+
+pytestmark = pytest.mark.integration
+
+SEED = 1
+SCENARIOS = 5
+SETTLE = 0.5
+
+
+@pytest.fixture(scope="module")
+def sides() -> Iterator[Sides]:
+    binary = kube_scheduler()
+    crds = load_manifests(REPO / "crds")
+    plane = start_control_plane(crds=crds, feature_gates=GATES, runtime_config=RUNTIME_CONFIG)
+    with plane, schedulers(plane, binary, parallel=1) as found:
+        yield found
+
+
+def test_batchsched_places_a_native_gang(sides: Sides) -> None:
+    assert sides.refused is None
+
+
+@pytest.mark.parametrize("index", range(SCENARIOS))
+def test_each_group_is_left_alike_after_each_step(sides: Sides, index: int) -> None:
+    args = argparse.Namespace(seed=SEED, settle=SETTLE)
+    scenario, kube, ours, _ = scenario_result(sides, args, index)
+    assert ours.refused is None
+    assert disagreement(scenario, kube, ours) is None
