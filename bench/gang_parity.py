@@ -58,6 +58,7 @@ from bench.gang_scenarios import (
     native_group,
     per_group,
     read_state,
+    violations,
 )
 from bench.parity import CONFIRM_FACTOR, SCHEDULER_BINARY, create_node, scenario_rng
 from bench.parity_scenarios import KUBE_SCHEDULER
@@ -303,14 +304,10 @@ def summary(
 ) -> JSON:
     cases: list[str] = []
     groups = agreed_groups = agreed = not_repeated = 0
-    totals = {KUBE.name: [0, 0], OURS.name: [0, 0]}
     for scenario, kube, ours, went_away in results:
         not_repeated += went_away
         theirs, mine = per_group(scenario, kube), per_group(scenario, ours)
         groups += len(theirs)
-        for name, run in ((KUBE.name, theirs), (OURS.name, mine)):
-            totals[name][0] += sum(bool(g["scheduled"]) for g in run.values())
-            totals[name][1] += sum(int(str(g["bound"])) for g in run.values())
         if refused is not None:
             continue
         agreed_groups += sum(theirs[name] == mine[name] for name in theirs)
@@ -324,18 +321,13 @@ def summary(
         cases.append(str(path))
         print(f"scenario {scenario.index}: {finding} -> {path}", file=sys.stderr)
     ran = refused is None
-
-    def side(name: str) -> JSON:
-        scheduled, bound = totals[name]
-        return {"groups_scheduled": scheduled, "pods_bound": bound}
-
     return {
         "scenarios": len(results),
         "seed": args.seed,
         "groups": groups,
         "steps": sum(len(s.steps) for s, *_ in results),
-        "kube_scheduler": side(KUBE.name),
-        "batchsched": {"ran": True, **side(OURS.name)}
+        "kube_scheduler": side([(r[0], r[1]) for r in results]),
+        "batchsched": side([(r[0], r[2]) for r in results])
         if ran
         else {"ran": False, "refused": refused},
         # Scenarios whose every step left every group alike on both sides.
@@ -349,6 +341,19 @@ def summary(
         "not_repeated": not_repeated,
         "elapsed_seconds": round(seconds, 1),
     }
+
+
+def side(runs: list[tuple[Scenario, Run]]) -> JSON:
+    """One side's groups scheduled and pods bound at the end, and what it left that
+    no gang scheduler may (gang_scenarios.violations), by scenario."""
+    scheduled = bound = 0
+    broken: list[str] = []
+    for scenario, run in runs:
+        for group in per_group(scenario, run).values():
+            scheduled += bool(group["scheduled"])
+            bound += int(str(group["bound"]))
+        broken.extend(f"scenario {scenario.index}: {v}" for v in violations(scenario, run))
+    return {"ran": True, "groups_scheduled": scheduled, "pods_bound": bound, "violations": broken}
 
 
 def main() -> None:

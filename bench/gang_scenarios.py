@@ -281,7 +281,7 @@ def read_state(pods: Iterable[Mapping[str, object]], groups: Iterable[JSON]) -> 
         meta: JSON = obj["metadata"]  # type: ignore[assignment]
         if meta["name"].startswith(BARRIER):
             continue
-        name = (spec.get("schedulingGroup") or {}).get("podGroupName", LONE)
+        name = group_of(obj)
         bound[name] = bound.get(name, 0) + bool(spec.get("nodeName"))
     return {name: GroupState(count, conditions.get(name)) for name, count in sorted(bound.items())}
 
@@ -314,6 +314,30 @@ def disagreement(scenario: Scenario, kube: Run, ours: Run) -> str | None:
                 f"batchsched {_state(b)}"
             )
     return None
+
+
+def violations(scenario: Scenario, run: Run) -> list[str]:
+    """What gang semantics rule out, whichever scheduler ran: after a step, a group
+    never created with more pods bound than before, a gang with more bound than before
+    but fewer than minCount, a group with fewer bound than before."""
+    found = []
+    earlier = {g.name: sum(group_of(p) == g.name for p in scenario.bound) for g in scenario.groups}
+    for step, state in enumerate(run.states):
+        for group in scenario.groups:
+            bound = state.get(group.name, GroupState(0, None)).bound
+            was = earlier[group.name]
+            where = f"after step {step}, group {group.name} ({_describe(group)})"
+            short = group.min_count is not None and bound < group.min_count
+            if bound < was or (bound > was and (short or not group.created)):
+                found.append(f"{where}: {bound} bound, {was} before")
+            earlier[group.name] = bound
+    return found
+
+
+def group_of(obj: Mapping[str, object]) -> str:
+    """The group a pod names, LONE for none."""
+    spec: JSON = obj["spec"]  # type: ignore[assignment]
+    return str((spec.get("schedulingGroup") or {}).get("podGroupName", LONE))
 
 
 def _describe(group: Group | None) -> str:

@@ -21,9 +21,11 @@ from bench.gang_scenarios import (
     case_yaml,
     disagreement,
     generate,
+    group_of,
     native_group,
     per_group,
     read_state,
+    violations,
 )
 from tests.support.kube import JSON
 from tests.support.objects import pod
@@ -39,10 +41,6 @@ def members(scenario: Scenario) -> list[JSON]:
     return [
         o for o in (*scenario.bound, *(o for s in scenario.steps for o in s)) if o["kind"] == "Pod"
     ]
-
-
-def group_of(obj: JSON) -> str:
-    return str((obj["spec"].get("schedulingGroup") or {}).get("podGroupName", LONE))
 
 
 def first_step(scenario: Scenario, kind: str, group: str) -> int | None:
@@ -200,3 +198,34 @@ def test_a_case_file_replays_the_steps_in_order() -> None:
         for o in objects
         if o["kind"] == "Pod"
     )
+
+
+def test_violations_are_what_no_gang_scheduler_leaves() -> None:
+    scenario = Scenario(
+        0,
+        (),
+        (member("a-bound-0", "a", "n0"),),
+        ((), (), ()),
+        (Group("a", 3), Group("b", None), Group("c", 2, created=False)),
+    )
+    fine = Run(
+        (
+            {"a": GroupState(1, None), "b": GroupState(0, None)},
+            {"a": GroupState(3, None), "b": GroupState(1, None), "c": GroupState(0, None)},
+            {"a": GroupState(4, None), "b": GroupState(2, None)},
+        )
+    )
+    assert violations(scenario, fine) == []
+    wrong = Run(
+        (
+            {"a": GroupState(2, None), "c": GroupState(1, None)},
+            {"a": GroupState(3, None), "b": GroupState(1, None)},
+            {"a": GroupState(3, None), "b": GroupState(0, None)},
+        )
+    )
+    assert violations(scenario, wrong) == [
+        "after step 0, group a (gang minCount 3): 2 bound, 1 before",
+        "after step 0, group c (gang minCount 2, never created): 1 bound, 0 before",
+        "after step 1, group c (gang minCount 2, never created): 0 bound, 1 before",
+        "after step 2, group b (basic): 0 bound, 1 before",
+    ]
