@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.cluster import REPO, free_port
@@ -58,6 +59,7 @@ from bench.gang_scenarios import (
     native_group,
     per_group,
     read_state,
+    simulated,
     violations,
 )
 from bench.parity import CONFIRM_FACTOR, SCHEDULER_BINARY, create_node, scenario_rng
@@ -285,49 +287,65 @@ def run(args: argparse.Namespace) -> JSON:
     return summary(args, results, sides.refused, Path(args.out), time.monotonic() - started)
 
 
-Result = tuple[Scenario, Run, Run, bool]
+@dataclass(frozen=True)
+class Result:
+    """A scenario's runs; `went_away` when a disagreement did not repeat."""
+
+    scenario: Scenario
+    kube: Run
+    ours: Run
+    simulator: Run
+    went_away: bool = False
 
 
 def scenario_result(sides: Sides, args: argparse.Namespace, index: int) -> Result:
-    """One scenario on both sides, run again with a longer wait if they disagree;
-    whether the disagreement went away then."""
+    """One scenario on both sides, run again with a longer wait if they disagree, and
+    in batchsched's simulator."""
     scenario = generate(scenario_rng(args.seed, index), index)
     kube, ours = sides.decide(scenario, args.settle)
-    if ours.refused is None and disagreement(scenario, kube, ours) is not None:
-        kube, ours = sides.decide(scenario, args.settle * CONFIRM_FACTOR)
-        return scenario, kube, ours, disagreement(scenario, kube, ours) is None
-    return scenario, kube, ours, False
+    if ours.refused is not None:
+        return Result(scenario, kube, ours, ours)
+    sim = simulated(scenario)
+    if disagreement(scenario, kube, ours) is None:
+        return Result(scenario, kube, ours, sim)
+    kube, ours = sides.decide(scenario, args.settle * CONFIRM_FACTOR)
+    return Result(scenario, kube, ours, sim, went_away=disagreement(scenario, kube, ours) is None)
 
 
 def summary(
     args: argparse.Namespace, results: list[Result], refused: str | None, out: Path, seconds: float
 ) -> JSON:
     cases: list[str] = []
-    groups = agreed_groups = agreed = not_repeated = 0
-    for scenario, kube, ours, went_away in results:
-        not_repeated += went_away
-        theirs, mine = per_group(scenario, kube), per_group(scenario, ours)
+    apart: list[str] = []
+    groups = agreed_groups = agreed = 0
+    for r in results:
+        theirs, mine = per_group(r.scenario, r.kube), per_group(r.scenario, r.ours)
         groups += len(theirs)
         if refused is not None:
             continue
         agreed_groups += sum(theirs[name] == mine[name] for name in theirs)
-        finding = disagreement(scenario, kube, ours)
+        between = disagreement(r.scenario, r.ours, r.simulator, ("batchsched run", "the simulator"))
+        if between is not None:
+            apart.append(f"scenario {r.scenario.index}: {between}")
+        finding = disagreement(r.scenario, r.kube, r.ours)
         if finding is None:
             agreed += 1
             continue
         out.mkdir(parents=True, exist_ok=True)
-        path = out / f"seed{args.seed}-scenario{scenario.index}.yaml"
-        path.write_text(case_yaml(scenario, seed=args.seed, finding=finding, kube=kube, ours=ours))
+        path = out / f"seed{args.seed}-scenario{r.scenario.index}.yaml"
+        path.write_text(
+            case_yaml(r.scenario, seed=args.seed, finding=finding, kube=r.kube, ours=r.ours)
+        )
         cases.append(str(path))
-        print(f"scenario {scenario.index}: {finding} -> {path}", file=sys.stderr)
+        print(f"scenario {r.scenario.index}: {finding} -> {path}", file=sys.stderr)
     ran = refused is None
     return {
         "scenarios": len(results),
         "seed": args.seed,
         "groups": groups,
-        "steps": sum(len(s.steps) for s, *_ in results),
-        "kube_scheduler": side([(r[0], r[1]) for r in results]),
-        "batchsched": side([(r[0], r[2]) for r in results])
+        "steps": sum(len(r.scenario.steps) for r in results),
+        "kube_scheduler": side([(r.scenario, r.kube) for r in results]),
+        "batchsched": side([(r.scenario, r.ours) for r in results])
         if ran
         else {"ran": False, "refused": refused},
         # Scenarios whose every step left every group alike on both sides.
@@ -338,7 +356,9 @@ def summary(
         "cases": cases,
         # Disagreements that did not repeat with a longer wait: a scheduler had not
         # answered yet. Many of them mean --settle is too short for the machine.
-        "not_repeated": not_repeated,
+        "not_repeated": sum(r.went_away for r in results),
+        # The operator and the simulator are one scheduler: where they part.
+        "simulator_apart_from_operator": apart if ran else None,
         "elapsed_seconds": round(seconds, 1),
     }
 

@@ -21,10 +21,13 @@ from __future__ import annotations
 import copy
 import itertools
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import yaml
+
+from batchsched.config.load import default_config
+from batchsched.sim.simulator import simulate
 
 from bench.parity_scenarios import BATCHSCHED, KUBE_SCHEDULER
 from tests.support.kube import JSON
@@ -50,6 +53,8 @@ UNSERVED = "unserved-scheduler"
 # Lone pods (no group) are compared together, under this name.
 LONE = ""
 CPUS = ("500m", "1", "1500m", "2")
+# The share of scenarios whose pods all ask for the same CPU.
+UNIFORM_SHARE = 0.75
 # Seconds between steps in a case file, so that the simulator replays them in order.
 STEP_SECONDS = 10
 
@@ -94,6 +99,8 @@ class Scenario:
     bound: tuple[JSON, ...]
     steps: tuple[tuple[JSON, ...], ...]
     groups: tuple[Group, ...]
+    # Every pod asks for the same CPU (see `generate`).
+    uniform: bool = True
 
     def namespace(self, side: Side) -> str:
         return f"g{self.index}-{side.name}"
@@ -119,16 +126,17 @@ class Scenario:
                 spec["nodeName"] = f"{prefix}-{spec['nodeName']}"
         return found
 
-    def case_objects(self, side: Side) -> list[JSON]:
-        """The scenario as one input for `batchsched simulate`: each step created
-        STEP_SECONDS after the one before, so that it is replayed in order."""
+    def case_objects(self, side: Side, steps: int | None = None) -> list[JSON]:
+        """The scenario (its first `steps` steps, or all) as one input for `batchsched
+        simulate`: each step created STEP_SECONDS after the one before, so that it is
+        replayed in order."""
         namespace: JSON = {
             "apiVersion": "v1",
             "kind": "Namespace",
             "metadata": {"name": self.namespace(side)},
         }
         found = [namespace]
-        batches = [(*self.nodes, *self.bound), *self.steps]
+        batches = [(*self.nodes, *self.bound), *self.steps[:steps]]
         for when, batch in enumerate(batches):
             for obj in batch:
                 copied = self.for_side(obj, side)
@@ -138,25 +146,38 @@ class Scenario:
 
 
 def generate(rng: random.Random, index: int) -> Scenario:
-    """Ranges are narrow so that room often runs out: about as many gangs wait as start."""
+    """Ranges are narrow so that room often runs out: about as many gangs wait as start.
+
+    In most scenarios every pod asks for the same CPU, so that each node holds a number
+    of pods and whether a gang fits depends on how many places are left, not on which
+    nodes earlier pods were put on: the two schedulers score nodes differently
+    (kube-scheduler spreads by default), which is not what this run compares. The
+    others mix sizes, within groups too.
+    """
+    uniform = rng.random() < UNIFORM_SHARE
+    one = _cpu(rng)
+
+    def cpu() -> str:
+        return one if uniform else _cpu(rng)
+
     nodes = tuple(_node(rng, f"n{i}") for i in range(rng.randint(2, 5)))
     names = [n["metadata"]["name"] for n in nodes]
     groups: list[Group] = []
     bound: list[JSON] = []
     sequences: list[list[tuple[JSON, ...]]] = []
     for g in range(rng.randint(1, 4)):
-        group, pods, members = _group(rng, f"pg{g}", names)
+        group, pods, members = _group(rng, f"pg{g}", names, cpu)
         groups.append(group)
         bound.extend(members)
         sequences.append(_group_steps(rng, group, pods))
     if rng.random() < 0.4:
-        lone = [_pod(rng, f"lone-{i}", None, _cpu(rng)) for i in range(rng.randint(1, 3))]
+        lone = [_pod(f"lone-{i}", None, cpu()) for i in range(rng.randint(1, 3))]
         sequences.append([tuple(lone)])
     steps = _interleave(rng, sequences)
     if rng.random() < 0.2:
         # Room that comes late: a gang that could not start may start now.
         steps.insert(rng.randint(1, len(steps)), (_node(rng, f"n{len(nodes)}"),))
-    return Scenario(index, nodes, tuple(bound), tuple(steps), tuple(groups))
+    return Scenario(index, nodes, tuple(bound), tuple(steps), tuple(groups), uniform)
 
 
 def _node(rng: random.Random, name: str) -> JSON:
@@ -169,7 +190,6 @@ def _cpu(rng: random.Random) -> str:
 
 
 def _pod(
-    rng: random.Random,
     name: str,
     group: str | None,
     cpu: str,
@@ -181,18 +201,16 @@ def _pod(
     return pod(name, {"cpu": cpu}, scheduler=scheduler, node_name=node_name, spec=spec)
 
 
-def _group(rng: random.Random, name: str, nodes: list[str]) -> tuple[Group, list[JSON], list[JSON]]:
+def _group(
+    rng: random.Random, name: str, nodes: list[str], cpu: Callable[[], str]
+) -> tuple[Group, list[JSON], list[JSON]]:
     """A group, its pods to create in steps, and the members already bound."""
     min_count = None if rng.random() < 0.3 else rng.randint(1, 6)
     group = Group(name, min_count, created=rng.random() > 0.08)
     size = max(1, (min_count or rng.randint(1, 4)) + rng.randint(-2, 2))
-    cpu = _cpu(rng)
-    pods = []
-    for i in range(size):
-        own = cpu if rng.random() < 0.8 else _cpu(rng)
-        pods.append(_pod(rng, f"{name}-{i}", name, own))
+    pods = [_pod(f"{name}-{i}", name, cpu()) for i in range(size)]
     if rng.random() < 0.1:
-        mixed = _pod(rng, f"{name}-{size}", name, cpu, scheduler=UNSERVED)
+        mixed = _pod(f"{name}-{size}", name, cpu(), scheduler=UNSERVED)
         pods.insert(rng.randrange(len(pods) + 1), mixed)
     members = []
     if min_count is not None and rng.random() < 0.2:
@@ -200,7 +218,7 @@ def _group(rng: random.Random, name: str, nodes: list[str]) -> tuple[Group, list
         # started them earlier left them): they count towards minCount.
         for i in range(rng.randint(1, 2)):
             at = rng.choice(nodes)
-            members.append(_pod(rng, f"{name}-bound-{i}", name, cpu, node_name=at))
+            members.append(_pod(f"{name}-bound-{i}", name, cpu(), node_name=at))
     return group, pods, members
 
 
@@ -295,10 +313,32 @@ class Run:
     refused: str | None = None
 
 
-def disagreement(scenario: Scenario, kube: Run, ours: Run) -> str | None:
+def simulated(scenario: Scenario) -> Run:
+    """batchsched's simulator on the scenario, as batchsched's side runs it: the state
+    after each step is the simulation's end on the steps so far."""
+    config = default_config()
+    states = []
+    for steps in range(1, len(scenario.steps) + 1):
+        objects = scenario.case_objects(OURS, steps)
+        tasks = simulate(objects, config).cache.tasks
+        pods = []
+        for obj in objects:
+            if obj["kind"] == "Pod":
+                task = tasks.get(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
+                pods.append({**obj, "spec": {**obj["spec"], "nodeName": task and task.node_name}})
+        states.append(read_state(pods, []))
+    return Run(tuple(states))
+
+
+def disagreement(
+    scenario: Scenario,
+    kube: Run,
+    ours: Run,
+    names: tuple[str, str] = ("kube-scheduler", "batchsched"),
+) -> str | None:
     """The first difference after a step, in a sentence; None when they agree. Groups
-    are compared by pods bound and whether that makes them scheduled; the condition only
-    when both wrote one."""
+    are compared by pods bound; the condition only when both wrote one. `names` are
+    the two runs' in the sentence."""
     policies = {g.name: g for g in scenario.groups}
     for step, (theirs, mine) in enumerate(zip(kube.states, ours.states, strict=True)):
         for name in sorted(set(theirs) | set(mine)):
@@ -310,8 +350,7 @@ def disagreement(scenario: Scenario, kube: Run, ours: Run) -> str | None:
             group = policies.get(name)
             what = f"group {name} ({_describe(group)})" if name != LONE else "lone pods"
             return (
-                f"after step {step}, {what}: kube-scheduler bound {_state(a)}, "
-                f"batchsched {_state(b)}"
+                f"after step {step}, {what}: {names[0]} bound {_state(a)}, {names[1]} {_state(b)}"
             )
     return None
 
@@ -367,6 +406,7 @@ def case_yaml(scenario: Scenario, *, seed: int, finding: str, kube: Run, ours: R
     header = [
         f"# Scenario {scenario.index} of bench/gang_parity.py --seed {seed}.",
         f"# {finding}",
+        f"# Pods ask for {'the same CPU' if scenario.uniform else 'different CPUs'}.",
         "# After each step (objects created at the same time form a step), per group:",
         f"#   kube-scheduler: {_steps(kube)}",
         f"#   batchsched:     {_steps(ours)}",

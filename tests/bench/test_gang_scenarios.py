@@ -25,10 +25,11 @@ from bench.gang_scenarios import (
     native_group,
     per_group,
     read_state,
+    simulated,
     violations,
 )
 from tests.support.kube import JSON
-from tests.support.objects import pod
+from tests.support.objects import node, pod
 
 SCENARIOS = 300
 
@@ -229,3 +230,37 @@ def test_violations_are_what_no_gang_scheduler_leaves() -> None:
         "after step 1, group c (gang minCount 2, never created): 0 bound, 1 before",
         "after step 2, group b (basic): 0 bound, 1 before",
     ]
+
+
+def test_the_simulator_gives_the_state_after_each_step() -> None:
+    gang, basic = Group("a", 2), Group("b", None)
+    members = tuple(scheduled(member(f"a-{i}", "a")) for i in range(2))
+    late = scheduled(member("b-0", "b"))
+    scenario = Scenario(
+        0,
+        (node("n0", cpu="4"),),
+        (),
+        (members, (native_group(gang),), (late,), (native_group(basic),)),
+        (gang, basic),
+    )
+    assert [{k: s.bound for k, s in state.items()} for state in simulated(scenario).states] == [
+        {"a": 0},
+        {"a": 2},
+        {"a": 2, "b": 0},
+        {"a": 2, "b": 1},
+    ]
+
+
+def scheduled(template: JSON) -> JSON:
+    """A scenario's pod: its scheduler is the side's own."""
+    template["spec"]["schedulerName"] = OWN
+    return template
+
+
+def test_most_scenarios_ask_the_same_cpu_of_every_pod() -> None:
+    for scenario in scenarios():
+        sizes = {
+            p["spec"]["containers"][0]["resources"]["requests"]["cpu"] for p in members(scenario)
+        }
+        assert len(sizes) == 1 or not scenario.uniform
+    assert 0.6 < sum(s.uniform for s in scenarios()) / SCENARIOS < 0.9
