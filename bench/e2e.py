@@ -3,8 +3,10 @@ ceiling and the list-watch floor measured in the same run.
 
 Usage: python -m bench.e2e [--nodes 1000] [--pods 5000] [--gang 8] [--concurrency 64]
                           [--rounds 6] [--control-plane-cpus 0|shared]
-                          [--kinds ours|volcano]
-Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
+                          [--kinds ours|volcano|native] [--beside KIND[,KIND...]]
+                          [--kube-scheduler] [--kube-scheduler-qps QPS]
+Needs KUBEBUILDER_ASSETS (see hack/envtest.sh; with --kube-scheduler, the directory
+hack/kube-scheduler.sh prints). Prints one JSON object.
 
 1. A fresh etcd + kube-apiserver, N Ready nodes. The API server and etcd run on a CPU
    of their own (the first; `--control-plane-cpus` names others, `shared` turns this
@@ -34,6 +36,15 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
    (hack/peer-crds.sh): PodGroups of scheduling.volcano.sh in a Volcano Queue `bench`
    under a `root` Queue, both created through the API server (so with the CRD's
    defaults), the pods joined by Volcano's `scheduling.k8s.io/group-name` annotation.
+   With `--kinds native` they are Kubernetes' own (scheduling.k8s.io/v1alpha2, served
+   with the feature gate GenericWorkload): PodGroups with a gang policy of minCount the
+   gang's size, the pods naming theirs in spec.schedulingGroup. `--beside ours` adds an
+   operator phase per kind named (`end_to_end_ours`), the same pods written in that
+   API, each round, so kinds are compared within one round.
+   With `--kube-scheduler`, kube-scheduler v1.36.3 (GenericWorkload and GangScheduling
+   on, one profile, the release's defaults otherwise: client QPS 50, burst 100 unless
+   `--kube-scheduler-qps`) gets a phase of its own on the same pods in native PodGroups,
+   started and timed as the operator is (`kube_scheduler`).
 4. List-watch floor: P pods that no scheduler owns, bound by bench/floor.py, started
    and timed as the operator is. It lists the cluster, watches every pod and binds
    as the raw client does, deciding nothing: what any scheduler that lists and
@@ -42,7 +53,8 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
 5. Caught up (last round only): `--steady-gangs` more gangs arrive, one every half
    second; the mean session time while they are placed is read from the operator's
    /metrics.
-Steps 2 to 4 are repeated `--rounds` times on the same control plane, so each ratio
+Steps 2 to 4 (and the phases added) are repeated `--rounds` times on the same control
+plane, so each ratio
 compares runs made seconds apart on a shared, noisy machine; the medians are the
 headline figures (single rounds have ranged from 0.5 to 1.5 on a 2-core VM, hence
 six). Even the medians move with the machine's load by more than the margins that
@@ -57,7 +69,8 @@ The operator's peak RSS is read from /proc (VmHWM) before it is stopped; its
 sessions run in forked children, whose highest peak RSS it reports in its /metrics.
 All phases start on equal terms:
 - Each round starts the order of the phases one later than the round before, so that
-  six rounds run each phase in each position twice. The API server keeps every pod
+  six rounds run each of three phases in each position twice (with more phases, make
+  the rounds a multiple of their number). The API server keeps every pod
   event of the last minutes in its watch cache, so a phase that runs later works with
   a larger heap; always running the same one last would tilt the comparison.
 - Before each phase the API server collects its heap (Go's GC, through the profiling
