@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import subprocess
 import sys
 import tempfile
@@ -62,7 +61,14 @@ from bench.gang_scenarios import (
     simulated,
     violations,
 )
-from bench.parity import CONFIRM_FACTOR, SCHEDULER_BINARY, create_node, scenario_rng
+from bench.parity import (
+    CONFIRM_FACTOR,
+    SCHEDULER_BINARY,
+    create_node,
+    report,
+    scenario_parser,
+    scenario_rng,
+)
 from bench.parity_scenarios import KUBE_SCHEDULER
 from tests.support import ControlPlane, ControlPlaneError, Kube, component_binary, find_assets
 from tests.support.kube import JSON
@@ -377,23 +383,14 @@ def side(runs: list[tuple[Scenario, Run]]) -> JSON:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenarios", type=int, default=500)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", default="gang-cases", help="where disagreements are written")
-    parser.add_argument("--only", type=int, help="run this scenario index alone")
-    parser.add_argument(
-        "--settle",
-        type=float,
-        default=0.5,
-        help="seconds nothing may change in a namespace before a step counts as decided",
+    parser = scenario_parser(
+        __doc__.splitlines()[0],
+        out="gang-cases",
+        settle=0.5,
+        settle_help="seconds nothing may change in a namespace before a step counts as decided",
     )
     parser.add_argument("--parallel", type=int, default=4, help="scenarios run at once")
-    args = parser.parse_args()
-    try:
-        print(json.dumps(run(args), indent=2))
-    except ControlPlaneError as error:
-        sys.exit(f"gang_parity: {error}")
+    report("gang_parity", run, parser.parse_args())
 
 
 if __name__ == "__main__":

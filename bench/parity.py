@@ -22,6 +22,7 @@ import json
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.parity_scenarios import (
@@ -240,23 +241,35 @@ def run(args: argparse.Namespace) -> JSON:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def scenario_parser(
+    description: str, *, out: str, settle: float, settle_help: str
+) -> argparse.ArgumentParser:
+    """The arguments of a conformance run of random scenarios."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--scenarios", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", default="parity-cases", help="where disagreements are written")
+    parser.add_argument("--out", default=out, help="where disagreements are written")
     parser.add_argument("--only", type=int, help="run this scenario index alone")
-    parser.add_argument(
-        "--settle",
-        type=float,
-        default=0.2,
-        help="seconds kube-scheduler is given to see a scenario's objects",
-    )
-    args = parser.parse_args()
+    parser.add_argument("--settle", type=float, default=settle, help=settle_help)
+    return parser
+
+
+def report(name: str, run: Callable[[argparse.Namespace], JSON], args: argparse.Namespace) -> None:
+    """Print the run's JSON, or exit with why the control plane could not run it."""
     try:
         print(json.dumps(run(args), indent=2))
     except ControlPlaneError as error:
-        sys.exit(f"parity: {error}")
+        sys.exit(f"{name}: {error}")
+
+
+def main() -> None:
+    parser = scenario_parser(
+        __doc__.splitlines()[0],
+        out="parity-cases",
+        settle=0.2,
+        settle_help="seconds kube-scheduler is given to see a scenario's objects",
+    )
+    report("parity", run, parser.parse_args())
 
 
 if __name__ == "__main__":
