@@ -1,5 +1,7 @@
-"""Conformance of batchsched's gangs of Kubernetes' own API with kube-scheduler's
-GangScheduling plugin, on random scenarios.
+"""Conformance of batchsched's native gangs with kube-scheduler's, on random scenarios.
+
+The gangs are Kubernetes' own (scheduling.k8s.io/v1alpha2 PodGroups), and kube-scheduler
+schedules them with its GangScheduling plugin.
 
 Usage: python -m bench.gang_parity [--scenarios 500] [--seed 1] [--out gang-cases]
                                    [--only INDEX] [--settle 0.5] [--parallel 4]
