@@ -87,7 +87,10 @@ SCHEDULER_CONFIG: JSON = {
 }
 # The longest either scheduler may take to answer a barrier, or to go quiet after it.
 STEP_TIMEOUT = 60.0
-POLL_SECONDS = 0.05
+# Each poll reads a namespace's pods and PodGroups over new connections: often enough
+# for a barrier's answer, seldom enough to leave the API server to the schedulers.
+POLL_SECONDS = 0.1
+QUIET_POLL_SECONDS = 0.25
 PODGROUPS = f"/apis/{NATIVE_API}/namespaces/{{}}/podgroups"
 
 
@@ -140,21 +143,22 @@ class SideRunner:
         path = f"/api/v1/namespaces/{namespace}/pods/{fence['metadata']['name']}"
         deadline = time.monotonic() + STEP_TIMEOUT
         while not _condition(self.kube.get(path).expect(200), "PodScheduled"):
-            self._check(deadline, f"{self.side.name} never answered {path}")
+            self._check(deadline, f"{self.side.name} never answered {path}", POLL_SECONDS)
         seen, since = self._read(namespace), time.monotonic()
         while time.monotonic() - since < settle:
-            self._check(deadline, f"{namespace} kept changing for {STEP_TIMEOUT:g}s")
+            what = f"{namespace} kept changing for {STEP_TIMEOUT:g}s"
+            self._check(deadline, what, QUIET_POLL_SECONDS)
             now = self._read(namespace)
             if now != seen:
                 seen, since = now, time.monotonic()
         self.kube.delete(path, grace_period_seconds=0).expect(200)
         return read_state(*seen)
 
-    def _check(self, deadline: float, what: str) -> None:
+    def _check(self, deadline: float, what: str, pause: float) -> None:
         self.alive()
         if time.monotonic() > deadline:
             raise TimeoutError(what)
-        time.sleep(POLL_SECONDS)
+        time.sleep(pause)
 
     def _read(self, namespace: str) -> tuple[list[JSON], list[JSON]]:
         """The namespace's pods and PodGroups, as far as either scheduler changes them."""
@@ -397,7 +401,7 @@ def main() -> None:
         settle_help="seconds nothing may change in a namespace before a step counts as decided "
         "(longer than kube-scheduler's backoff, 1 s here)",
     )
-    parser.add_argument("--parallel", type=int, default=4, help="scenarios run at once")
+    parser.add_argument("--parallel", type=int, default=8, help="scenarios run at once")
     report("gang_parity", run, parser.parse_args())
 
 
