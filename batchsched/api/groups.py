@@ -18,6 +18,7 @@ from batchsched.api.meta import (
     text,
     whole_number,
 )
+from batchsched.api.nativegroups import NATIVE_API, fill_native
 from batchsched.api.objects import GROUP_PHASES, PodGroup
 from batchsched.api.queues import DEFAULT_QUEUE
 from batchsched.api.reads import keys_under, reads
@@ -40,6 +41,8 @@ POD_GROUP_APIS: dict[str, str | None] = {
     "scheduling.volcano.sh/v1beta1": None,
     "scheduling.x-k8s.io/v1alpha1": "scheduleTimeoutSeconds",
     "batch.scheduler.tencent.com/v1": "maxScheduleTime",
+    # Kubernetes' own (api/nativegroups.py): spec.schedulingPolicy, not minMember.
+    NATIVE_API: None,
 }
 
 # Volcano's API, whose CRD allows minMember 0 (its job controller writes it for a job
@@ -99,6 +102,9 @@ def _fill(group: PodGroup, obj: Obj, *, where: str) -> None:
             f"{where}: apiVersion {group.api_version!r} is not one of "
             f"{', '.join(sorted(POD_GROUP_APIS))}"
         )
+    if group.api_version == NATIVE_API:
+        fill_native(group, obj, where=where)
+        return
     spec = mapping(obj.get("spec"), where=f"{where}.spec")
     status = mapping(obj.get("status"), where=f"{where}.status")
     volcano = group.api_version == VOLCANO_API

@@ -110,6 +110,8 @@ class GroupRef:
     namespace: str
     name: str
     min_available: int | None = None
+    # Named by spec.schedulingGroup: only a PodGroup of Kubernetes' own API will do.
+    native: bool = False
     # "namespace/name", made once: sessions look jobs up by it for every pod they count.
     key: str = field(init=False, compare=False, repr=False)
 
@@ -242,6 +244,11 @@ class PodGroup:
     error: str | None = None
     # Events about the group name it by uid: `kubectl describe` looks them up by it.
     uid: str = ""
+    # Kubernetes' own PodGroups (api/nativegroups.py): a basic policy (every pod on its
+    # own, min_member 0), spec.priority, and the "workload/template" it was made from.
+    basic: bool = False
+    priority: int | None = None
+    template: str = ""
 
     @property
     def key(self) -> str:

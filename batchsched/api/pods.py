@@ -19,6 +19,7 @@ from batchsched.api.meta import (
     timestamp,
     whole_number,
 )
+from batchsched.api.nativegroups import scheduling_group
 from batchsched.api.objects import (
     POD_PHASES,
     Constraints,
@@ -122,6 +123,7 @@ POD_ANNOTATIONS = (
 POD_SPEC_FIELDS = (
     *(field for field in SHAPE_FIELDS if field not in ("containers", "initContainers")),
     "schedulerName",
+    "schedulingGroup",
     "nodeName",
     "priority",
     "priorityClassName",
@@ -296,7 +298,7 @@ def task_from_pod(
         preemption_policy=""
         if spec.get("preemptionPolicy") is None
         else preemption_policy(spec["preemptionPolicy"], where=f"{where}.spec"),
-        group=group_from_metadata(labels, notes, namespace=namespace, where=where),
+        group=_group(spec, labels, notes, namespace=namespace, where=where),
         queue=named_queue(meta, "annotations", OUR_QUEUE_KEY, owner=where)
         or named_queue(meta, "annotations", VOLCANO_QUEUE_KEY, owner=where),
         constraints=shape.constraints,
@@ -353,6 +355,27 @@ def pod_shape(spec: Mapping[str, object], *, where: str) -> PodShape:
         *((score_extra,) if any(score_extra) else ()),
     )
     return PodShape(request, constraints, ports, preferences, blocked, score_extra, (*key, *extra))
+
+
+def _group(
+    spec: Mapping[str, object],
+    labels: Mapping[str, str],
+    notes: Mapping[str, str],
+    *,
+    namespace: str,
+    where: str,
+) -> GroupRef | None:
+    """The group named by spec.schedulingGroup or by a peer's key, not both: each
+    scheduler reads only its own way, so a pod naming both would be one gang's member
+    to kube-scheduler and another's to the peer."""
+    native = scheduling_group(spec, namespace=namespace, where=where)
+    peer = group_from_metadata(labels, notes, namespace=namespace, where=where)
+    if native is not None and peer is not None:
+        raise InvalidObject(
+            f"{where}: names its group both by spec.schedulingGroup.podGroupName "
+            f"({native.name!r}) and by a PodGroup key ({peer.name!r}); remove one"
+        )
+    return native or peer
 
 
 def group_of(pod: Obj, *, namespace: str, where: str) -> GroupRef | None:

@@ -14,10 +14,7 @@ GATED_REASON = "SchedulingGated"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 # Spec fields the core ignores, each checked only when it holds something.
-UNSUPPORTED_SPEC_FIELDS = (
-    "resourceClaims",
-    "schedulingGroup",
-)
+UNSUPPORTED_SPEC_FIELDS = ("resourceClaims",)
 # In-tree disk sources, which kube-scheduler keeps apart (VolumeRestrictions) and counts
 # against CSI attach limits by translating them to their CSI drivers. Claims are
 # honoured (plugins/volumefilters.py); inline CSI volumes constrain no node.

@@ -15,6 +15,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import OUR_API, POD_GROUP_APIS, pod_group_from_object
 from batchsched.api.meta import Obj, describe, name_of, namespace_of
 from batchsched.api.namespaces import namespace_from_object
+from batchsched.api.nativegroups import Workload, workload_from_object
 from batchsched.api.nodes import node_from_object
 from batchsched.api.objects import Namespace, Node, PodGroup, PriorityClass, Queue, Task
 from batchsched.api.placement import Placement
@@ -53,11 +54,13 @@ KINDS = (
     "PriorityClass",
     "Namespace",
     "PodDisruptionBudget",
+    "Workload",
     *STORAGE_KINDS,
 )
 NAMESPACED_KINDS = (
     "Pod",
     "PodGroup",
+    "Workload",
     "PodDisruptionBudget",
     "PersistentVolumeClaim",
     "CSIStorageCapacity",
@@ -123,6 +126,8 @@ class ClusterCache:
         self.storage_capacities: dict[str, StorageCapacity] = {}
         # By "ns/name": which pods preemption should spare (api/budgets.py).
         self.budgets: dict[str, DisruptionBudget] = {}
+        # Kubernetes' Workloads by "ns/name", for display only (api/nativegroups.py).
+        self.workloads: dict[str, Workload] = {}
         # "ns/name" of a pod that could not be parsed -> (its schedulerName, why); the
         # reason is shown as the pod's pending reason.
         self.rejected_pods: dict[str, tuple[str, str]] = {}
@@ -187,6 +192,7 @@ class ClusterCache:
             "PriorityClass": (self.priority_classes, lambda: priority_class_from_object(obj)),
             "Namespace": (self.namespaces, lambda: namespace_from_object(obj)),
             "PodDisruptionBudget": (self.budgets, lambda: budget_from_object(obj)),
+            "Workload": (self.workloads, lambda: workload_from_object(obj)),
             "PersistentVolumeClaim": (self.claims, lambda: claim_from_object(obj)),
             "PersistentVolume": (self.volumes, lambda: volume_from_object(obj)),
             "StorageClass": (self.storage_classes, lambda: storage_class_from_object(obj)),

@@ -13,6 +13,7 @@ import numpy as np
 
 from batchsched.api.gpu import gpu_demand
 from batchsched.api.groups import OUR_API, VOLCANO_API
+from batchsched.api.nativegroups import NATIVE_API, awaiting_group
 from batchsched.api.objects import GroupRef, PodGroup, Queue, QueueName, Task
 from batchsched.api.placement import Placement
 from batchsched.api.pods import LIGHTWEIGHT_MIN_LABEL
@@ -44,6 +45,37 @@ def _role_minimum(group: PodGroup) -> dict[str, int]:
     sum, as Volcano then checks the total alone."""
     roles = group.min_task_member
     return dict(roles) if roles and group.min_member >= sum(roles.values()) else {}
+
+
+def _native(job: JobInfo) -> bool:
+    return job.group is not None and job.group.api_version == NATIVE_API
+
+
+def _wrong_api(group: PodGroup, task: Task) -> str:
+    """Why a pod may not join the PodGroup of its group's name: spec.schedulingGroup
+    names a PodGroup of Kubernetes' own API, the peers' keys one of theirs, and each
+    scheduler sees only its own kind."""
+    by_field = group.api_version != NATIVE_API
+    named = "spec.schedulingGroup.podGroupName" if by_field else "a PodGroup key"
+    wanted = NATIVE_API if by_field else "a peer's PodGroup API"
+    return (
+        f"Pod {task.key} names PodGroup {group.key} by {named}, which needs a PodGroup of "
+        f"{wanted}, but that PodGroup is of {group.api_version}"
+    )
+
+
+def _schedulers_disagree(key: str, names: Mapping[str, str] | None) -> str | None:
+    """All pods of a Kubernetes PodGroup must name one scheduler, as kube-scheduler
+    requires: a group split between two could be started by neither, so it is refused
+    whole, naming two of the schedulers and a pod of each."""
+    if not names or len(names) < 2:
+        return None
+    (first, pod), (second, other) = sorted(names.items())[:2]
+    return (
+        f"PodGroup {key}: its pods name different schedulers in spec.schedulerName, "
+        f"{first!r} (pod {pod}) and {second!r} (pod {other}); all pods of a PodGroup "
+        "must name one"
+    )
 
 
 def _some(names: list[str], *, shown: int = 3) -> str:
@@ -100,6 +132,13 @@ class JobBuilder:
         self.placements: dict[str, list[Placement]] = defaultdict(list)
         # Job key -> the queue its first member to name one names (jobs without a PodGroup).
         self.pod_queues: dict[str, QueueName] = {}
+        # For Kubernetes' own PodGroups, whose pods must all name one scheduler: job key
+        # -> schedulerName -> the least key of the pods naming it. Least, not first:
+        # what a message names must not depend on the order pods reach the cache.
+        self.schedulers: dict[str, dict[str, str]] = defaultdict(dict)
+        # Job key -> the pod of least key naming the job's PodGroup in a way its API
+        # does not read (spec.schedulingGroup for a peer's, a peer's key for Kubernetes').
+        self.misnamed: dict[str, Task] = {}
         # Group key -> other schedulers' pods naming a group with no PodGroup, seen
         # before any pod of ours made it a job: they count once it is, whatever the order.
         self.strays: dict[str, list[tuple[Task, IntArray]]] = defaultdict(list)
@@ -117,7 +156,13 @@ class JobBuilder:
             return
         job.total += 1
         job.served |= ours
-        if task.queue is not None and job.group is None:
+        native = _native(job)
+        if native:
+            names = self.schedulers[job.key]
+            least = names.get(task.scheduler_name)
+            if least is None or task.key < least:
+                names[task.scheduler_name] = task.key
+        if task.queue is not None and (job.group is None or native):
             self._pod_names_queue(job, task.queue)
         if task.placement is not None:
             self.placements[job.key].append(task.placement)
@@ -160,9 +205,14 @@ class JobBuilder:
                 for task, vec in strays:
                     self.add(task, vec)
         for job in self.jobs.values():
+            misnamed = self.misnamed.get(job.key)
+            if misnamed is not None and job.group is not None:
+                job.error = job.error or _wrong_api(job.group, misnamed)
+            job.error = job.error or _schedulers_disagree(job.key, self.schedulers.get(job.key))
             if job.group is not None and not job.total:
                 job.served = self._serves_podless(job.group)
-            if job.group is None or not job.group.priority_class_name:
+            group = job.group
+            if group is None or (not group.priority_class_name and group.priority is None):
                 # A job whose PodGroup names no class is as urgent as its pods.
                 job.priority = max((t.priority for t in job.pending), default=job.priority)
             named = self._named_queue(job)
@@ -197,11 +247,12 @@ class JobBuilder:
 
     def _named_queue(self, job: JobInfo) -> QueueName | None:
         """Where the job's queue is named, unless by its PodGroup's spec.queue, which
-        always wins; then its pods' annotation (jobs without a PodGroup), then its
-        namespace's. None leaves the job where it is: its PodGroup's queue or the default."""
+        always wins; then its pods' annotation (jobs without a PodGroup, or with one of
+        Kubernetes' own, which has no queue), then its namespace's. None leaves the job
+        where it is: its PodGroup's queue or the default."""
         if job.group is not None and job.group.queue_explicit:
             return None
-        if job.group is None and job.key in self.pod_queues:
+        if (job.group is None or _native(job)) and job.key in self.pod_queues:
             return self.pod_queues[job.key]
         namespace = self.cache.namespaces.get(job.namespace)
         return None if namespace is None else namespace.queue
@@ -235,6 +286,11 @@ class JobBuilder:
             self.jobs[key] = job
             return job
         existing = self.jobs.get(ref.key)
+        if existing is not None and existing.group is not None:
+            native = existing.group.api_version == NATIVE_API
+            named = self.misnamed.get(ref.key)
+            if ref.native != native and (named is None or task.key < named.key):
+                self.misnamed[ref.key] = task
         if existing is not None and existing.group is None:
             # A group without an object is as old as its oldest pod, in whatever order
             # the pods reached the cache.
@@ -254,7 +310,9 @@ class JobBuilder:
             label_only=ref.min_available is not None,
             allocated=np.zeros(self.width, dtype=np.int64),
         )
-        if ref.min_available is None:
+        if ref.native:
+            job.error = awaiting_group(ref.key)
+        elif ref.min_available is None:
             job.error = f"PodGroup {ref.key} does not exist"
         self.jobs[ref.key] = job
         return job
@@ -264,6 +322,8 @@ class JobBuilder:
         names it by a PodGroup key makes it need that object, whichever member reached
         the cache first; members that name different min-available values leave it
         waiting, since starting it at either breaks the promise the others carry."""
+        if ref.native:
+            return awaiting_group(ref.key)
         if ref.min_available is None:
             return f"PodGroup {ref.key} does not exist"
         if ref.min_available != job.min_member:
@@ -284,7 +344,7 @@ class JobBuilder:
         )
 
     def _job_for_group(self, group: PodGroup) -> JobInfo:
-        priority, error = self._priority(None, group.priority_class_name)
+        priority, error = self._priority(group.priority, group.priority_class_name)
         if group.api_version != OUR_API:
             # Volcano's and kube-batch's caches give a group whose class does not exist
             # the default priority; our own PodGroup waits to have it named right.

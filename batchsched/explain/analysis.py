@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from batchsched.actions.allocate import at_fair_share
+from batchsched.api.nativegroups import AWAITING_GROUP, NATIVE_API, native_origin
 from batchsched.api.resources import ResourceList, format_amount
 from batchsched.api.volumes import BIND_TIMEOUT_SECONDS, Claim, Volume
 from batchsched.explain import remedies
@@ -24,6 +25,7 @@ from batchsched.explain.target import Target
 from batchsched.framework.statement import Statement
 from batchsched.model.decisions import ClaimBinding
 from batchsched.model.snapshot import JobInfo, TaskInfo
+from batchsched.plugins.gang import native, pods_missing
 from batchsched.plugins.volumefilters import awaited
 
 
@@ -38,6 +40,8 @@ class GroupView:
     # Members minMember counts on that do not exist yet.
     missing: int
     queue: str
+    # For Kubernetes' own PodGroups, its policy and what made it (api/nativegroups.py).
+    origin: str = ""
 
 
 @dataclass(kw_only=True)
@@ -158,10 +162,13 @@ def _job(ran: Ran, target: Target, job: JobInfo, focus: TaskInfo | None) -> Expl
         pending=len(job.pending),
         missing=missing,
         queue=job.queue,
+        origin=native_origin(job.group, ran.workloads) if job.group and native(job) else "",
     )
     if job.is_gang:
+        # Each API's own word for the minimum.
+        minimum = "minCount" if native(job) else "minMember"
         summary = (
-            f"{target}: {phase}; gang {job.key} has {job.bound} of minMember "
+            f"{target}: {phase}; gang {job.key} has {job.bound} of {minimum} "
             f"{job.min_member} bound, {len(job.pending)} pending, {missing} missing; "
             f"queue {job.queue}"
         )
@@ -242,6 +249,15 @@ def _hardest(ran: Ran, job: JobInfo) -> TaskInfo | None:
 def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> Finding:
     if job.error:
         return job.error, _fix_object(ran, job, job.error)
+    missing = pods_missing(job)
+    if missing:
+        return (
+            seen.reason or f"{missing} more pod(s) of {job.key} must exist",
+            f"create {missing} more pod(s) naming PodGroup {job.key} in "
+            "spec.schedulingGroup.podGroupName (a Job's controller creates them; a "
+            "suspended Job none until it is resumed), or recreate the PodGroup with a "
+            "lower minCount",
+        )
     if task is None:
         return (
             f"no member is pending: {job.min_member - job.bound} more must be created",
@@ -401,6 +417,12 @@ def _wanted(job: JobInfo, task: TaskInfo) -> int:
 
 
 def _fix_object(ran: Ran, job: JobInfo, error: str) -> str:
+    if error.startswith(AWAITING_GROUP.format(name=job.name)):
+        return (
+            f"create PodGroup {job.key} of {NATIVE_API} (spec.schedulingPolicy: gang "
+            "minCount or basic; a Job's controller creates it when the WorkloadWithJob "
+            "gate is on), or remove spec.schedulingGroup from its pods"
+        )
     if "PodGroup" in error and "does not exist" in error:
         return (
             f"create PodGroup {job.key} (spec.minMember: the pods that must start "

@@ -14,8 +14,9 @@ def to_text(found: Explanation) -> str:
         lines.append(f"scheduler says: {found.reason}")
     group = found.group
     if group is not None and group.gang:
+        origin = f" ({group.origin})" if group.origin else ""
         lines.append(
-            f"group {group.key}: phase {group.phase}, minMember {group.min_member}: "
+            f"group {group.key}{origin}: phase {group.phase}, minMember {group.min_member}: "
             f"{group.bound} bound, {group.pending} pending, {group.missing} missing"
         )
     if found.refusals:
@@ -75,6 +76,7 @@ def to_json(found: Explanation) -> dict[str, Any]:
             "pending": group.pending,
             "missing": group.missing,
             "queue": group.queue,
+            **({"origin": group.origin} if group.origin else {}),
         },
         "queue": None
         if queue is None

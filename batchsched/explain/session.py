@@ -1,10 +1,11 @@
 """One run of the scheduling core over the cluster, kept open so it can be asked why."""
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from batchsched.api.nativegroups import Workload
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
 from batchsched.config.load import SchedulerConfig
@@ -31,6 +32,8 @@ class Ran:
     snapshot: Snapshot
     session: Session
     decisions: Decisions
+    # Kubernetes' Workloads, which explain names beside the PodGroups made from them.
+    workloads: Mapping[str, Workload]
 
     def plugin(self, name: str) -> Plugin | None:
         """The configured plugin of that name, its state as the session left it."""
@@ -76,4 +79,10 @@ def run_once(cache: ClusterCache, config: SchedulerConfig, *, now: float) -> Ran
     snapshot = take_snapshot(cache, now=now, scheduler_names=config.scheduler_names)
     session = open_session(snapshot, config)
     decisions = run_actions(session, config.actions)
-    return Ran(config=config, snapshot=snapshot, session=session, decisions=decisions)
+    return Ran(
+        config=config,
+        snapshot=snapshot,
+        session=session,
+        decisions=decisions,
+        workloads=dict(cache.workloads),
+    )

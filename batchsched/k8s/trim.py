@@ -15,6 +15,7 @@ from typing import Any
 from batchsched.api.budgets import BUDGET_READS
 from batchsched.api.groups import POD_GROUP_READS
 from batchsched.api.namespaces import NAMESPACE_READS
+from batchsched.api.nativegroups import WORKLOAD_READS
 from batchsched.api.nodes import NODE_READS
 from batchsched.api.pods import POD_READS
 from batchsched.api.queues import PRIORITY_CLASS_READS, QUEUE_READS
@@ -162,6 +163,7 @@ DECLARED: dict[str, Reads] = {
         CSI_NODE_READS,
         CSI_DRIVER_READS,
         STORAGE_CAPACITY_READS,
+        WORKLOAD_READS,
     )
 }
 trim_pod = trimmer(POD_READS)
@@ -177,3 +179,4 @@ trim_storage_class = trimmer(STORAGE_CLASS_READS)
 trim_csi_node = trimmer(CSI_NODE_READS)
 trim_csi_driver = trimmer(CSI_DRIVER_READS)
 trim_storage_capacity = trimmer(STORAGE_CAPACITY_READS)
+trim_workload = trimmer(WORKLOAD_READS)

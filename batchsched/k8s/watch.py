@@ -29,6 +29,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.groups import POD_GROUP_APIS
 from batchsched.api.meta import describe
+from batchsched.api.nativegroups import NATIVE_API
 from batchsched.api.objects import Node, Task
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
 from batchsched.cache.cluster import QUEUE_APIS, ClusterCache
@@ -49,6 +50,7 @@ from batchsched.k8s.trim import (
     trim_storage_capacity,
     trim_storage_class,
     trim_volume,
+    trim_workload,
 )
 from batchsched.metrics import GANG_SCHEDULING_SLI, INVALID_OBJECTS, POD_SCHEDULING_SLI
 
@@ -97,6 +99,8 @@ WATCHED = (
     # Ours and the kinds of the schedulers we stand in for, once their CRDs exist (a
     # kind whose CRD is missing counts as listed, empty, and is looked for again).
     *(Watched(api, "podgroups", "PodGroup", trim_pod_group) for api in POD_GROUP_APIS),
+    # Kubernetes' own Workloads, shown beside the PodGroups made from them.
+    Watched(NATIVE_API, "workloads", "Workload", trim_workload),
 )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from batchsched.api.errors import InvalidObject
 from batchsched.api.groups import OUR_API
+from batchsched.api.nativegroups import NATIVE_API, awaiting_members
 from batchsched.api.objects import GroupPhase
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.session import Session
@@ -83,7 +84,10 @@ class Gang:
         return None
 
     def _needed(self, job: JobInfo, task: TaskInfo) -> bool:
-        """Short of minMember, or of the minimum of the task's own role."""
+        """Short of minMember, or of the minimum of the task's own role. Each member of
+        a basic Kubernetes PodGroup is needed as a lone pod is: basic is pod by pod."""
+        if job.group is not None and job.group.basic:
+            return True
         if job.bound + self.session.allocations[job.key] < job.min_member:
             return True
         needed = job.role_minimum.get(task.pod.role)
@@ -105,7 +109,12 @@ class Gang:
             return job.error
         if self.fail_on_timeout and (timeout := self._overdue(job)) is not None:
             return _failed(job, timeout)
-        if job.is_gang and not job.awaits_pods and job.total - job.failed < job.min_member:
+        if native(job):
+            missing = pods_missing(job)
+            if missing:
+                alive = job.min_member - missing
+                return awaiting_members(job.key, alive=alive, needed=job.min_member)
+        elif job.is_gang and not job.awaits_pods and job.total - job.failed < job.min_member:
             return (
                 f"gang {job.key}: {job.total - job.failed} pods exist, "
                 f"minMember is {job.min_member}"
@@ -211,6 +220,20 @@ class Gang:
         if self.fail_on_timeout:
             return _failed(job, timeout)
         return f"still short of minMember after {timeout:g}s: {message}"
+
+
+def native(job: JobInfo) -> bool:
+    """Whether the job is a PodGroup of Kubernetes' own API."""
+    return job.group is not None and job.group.api_version == NATIVE_API
+
+
+def pods_missing(job: JobInfo) -> int:
+    """How many more pods a Kubernetes gang needs before it is tried at all, as
+    kube-scheduler's GangScheduling counts them: the group's pods it sees, which leaves
+    finished ones out (its informer does not list them)."""
+    if not native(job):
+        return 0
+    return max(job.min_member - (job.total - job.failed - job.succeeded), 0)
 
 
 def _phase(job: JobInfo, scheduled: int) -> GroupPhase | None:

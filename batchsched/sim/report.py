@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from batchsched.api.nativegroups import NATIVE_API, native_origin
 from batchsched.api.resources import format_amount, to_base_units
 from batchsched.sim.simulator import Evicted, Simulation
 
@@ -60,6 +61,7 @@ def to_json(sim: Simulation) -> dict[str, Any]:
                 "phase": s.phase,
                 "minMember": s.min_member,
                 "scheduled": s.scheduled,
+                **_native(sim, s.key),
             }
             for s in groups
         ],
@@ -91,6 +93,15 @@ def to_json(sim: Simulation) -> dict[str, Any]:
     }
 
 
+def _native(sim: Simulation, key: str) -> dict[str, str]:
+    """A Kubernetes PodGroup's API and where it comes from: its policy, and the Workload
+    and controller that made it, when known."""
+    group = sim.cache.pod_groups.get(key)
+    if group is None or group.api_version != NATIVE_API:
+        return {}
+    return {"apiVersion": NATIVE_API, "origin": native_origin(group, sim.cache.workloads)}
+
+
 def _evicted_pod(sim: Simulation, evicted: Evicted) -> dict[str, Any]:
     eviction = evicted.eviction
     return {
@@ -117,13 +128,16 @@ def to_table(sim: Simulation) -> str:
             )
         )
     if report["podgroups"]:
-        sections.append([("PODGROUP", "PHASE", "SCHEDULED/MIN")])
+        # Kubernetes' own PodGroups say what made them, in a column of their own.
+        made = any("origin" in group for group in report["podgroups"])
+        sections.append([("PODGROUP", "PHASE", "SCHEDULED/MIN", *(("POLICY",) if made else ()))])
         for group in report["podgroups"]:
             sections[-1].append(
                 (
                     f"{group['namespace']}/{group['name']}",
                     group["phase"],
                     f"{group['scheduled']}/{group['minMember']}",
+                    *((group.get("origin", "-"),) if made else ()),
                 )
             )
     if report["evictions"]:

@@ -99,9 +99,17 @@ def session_crds() -> list[JSON]:
     pytest.fail(f"cannot run the integration tests: {problem}", pytrace=False)
 
 
+# Kubernetes' own gang API served, as on a cluster that turned it on: the examples
+# (tests/integration/test_operator_scenarios.py) hold its Workloads and PodGroups.
+NATIVE_GATES = {"GenericWorkload": True}
+NATIVE_RUNTIME = {"scheduling.k8s.io/v1alpha2": True}
+
+
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
-    with start_control_plane(crds=session_crds()) as plane:
+    with start_control_plane(
+        crds=session_crds(), feature_gates=NATIVE_GATES, runtime_config=NATIVE_RUNTIME
+    ) as plane:
         yield plane
 
 

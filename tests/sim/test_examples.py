@@ -207,6 +207,29 @@ SUMMARY_FIELDS: dict[str, Check] = {
 }
 
 
+def test_indexed_job_gang(capsys: pytest.CaptureFixture[str]) -> None:
+    run = simulate(capsys, EXAMPLES / "indexed-job-gang.yaml")
+    assert run.code == 0
+    train = "default/train-7d9fk-train-pgt-0-x2q4w"
+    members = [key for key, pod in run.pods.items() if pod["group"] == train]
+    assert len(members) == 4
+    # The first three waited for the fourth; then all four in one decision.
+    assert {run.pods[key]["bound_at"] for key in members} == {60.0}
+    assert run.podgroups[train]["origin"] == (
+        "gang minCount 4, Workload train-7d9fk/train-pgt-0 of Job train"
+    )
+    evaluation = "default/eval-m4t8s-eval-pgt-0-h6w2n"
+    for pod in run.pods.values():
+        if pod["group"] == evaluation:
+            assert pod["node"] is None
+            assert pod["reason"].startswith(f"gang {evaluation}: room for 2 of 3; ")
+    assert run.podgroups[evaluation]["scheduled"] == 0
+    assert main(["simulate", "-f", str(EXAMPLES / "indexed-job-gang.yaml")]) == 0
+    table = capsys.readouterr().out
+    assert "SCHEDULED/MIN  POLICY" in table
+    assert "4/4            gang minCount 4, Workload train-7d9fk/train-pgt-0 of Job train" in table
+
+
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
 def test_json_shape(capsys: pytest.CaptureFixture[str], example: str) -> None:
     report = simulate(capsys, EXAMPLES / example).report

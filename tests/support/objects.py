@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from batchsched.api.groups import OUR_API
+from batchsched.api.nativegroups import NATIVE_API
 from batchsched.api.pods import OUR_GROUP_KEY
 from batchsched.api.yamlload import load_all
 from batchsched.cache.cluster import ClusterCache
@@ -158,6 +159,32 @@ def gang(
         pod(f"{name}-{i}", requests=requests, group=name, namespace=namespace) for i in range(size)
     )
     return [group, *members]
+
+
+def native_pod_group(
+    name: str,
+    min_count: int | None,
+    *,
+    namespace: str | None = None,
+    created: float | None = None,
+    **spec: Any,
+) -> Obj:
+    """A PodGroup of Kubernetes' own API: a gang of `min_count`, or basic when None;
+    extra keyword arguments go into its spec."""
+    policy: Obj = {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
+    return {
+        "apiVersion": NATIVE_API,
+        "kind": "PodGroup",
+        "metadata": _metadata(name, namespace, created),
+        "spec": {"schedulingPolicy": policy, **spec},
+    }
+
+
+def member(name: str, group: str, requests: Quantities | None = None, **options: Any) -> Obj:
+    """A pod naming PodGroup `group` by spec.schedulingGroup, as the Job controller
+    writes it; `options` are pod()'s."""
+    spec = {"schedulingGroup": {"podGroupName": group}, **options.pop("spec", {})}
+    return pod(name, requests, spec=spec, **options)
 
 
 def queue(

@@ -17,6 +17,7 @@ from batchsched.api.budgets import budget_from_object
 from batchsched.api.errors import UnreadableInput
 from batchsched.api.groups import pod_group_from_object
 from batchsched.api.namespaces import namespace_from_object
+from batchsched.api.nativegroups import workload_from_object
 from batchsched.api.nodes import node_from_object
 from batchsched.api.pods import task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
@@ -47,6 +48,7 @@ PARSERS: dict[str, Callable[[Any], object]] = {
     "CSINode": csi_node_from_object,
     "CSIDriver": csi_driver_from_object,
     "CSIStorageCapacity": storage_capacity_from_object,
+    "Workload": workload_from_object,
 }
 
 

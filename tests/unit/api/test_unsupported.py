@@ -17,7 +17,6 @@ TERM = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
     ("spec", "field"),
     [
         ({"resourceClaims": [{"name": "gpu"}]}, "spec.resourceClaims"),
-        ({"schedulingGroup": {"podGroupName": "workers"}}, "spec.schedulingGroup"),
         (
             {
                 "volumes": [

@@ -16,7 +16,17 @@ from batchsched.model.decisions import Decisions
 from batchsched.model.snapshot import JobInfo, Snapshot
 from batchsched.scheduler import run_session
 
-from tests.support.objects import SCHEDULER, Obj, at, node, pod, pod_group, priority_class, queue
+from tests.support.objects import (
+    SCHEDULER,
+    Obj,
+    at,
+    native_pod_group,
+    node,
+    pod,
+    pod_group,
+    priority_class,
+    queue,
+)
 
 
 def namespace_object(name: str, *, queue: str) -> Obj:
@@ -31,6 +41,8 @@ def namespace_object(name: str, *, queue: str) -> Obj:
 
 NODES = [f"n{i}" for i in range(6)]
 GROUPS = [f"g{i}" for i in range(5)]
+# Kubernetes' own PodGroups, which pods name by spec.schedulingGroup.
+NATIVE_GROUPS = ["k0", "k1", "g0"]
 REQUESTS: list[dict[str, Any]] = [
     {"cpu": "1", "memory": "1Gi"},
     {"cpu": "2", "nvidia.com/gpu": "1"},
@@ -80,10 +92,12 @@ def plain_job(job: JobInfo) -> dict[str, Any]:
 
 
 class Cluster:
-    """A cache under random changes of every kind the keeper follows."""
+    """A cache under random changes of every kind the keeper follows; with `native`,
+    Kubernetes' own PodGroups and pods naming them by spec.schedulingGroup too."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, *, native: bool = False) -> None:
         self.rng = rng
+        self.native = native
         self.cache = ClusterCache()
         self.now = 100.0
         for name in NODES[:4]:
@@ -111,10 +125,14 @@ class Cluster:
                 "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
             }
         labels = {"queue": "q"} if rng.random() < 0.1 else None
+        group = rng.choice([*GROUPS, None, None])
+        if self.native and rng.random() < 0.2:
+            spec["schedulingGroup"] = {"podGroupName": rng.choice(NATIVE_GROUPS)}
+            group = None
         return pod(
             name or f"p{rng.randrange(200)}",
             requests=rng.choice(REQUESTS),
-            group=rng.choice([*GROUPS, None, None]),
+            group=group,
             node_name=rng.choice([None, None, *NODES]),
             phase=rng.choice([None, "Running", "Succeeded"]),
             scheduler=rng.choice([SCHEDULER, SCHEDULER, "other"]),
@@ -143,8 +161,12 @@ class Cluster:
             members = {key.split("/")[1]: (rng.choice(NODES), "")}
             cache.confirm(key, placement=Placement(at=self.now, members=members))
         elif step == 9:
-            group = pod_group(rng.choice(GROUPS), rng.randint(1, 4), minResources={"cpu": "1"})
-            group["status"] = {"phase": rng.choice(["Pending", "Inqueue", "Running"])}
+            if self.native and rng.random() < 0.3:
+                minimum = rng.choice([None, 1, 2, 3])
+                group = native_pod_group(rng.choice(NATIVE_GROUPS), minimum)
+            else:
+                group = pod_group(rng.choice(GROUPS), rng.randint(1, 4), minResources={"cpu": "1"})
+                group["status"] = {"phase": rng.choice(["Pending", "Inqueue", "Running"])}
             self.apply(group, deleted=rng.random() < 0.2)
         elif step == 10:
             labels = {"zone": rng.choice("ab")}
@@ -159,9 +181,10 @@ class Cluster:
             self.now += rng.choice([0.5, 5.0])
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["peers", "native"])
 @pytest.mark.parametrize("seed", range(12))
-def test_a_kept_snapshot_equals_one_taken_whole_after_any_changes(seed: int) -> None:
-    cluster = Cluster(random.Random(seed))
+def test_a_kept_snapshot_equals_one_taken_whole_after_any_changes(seed: int, native: bool) -> None:
+    cluster = Cluster(random.Random(seed), native=native)
     for _ in range(60):
         for _ in range(cluster.rng.randint(1, 4)):
             cluster.change()

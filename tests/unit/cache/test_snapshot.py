@@ -169,7 +169,7 @@ def test_unknown_kind_is_refused() -> None:
         ClusterCache().apply({"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "x"}})
     assert str(error.value) == (
         "ConfigMap x/c: kind 'ConfigMap' is not one of "
-        "Node, Pod, PodGroup, Queue, PriorityClass, Namespace, PodDisruptionBudget, "
+        "Node, Pod, PodGroup, Queue, PriorityClass, Namespace, PodDisruptionBudget, Workload, "
         "PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, "
         "CSIStorageCapacity"
     )
