@@ -108,6 +108,7 @@ from pathlib import Path
 from typing import Any
 
 from batchsched.api.groups import OUR_API
+from batchsched.api.nativegroups import NATIVE_API
 from batchsched.k8s.client import JSON, Api
 from batchsched.k8s.credentials import Credentials, load_credentials
 from batchsched.k8s.protobuf import PROTOBUF
@@ -129,7 +130,6 @@ from bench.cluster import (
 )
 from bench.gang_scenarios import (
     GATES,
-    NATIVE_API,
     RUNTIME_CONFIG,
     SCHEDULER_GATES,
     Group,

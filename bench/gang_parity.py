@@ -37,12 +37,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from batchsched.api.nativegroups import NATIVE_API
+
 from bench.cluster import REPO, free_port
 from bench.e2e import start_operator
 from bench.gang_scenarios import (
     GATES,
     KUBE,
-    NATIVE_API,
     OURS,
     OWN,
     RUNTIME_CONFIG,
@@ -74,7 +75,7 @@ from bench.parity import (
 from bench.parity_scenarios import KUBE_SCHEDULER
 from tests.support import ControlPlane, ControlPlaneError, Kube, component_binary, find_assets
 from tests.support.kube import JSON
-from tests.support.objects import load_manifests, node, pod
+from tests.support.objects import load_manifests, member, node
 
 # A pod that failed waits out a backoff (1 s, doubling up to 10 s by default) before a
 # change retries it; one second at most, so that a step need not wait ten for a gang
@@ -203,9 +204,8 @@ def _decided(obj: JSON, kind: str) -> JSON:
 def probe_scenario() -> Scenario:
     """One basic group of one pod on an empty node, which any gang scheduler places."""
     group = Group("probe", None)
-    member = pod("probe-0", {"cpu": "100m"}, scheduler=OWN)
-    member["spec"]["schedulingGroup"] = {"podGroupName": group.name}
-    return Scenario(-1, (node("n0", cpu="1"),), (), ((native_group(group), member),), (group,))
+    first = member("probe-0", group.name, {"cpu": "100m"}, scheduler=OWN)
+    return Scenario(-1, (node("n0", cpu="1"),), (), ((native_group(group), first),), (group,))
 
 
 def refusal(runner: SideRunner) -> str | None:

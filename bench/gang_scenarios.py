@@ -26,14 +26,14 @@ from dataclasses import dataclass
 
 import yaml
 
+from batchsched.api.nativegroups import NATIVE_API
 from batchsched.config.load import default_config
 from batchsched.sim.simulator import simulate
 
 from bench.parity_scenarios import BATCHSCHED, KUBE_SCHEDULER
 from tests.support.kube import JSON
-from tests.support.objects import node, pod, stamp
+from tests.support.objects import member, native_pod_group, node, pod, stamp
 
-NATIVE_API = "scheduling.k8s.io/v1alpha2"
 # What a 1.36 control plane needs to serve the API (docs/development.md), and what
 # kube-scheduler needs on top to gang-schedule with it.
 GATES = {"GenericWorkload": True}
@@ -197,8 +197,10 @@ def _pod(
     scheduler: str = OWN,
     node_name: str | None = None,
 ) -> JSON:
-    spec: JSON = {"schedulingGroup": {"podGroupName": group}} if group else {}
-    return pod(name, {"cpu": cpu}, scheduler=scheduler, node_name=node_name, spec=spec)
+    requests = {"cpu": cpu}
+    if group is None:
+        return pod(name, requests, scheduler=scheduler, node_name=node_name)
+    return member(name, group, requests, scheduler=scheduler, node_name=node_name)
 
 
 def _group(
@@ -233,19 +235,8 @@ def _group_steps(rng: random.Random, group: Group, pods: list[JSON]) -> list[tup
     return steps
 
 
-def native_group(group: Group, namespace: str | None = None) -> JSON:
-    policy: JSON = (
-        {"basic": {}} if group.min_count is None else {"gang": {"minCount": group.min_count}}
-    )
-    meta: JSON = {"name": group.name}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    return {
-        "apiVersion": NATIVE_API,
-        "kind": "PodGroup",
-        "metadata": meta,
-        "spec": {"schedulingPolicy": policy},
-    }
+def native_group(group: Group) -> JSON:
+    return native_pod_group(group.name, group.min_count)
 
 
 def _interleave(

@@ -29,7 +29,7 @@ from bench.gang_scenarios import (
     violations,
 )
 from tests.support.kube import JSON
-from tests.support.objects import node, pod
+from tests.support.objects import member, node, pod
 
 SCENARIOS = 300
 
@@ -125,9 +125,11 @@ def test_the_barrier_fits_no_node_and_names_the_sides_scheduler() -> None:
     )
 
 
-def member(name: str, group: str | None, node: str | None = None) -> JSON:
-    spec = {"schedulingGroup": {"podGroupName": group}} if group else {}
-    return pod(name, {"cpu": "1"}, node_name=node, spec=spec)
+def one(name: str, group: str | None, node: str | None = None) -> JSON:
+    """A pod of the scenario's, in `group` (or none), bound to `node` if given."""
+    if group is None:
+        return pod(name, {"cpu": "1"}, node_name=node, scheduler=OWN)
+    return member(name, group, {"cpu": "1"}, node_name=node, scheduler=OWN)
 
 
 def test_the_state_counts_bound_pods_per_group_and_reads_the_condition() -> None:
@@ -139,13 +141,13 @@ def test_the_state_counts_bound_pods_per_group_and_reads_the_condition() -> None
         native_group(Group("b", None)),
     ]
     pods = [
-        member("a-0", "a", "n0"),
-        member("a-1", "a", "n1"),
-        member("a-2", "a"),
-        member("b-0", "b"),
-        member("c-0", "c"),
-        member("lone", None, "n0"),
-        member("barrier-0", None),
+        one("a-0", "a", "n0"),
+        one("a-1", "a", "n1"),
+        one("a-2", "a"),
+        one("b-0", "b"),
+        one("c-0", "c"),
+        one("lone", None, "n0"),
+        one("barrier-0", None),
     ]
     assert read_state(pods, groups) == {
         LONE: GroupState(1, None),
@@ -205,7 +207,7 @@ def test_violations_are_what_no_gang_scheduler_leaves() -> None:
     scenario = Scenario(
         0,
         (),
-        (member("a-bound-0", "a", "n0"),),
+        (one("a-bound-0", "a", "n0"),),
         ((), (), ()),
         (Group("a", 3), Group("b", None), Group("c", 2, created=False)),
     )
@@ -234,8 +236,8 @@ def test_violations_are_what_no_gang_scheduler_leaves() -> None:
 
 def test_the_simulator_gives_the_state_after_each_step() -> None:
     gang, basic = Group("a", 2), Group("b", None)
-    members = tuple(scheduled(member(f"a-{i}", "a")) for i in range(2))
-    late = scheduled(member("b-0", "b"))
+    members = tuple(one(f"a-{i}", "a") for i in range(2))
+    late = one("b-0", "b")
     scenario = Scenario(
         0,
         (node("n0", cpu="4"),),
@@ -249,12 +251,6 @@ def test_the_simulator_gives_the_state_after_each_step() -> None:
         {"a": 2, "b": 0},
         {"a": 2, "b": 1},
     ]
-
-
-def scheduled(template: JSON) -> JSON:
-    """A scenario's pod: its scheduler is the side's own."""
-    template["spec"]["schedulerName"] = OWN
-    return template
 
 
 def test_most_scenarios_ask_the_same_cpu_of_every_pod() -> None:
