@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from bench.gang_scenarios import (
     RUNTIME_CONFIG,
     SCHEDULED,
     SCHEDULER_GATES,
+    Finding,
     Group,
     Run,
     Scenario,
@@ -65,7 +67,6 @@ from bench.gang_scenarios import (
     violations,
 )
 from bench.parity import (
-    CONFIRM_FACTOR,
     SCHEDULER_BINARY,
     create_node,
     report,
@@ -86,6 +87,13 @@ SCHEDULER_CONFIG: JSON = {
     "podMaxBackoffSeconds": 1,
     "profiles": [{"schedulerName": KUBE_SCHEDULER}],
 }
+# Causes of a disagreement: a group with a pod naming a scheduler nobody serves is
+# refused whole by batchsched, while kube-scheduler does not see that pod; or not known.
+MIXED = "mixed scheduler names"
+UNKNOWN = "other"
+# How much longer than --settle a disagreement is given when it is run again: several
+# backoffs of kube-scheduler's (parity's factor, 10, would take minutes a scenario).
+CONFIRM_FACTOR = 3
 # The longest either scheduler may take to answer a barrier, or to go quiet after it.
 STEP_TIMEOUT = 60.0
 # Each poll reads a namespace's pods and PodGroups over new connections: often enough
@@ -275,13 +283,17 @@ def schedulers(plane: ControlPlane, binary: Path, parallel: int) -> Iterator[Sid
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(scratch) / "operator.log"
         operator = start_operator(plane.kubeconfig, log, free_port())
+        alive = operator_check(operator, log)
         kube = plane.kube()
-        sides = Sides(
-            SideRunner(kube, KUBE, lambda: None),
-            SideRunner(kube, OURS, operator_check(operator, log)),
-            parallel,
-        )
+        sides = Sides(SideRunner(kube, KUBE, lambda: None), SideRunner(kube, OURS, alive), parallel)
         try:
+            # The probe's PodGroup comes through the operator's watch, not its first list.
+            deadline = time.monotonic() + STEP_TIMEOUT
+            while "cache synced" not in log.read_text(errors="replace"):
+                alive()
+                if time.monotonic() > deadline:
+                    raise ControlPlaneError("batchsched run did not sync its cache in time")
+                time.sleep(POLL_SECONDS)
             sides.probe()
             yield sides
         finally:
@@ -333,6 +345,7 @@ def summary(
     args: argparse.Namespace, results: list[Result], refused: str | None, out: Path, seconds: float
 ) -> JSON:
     cases: list[str] = []
+    causes: Counter[str] = Counter()
     apart: list[str] = []
     groups = agreed_groups = agreed = 0
     for r in results:
@@ -351,8 +364,9 @@ def summary(
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"seed{args.seed}-scenario{r.scenario.index}.yaml"
         path.write_text(
-            case_yaml(r.scenario, seed=args.seed, finding=finding, kube=r.kube, ours=r.ours)
+            case_yaml(r.scenario, seed=args.seed, finding=str(finding), kube=r.kube, ours=r.ours)
         )
+        causes[cause(r.scenario, finding)] += 1
         cases.append(str(path))
         print(f"scenario {r.scenario.index}: {finding} -> {path}", file=sys.stderr)
     ran = refused is None
@@ -370,6 +384,7 @@ def summary(
         # Groups alike at the end: scheduled or not, and as many pods bound.
         "group_agreement_pct": round(100 * agreed_groups / groups, 2) if ran and groups else None,
         "disagreements": len(cases),
+        "disagreements_by_cause": dict(causes),
         "cases": cases,
         # Disagreements that did not repeat with a longer wait: a scheduler had not
         # answered yet. Many of them mean --settle is too short for the machine.
@@ -378,6 +393,12 @@ def summary(
         "simulator_apart_from_operator": apart if ran else None,
         "elapsed_seconds": round(seconds, 1),
     }
+
+
+def cause(scenario: Scenario, finding: Finding) -> str:
+    """Why two runs part, where it is known (docs/conformance.md explains each)."""
+    group = next((g for g in scenario.groups if g.name == finding.group), None)
+    return MIXED if group is not None and group.mixed else UNKNOWN
 
 
 def side(runs: list[tuple[Scenario, Run]]) -> JSON:

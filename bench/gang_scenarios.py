@@ -79,6 +79,8 @@ class Group:
     name: str
     min_count: int | None
     created: bool = True
+    # One of its pods names a scheduler nobody serves.
+    mixed: bool = False
 
     @property
     def policy(self) -> str:
@@ -208,12 +210,12 @@ def _group(
 ) -> tuple[Group, list[JSON], list[JSON]]:
     """A group, its pods to create in steps, and the members already bound."""
     min_count = None if rng.random() < 0.3 else rng.randint(1, 6)
-    group = Group(name, min_count, created=rng.random() > 0.08)
+    group = Group(name, min_count, created=rng.random() > 0.08, mixed=rng.random() < 0.1)
     size = max(1, (min_count or rng.randint(1, 4)) + rng.randint(-2, 2))
     pods = [_pod(f"{name}-{i}", name, cpu()) for i in range(size)]
-    if rng.random() < 0.1:
-        mixed = _pod(f"{name}-{size}", name, cpu(), scheduler=UNSERVED)
-        pods.insert(rng.randrange(len(pods) + 1), mixed)
+    if group.mixed:
+        other = _pod(f"{name}-{size}", name, cpu(), scheduler=UNSERVED)
+        pods.insert(rng.randrange(len(pods) + 1), other)
     members = []
     if min_count is not None and rng.random() < 0.2:
         # Members bound before the scenario (by spec.nodeName, as a scheduler that
@@ -321,12 +323,23 @@ def simulated(scenario: Scenario) -> Run:
     return Run(tuple(states))
 
 
+@dataclass(frozen=True)
+class Finding:
+    """The first difference between two runs: the group (LONE for lone pods) and what."""
+
+    group: str
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def disagreement(
     scenario: Scenario,
     kube: Run,
     ours: Run,
     names: tuple[str, str] = ("kube-scheduler", "batchsched"),
-) -> str | None:
+) -> Finding | None:
     """The first difference after a step, in a sentence; None when they agree. Groups
     are compared by pods bound; the condition only when both wrote one. `names` are
     the two runs' in the sentence."""
@@ -340,9 +353,10 @@ def disagreement(
                 continue
             group = policies.get(name)
             what = f"group {name} ({_describe(group)})" if name != LONE else "lone pods"
-            return (
+            text = (
                 f"after step {step}, {what}: {names[0]} bound {_state(a)}, {names[1]} {_state(b)}"
             )
+            return Finding(name, text)
     return None
 
 
@@ -373,7 +387,8 @@ def group_of(obj: Mapping[str, object]) -> str:
 def _describe(group: Group | None) -> str:
     if group is None:
         return "unknown"
-    return group.policy if group.created else f"{group.policy}, never created"
+    said = group.policy if group.created else f"{group.policy}, never created"
+    return f"{said}, a pod of a scheduler nobody serves" if group.mixed else said
 
 
 def _state(state: GroupState) -> str:

@@ -165,7 +165,7 @@ def test_sides_disagree_on_pods_bound_or_on_a_condition_both_wrote() -> None:
     same = Run(({"a": GroupState(0, None)}, {"a": GroupState(2, None), "b": GroupState(1, None)}))
     assert disagreement(scenario, kube, same) is None
     fewer = Run(({"a": GroupState(0, None)}, {"a": GroupState(2, None), "b": GroupState(0, None)}))
-    assert disagreement(scenario, kube, fewer) == (
+    assert str(disagreement(scenario, kube, fewer)) == (
         "after step 1, group b (basic): kube-scheduler bound 1, PodGroupScheduled=True, "
         "batchsched 0"
     )

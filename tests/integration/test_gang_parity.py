@@ -4,8 +4,9 @@ nodes of its own, must leave every group with as many pods bound after every ste
 batchsched's simulator as many as its operator.
 
 Each step waits for both schedulers' answer to a barrier pod, then for the namespace to
-stay unchanged for a while (bounded); a difference is run again with a ten times longer
-wait before it counts, as in the bench.
+stay unchanged for a while (bounded); a difference is run again with a longer wait
+before it counts, as in the bench. The one known cause of a difference, a group with a
+pod naming a scheduler nobody serves (docs/conformance.md), is allowed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 from .conftest import kube_scheduler, start_control_plane
 from bench.cluster import REPO
-from bench.gang_parity import Sides, scenario_result, schedulers
+from bench.gang_parity import MIXED, Sides, cause, scenario_result, schedulers
 from bench.gang_scenarios import GATES, RUNTIME_CONFIG, disagreement
 from tests.support.objects import load_manifests
 
@@ -47,6 +48,7 @@ def test_each_group_is_left_alike_after_each_step(sides: Sides, index: int) -> N
     args = argparse.Namespace(seed=SEED, settle=SETTLE)
     found = scenario_result(sides, args, index)
     assert found.ours.refused is None
-    assert disagreement(found.scenario, found.kube, found.ours) is None
+    finding = disagreement(found.scenario, found.kube, found.ours)
+    assert finding is None or cause(found.scenario, finding) == MIXED, str(finding)
     # The operator and the simulator are one scheduler.
     assert disagreement(found.scenario, found.ours, found.simulator) is None
