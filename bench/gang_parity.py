@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,8 +99,8 @@ CONFIRM_FACTOR = 3
 STEP_TIMEOUT = 60.0
 # Each poll reads a namespace's pods and PodGroups over new connections: often enough
 # for a barrier's answer, seldom enough to leave the API server to the schedulers.
-POLL_SECONDS = 0.1
-QUIET_POLL_SECONDS = 0.25
+POLL_SECONDS = 0.2
+QUIET_POLL_SECONDS = 0.5
 PODGROUPS = f"/apis/{NATIVE_API}/namespaces/{{}}/podgroups"
 
 
@@ -307,13 +308,29 @@ def run(args: argparse.Namespace) -> JSON:
     binary = component_binary(assets, SCHEDULER_BINARY)
     started = time.monotonic()
     indices = [args.only] if args.only is not None else list(range(args.scenarios))
+    results: list[Result] = []
+    interrupted = False
     with (
         start_plane(assets) as plane,
         schedulers(plane, binary, args.parallel) as sides,
         ThreadPoolExecutor(args.parallel) as pool,
     ):
-        results = list(pool.map(lambda i: scenario_result(sides, args, i), indices))
-    return summary(args, results, sides.refused, Path(args.out), time.monotonic() - started)
+        # A run in the background ignores Ctrl-C: SIGTERM ends it as Ctrl-C does.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        futures = [pool.submit(scenario_result, sides, args, i) for i in indices]
+        try:
+            for done in as_completed(futures):
+                results.append(done.result())
+                print(f"{len(results)}/{len(indices)} scenarios", file=sys.stderr, flush=True)
+        except KeyboardInterrupt:
+            # Ctrl-C (or SIGTERM): the scenarios under way finish, and the report covers
+            # those done.
+            interrupted = True
+            for future in futures:
+                future.cancel()
+    results.sort(key=lambda r: r.scenario.index)
+    found = summary(args, results, sides.refused, Path(args.out), time.monotonic() - started)
+    return {**found, "interrupted": interrupted}
 
 
 @dataclass(frozen=True)
