@@ -64,6 +64,18 @@ def _wrong_api(group: PodGroup, task: Task) -> str:
     )
 
 
+def _queues_disagree(key: str, named: Mapping[str, QueueName] | None) -> str | None:
+    """Members of one group that name different queues leave it waiting: picking
+    either would put the other's work under a share it was not meant for."""
+    if not named or len(named) < 2:
+        return None
+    first, second = (named[name] for name in sorted(named)[:2])
+    return (
+        f"gang {key}: its pods name different queues, {first.name!r} "
+        f"(named by {first.source}) and {second.name!r} (named by {second.source})"
+    )
+
+
 def _schedulers_disagree(key: str, names: Mapping[str, str] | None) -> str | None:
     """All pods of a Kubernetes PodGroup must name one scheduler, as kube-scheduler
     requires: a group split between two could be started by neither, so it is refused
@@ -130,8 +142,9 @@ class JobBuilder:
         self.jobs: dict[str, JobInfo] = {}
         # Job key -> the placements recorded on its members.
         self.placements: dict[str, list[Placement]] = defaultdict(list)
-        # Job key -> the queue its first member to name one names (jobs without a PodGroup).
-        self.pod_queues: dict[str, QueueName] = {}
+        # Job key -> queue name -> where its members name it, the least source of each
+        # (jobs without a PodGroup, or with Kubernetes' own, which has no queue field).
+        self.pod_queues: dict[str, dict[str, QueueName]] = defaultdict(dict)
         # For Kubernetes' own PodGroups, whose pods must all name one scheduler: job key
         # -> schedulerName -> the least key of the pods naming it. Least, not first:
         # what a message names must not depend on the order pods reach the cache.
@@ -163,7 +176,10 @@ class JobBuilder:
             if least is None or task.key < least:
                 names[task.scheduler_name] = task.key
         if task.queue is not None and (job.group is None or native):
-            self._pod_names_queue(job, task.queue)
+            named = self.pod_queues[job.key]
+            known = named.get(task.queue.name)
+            if known is None or task.queue.source < known.source:
+                named[task.queue.name] = task.queue
         if task.placement is not None:
             self.placements[job.key].append(task.placement)
         counted = job.role_minimum and task.role in job.role_minimum
@@ -209,6 +225,7 @@ class JobBuilder:
             if misnamed is not None and job.group is not None:
                 job.error = job.error or _wrong_api(job.group, misnamed)
             job.error = job.error or _schedulers_disagree(job.key, self.schedulers.get(job.key))
+            job.error = job.error or _queues_disagree(job.key, self.pod_queues.get(job.key))
             if job.group is not None and not job.total:
                 job.served = self._serves_podless(job.group)
             group = job.group
@@ -235,16 +252,6 @@ class JobBuilder:
             return True
         return PODLESS_SCHEDULERS.get(group.api_version) in self.scheduler_names
 
-    def _pod_names_queue(self, job: JobInfo, named: QueueName) -> None:
-        """Members of one group that name different queues leave it waiting: picking
-        either would put the other's work under a share it was not meant for."""
-        first = self.pod_queues.setdefault(job.key, named)
-        if first.name != named.name:
-            job.error = job.error or (
-                f"gang {job.key}: its pods name different queues, {first.name!r} "
-                f"(named by {first.source}) and {named.name!r} (named by {named.source})"
-            )
-
     def _named_queue(self, job: JobInfo) -> QueueName | None:
         """Where the job's queue is named, unless by its PodGroup's spec.queue, which
         always wins; then its pods' annotation (jobs without a PodGroup, or with one of
@@ -252,8 +259,9 @@ class JobBuilder:
         where it is: its PodGroup's queue or the default."""
         if job.group is not None and job.group.queue_explicit:
             return None
-        if (job.group is None or _native(job)) and job.key in self.pod_queues:
-            return self.pod_queues[job.key]
+        named = self.pod_queues.get(job.key)
+        if (job.group is None or _native(job)) and named:
+            return named[min(named)]
         namespace = self.cache.namespaces.get(job.namespace)
         return None if namespace is None else namespace.queue
 

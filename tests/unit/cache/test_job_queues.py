@@ -94,9 +94,11 @@ def test_members_naming_different_queues_leave_their_gang_waiting() -> None:
             member("c", "lg", 3, queue_key=VOLCANO_KEY, queue_name="ns-note"),
         ]
     )
+    # The queues in name order, each with the least of the pods naming it: the message
+    # does not depend on the order the pods reached the cache.
     message = (
-        f"gang ml/lg: its pods name different queues, 'pod-q' (named by Pod ml/a's "
-        f"annotation {KEY}) and 'ns-note' (named by Pod ml/c's annotation {VOLCANO_KEY})"
+        f"gang ml/lg: its pods name different queues, 'ns-note' (named by Pod ml/c's "
+        f"annotation {VOLCANO_KEY}) and 'pod-q' (named by Pod ml/a's annotation {KEY})"
     )
     assert placements(decisions) == {}
     assert decisions.pending == {"ml/a": message, "ml/b": message, "ml/c": message}

@@ -126,13 +126,18 @@ class Cluster:
             }
         labels = {"queue": "q"} if rng.random() < 0.1 else None
         group = rng.choice([*GROUPS, None, None])
+        annotations = None
         if self.native and rng.random() < 0.2:
             spec["schedulingGroup"] = {"podGroupName": rng.choice(NATIVE_GROUPS)}
             group = None
+            if rng.random() < 0.3:
+                # Members of one group may name different queues, which it waits on.
+                annotations = {OUR_QUEUE_KEY: rng.choice(["q", "default"])}
         return pod(
             name or f"p{rng.randrange(200)}",
             requests=rng.choice(REQUESTS),
             group=group,
+            annotations=annotations,
             node_name=rng.choice([None, None, *NODES]),
             phase=rng.choice([None, "Running", "Succeeded"]),
             scheduler=rng.choice([SCHEDULER, SCHEDULER, "other"]),
