@@ -89,8 +89,11 @@ SCHEDULER_CONFIG: JSON = {
     "profiles": [{"schedulerName": KUBE_SCHEDULER}],
 }
 # Causes of a disagreement: a group with a pod naming a scheduler nobody serves is
-# refused whole by batchsched, while kube-scheduler does not see that pod; or not known.
+# refused whole by batchsched, while kube-scheduler does not see that pod.
 MIXED = "mixed scheduler names"
+# Or in a scenario whose pods ask for different CPUs, where the two schedulers' node
+# scoring leaves different room for later pods (gang_scenarios.generate).
+SIZES = "pods of different sizes"
 UNKNOWN = "other"
 # How much longer than --settle a disagreement is given when it is run again: several
 # backoffs of kube-scheduler's (parity's factor, 10, would take minutes a scenario).
@@ -415,7 +418,9 @@ def summary(
 def cause(scenario: Scenario, finding: Finding) -> str:
     """Why two runs part, where it is known (docs/conformance.md explains each)."""
     group = next((g for g in scenario.groups if g.name == finding.group), None)
-    return MIXED if group is not None and group.mixed else UNKNOWN
+    if group is not None and group.mixed:
+        return MIXED
+    return UNKNOWN if scenario.uniform else SIZES
 
 
 def side(runs: list[tuple[Scenario, Run]]) -> JSON:
