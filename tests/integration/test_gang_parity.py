@@ -19,7 +19,7 @@ import pytest
 from .conftest import kube_scheduler, start_control_plane
 from bench.cluster import REPO
 from bench.gang_parity import MIXED, Sides, cause, scenario_result, schedulers
-from bench.gang_scenarios import GATES, RUNTIME_CONFIG, disagreement
+from bench.gang_scenarios import GATES, RUNTIME_CONFIG, Finding, Scenario, disagreement
 from tests.support.objects import load_manifests
 
 pytestmark = pytest.mark.integration
@@ -48,7 +48,12 @@ def test_each_group_is_left_alike_after_each_step(sides: Sides, index: int) -> N
     args = argparse.Namespace(seed=SEED, settle=SETTLE)
     found = scenario_result(sides, args, index)
     assert found.ours.refused is None
-    finding = disagreement(found.scenario, found.kube, found.ours)
-    assert finding is None or cause(found.scenario, finding) == MIXED, str(finding)
+    explained(found.scenario, disagreement(found.scenario, found.kube, found.ours))
     # The operator and the simulator are one scheduler.
-    assert disagreement(found.scenario, found.ours, found.simulator) is None
+    explained(found.scenario, disagreement(found.scenario, found.ours, found.simulator))
+
+
+def explained(scenario: Scenario, finding: Finding | None) -> None:
+    """No difference, or one from a group of mixed scheduler names, which the operator
+    may also have placed before seeing the pod of the other scheduler (same step)."""
+    assert finding is None or cause(scenario, finding) == MIXED, str(finding)
