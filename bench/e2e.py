@@ -3,8 +3,10 @@ ceiling and the list-watch floor measured in the same run.
 
 Usage: python -m bench.e2e [--nodes 1000] [--pods 5000] [--gang 8] [--concurrency 64]
                           [--rounds 6] [--control-plane-cpus 0|shared]
-                          [--kinds ours|volcano]
-Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
+                          [--kinds ours|volcano|native] [--beside KIND[,KIND...]]
+                          [--kube-scheduler] [--kube-scheduler-qps QPS]
+Needs KUBEBUILDER_ASSETS (see hack/envtest.sh; with --kube-scheduler, the directory
+hack/kube-scheduler.sh prints). Prints one JSON object.
 
 1. A fresh etcd + kube-apiserver, N Ready nodes. The API server and etcd run on a CPU
    of their own (the first; `--control-plane-cpus` names others, `shared` turns this
@@ -34,6 +36,15 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
    (hack/peer-crds.sh): PodGroups of scheduling.volcano.sh in a Volcano Queue `bench`
    under a `root` Queue, both created through the API server (so with the CRD's
    defaults), the pods joined by Volcano's `scheduling.k8s.io/group-name` annotation.
+   With `--kinds native` they are Kubernetes' own (scheduling.k8s.io/v1alpha2, served
+   with the feature gate GenericWorkload): PodGroups with a gang policy of minCount the
+   gang's size, the pods naming theirs in spec.schedulingGroup. `--beside ours` adds an
+   operator phase per kind named (`end_to_end_ours`), the same pods written in that
+   API, each round, so kinds are compared within one round.
+   With `--kube-scheduler`, kube-scheduler v1.36.3 (GenericWorkload and GangScheduling
+   on, one profile, the release's defaults otherwise: client QPS 50, burst 100 unless
+   `--kube-scheduler-qps`) gets a phase of its own on the same pods in native PodGroups,
+   started and timed as the operator is (`kube_scheduler`).
 4. List-watch floor: P pods that no scheduler owns, bound by bench/floor.py, started
    and timed as the operator is. It lists the cluster, watches every pod and binds
    as the raw client does, deciding nothing: what any scheduler that lists and
@@ -42,7 +53,8 @@ Needs KUBEBUILDER_ASSETS (see hack/envtest.sh). Prints one JSON object.
 5. Caught up (last round only): `--steady-gangs` more gangs arrive, one every half
    second; the mean session time while they are placed is read from the operator's
    /metrics.
-Steps 2 to 4 are repeated `--rounds` times on the same control plane, so each ratio
+Steps 2 to 4 (and the phases added) are repeated `--rounds` times on the same control
+plane, so each ratio
 compares runs made seconds apart on a shared, noisy machine; the medians are the
 headline figures (single rounds have ranged from 0.5 to 1.5 on a 2-core VM, hence
 six). Even the medians move with the machine's load by more than the margins that
@@ -57,7 +69,8 @@ The operator's peak RSS is read from /proc (VmHWM) before it is stopped; its
 sessions run in forked children, whose highest peak RSS it reports in its /metrics.
 All phases start on equal terms:
 - Each round starts the order of the phases one later than the round before, so that
-  six rounds run each phase in each position twice. The API server keeps every pod
+  six rounds run each of three phases in each position twice (with more phases, make
+  the rounds a multiple of their number). The API server keeps every pod
   event of the last minutes in its watch cache, so a phase that runs later works with
   a larger heap; always running the same one last would tilt the comparison.
 - Before each phase the API server collects its heap (Go's GC, through the profiling
@@ -95,6 +108,7 @@ from pathlib import Path
 from typing import Any
 
 from batchsched.api.groups import OUR_API
+from batchsched.api.nativegroups import NATIVE_API
 from batchsched.k8s.client import JSON, Api
 from batchsched.k8s.credentials import Credentials, load_credentials
 from batchsched.k8s.protobuf import PROTOBUF
@@ -114,27 +128,50 @@ from bench.cluster import (
     pin,
     watch_bound,
 )
-from tests.support import ControlPlane, find_assets, peer_crds
+from bench.gang_scenarios import (
+    GATES,
+    RUNTIME_CONFIG,
+    SCHEDULER_GATES,
+    Group,
+    native_group,
+)
+from bench.parity_scenarios import KUBE_SCHEDULER
+from tests.support import ControlPlane, component_binary, find_assets, peer_crds
 from tests.support.objects import load_manifests, pod, pod_group
 
 FLOOR = REPO / "bench" / "floor.py"
 NOBODY = "no-scheduler"
 DELETE_BATCH = 1000
 BATCH_LABEL = "bench-batch"
+END_TO_END = "end_to_end"
+KUBE_PHASE = "kube_scheduler"
 
 
 @dataclass(frozen=True)
 class Kinds:
-    """The API the gangs are written in: their PodGroups', the pod key naming the
-    group, and the Queues created first (in that API) with the one the groups name."""
+    """The API the gangs are written in: their PodGroups', the pod annotation naming the
+    group (None: the pod's spec.schedulingGroup, Kubernetes' own), and the Queues
+    created first (in that API) with the one the groups name."""
 
     api_version: str
-    group_key: str
+    group_key: str | None
     queues: tuple[str, ...] = ()
 
     @property
     def queue(self) -> str | None:
         return self.queues[-1] if self.queues else None
+
+    def group(self, name: str, size: int) -> JSON:
+        if self.group_key is None:
+            return native_group(Group(name, size))
+        queue: dict[str, Any] = {"queue": self.queue} if self.queue else {}
+        return pod_group(name, size, api_version=self.api_version, **queue)
+
+    def join(self, manifest: JSON, group: str) -> None:
+        if self.group_key is None:
+            manifest["spec"]["schedulingGroup"] = {"podGroupName": group}
+        else:
+            manifest["metadata"]["annotations"] = {self.group_key: group}
 
 
 KINDS = {
@@ -142,6 +179,9 @@ KINDS = {
     "volcano": Kinds(
         "scheduling.volcano.sh/v1beta1", "scheduling.k8s.io/group-name", ("root", "bench")
     ),
+    # Kubernetes 1.36's own gangs: a PodGroup with a gang policy of minCount the gang's
+    # size, served with the feature gate GenericWorkload.
+    "native": Kinds(NATIVE_API, None),
 }
 
 
@@ -152,7 +192,7 @@ def pod_manifests(
     for i in range(count):
         group = f"{prefix}-{i // gang:05d}"
         manifest = pod(f"{group}-{i % gang}", POD_REQUESTS, scheduler=scheduler)
-        manifest["metadata"]["annotations"] = {kinds.group_key: group}
+        kinds.join(manifest, group)
         manifest["metadata"]["labels"] = {BATCH_LABEL: str(i // DELETE_BATCH)}
         manifests.append(manifest)
     return manifests
@@ -187,9 +227,23 @@ async def create_groups(
 ) -> None:
     path = f"/apis/{kinds.api_version}/namespaces/{namespace}/podgroups"
     sizes = Counter(f"{prefix}-{i // gang:05d}" for i in range(count))
-    queue: dict[str, Any] = {"queue": kinds.queue} if kinds.queue else {}
-    bodies = [pod_group(g, sizes[g], api_version=kinds.api_version, **queue) for g in sorted(sizes)]
+    bodies = [kinds.group(g, sizes[g]) for g in sorted(sizes)]
     await bounded(CREATE_CONCURRENCY, lambda body: api.post(path, body), bodies)
+
+
+async def delete_groups(api: Api, kinds: Kinds, namespace: str) -> None:
+    """Delete the namespace's PodGroups: later rounds' schedulers would otherwise list
+    and carry them all. Kubernetes' own carry a protection finalizer that only a
+    controller not running here takes off; without it they go at once."""
+    path = f"/apis/{kinds.api_version}/namespaces/{namespace}/podgroups"
+    if kinds.api_version == NATIVE_API:
+        names = [g["metadata"]["name"] for g in (await api.get(path))["items"]]
+
+        async def release(name: str) -> None:
+            await api.patch(f"{path}/{name}", {"metadata": {"finalizers": None}})
+
+        await bounded(CREATE_CONCURRENCY, release, names)
+    await api.request("DELETE", path)
 
 
 async def raw_ceiling(
@@ -448,13 +502,13 @@ async def end_to_end(
     args: argparse.Namespace,
     log: Path,
     *,
+    kinds: Kinds,
     namespace: str,
     last: bool,
     server: list[int],
 ) -> JSON:
     pods, gang = args.pods, args.gang
     await create_namespace(api, namespace)
-    kinds = KINDS[args.kinds]
     await create_groups(api, kinds, namespace, pods, gang)
     manifests = pod_manifests(pods, gang, SCHEDULER, kinds=kinds)
     created = await create_pods(api, namespace, manifests)
@@ -469,22 +523,61 @@ async def end_to_end(
         metrics = await asyncio.to_thread(scrape, port)
         session_rss = round(metrics["batchsched_session_peak_rss_bytes"] / 2**20, 1)
     await delete_pods(api, namespace, pods)
-    # Their groups too: later rounds' operators would otherwise list and carry them all.
-    await api.request("DELETE", f"/apis/{kinds.api_version}/namespaces/{namespace}/podgroups")
-    latencies = sorted(timed.bound[name] - created[name] for name in timed.bound)
-    quantiles = statistics.quantiles(latencies, n=100)
-    first = timed.first_bind_after_seconds
+    await delete_groups(api, kinds, namespace)
     return {
         **timed.summary(),
         "synced_after_seconds": round(synced, 3),
         "pods_per_second_once_synced": round(pods / (timed.seconds - synced), 1),
-        "bind_phase_pods_per_second": round(pods / (timed.seconds - first), 1),
-        "latency_p50_seconds": round(quantiles[49], 3),
-        "latency_p99_seconds": round(quantiles[98], 3),
+        **bind_phase(timed, created),
         "scheduler_peak_rss_mb": rss,
         "session_peak_rss_mb": session_rss,
         **({"caught_up": steady} if steady else {}),
     }
+
+
+def bind_phase(timed: Timed, created: dict[str, float]) -> JSON:
+    """Pods bound per second from the first bind on, and latencies from each pod's creation."""
+    latencies = sorted(timed.bound[name] - created[name] for name in timed.bound)
+    quantiles = statistics.quantiles(latencies, n=100)
+    first = timed.first_bind_after_seconds
+    return {
+        "bind_phase_pods_per_second": round(len(timed.bound) / (timed.seconds - first), 1),
+        "latency_p50_seconds": round(quantiles[49], 3),
+        "latency_p99_seconds": round(quantiles[98], 3),
+    }
+
+
+async def kube_scheduler(
+    api: Api,
+    plane: ControlPlane,
+    args: argparse.Namespace,
+    log: Path,
+    *,
+    namespace: str,
+    server: list[int],
+) -> JSON:
+    """The same pods in Kubernetes' own PodGroups, named to kube-scheduler, which is
+    started (with GangScheduling) and timed as the operator is."""
+    pods, gang, kinds = args.pods, args.gang, KINDS["native"]
+    await create_namespace(api, namespace)
+    await create_groups(api, kinds, namespace, pods, gang)
+    created = await create_pods(
+        api, namespace, pod_manifests(pods, gang, KUBE_SCHEDULER, kinds=kinds)
+    )
+    connection: JSON = {"kubeconfig": str(plane.kubeconfig)}
+    if args.kube_scheduler_qps:
+        connection.update(qps=args.kube_scheduler_qps, burst=2 * args.kube_scheduler_qps)
+    config = {"clientConnection": connection, "profiles": [{"schedulerName": KUBE_SCHEDULER}]}
+    binary = component_binary(find_assets(), "kube-scheduler")
+    command = plane.scheduler_command(binary, config, SCHEDULER_GATES)
+    start = partial(spawn, command, log)
+    async with timed_process(
+        api, namespace, pods, start, name="kube_scheduler", server=server, timeout=args.timeout
+    ) as timed:
+        pass
+    await delete_pods(api, namespace, pods)
+    await delete_groups(api, kinds, namespace)
+    return {**timed.summary(), **bind_phase(timed, created)}
 
 
 def synced_after(log: Path, started_wall: float) -> float:
@@ -538,10 +631,18 @@ async def steady_state(api: Api, kinds: Kinds, port: int, gangs: int, gang: int)
 async def run(args: argparse.Namespace) -> JSON:
     compileall.compile_dir(REPO / "batchsched", quiet=1)
     crds = load_manifests(REPO / "crds")
-    kinds = KINDS[args.kinds]
-    if kinds.api_version != OUR_API:
+    kinds = {name: KINDS[name] for name in (args.kinds, *args.beside)}
+    if "volcano" in kinds:
         crds += peer_crds("volcano")
-    plane = await asyncio.to_thread(ControlPlane.start, find_assets(), crds=crds)
+    native = "native" in kinds or args.kube_scheduler
+    # Kubernetes' own gangs are alpha in 1.36: served only with the gate and the version on.
+    plane = await asyncio.to_thread(
+        ControlPlane.start,
+        find_assets(),
+        crds=crds,
+        feature_gates=GATES if native else None,
+        runtime_config=RUNTIME_CONFIG if native else None,
+    )
     with plane, tempfile.TemporaryDirectory() as scratch:
         cpus = control_plane_cpus(args.control_plane_cpus)
         if cpus:
@@ -552,11 +653,12 @@ async def run(args: argparse.Namespace) -> JSON:
         rounds: list[JSON] = []
         try:
             nodes = await create_nodes(api, args.nodes)
-            for name in kinds.queues:
-                queue = {"apiVersion": kinds.api_version, "kind": "Queue"}
-                await api.post(
-                    f"/apis/{kinds.api_version}/queues", {**queue, "metadata": {"name": name}}
-                )
+            for kind in kinds.values():
+                for name in kind.queues:
+                    queue = {"apiVersion": kind.api_version, "kind": "Queue"}
+                    await api.post(
+                        f"/apis/{kind.api_version}/queues", {**queue, "metadata": {"name": name}}
+                    )
             for index in range(args.rounds):
                 phases: dict[str, Callable[[], Awaitable[JSON]]] = {
                     "raw_bind": partial(
@@ -569,16 +671,6 @@ async def run(args: argparse.Namespace) -> JSON:
                         f"raw-{index}",
                         plane.pids,
                     ),
-                    "end_to_end": partial(
-                        end_to_end,
-                        api,
-                        plane.kubeconfig,
-                        args,
-                        log,
-                        namespace=f"e2e-{index}",
-                        last=index == args.rounds - 1,
-                        server=plane.pids,
-                    ),
                     "list_watch_floor": partial(
                         list_watch_floor,
                         api,
@@ -589,22 +681,34 @@ async def run(args: argparse.Namespace) -> JSON:
                         server=plane.pids,
                     ),
                 }
+                for name, kind in kinds.items():
+                    main = name == args.kinds
+                    phases[END_TO_END if main else f"{END_TO_END}_{name}"] = partial(
+                        end_to_end,
+                        api,
+                        plane.kubeconfig,
+                        args,
+                        log,
+                        kinds=kind,
+                        namespace=f"e2e-{name}-{index}",
+                        last=main and index == args.rounds - 1,
+                        server=plane.pids,
+                    )
+                if args.kube_scheduler:
+                    phases[KUBE_PHASE] = partial(
+                        kube_scheduler,
+                        api,
+                        plane,
+                        args,
+                        log,
+                        namespace=f"kube-{index}",
+                        server=plane.pids,
+                    )
                 names = list(phases)
-                order = names[index % 3 :] + names[: index % 3]
+                shift = index % len(names)
+                order = names[shift:] + names[:shift]
                 done = {name: await phases[name]() for name in order}
-                raw, e2e, floor = (done[name] for name in names)
-                rounds.append(
-                    {
-                        "order": order,
-                        "raw_bind": raw,
-                        "end_to_end": e2e,
-                        "list_watch_floor": floor,
-                        "ratio_to_raw": ratio(e2e["pods_per_second"], raw),
-                        "ratio_to_raw_once_synced": ratio(e2e["pods_per_second_once_synced"], raw),
-                        "floor_ratio_to_raw": ratio(floor["pods_per_second"], raw),
-                        "ratio_to_floor": ratio(e2e["pods_per_second"], floor),
-                    }
-                )
+                rounds.append({"order": order, **done, **ratios(done)})
         except Exception:
             if log.exists():
                 sys.stderr.write(log.read_text()[-5000:])
@@ -616,24 +720,48 @@ async def run(args: argparse.Namespace) -> JSON:
         "pods": args.pods,
         "gang": args.gang,
         "kinds": args.kinds,
+        "beside": args.beside,
         "cpus": os.cpu_count(),
         "control_plane_cpus": sorted(cpus) or "shared",
         "rounds": rounds,
         "median": {
             key: round(statistics.median(r[key] for r in rounds), 3)
-            for key in (
-                "ratio_to_raw",
-                "ratio_to_raw_once_synced",
-                "floor_ratio_to_raw",
-                "ratio_to_floor",
-            )
+            for key in rounds[0]
+            if "ratio" in key
+        },
+        # Each phase's pods per second over the rounds: its median and its spread.
+        "pods_per_second": {
+            name: spread([r[name]["pods_per_second"] for r in rounds])
+            for name in rounds[0]["order"]
         },
         **{
-            key: max(r["end_to_end"][key] for r in rounds)
+            key: max(r[END_TO_END][key] for r in rounds)
             for key in ("scheduler_peak_rss_mb", "session_peak_rss_mb")
         },
-        "caught_up": rounds[-1]["end_to_end"]["caught_up"],
+        "caught_up": rounds[-1][END_TO_END]["caught_up"],
     }
+
+
+def ratios(done: dict[str, JSON]) -> JSON:
+    """A round's ratios: the operator's to the raw ceiling and the floor, the floor's to
+    the ceiling, and each other scheduler phase's to the ceiling and to the operator's
+    main phase (so kinds, or schedulers, are compared within one round)."""
+    raw, e2e, floor = done["raw_bind"], done[END_TO_END], done["list_watch_floor"]
+    found = {
+        "ratio_to_raw": ratio(e2e["pods_per_second"], raw),
+        "ratio_to_raw_once_synced": ratio(e2e["pods_per_second_once_synced"], raw),
+        "floor_ratio_to_raw": ratio(floor["pods_per_second"], raw),
+        "ratio_to_floor": ratio(e2e["pods_per_second"], floor),
+    }
+    for name, phase in done.items():
+        if name not in ("raw_bind", END_TO_END, "list_watch_floor"):
+            found[f"{name}_ratio_to_raw"] = ratio(phase["pods_per_second"], raw)
+            found[f"{name}_ratio_to_{END_TO_END}"] = ratio(phase["pods_per_second"], e2e)
+    return found
+
+
+def spread(values: list[float]) -> JSON:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
 def ratio(pods_per_second: float, baseline: JSON) -> float:
@@ -649,6 +777,24 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--steady-gangs", type=int, default=10, help="gangs arriving after")
     parser.add_argument("--rounds", type=int, default=6, help="times the three phases run")
+    parser.add_argument(
+        "--beside",
+        type=lambda text: [k for k in text.split(",") if k],
+        default=[],
+        metavar="KIND[,KIND...]",
+        help="more operator phases, the gangs written in these APIs (e.g. ours)",
+    )
+    parser.add_argument(
+        "--kube-scheduler",
+        action="store_true",
+        help="a phase of kube-scheduler v1.36.3 with GangScheduling on native PodGroups "
+        "(needs KUBEBUILDER_ASSETS=$(bash hack/kube-scheduler.sh))",
+    )
+    parser.add_argument(
+        "--kube-scheduler-qps",
+        type=float,
+        help="kube-scheduler's client QPS (burst twice that); default: the release's",
+    )
     parser.add_argument(
         "--kinds", choices=sorted(KINDS), default="ours", help="the API the gangs are written in"
     )

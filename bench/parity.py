@@ -22,6 +22,7 @@ import json
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.parity_scenarios import (
@@ -74,14 +75,7 @@ class KubeSide:
         for namespace in scenario.namespaces:
             self.kube.post("/api/v1/namespaces", namespace).expect(201, 409)
         for node in scenario.nodes:
-            self.kube.post("/api/v1/nodes", node).expect(201)
-            # Created nodes keep no status: Ready and allocatable go through /status.
-            path = f"/api/v1/nodes/{node['metadata']['name']}"
-            self.kube.patch(f"{path}/status", {"status": node["status"]}).expect(200)
-            # The TaintNodesByCondition admission plugin gives a new node the not-ready
-            # taint, which no node lifecycle controller here would take off.
-            taints = node.get("spec", {}).get("taints")
-            self.kube.patch(path, {"spec": {"taints": taints}}).expect(200)
+            create_node(self.kube, node)
         for obj in scenario.storage:
             self.kube.create(obj)
             # The API server ignores both on create: a claim's status goes through
@@ -172,6 +166,18 @@ class KubeSide:
             self.teardown(scenario)
 
 
+def create_node(kube: Kube, node: JSON) -> None:
+    """Create a Ready node, as its kubelet and the node lifecycle controller would leave it."""
+    kube.post("/api/v1/nodes", node).expect(201)
+    # Created nodes keep no status: Ready and allocatable go through /status.
+    path = f"/api/v1/nodes/{node['metadata']['name']}"
+    kube.patch(f"{path}/status", {"status": node["status"]}).expect(200)
+    # The TaintNodesByCondition admission plugin gives a new node the not-ready
+    # taint, which no node lifecycle controller here would take off.
+    taints = node.get("spec", {}).get("taints")
+    kube.patch(path, {"spec": {"taints": taints}}).expect(200)
+
+
 def _pods(pod: JSON) -> str:
     return f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods"
 
@@ -235,23 +241,35 @@ def run(args: argparse.Namespace) -> JSON:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def scenario_parser(
+    description: str, *, out: str, settle: float, settle_help: str
+) -> argparse.ArgumentParser:
+    """The arguments of a conformance run of random scenarios."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--scenarios", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", default="parity-cases", help="where disagreements are written")
+    parser.add_argument("--out", default=out, help="where disagreements are written")
     parser.add_argument("--only", type=int, help="run this scenario index alone")
-    parser.add_argument(
-        "--settle",
-        type=float,
-        default=0.2,
-        help="seconds kube-scheduler is given to see a scenario's objects",
-    )
-    args = parser.parse_args()
+    parser.add_argument("--settle", type=float, default=settle, help=settle_help)
+    return parser
+
+
+def report(name: str, run: Callable[[argparse.Namespace], JSON], args: argparse.Namespace) -> None:
+    """Print the run's JSON, or exit with why the control plane could not run it."""
     try:
         print(json.dumps(run(args), indent=2))
     except ControlPlaneError as error:
-        sys.exit(f"parity: {error}")
+        sys.exit(f"{name}: {error}")
+
+
+def main() -> None:
+    parser = scenario_parser(
+        __doc__.splitlines()[0],
+        out="parity-cases",
+        settle=0.2,
+        settle_help="seconds kube-scheduler is given to see a scenario's objects",
+    )
+    report("parity", run, parser.parse_args())
 
 
 if __name__ == "__main__":

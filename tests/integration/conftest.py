@@ -69,11 +69,21 @@ def start_control_plane(
 def kube_controller_manager() -> Path:
     """The kube-controller-manager binary beside the API server's (see
     hack/kube-controller-manager.sh), or the test fails saying how to build it."""
+    return _component("kube-controller-manager", "the controller tests")
+
+
+def kube_scheduler() -> Path:
+    """The kube-scheduler binary beside the API server's (see hack/kube-scheduler.sh),
+    or the test fails saying how to build it."""
+    return _component("kube-scheduler", "the tests against kube-scheduler")
+
+
+def _component(name: str, tests: str) -> Path:
     try:
-        return component_binary(find_assets(), "kube-controller-manager")
+        return component_binary(find_assets(), name)
     except ControlPlaneError as err:
         problem = str(err)
-    pytest.fail(f"cannot run the controller tests: {problem}", pytrace=False)
+    pytest.fail(f"cannot run {tests}: {problem}", pytrace=False)
 
 
 def session_crds() -> list[JSON]:

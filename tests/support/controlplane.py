@@ -528,14 +528,30 @@ class ControlPlane:
             events.extend(json.loads(line) for line in complete.splitlines())
         return events
 
-    def start_scheduler(self, binary: Path, config: JSON) -> None:
+    def start_scheduler(
+        self, binary: Path, config: JSON, *, feature_gates: Mapping[str, bool] | None = None
+    ) -> None:
         """Run kube-scheduler (hack/kube-scheduler.sh builds it) against this control plane
         as the admin, stopped with it; `config` is merged into its
-        KubeSchedulerConfiguration, which turns leader election off.
+        KubeSchedulerConfiguration, which turns leader election off, and
+        `feature_gates` (by default the API server's) become its flag.
 
         It serves nothing of its own (no health port to collide with others'): callers
         learn it is working from the pods it places.
         """
+        # Logged once its flags and configuration are accepted, before it lists anything.
+        self.run(
+            "kube-scheduler",
+            self.scheduler_command(binary, config, feature_gates),
+            started=lambda log: "Starting Kubernetes Scheduler" in log,
+        )
+
+    def scheduler_command(
+        self, binary: Path, config: JSON, feature_gates: Mapping[str, bool] | None = None
+    ) -> list[str]:
+        """kube-scheduler's command line for `start_scheduler`, with its configuration
+        written beside the control plane's files; for callers that start and stop it
+        themselves (a benchmark timing it from its start)."""
         settings: JSON = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
@@ -545,9 +561,11 @@ class ControlPlane:
         }
         path = self.workdir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(settings))
+        gates = self.feature_gates if feature_gates is None else feature_gates
         argv = [str(binary), f"--config={path}", "--secure-port=0", "-v=1"]
-        # Logged once its flags and configuration are accepted, before it lists anything.
-        self.run("kube-scheduler", argv, started=lambda log: "Starting Kubernetes Scheduler" in log)
+        if gates:
+            argv.append(f"--feature-gates={_switches(gates)}")
+        return argv
 
     def start_controller_manager(
         self,
