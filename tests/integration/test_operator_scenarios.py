@@ -143,8 +143,19 @@ def settles(kube: Kube, namespace: str, expected: Simulated, what: str) -> None:
         raise
 
 
-EXAMPLES = sorted(path.name for path in (REPO / "examples").glob("*.yaml"))
 CONFIGS = {"binpack-tfjob.yaml": "examples/config/binpack-seed.yaml"}
+# Where `batchsched run` does not yet do what the simulator does, said in the README:
+# the case fails until it does, and must then be unmarked (strict).
+OPERATOR_GAPS = {
+    "dra-gpus.yaml": "batchsched run neither watches the DRA kinds nor writes allocations "
+    "yet: pods with claims wait, saying so, where the simulator allocates",
+}
+EXAMPLES = [
+    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=OPERATOR_GAPS[name]))
+    if name in OPERATOR_GAPS
+    else name
+    for name in sorted(path.name for path in (REPO / "examples").glob("*.yaml"))
+]
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
