@@ -581,13 +581,17 @@ class StatusWriter:
 
     async def _patch_status(self, path: str, body: JSON, content_type: str = MERGE_PATCH) -> object:
         """The API server answers 404 alike for a deleted object and for a status
-        subresource its CRD does not serve; the object itself tells them apart."""
+        subresource its CRD does not serve; the object itself tells them apart. It is
+        looked for by a list of its name, which the role grants (it has no `get`)."""
         try:
             return await self.api.patch(path, body, content_type=content_type)
         except ApiError as error:
             if error.status != 404 or not path.endswith("/status"):
                 raise
-            await self.api.get(path.removesuffix("/status"))
+            collection, _, name = path.removesuffix("/status").rpartition("/")
+            found = await self.api.get(f"{collection}?fieldSelector=metadata.name%3D{name}")
+            if not found.get("items"):
+                raise  # deleted
             raise Unwritable(f"PATCH {path}: HTTP 404, but the object exists") from error
 
     async def _fenced(self, write: Write) -> object:

@@ -473,14 +473,19 @@ async def test_a_status_write_answered_404_is_told_apart_by_reading_the_object(
     exists: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The API server answers a status subresource the CRD lacks as it answers a deleted
-    object: 404 NotFound naming it. The object, read, tells which: a write that can never
-    land is logged and counted, not passed off as gone."""
+    object: 404 NotFound naming it. The object, listed by its name (the role grants list,
+    not get), tells which: a write that can never land is logged and counted, not passed
+    off as gone."""
     not_found = {"reason": "NotFound", "details": {"name": "g", "kind": "podgroups"}}
+    listed = (
+        "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups?fieldSelector=metadata.name%3Dg"
+    )
 
     def answer(method: str, path: str, body: object) -> dict[str, object]:
-        if method == "PATCH" or not exists:
+        if method == "PATCH":
             raise ApiError(method, path, 404, not_found)
-        return {"metadata": {"name": "g"}}
+        assert (method, path) == ("GET", listed)
+        return {"items": [{"metadata": {"name": "g"}}] if exists else []}
 
     api = RecordingApi(answer=answer)
     status = writer(api)
