@@ -1,5 +1,5 @@
-"""Reading YAML in bulk: with libyaml's C parser, about eight times faster than PyYAML's
-pure-Python one (a 5,000-node, 20,000-pod input file is read in 2 s instead of 15 s).
+"""Reading YAML in bulk with libyaml's C parser: PyYAML's pure-Python one made reading a
+large simulator input cost many times its scheduling (figures in docs/benchmarks.md).
 
 Both make the same objects from the same text (tests/unit/api/test_yamlload.py checks
 it on the repository's files); PyYAML's own loader stands in only where PyYAML was built
