@@ -613,5 +613,9 @@ def _kind(job: JobInfo) -> object:
     pending = job.pending
     if any(t.pod.fit_key is not None for t in pending):
         return None
-    shapes = frozenset(Counter((t.pod.shape_key, t.preempts) for t in pending).items())
+    # A member that may not be placed at all (say its PriorityClass is missing) makes
+    # its job fail where one whose members all may be placed need not.
+    shapes = frozenset(
+        Counter((t.pod.shape_key, t.preempts, t.error is None) for t in pending).items()
+    )
     return (job.queue, job.priority, job.min_member - job.bound, shapes)

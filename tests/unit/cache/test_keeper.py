@@ -208,11 +208,12 @@ def evicted(decisions: Decisions) -> set[tuple[str, str]]:
     return {(e.key, e.preemptor) for e in decisions.evictions}
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["peers", "native"])
 @pytest.mark.parametrize("seed", range(12))
-def test_skipping_the_jobs_set_aside_changes_no_binding(seed: int) -> None:
+def test_skipping_the_jobs_set_aside_changes_no_binding(seed: int, native: bool) -> None:
     """After any changes, time passing among them, a session on the kept snapshot,
     which skips the jobs set aside, binds what one on a snapshot taken whole decides."""
-    cluster = Cluster(random.Random(seed))
+    cluster = Cluster(random.Random(seed), native=native)
     rng = cluster.rng
     # Room for some of the pods to come, which they fill and deletions free.
     for name in ("m0", "m1"):
