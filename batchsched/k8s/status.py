@@ -434,9 +434,10 @@ class StatusWriter:
 
     def queues(self, usage: Mapping[str, QueueUsage], queues: Mapping[str, Queue]) -> None:
         """Our Queues' status, and Volcano's (unless `write_peers` is off) in Volcano's
-        form: the counts of groups by phase. Volcano's state is never written: it is
-        status.state itself, which its queue controller and `vcctl queue operate` set
-        and we read; Volcano's Queue status has no allocated resources here."""
+        form: the counts of groups by phase and the resources allocated (a parent's
+        with its children's, as Volcano's scheduler writes them). Volcano's state is
+        never written: it is status.state itself, which its queue controller and
+        `vcctl queue operate` set and we read."""
         for name in queues:
             api_version = self.queue_apis.get(name, OUR_API)
             ours = api_version == OUR_API
@@ -445,23 +446,24 @@ class StatusWriter:
             used = usage.get(name, QueueUsage())
             target = (target_kind("Queue", api_version), name)
             shown = self._shown(*target) or {}
-            desired: JSON = {"pending": used.pending, "inqueue": used.inqueue}
-            desired["running"] = used.running
-            if ours:
-                allocated: dict[str, str | None] = {
-                    resource: quantity(resource, amount)
-                    for resource, amount in sorted(used.allocated.items())
-                    if amount
-                }
-                # A merge patch keeps map keys it does not mention: null removes them.
-                for resource in shown.get("allocated") or {}:
-                    allocated.setdefault(resource, None)
-                desired["allocated"] = allocated
+            allocated: dict[str, str | None] = {
+                resource: quantity(resource, amount)
+                for resource, amount in sorted(used.allocated.items())
+                if amount
+            }
+            # A merge patch keeps map keys it does not mention: null removes them.
+            for resource in shown.get("allocated") or {}:
+                allocated.setdefault(resource, None)
+            desired: JSON = {
+                "allocated": allocated,
+                "pending": used.pending,
+                "inqueue": used.inqueue,
+                "running": used.running,
+            }
             if _same(desired, shown):
                 continue
             written = {**shown, **desired}
-            if ours:
-                written["allocated"] = {k: v for k, v in allocated.items() if v is not None}
+            written["allocated"] = {k: v for k, v in allocated.items() if v is not None}
             self._written[target] = written
             path = f"/apis/{api_version}/queues/{name}/status"
             write = partial(self._patch_status, path, {"status": desired})

@@ -50,8 +50,9 @@ def summarize(snapshot: Snapshot, decisions: Decisions) -> Usage:
             counts[snapshot.jobs[key].queue][field_name] += 1
     for name, running in decisions.running_unchanged.items():
         counts[name]["running"] += running
+    held = _with_descendants(snapshot, queue_allocated)
     queues = {
-        name: QueueUsage(allocated=_resources(snapshot, queue_allocated[name]), **counts[name])
+        name: QueueUsage(allocated=_resources(snapshot, held[name]), **counts[name])
         for name in snapshot.queues
     }
     allocated = snapshot.used.sum(axis=0) + sum(placed.values(), np.zeros(width, dtype=np.int64))
@@ -62,6 +63,22 @@ def summarize(snapshot: Snapshot, decisions: Decisions) -> Usage:
         cluster_allocatable=_resources(snapshot, snapshot.allocatable.sum(axis=0)),
         cluster_allocated=_resources(snapshot, allocated),
     )
+
+
+def _with_descendants(snapshot: Snapshot, own: dict[str, IntArray]) -> defaultdict[str, IntArray]:
+    """What each queue holds with the queues under it, as Volcano's Queue status shows
+    it: a parent's allocation is its children's too (cycles, refused, end the walk)."""
+    width = len(snapshot.resources)
+    held: defaultdict[str, IntArray] = defaultdict(lambda: np.zeros(width, dtype=np.int64))
+    for name, amount in own.items():
+        seen: set[str] = set()
+        at: str | None = name
+        while at is not None and at not in seen:
+            seen.add(at)
+            held[at] += amount
+            found = snapshot.queues.get(at)
+            at = found.parent if found is not None else None
+    return held
 
 
 def _nominated(snapshot: Snapshot, decisions: Decisions, decided: set[str]) -> int:

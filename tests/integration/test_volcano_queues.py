@@ -215,6 +215,34 @@ def test_volcanos_hierarchical_example_queues_schedule(
     assert len(notes) == 2 * len(queues), notes
 
 
+def test_a_volcano_queue_shows_what_it_and_its_children_hold(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    """status.allocated, as Volcano's scheduler writes it at each session's close: the
+    resources of the queue's bound pods, a parent's with its children's."""
+    parent, child = f"team-{namespace}", f"research-{namespace}"
+    volcano_queue(cluster_objects, parent)
+    volcano_queue(cluster_objects, child, parent=parent)
+    ready_node(cluster_objects, kube, node(f"n-{namespace}", cpu="8", memory="8Gi"))
+    gang(kube, namespace, "g", child, 3, "500m")
+    start_scheduler(config=DROP_IN)
+
+    def allocated(name: str) -> object:
+        return (
+            kube.get(f"/apis/{VOLCANO}/queues/{name}")
+            .expect(200)
+            .get("status", {})
+            .get("allocated")
+        )
+
+    # Pods count as a resource in Volcano's form too.
+    held = {"cpu": "1500m", "pods": "3"}
+    eventually(
+        lambda: allocated(child) == held and allocated(parent) == held,
+        what="the child queue's allocation shown on it and on its parent",
+    )
+
+
 def test_volcanos_root_and_default_queues_are_created_as_its_scheduler_creates_them(
     kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
 ) -> None:

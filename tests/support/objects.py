@@ -208,11 +208,18 @@ def hypernode_member(kind: str, **selector: Any) -> Obj:
 
 
 def queue(
-    name: str, *, weight: int = 1, capability: Quantities | None = None, state: str = "Open"
+    name: str,
+    *,
+    weight: int = 1,
+    capability: Quantities | None = None,
+    state: str = "Open",
+    parent: str | None = None,
 ) -> Obj:
     spec: Obj = {"weight": weight, "state": state}
     if capability is not None:
         spec["capability"] = dict(capability)
+    if parent is not None:
+        spec["parent"] = parent
     return {"apiVersion": OUR_API, "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 

@@ -383,7 +383,7 @@ async def test_a_volcano_queue_gets_its_counts_and_its_state_is_never_written() 
     status.queues(usage, {"q": Queue(name="q", open=False)})
     await settle(status)
     [patch] = api.sent("PATCH", f"/apis/{api_version}/queues/q/status")
-    assert patch["status"] == {"pending": 2, "inqueue": 0, "running": 1}
+    assert patch["status"] == {"allocated": {"cpu": "1"}, "pending": 2, "inqueue": 0, "running": 1}
 
 
 async def test_queue_status_lists_allocations_and_removes_the_ones_gone() -> None:

@@ -28,6 +28,22 @@ def test_queue_usage_counts_bound_and_just_decided_pods() -> None:
     assert usage.pending_groups == 1
 
 
+def test_a_parent_queue_shows_what_its_children_hold() -> None:
+    objects = [
+        node("n1", cpu="8", memory="8Gi"),
+        queue("root"),
+        queue("team", parent="root"),
+        queue("research", parent="team"),
+        queue("ops", parent="team"),
+        *gang("r", 2, requests={"cpu": "1"}, queue="research", namespace="default"),
+        *gang("o", 1, requests={"cpu": "2"}, queue="ops", namespace="default"),
+    ]
+    snapshot = snapshot_of(objects)
+    usage = summarize(snapshot, run_session(snapshot, default_config()))
+    cpu = {name: used.allocated.get("cpu", 0) for name, used in usage.queues.items()}
+    assert cpu == {"root": 4000, "team": 4000, "research": 2000, "ops": 2000, "default": 0}
+
+
 def nominated(name: str, node_name: str) -> dict[str, object]:
     waiting = pod(name, requests={"cpu": "8"}, namespace="default")
     waiting["status"] = {"phase": "Pending", "nominatedNodeName": node_name}
