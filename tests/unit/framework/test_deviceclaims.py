@@ -81,6 +81,32 @@ def test_a_gang_gets_all_its_claims_or_none_and_leaves_no_device_taken() -> None
     assert decisions.pending["default/train-0"].endswith("cannot allocate all claims.")
 
 
+def test_devices_reaching_every_node_are_free_again_when_a_gang_falls_short() -> None:
+    """Two network-attached GPUs reach both nodes: a gang of three asking one each
+    takes both, falls short and gives them back, so that the pod created after it has
+    them. Free devices are counted as they change hands: a device reaching several
+    nodes is counted again on each of them."""
+    members = gang("train", 3, requests={"cpu": "1"})
+    for i, member in enumerate(members[1:]):
+        member["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": f"gpu-{i}"}]
+    devices = [device(f"gpu-{i}", attributes={"index": {"int": i}}) for i in range(2)]
+    objects = [
+        node("n1"),
+        node("n2"),
+        resource_slice("fabric", driver=DRIVER, pool="fabric", all_nodes=True, devices=devices),
+        GPU_CLASS,
+        *members,
+        *(gpu_claim(f"gpu-{i}") for i in range(3)),
+        gpu_claim("solo", 2),
+        claimed("solo", "solo", created=10),
+    ]
+    decisions = decide(objects)
+    assert set(placements(decisions)) == {"default/solo"}
+    assert allocated_devices(decisions) == {
+        "default/solo": [f"{DRIVER}/fabric/gpu-0", f"{DRIVER}/fabric/gpu-1"]
+    }
+
+
 def test_two_pods_sharing_a_claim_by_name_follow_its_one_allocation() -> None:
     objects = [
         node("n1"),
