@@ -44,7 +44,7 @@ from batchsched.framework.devices import (
     results,
 )
 from batchsched.framework.plugin import CheckedFilter
-from batchsched.model.arrays import BoolArray, IntArray
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.decisions import DeviceAllocation
 from batchsched.model.snapshot import JobInfo, TaskInfo
 
@@ -85,6 +85,9 @@ class _Free:
     # Admin access does not take devices: every eligible device counts.
     admin: bool
     counts: IntArray
+    # Per node, how many devices are eligible at all; whether some share counters.
+    total: IntArray
+    consuming: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +142,14 @@ class DeviceClaims(CheckedFilter):
                 self._unusable_reach |= reach
             if pool.invalid:
                 self._invalid.append((pool.invalid, reach))
+        # Per node, how many shared counters its pools hold (per pool, set and counter)
+        # and the fractions of them consumed, summed: how far its partitionable devices
+        # are broken up, which packing reads.
+        self.counters_held: FloatArray = np.zeros(self.size)
+        self.counters_used: FloatArray = np.zeros(self.size)
+        for pool, reach in zip(inventory.pools, inventory.pool_reach, strict=True):
+            held = sum(1 for c in pool.counters.values() for amount in c.values() if amount > 0)
+            self.counters_held[reach] += held
         users: dict[str, int] = {}
         for _, task in placed:
             for key in claim_keys(task):
@@ -268,7 +279,9 @@ class DeviceClaims(CheckedFilter):
             eligible = picked & inventory.usable & ~inventory.blocked(alternative)
             admin = alternative.admin_access
             counts = self.per_node(eligible if admin else eligible & ~self.usage.taken)
-            found = self._free[key] = _Free(picked, eligible, admin, counts)
+            total = self.per_node(eligible)
+            consuming = bool((eligible & inventory.consuming).any())
+            found = self._free[key] = _Free(picked, eligible, admin, counts, total, consuming)
         return found
 
     def per_node(self, devices: BoolArray) -> IntArray:
@@ -355,6 +368,8 @@ class DeviceClaims(CheckedFilter):
             row = int(inventory.device_row[device])
             if bool(taken[device]) != was:
                 self._count_free(device, row, 1 if was else -1)
+            if inventory.consuming[device]:
+                self._count_counters(device, step)
             # Counters are shared across the pool, which may reach other nodes too.
             if row >= 0 and not inventory.consuming[device]:
                 self.version[row] += 1
@@ -371,6 +386,56 @@ class DeviceClaims(CheckedFilter):
                 free.counts[row] += step
             else:
                 free.counts += step * self.inventory.reaches(device)
+
+    def _count_counters(self, device: int, step: int) -> None:
+        """The device takes (step 1) or gives back (-1) its share of its pool's
+        counters, on every node the pool reaches."""
+        inventory = self.inventory
+        pool_index = inventory.device_pool[device]
+        pool = inventory.pools[pool_index]
+        share = 0.0
+        for counter_set, counters in inventory.devices[device].consumes:
+            shared = pool.counters.get(counter_set, {})
+            for name, amount in counters:
+                capacity = shared.get(name)
+                if capacity:
+                    share += float(amount / capacity)
+        self.counters_used[inventory.pool_reach[pool_index]] += step * share
+
+    def packing(self, task: TaskInfo) -> FloatArray | None:
+        """Per node, how full the devices the task's claims would take there are once
+        they have them (0 to 1, averaged over the requests): plain devices by count,
+        partitionable ones by the share of the node's shared counters consumed (a GPU
+        already split into partitions is fuller than a whole one). None when the task
+        has no claim to allocate."""
+        if not task.pod.resource_claims:
+            return None
+        resolved = self.claims_of(task)
+        if isinstance(resolved, str):
+            return None
+        pending = [p for p in resolved.pending if p.claim.key not in self.held]
+        if not pending:
+            return None
+        full: FloatArray = np.zeros(self.size)
+        requests: FloatArray = np.zeros(self.size)
+        for claim in pending:
+            for request in claim.requests:
+                # Per node, the first alternative that may be had there counts.
+                left: BoolArray = np.ones(self.size, dtype=np.bool_)
+                for alternative, picked, _ in request.alternatives:
+                    if alternative.admin_access:
+                        continue
+                    free = self._free_of(alternative, picked)
+                    need = free.counts if alternative.mode == ALL else alternative.count
+                    here = left & (free.counts >= need) & (free.total > 0)
+                    if free.consuming:
+                        share = self.counters_used / np.maximum(self.counters_held, 1)
+                    else:
+                        share = (free.total - free.counts + need) / np.maximum(free.total, 1)
+                    full += np.where(here, share, 0.0)
+                    requests += here
+                    left &= ~here
+        return full / np.maximum(requests, 1)
 
     def allocated_to(self, job: JobInfo, task: TaskInfo, row: int) -> None:
         """The task is placed on `row`: its claims are allocated there, or used again."""
