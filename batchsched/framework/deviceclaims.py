@@ -119,6 +119,9 @@ class DeviceClaims(CheckedFilter):
         self.namespace_labels = namespace_labels
         self.unavailable = unavailable
         self.usage = Usage(np.zeros(len(inventory.devices), dtype=np.bool_))
+        # The inventory's per-device row and counter use as lists, read device by device.
+        self._rows: list[int] = inventory.device_row.tolist()
+        self._consuming: list[bool] = inventory.consuming.tolist()
         self.allocator = Allocator(inventory, self.usage)
         self.held: dict[str, _Held] = {}
         self._resolved: dict[str, _PodClaims | str] = {}
@@ -145,7 +148,7 @@ class DeviceClaims(CheckedFilter):
         # Per node, how many shared counters its pools hold (per pool, set and counter)
         # and the fractions of them consumed, summed: how far its partitionable devices
         # are broken up, which packing reads.
-        self.counters_held: FloatArray = np.zeros(self.size)
+        self.counters_held: IntArray = np.zeros(self.size, dtype=np.int64)
         self.counters_used: FloatArray = np.zeros(self.size)
         for pool, reach in zip(inventory.pools, inventory.pool_reach, strict=True):
             held = sum(1 for c in pool.counters.values() for amount in c.values() if amount > 0)
@@ -187,6 +190,21 @@ class DeviceClaims(CheckedFilter):
         return self.unavailable(resolved) if isinstance(resolved, str) else None
 
     # The checks.
+
+    def mask(self, task: TaskInfo) -> BoolArray | None:
+        """As every check's, but at once for the usual pod: one claim to allocate with
+        one plain request, which a node meets where it has enough free devices."""
+        if not task.pod.resource_claims:
+            return None
+        resolved = self.claims_of(task)
+        if (
+            isinstance(resolved, str)
+            or not self._counted_exactly(resolved.pending)
+            or any(key in self.held for key in resolved.keys)
+        ):
+            return super().mask(task)
+        ((alternative, picked, _),) = resolved.pending[0].requests[0].alternatives
+        return self.free_count(alternative, picked) >= alternative.count
 
     def failures(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
         if not task.pod.resource_claims:
@@ -365,13 +383,14 @@ class DeviceClaims(CheckedFilter):
         for device in devices:
             was = bool(taken[device])
             self.usage.take(inventory, device, step)
-            row = int(inventory.device_row[device])
+            row = self._rows[device]
             if bool(taken[device]) != was:
                 self._count_free(device, row, 1 if was else -1)
-            if inventory.consuming[device]:
-                self._count_counters(device, step)
             # Counters are shared across the pool, which may reach other nodes too.
-            if row >= 0 and not inventory.consuming[device]:
+            if self._consuming[device]:
+                self._count_counters(device, step)
+                self.shared_version += 1
+            elif row >= 0:
                 self.version[row] += 1
             else:
                 self.shared_version += 1
@@ -402,40 +421,49 @@ class DeviceClaims(CheckedFilter):
                     share += float(amount / capacity)
         self.counters_used[inventory.pool_reach[pool_index]] += step * share
 
-    def packing(self, task: TaskInfo) -> FloatArray | None:
-        """Per node, how full the devices the task's claims would take there are once
-        they have them (0 to 1, averaged over the requests): plain devices by count,
+    def packing(self, task: TaskInfo) -> IntArray | None:
+        """Per node, how full (0 to 100 %) the devices the task's claims would take there
+        are once they have them, averaged over the requests: plain devices by count,
         partitionable ones by the share of the node's shared counters consumed (a GPU
         already split into partitions is fuller than a whole one). None when the task
-        has no claim to allocate."""
+        has no claim to allocate. Nodes where the claims cannot be had get some value."""
         if not task.pod.resource_claims:
             return None
         resolved = self.claims_of(task)
         if isinstance(resolved, str):
             return None
-        pending = [p for p in resolved.pending if p.claim.key not in self.held]
-        if not pending:
+        requests = [r for p in resolved.pending if p.claim.key not in self.held for r in p.requests]
+        if not requests:
             return None
-        full: FloatArray = np.zeros(self.size)
-        requests: FloatArray = np.zeros(self.size)
-        for claim in pending:
-            for request in claim.requests:
-                # Per node, the first alternative that may be had there counts.
-                left: BoolArray = np.ones(self.size, dtype=np.bool_)
-                for alternative, picked, _ in request.alternatives:
-                    if alternative.admin_access:
-                        continue
-                    free = self._free_of(alternative, picked)
-                    need = free.counts if alternative.mode == ALL else alternative.count
-                    here = left & (free.counts >= need) & (free.total > 0)
-                    if free.consuming:
-                        share = self.counters_used / np.maximum(self.counters_held, 1)
-                    else:
-                        share = (free.total - free.counts + need) / np.maximum(free.total, 1)
-                    full += np.where(here, share, 0.0)
-                    requests += here
-                    left &= ~here
-        return full / np.maximum(requests, 1)
+        percent = self._fullness(requests[0])
+        for request in requests[1:]:
+            percent = percent + self._fullness(request)
+        return percent // len(requests)
+
+    def _fullness(self, request: Request) -> IntArray:
+        """The percentage `packing` gives one request: per node, that of its first
+        alternative with enough free devices there (admin access takes none: 0)."""
+        found: IntArray = np.zeros(self.size, dtype=np.int64)
+        left: BoolArray | None = None
+        for alternative, picked, _ in request.alternatives:
+            if alternative.admin_access:
+                continue
+            free = self._free_of(alternative, picked)
+            need = free.counts if alternative.mode == ALL else alternative.count
+            if free.consuming:
+                full = (self.counters_used * 100 / np.maximum(self.counters_held, 1)).astype(
+                    np.int64
+                )
+            else:
+                full = (free.total - free.counts + need) * 100 // np.maximum(free.total, 1)
+            if len(request.alternatives) == 1:
+                return np.asarray(full, dtype=np.int64)
+            here = free.counts >= need
+            if left is not None:
+                here &= left
+            found = np.where(here, full, found)
+            left = ~here if left is None else left & ~here
+        return found
 
     def allocated_to(self, job: JobInfo, task: TaskInfo, row: int) -> None:
         """The task is placed on `row`: its claims are allocated there, or used again."""
@@ -493,10 +521,10 @@ class DeviceClaims(CheckedFilter):
 
     def _usable_where(self, devices: list[int]) -> BoolArray:
         """The nodes that reach every one of the devices."""
-        rows = self.inventory.device_row[devices]
-        if len(rows) and (rows == rows[0]).all() and rows[0] >= 0:
+        rows = {self._rows[device] for device in devices}
+        if len(rows) == 1 and (row := rows.pop()) >= 0:
             where: BoolArray = np.zeros(self.size, dtype=np.bool_)
-            where[rows[0]] = True
+            where[row] = True
             return where
         where = np.ones(self.size, dtype=np.bool_)
         for device in devices:

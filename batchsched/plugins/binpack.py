@@ -144,11 +144,10 @@ class DevicePacking:
 
     def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
         claims = self.session.device_claims
-        full = None if claims is None else claims.packing(task)
-        if full is None:
+        percent = None if claims is None else claims.packing(task)
+        if percent is None:
             return None
-        utilization = np.minimum(np.floor(full * MAX_UTILIZATION), MAX_UTILIZATION)
-        points: IntArray = self.table[utilization.astype(np.int64)]
+        points: IntArray = self.table[np.minimum(percent, MAX_UTILIZATION)]
         return points
 
 
