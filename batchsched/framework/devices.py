@@ -16,6 +16,7 @@ what is in use and answers for one node at a time.
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
+from operator import attrgetter
 from typing import Protocol
 
 import numpy as np
@@ -145,6 +146,7 @@ class Inventory:
             pool_index = len(self.pools)
             self.pools.append(pool)
             reach: BoolArray = np.zeros(self.size, dtype=np.bool_)
+            added: BoolArray | None = None
             names: set[str] = set()
             for part in group:
                 for counter_set, counters in part.counters.items():
@@ -160,7 +162,10 @@ class Inventory:
                     if scope is None:
                         continue
                     where = self._reach(scope)
-                    reach |= where
+                    # A slice's devices share its scope's one mask: added to the pool's once.
+                    if where is not added:
+                        reach |= where
+                        added = where
                     index = len(self.devices)
                     self.devices.append(device)
                     self.device_pool.append(pool_index)
@@ -323,17 +328,16 @@ class Inventory:
 # the mappings among those it may.
 _UNSEEN = {"pool", "name"}
 _MAPPINGS = ("attributes", "capacity")
-_OTHER_FIELDS = tuple(f.name for f in fields(Device) if f.name not in {*_UNSEEN, *_MAPPINGS})
+_OTHER_FIELDS = attrgetter(
+    *(f.name for f in fields(Device) if f.name not in {*_UNSEEN, *_MAPPINGS})
+)
 
 
 def _seen_by_selectors(device: Device) -> Hashable:
     """The device's fields but those no selector reads, as one hashable value: devices
     equal in it get equal results from every selector."""
-    return (
-        tuple(device.attributes.items()),
-        tuple(device.capacity.items()),
-        *(getattr(device, name) for name in _OTHER_FIELDS),
-    )
+    others: Hashable = _OTHER_FIELDS(device)
+    return (tuple(device.attributes.items()), tuple(device.capacity.items()), others)
 
 
 @dataclass(slots=True)
