@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from batchsched.actions import ACTIONS
 from batchsched.config.load import SchedulerConfig
+from batchsched.framework.devices import SelectorMatcher
 from batchsched.framework.session import CommitHandler, Session, Timings
 from batchsched.model.decisions import Decisions
 from batchsched.model.snapshot import Snapshot
@@ -18,8 +19,10 @@ def open_session(
     *,
     timings: Timings | None = None,
     on_commit: CommitHandler | None = None,
+    selectors: SelectorMatcher | None = None,
 ) -> Session:
-    """A session over `snapshot` with the configuration's plugins opened on it."""
+    """A session over `snapshot` with the configuration's plugins opened on it; DRA
+    selectors evaluated by `selectors` (by default, the process's evaluator)."""
     return Session(
         snapshot,
         tiers=config.tiers,
@@ -28,6 +31,7 @@ def open_session(
         on_commit=on_commit,
         evict_other_schedulers=config.preempt_other_schedulers,
         topology_tiers=config.topology_tiers,
+        selectors=selectors,
     )
 
 

@@ -3,6 +3,7 @@
 Usage: python -m bench.core [--nodes 5000] [--pods 20000] [--seed 1] [--anti-affinity]
     [--zone-spread DoNotSchedule|ScheduleAnyway] [--placeable] [--caught-up K]
     [--topology hard|soft] [--rack-size 40]
+       python -m bench.core --dra [--nodes 1000] [--gangs 100] [--repeat 7] [--seed 1]
 Prints one JSON object. Nodes are a mix of CPU and 8-GPU machines; pods come in gangs
 of 1 to 32 members sharing one shape (plus a CPU launcher for GPU gangs), sized so
 that most, but not all, fit. With --anti-affinity every pod keeps away from the other
@@ -23,6 +24,10 @@ with the snapshot kept as the operator keeps it (cache/keeper.py), and the jobs 
 session could place nowhere set aside as the operator sets them aside: their median and
 slowest snapshot and session times are what a cluster that has caught up pays per
 arrival, and `caught_up_jobs_set_aside` how many waiting jobs they skipped.
+With --dra the workload is the one of DRA's throughput target instead: --nodes nodes
+(1,000 unless given) of 8 GPUs and --gangs gangs of 8 pods asking 1 to 8 GPUs a pod, as
+ResourceClaims and as `nvidia.com/gpu`, in --repeat interleaved rounds (bench/dra.py
+says how): pods decided per CPU second of each, median and min..max, and their ratios.
 """
 
 import argparse
@@ -42,6 +47,8 @@ from batchsched.framework.session import Timings
 from batchsched.framework.topology import LabelTier
 from batchsched.model.decisions import Decisions
 from batchsched.scheduler import run_session
+
+from bench import dra
 
 SCHEDULER = "batch-scheduler"
 HOSTNAME = "kubernetes.io/hostname"
@@ -186,7 +193,7 @@ def pod_group(name: str, size: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--nodes", type=int, help="5,000; 1,000 with --dra")
     parser.add_argument("--pods", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
@@ -207,7 +214,16 @@ def main() -> None:
     )
     parser.add_argument("--topology", choices=["hard", "soft"], help="every gang asks for one rack")
     parser.add_argument("--rack-size", type=int, default=40, help="nodes per rack")
+    parser.add_argument("--dra", action="store_true", help="DRA's target: claims vs extended")
+    parser.add_argument("--gangs", type=int, default=100, help="with --dra: gangs of 8")
+    parser.add_argument("--repeat", type=int, default=7, help="with --dra: rounds")
     args = parser.parse_args()
+    if args.dra:
+        nodes = args.nodes or 1000
+        found = dra.compare(nodes, args.gangs, 8, args.repeat, args.seed)
+        print(json.dumps({"nodes": nodes, "gangs": args.gangs, "size": 8, **found}))
+        return
+    args.nodes = args.nodes or 5000
     if args.placeable and (args.anti_affinity or args.zone_spread):
         parser.error("--placeable takes neither --anti-affinity nor --zone-spread")
     rng = random.Random(args.seed)

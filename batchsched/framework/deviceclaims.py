@@ -44,7 +44,7 @@ from batchsched.framework.devices import (
     results,
 )
 from batchsched.framework.plugin import CheckedFilter
-from batchsched.model.arrays import BoolArray
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.decisions import DeviceAllocation
 from batchsched.model.snapshot import JobInfo, TaskInfo
 
@@ -72,6 +72,22 @@ class _Held:
     anchored: bool
     # Whether its devices count as taken now (not while every user is evicted).
     taken: bool = True
+
+
+@dataclass(slots=True)
+class _Free:
+    """The devices an alternative of a request may have (picked, usable, no untolerated
+    taint) and, per node, how many of them are free: kept as devices change hands, so
+    that counting costs nothing per choice."""
+
+    picked: BoolArray
+    eligible: BoolArray
+    # Admin access does not take devices: every eligible device counts.
+    admin: bool
+    counts: IntArray
+    # Per node, how many devices are eligible at all; whether some share counters.
+    total: IntArray
+    consuming: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +119,9 @@ class DeviceClaims(CheckedFilter):
         self.namespace_labels = namespace_labels
         self.unavailable = unavailable
         self.usage = Usage(np.zeros(len(inventory.devices), dtype=np.bool_))
+        # The inventory's per-device row and counter use as lists, read device by device.
+        self._rows: list[int] = inventory.device_row.tolist()
+        self._consuming: list[bool] = inventory.consuming.tolist()
         self.allocator = Allocator(inventory, self.usage)
         self.held: dict[str, _Held] = {}
         self._resolved: dict[str, _PodClaims | str] = {}
@@ -111,6 +130,11 @@ class DeviceClaims(CheckedFilter):
         self.version = np.zeros(self.size, dtype=np.int64)
         self.shared_version = 0
         self._memo: dict[tuple[tuple[str, ...], int], tuple[tuple[int, int], str | None]] = {}
+        # Free devices (see _Free) per devices picked, tolerations and admin access:
+        # alternatives alike in these but for their count share them.
+        self._free: dict[tuple[int, object, bool], _Free] = {}
+        # Claim key -> whether counting free devices decides for it (_counted_exactly).
+        self._counted: dict[str, bool] = {}
         # Task key -> what its placement allocated, for its binding.
         self.allocated: dict[str, tuple[DeviceAllocation, ...]] = {}
         self._unusable_reach: BoolArray = np.zeros(self.size, dtype=np.bool_)
@@ -121,6 +145,14 @@ class DeviceClaims(CheckedFilter):
                 self._unusable_reach |= reach
             if pool.invalid:
                 self._invalid.append((pool.invalid, reach))
+        # Per node, how many shared counters its pools hold (per pool, set and counter)
+        # and the fractions of them consumed, summed: how far its partitionable devices
+        # are broken up, which packing reads.
+        self.counters_held: IntArray = np.zeros(self.size, dtype=np.int64)
+        self.counters_used: FloatArray = np.zeros(self.size)
+        for pool, reach in zip(inventory.pools, inventory.pool_reach, strict=True):
+            held = sum(1 for c in pool.counters.values() for amount in c.values() if amount > 0)
+            self.counters_held[reach] += held
         users: dict[str, int] = {}
         for _, task in placed:
             for key in claim_keys(task):
@@ -158,6 +190,21 @@ class DeviceClaims(CheckedFilter):
         return self.unavailable(resolved) if isinstance(resolved, str) else None
 
     # The checks.
+
+    def mask(self, task: TaskInfo) -> BoolArray | None:
+        """As every check's, but at once for the usual pod: one claim to allocate with
+        one plain request, which a node meets where it has enough free devices."""
+        if not task.pod.resource_claims:
+            return None
+        resolved = self.claims_of(task)
+        if (
+            isinstance(resolved, str)
+            or not self._counted_exactly(resolved.pending)
+            or any(key in self.held for key in resolved.keys)
+        ):
+            return super().mask(task)
+        ((alternative, picked, _),) = resolved.pending[0].requests[0].alternatives
+        return self.free_count(alternative, picked) >= alternative.count
 
     def failures(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
         if not task.pod.resource_claims:
@@ -237,23 +284,48 @@ class DeviceClaims(CheckedFilter):
                 ok &= some
         return ok
 
-    def free_count(self, alternative: DeviceRequest, picked: BoolArray) -> np.ndarray:
+    def free_count(self, alternative: DeviceRequest, picked: BoolArray) -> IntArray:
+        """Per node, how many devices the alternative could have now (not to be changed
+        by the caller: it is kept current as devices change hands)."""
+        return self._free_of(alternative, picked).counts
+
+    def _free_of(self, alternative: DeviceRequest, picked: BoolArray) -> _Free:
+        key = (id(picked), alternative.tolerations, alternative.admin_access)
+        found = self._free.get(key)
+        if found is None or found.picked is not picked:
+            inventory = self.inventory
+            eligible = picked & inventory.usable & ~inventory.blocked(alternative)
+            admin = alternative.admin_access
+            counts = self.per_node(eligible if admin else eligible & ~self.usage.taken)
+            total = self.per_node(eligible)
+            consuming = bool((eligible & inventory.consuming).any())
+            found = self._free[key] = _Free(picked, eligible, admin, counts, total, consuming)
+        return found
+
+    def per_node(self, devices: BoolArray) -> IntArray:
+        """How many of the devices each node reaches."""
         inventory = self.inventory
-        usable = picked & inventory.usable & ~inventory.blocked(alternative)
-        if not alternative.admin_access:
-            usable = usable & ~self.usage.taken
         rows = inventory.device_row
-        counts = np.bincount(rows[usable & (rows >= 0)], minlength=self.size)
-        for device in np.flatnonzero(usable & (rows < 0)).tolist():
-            counts = counts + inventory.reaches(device)
+        counts: IntArray = np.bincount(rows[devices & (rows >= 0)], minlength=self.size)
+        for device in np.flatnonzero(devices & (rows < 0)).tolist():
+            counts += inventory.reaches(device)
         return counts
 
     def _counted_exactly(self, pending: tuple[Pending, ...]) -> bool:
         """Whether counting free devices decides: one claim with one ExactCount request
         and no constraint, over devices that share no counters and all evaluate."""
-        if len(pending) != 1 or len(pending[0].requests) != 1 or pending[0].spec.constraints:
+        if len(pending) != 1:
             return False
-        alternatives = pending[0].requests[0].alternatives
+        key = pending[0].claim.key
+        found = self._counted.get(key)
+        if found is None:
+            found = self._counted[key] = self._plain(pending[0])
+        return found
+
+    def _plain(self, pending: Pending) -> bool:
+        if len(pending.requests) != 1 or pending.spec.constraints:
+            return False
+        alternatives = pending.requests[0].alternatives
         if len(alternatives) != 1:
             return False
         alternative, picked, errors = alternatives[0]
@@ -307,14 +379,91 @@ class DeviceClaims(CheckedFilter):
 
     def _take(self, devices: list[int], step: int) -> None:
         inventory = self.inventory
+        taken = self.usage.taken
         for device in devices:
+            was = bool(taken[device])
             self.usage.take(inventory, device, step)
-            row = int(inventory.device_row[device])
+            row = self._rows[device]
+            if bool(taken[device]) != was:
+                self._count_free(device, row, 1 if was else -1)
             # Counters are shared across the pool, which may reach other nodes too.
-            if row >= 0 and not inventory.consuming[device]:
+            if self._consuming[device]:
+                self._count_counters(device, step)
+                self.shared_version += 1
+            elif row >= 0:
                 self.version[row] += 1
             else:
                 self.shared_version += 1
+
+    def _count_free(self, device: int, row: int, step: int) -> None:
+        """The device is taken (step -1) or free again (+1): the free counts that count
+        it follow."""
+        for free in self._free.values():
+            if free.admin or not free.eligible[device]:
+                continue
+            if row >= 0:
+                free.counts[row] += step
+            else:
+                free.counts += step * self.inventory.reaches(device)
+
+    def _count_counters(self, device: int, step: int) -> None:
+        """The device takes (step 1) or gives back (-1) its share of its pool's
+        counters, on every node the pool reaches."""
+        inventory = self.inventory
+        pool_index = inventory.device_pool[device]
+        pool = inventory.pools[pool_index]
+        share = 0.0
+        for counter_set, counters in inventory.devices[device].consumes:
+            shared = pool.counters.get(counter_set, {})
+            for name, amount in counters:
+                capacity = shared.get(name)
+                if capacity:
+                    share += float(amount / capacity)
+        self.counters_used[inventory.pool_reach[pool_index]] += step * share
+
+    def packing(self, task: TaskInfo) -> IntArray | None:
+        """Per node, how full (0 to 100 %) the devices the task's claims would take there
+        are once they have them, averaged over the requests: plain devices by count,
+        partitionable ones by the share of the node's shared counters consumed (a GPU
+        already split into partitions is fuller than a whole one). None when the task
+        has no claim to allocate. Nodes where the claims cannot be had get some value."""
+        if not task.pod.resource_claims:
+            return None
+        resolved = self.claims_of(task)
+        if isinstance(resolved, str):
+            return None
+        requests = [r for p in resolved.pending if p.claim.key not in self.held for r in p.requests]
+        if not requests:
+            return None
+        percent = self._fullness(requests[0])
+        for request in requests[1:]:
+            percent = percent + self._fullness(request)
+        return percent // len(requests)
+
+    def _fullness(self, request: Request) -> IntArray:
+        """The percentage `packing` gives one request: per node, that of its first
+        alternative with enough free devices there (admin access takes none: 0)."""
+        found: IntArray = np.zeros(self.size, dtype=np.int64)
+        left: BoolArray | None = None
+        for alternative, picked, _ in request.alternatives:
+            if alternative.admin_access:
+                continue
+            free = self._free_of(alternative, picked)
+            need = free.counts if alternative.mode == ALL else alternative.count
+            if free.consuming:
+                full = (self.counters_used * 100 / np.maximum(self.counters_held, 1)).astype(
+                    np.int64
+                )
+            else:
+                full = (free.total - free.counts + need) * 100 // np.maximum(free.total, 1)
+            if len(request.alternatives) == 1:
+                return np.asarray(full, dtype=np.int64)
+            here = free.counts >= need
+            if left is not None:
+                here &= left
+            found = np.where(here, full, found)
+            left = ~here if left is None else left & ~here
+        return found
 
     def allocated_to(self, job: JobInfo, task: TaskInfo, row: int) -> None:
         """The task is placed on `row`: its claims are allocated there, or used again."""
@@ -363,19 +512,19 @@ class DeviceClaims(CheckedFilter):
         """What the search picks for a lone ExactCount request over plain devices: the
         first free ones on the node, in search order (nothing to backtrack over)."""
         ((alternative, picked, _),) = claim.requests[0].alternatives
-        inventory = self.inventory
-        free = picked & inventory.usable & ~inventory.blocked(alternative) & ~self.usage.taken
-        found = [d for d in inventory.on_node(row) if free[d]][: alternative.count]
+        eligible, taken = self._free_of(alternative, picked).eligible, self.usage.taken
+        found = [d for d in self.inventory.on_node(row) if eligible[d] and not taken[d]]
+        found = found[: alternative.count]
         if len(found) < alternative.count:
             return None
         return [[(alternative.name, d) for d in found]]
 
     def _usable_where(self, devices: list[int]) -> BoolArray:
         """The nodes that reach every one of the devices."""
-        rows = self.inventory.device_row[devices]
-        if len(rows) and (rows == rows[0]).all() and rows[0] >= 0:
+        rows = {self._rows[device] for device in devices}
+        if len(rows) == 1 and (row := rows.pop()) >= 0:
             where: BoolArray = np.zeros(self.size, dtype=np.bool_)
-            where[rows[0]] = True
+            where[row] = True
             return where
         where = np.ones(self.size, dtype=np.bool_)
         for device in devices:
@@ -440,7 +589,7 @@ class Diagnosis:
         best: tuple[int, int, DeviceRequest] | None = None
         for alternative, picked, _ in request.alternatives:
             need = 1 if alternative.mode == ALL else alternative.count
-            matching = self._per_node(picked & self.inventory.usable)
+            matching = self.claims.per_node(picked & self.inventory.usable)
             free = self.claims.free_count(alternative, picked)
             if int(free.max(initial=0)) >= need:
                 return None
@@ -450,7 +599,7 @@ class Diagnosis:
         most, need, alternative = best
         what = f"claim {claim.claim.key}, request {alternative.name}"
         if most >= need:
-            row = int(np.argmax(self._per_node(self._picked(alternative, claim))))
+            row = int(np.argmax(self.claims.per_node(self._picked(alternative, claim))))
             return (
                 f"{what}: every node with {need} matching device(s) has them taken "
                 f"(closest: node {self.nodes[row]})",
@@ -523,11 +672,4 @@ class Diagnosis:
     def _most(self, request: DeviceRequest, device_class: DeviceClass) -> int:
         picked, _ = self.inventory.picks(request, device_class)
         picked = picked & self.inventory.usable & ~self.inventory.blocked(request)
-        return int(self._per_node(picked).max(initial=0))
-
-    def _per_node(self, devices: BoolArray) -> np.ndarray:
-        rows = self.inventory.device_row
-        counts = np.bincount(rows[devices & (rows >= 0)], minlength=self.inventory.size)
-        for device in np.flatnonzero(devices & (rows < 0)).tolist():
-            counts = counts + self.inventory.reaches(device)
-        return counts
+        return int(self.claims.per_node(picked).max(initial=0))

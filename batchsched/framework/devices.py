@@ -13,9 +13,10 @@ reach it, and which devices each request's class and selectors pick. `Allocator`
 what is in use and answers for one node at a time.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
+from operator import attrgetter
 from typing import Protocol
 
 import numpy as np
@@ -145,6 +146,7 @@ class Inventory:
             pool_index = len(self.pools)
             self.pools.append(pool)
             reach: BoolArray = np.zeros(self.size, dtype=np.bool_)
+            added: BoolArray | None = None
             names: set[str] = set()
             for part in group:
                 for counter_set, counters in part.counters.items():
@@ -160,7 +162,10 @@ class Inventory:
                     if scope is None:
                         continue
                     where = self._reach(scope)
-                    reach |= where
+                    # A slice's devices share its scope's one mask: added to the pool's once.
+                    if where is not added:
+                        reach |= where
+                        added = where
                     index = len(self.devices)
                     self.devices.append(device)
                     self.device_pool.append(pool_index)
@@ -197,6 +202,9 @@ class Inventory:
         # Per (class selectors, request selectors): where each device matches, and the
         # evaluation errors by device.
         self._picks: dict[object, Picks] = {}
+        # Usable devices by kind (see _kinds), built when first asked.
+        self._kind_first: list[int] = []
+        self._kind_of: IntArray | None = None
 
     def _reach(self, scope: NodeScope) -> BoolArray:
         key: object = scope
@@ -261,21 +269,46 @@ class Inventory:
     def picks(self, request: DeviceRequest, device_class: DeviceClass) -> Picks:
         """Which devices the class's and the request's selectors pick (the class's first,
         as upstream evaluates them), and why evaluation failed on some devices.
-        Evaluated once per session for every device of the usable pools."""
+        Evaluated once per session for each kind of device of the usable pools."""
         key = (device_class.name, device_class.selectors, request.name, request.selectors)
         found = self._picks.get(key)
         if found is not None:
             return found
-        picked: BoolArray = np.zeros(len(self.devices), dtype=np.bool_)
-        errors: dict[int, SelectorFailure] = {}
-        for index in np.flatnonzero(self.usable).tolist():
-            device = self.devices[index]
+        kinds, kind_of = self._kinds()
+        # One slot more, never picked, for the devices of no kind (-1: not usable).
+        picked_kind: BoolArray = np.zeros(len(kinds) + 1, dtype=np.bool_)
+        failed_kind: dict[int, SelectorFailure] = {}
+        for kind, device in enumerate(kinds):
             try:
-                picked[index] = self._selected(device_class, request, device)
+                picked_kind[kind] = self._selected(device_class, request, self.devices[device])
             except _Failed as failed:
-                errors[index] = failed.failure
+                failed_kind[kind] = failed.failure
+        picked: BoolArray = picked_kind[kind_of]
+        errors: dict[int, SelectorFailure] = {}
+        if failed_kind:
+            for index in np.flatnonzero(self.usable).tolist():
+                failure = failed_kind.get(int(kind_of[index]))
+                if failure is not None:
+                    errors[index] = replace(failure, device=self.devices[index].id)
         self._picks[key] = found = (picked, errors)
         return found
+
+    def _kinds(self) -> tuple[list[int], IntArray]:
+        """The usable devices grouped by what a selector can see of them (all but pool
+        and name, which DRA's CEL environment leaves out): one device of each kind, and
+        each device's kind. A cluster's thousands of GPUs are a handful of kinds, and a
+        selector is evaluated once per kind."""
+        if self._kind_of is None:
+            first: dict[Hashable, int] = {}
+            kind_of: IntArray = np.full(len(self.devices), -1, dtype=np.int64)
+            for index in np.flatnonzero(self.usable).tolist():
+                seen = _seen_by_selectors(self.devices[index])
+                kind = first.setdefault(seen, len(first))
+                if kind == len(self._kind_first):
+                    self._kind_first.append(index)
+                kind_of[index] = kind
+            self._kind_of = kind_of
+        return self._kind_first, self._kind_of
 
     def _selected(self, device_class: DeviceClass, request: DeviceRequest, device: Device) -> bool:
         for of_class, selectors in ((True, device_class.selectors), (False, request.selectors)):
@@ -289,6 +322,22 @@ class Inventory:
                         SelectorFailure(of_class, owner, i, device.id, str(error))
                     ) from None
         return True
+
+
+# Device fields a selector cannot read (DRA's CEL `device` has no pool or name), and
+# the mappings among those it may.
+_UNSEEN = {"pool", "name"}
+_MAPPINGS = ("attributes", "capacity")
+_OTHER_FIELDS = attrgetter(
+    *(f.name for f in fields(Device) if f.name not in {*_UNSEEN, *_MAPPINGS})
+)
+
+
+def _seen_by_selectors(device: Device) -> Hashable:
+    """The device's fields but those no selector reads, as one hashable value: devices
+    equal in it get equal results from every selector."""
+    others: Hashable = _OTHER_FIELDS(device)
+    return (tuple(device.attributes.items()), tuple(device.capacity.items()), others)
 
 
 @dataclass(slots=True)

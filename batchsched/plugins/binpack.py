@@ -9,6 +9,14 @@ nodes whose GPUs are busy and leave idle GPUs to the pods that need them.
 
 GPU utilisation counts the session's cards (framework/gpucards.py) in milli, so shares of
 a card fill it as whole cards do; on nodes without shares it is the plain column ratio.
+
+Devices a pod asks for through DRA claims are scored too, by the same shape, as a term of
+their own with the plugin's weight: the utilisation of the devices its requests may take
+on the node once they have them (framework/deviceclaims.py, `packing`), so a pod goes
+where its request fills the free devices best and whole devices elsewhere stay whole;
+partitionable devices count by the shared counters consumed, so a partition goes to a
+GPU already split rather than split a whole one. The term is taken afresh at each
+choice, as devices change hands with every pod placed.
 """
 
 from collections.abc import Mapping, Sequence
@@ -19,9 +27,10 @@ import numpy as np
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import CARD_MILLI
 from batchsched.api.resources import CPU, GPU, MEMORY
+from batchsched.framework.deviceclaims import DeviceClaims
 from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
-from batchsched.model.arrays import IntArray
+from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import NO_EXTRA, TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
 
@@ -33,6 +42,8 @@ WEIGHT_KEYS = ("resources", "resourcetoweightmap")
 ALWAYS_KEY = "alwaysScored"
 DEFAULT_SHAPE = ((0, 0), (100, 10))
 DEFAULT_WEIGHTS = {CPU: 1, MEMORY: 1}
+# Points equal to the utilisation: the default shape's table.
+LINEAR: IntArray = np.arange(MAX_UTILIZATION + 1, dtype=np.int64) * MAX_NODE_SCORE // 100
 
 
 class Binpack:
@@ -65,6 +76,7 @@ class Binpack:
         self.extra_at = [names.index(n) if n in names else -1 for n in (CPU, MEMORY)]
         self.extra = self._node_extra(session)
         session.scorers.append((self, self.weight))
+        pack_devices(session, self.name, self.weight, self.table)
 
     def _node_extra(self, session: Session) -> IntArray | None:
         """Per node, the scored columns' counts beyond requests; kept up to date as the
@@ -119,6 +131,30 @@ class Binpack:
             weights = np.where(self.always | (request > 0), self.column_weights, 0)
             found = self._shapes[task.pod.shape_key] = (request, weights)
         return found
+
+
+class DevicePacking:
+    """The DRA devices' term (the module says how), by a binpack shape's `table` (points
+    per utilisation 0..100); for the plugin `name`."""
+
+    def __init__(self, name: str, session: Session, table: IntArray = LINEAR) -> None:
+        self.name = name
+        self.session = session
+        self.table = table
+
+    def normalized_scores(self, task: TaskInfo, feasible: BoolArray) -> IntArray | None:
+        claims = self.session.device_claims
+        percent = None if claims is None else claims.packing(task)
+        if percent is None:
+            return None
+        points: IntArray = self.table[np.minimum(percent, MAX_UTILIZATION)]
+        return points
+
+
+def pack_devices(session: Session, name: str, weight: int, table: IntArray = LINEAR) -> None:
+    """Score DRA devices for plugin `name` with `weight`, in sessions placing claims."""
+    if DeviceClaims.needed(session.placing):
+        session.normalized_scorers.append((DevicePacking(name, session, table), weight))
 
 
 def _shape(arguments: Mapping[str, Any]) -> list[tuple[int, int]]:

@@ -28,6 +28,10 @@ stranded space no task of the mix could have used, so such placements score almo
 alike; past a few units the placement is poor either way, and the scores, rounded to
 integers, tie so that those nodes go to the session's first-fit order, which keeps
 filling the same nodes rather than spreading pods.
+
+Devices asked through DRA claims are not cards of this model: they are packed by binpack's
+device term (plugins/binpack.py, DevicePacking) with this plugin's weight, so a request
+goes where it fills the free devices best and a partition where a GPU is already split.
 """
 
 from collections import Counter
@@ -46,6 +50,7 @@ from batchsched.framework.session import Session
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
+from batchsched.plugins.binpack import pack_devices
 from batchsched.plugins.fragmentation import (
     InstanceFragmentationModel,
     TaskClass,
@@ -117,6 +122,7 @@ class GpuFragmentation:
         session.scorers.append((self, self.weight))
         session.allocate_checks.append(self._tried)
         session.gpu.chooser = self._choose
+        pack_devices(session, self.name, self.weight)
 
     def _build(self) -> None:
         """The model of the mix as it is now, and everything kept per node state."""

@@ -1,7 +1,10 @@
 """Devices as a resource of the session: gangs' claims allocated all or nothing,
 shared claims followed, victims' devices freed, bad input named (CEL by api/cel.py)."""
 
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from batchsched.api.selectors import Requirement
 from batchsched.model.decisions import Decisions
@@ -22,6 +25,9 @@ from tests.support.objects import (
 
 DRIVER = "gpu.example.com"
 GPU_CLASS = device_class("gpu", f"device.driver == '{DRIVER}'")
+FGD_CONFIG = (
+    Path(__file__).resolve().parents[3] / "examples" / "config" / "gpu-fragmentation.yaml"
+).read_text()
 
 
 def gpus(node_name: str, count: int, **more: Any) -> dict[str, Any]:
@@ -81,6 +87,32 @@ def test_a_gang_gets_all_its_claims_or_none_and_leaves_no_device_taken() -> None
     assert decisions.pending["default/train-0"].endswith("cannot allocate all claims.")
 
 
+def test_devices_reaching_every_node_are_free_again_when_a_gang_falls_short() -> None:
+    """Two network-attached GPUs reach both nodes: a gang of three asking one each
+    takes both, falls short and gives them back, so that the pod created after it has
+    them. Free devices are counted as they change hands: a device reaching several
+    nodes is counted again on each of them."""
+    members = gang("train", 3, requests={"cpu": "1"})
+    for i, member in enumerate(members[1:]):
+        member["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": f"gpu-{i}"}]
+    devices = [device(f"gpu-{i}", attributes={"index": {"int": i}}) for i in range(2)]
+    objects = [
+        node("n1"),
+        node("n2"),
+        resource_slice("fabric", driver=DRIVER, pool="fabric", all_nodes=True, devices=devices),
+        GPU_CLASS,
+        *members,
+        *(gpu_claim(f"gpu-{i}") for i in range(3)),
+        gpu_claim("solo", 2),
+        claimed("solo", "solo", created=10),
+    ]
+    decisions = decide(objects)
+    assert set(placements(decisions)) == {"default/solo"}
+    assert allocated_devices(decisions) == {
+        "default/solo": [f"{DRIVER}/fabric/gpu-0", f"{DRIVER}/fabric/gpu-1"]
+    }
+
+
 def test_two_pods_sharing_a_claim_by_name_follow_its_one_allocation() -> None:
     objects = [
         node("n1"),
@@ -100,12 +132,15 @@ def test_two_pods_sharing_a_claim_by_name_follow_its_one_allocation() -> None:
     assert allocation.terms == ((Requirement("metadata.name", "In", ("n1",), field=True),),)
 
 
-def _allocated_on(node_name: str, device_name: str, reserved: str) -> dict[str, Any]:
+def _allocated_on(node_name: str, device_name: str, reserved: str, *more: str) -> dict[str, Any]:
+    """A claim's status: allocated `device_name` (and `more`) of the node's pool, reserved
+    for the pod `reserved`."""
     return {
         "allocation": {
             "devices": {
                 "results": [
-                    {"request": "gpu", "driver": DRIVER, "pool": node_name, "device": device_name}
+                    {"request": "gpu", "driver": DRIVER, "pool": node_name, "device": name}
+                    for name in (device_name, *more)
                 ]
             },
             "nodeSelector": {
@@ -352,3 +387,102 @@ def test_a_claim_reserved_for_as_many_pods_as_it_may_is_in_use() -> None:
     ]
     decisions = _with_plain(GPU_CLASS, gpu_claim("full", status=status), claimed("p", "full"))
     assert decisions.pending["default/p"] == "0/1 nodes are available: resourceclaim in use."
+
+
+# Packing (plugins/binpack.py): devices count as a resource the pod requests.
+
+
+def test_a_request_goes_where_it_fills_the_free_devices_best() -> None:
+    """n2 has 2 of its 8 GPUs free, n1 all 8: a pod asking 2 goes to n2, which it
+    fills, and leaves n1's 8 whole for a pod asking 8. Without packing devices the
+    nodes tie (a running pod on each, CPU and memory alike), the first, n1, was taken
+    and the pod asking 8 had no node."""
+    held = [f"gpu-{i}" for i in range(6)]
+    objects = [
+        node("n1"),
+        node("n2"),
+        gpus("n1", 8),
+        gpus("n2", 8),
+        GPU_CLASS,
+        gpu_claim("held", 6, status=_allocated_on("n2", held[0], "holder", *held[1:])),
+        claimed("holder", "held", node_name="n2", phase="Running", created=0),
+        pod("neighbour", node_name="n1", phase="Running", created=0),
+        gpu_claim("two", 2),
+        claimed("pair", "two", created=1),
+        gpu_claim("eight", 8),
+        claimed("octet", "eight", created=2),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/pair": "n2", "default/octet": "n1"}
+    assert allocated_devices(decisions)["default/two"] == [
+        f"{DRIVER}/n2/gpu-6",
+        f"{DRIVER}/n2/gpu-7",
+    ]
+
+
+def _partitionable(node_name: str) -> list[dict[str, Any]]:
+    """One GPU as a driver publishes a partitionable one: the whole device and its two
+    halves, all drawing on one counter set."""
+
+    def kind(name: str, memory: str, of: str) -> dict[str, Any]:
+        return device(
+            name, attributes={"kind": {"string": of}}, consumes={"gpu-0": {"memory": memory}}
+        )
+
+    devices = [kind("whole", "80Gi", "whole"), kind("half-0", "40Gi", "half")]
+    devices.append(kind("half-1", "40Gi", "half"))
+    return [
+        resource_slice(
+            f"{node_name}-gpus",
+            driver=DRIVER,
+            pool=node_name,
+            node_name=node_name,
+            slice_count=2,
+            devices=devices,
+        ),
+        resource_slice(
+            f"{node_name}-counters",
+            driver=DRIVER,
+            pool=node_name,
+            slice_count=2,
+            counters={"gpu-0": {"memory": "80Gi"}},
+        ),
+    ]
+
+
+def _asking(of: str, name: str) -> dict[str, Any]:
+    selector = f"device.attributes['{DRIVER}'].kind == '{of}'"
+    return resource_claim(name, exactly("gpu", "gpu", selectors=[selector]))
+
+
+@pytest.mark.parametrize("config", [None, FGD_CONFIG], ids=["binpack", "gpufragmentation"])
+def test_a_partition_goes_to_a_gpu_already_split_and_a_whole_one_stays_whole(
+    config: str | None,
+) -> None:
+    """n2's GPU has one half in use, n1's is whole: a pod asking a half goes to n2, by
+    the shared counters consumed there, and the pod asking a whole GPU after it has
+    n1's. Without packing devices the half went to n1 (the first of two tied nodes),
+    splitting its GPU, and the whole GPU was to be had nowhere. Binpack (the default
+    configuration) and gpufragmentation pack devices alike."""
+    in_use = _asking("half", "in-use")
+    in_use["status"] = _allocated_on("n2", "half-0", "holder")
+    objects = [
+        node("n1"),
+        node("n2"),
+        *_partitionable("n1"),
+        *_partitionable("n2"),
+        GPU_CLASS,
+        in_use,
+        claimed("holder", "in-use", node_name="n2", phase="Running", created=0),
+        pod("neighbour", node_name="n1", phase="Running", created=0),
+        _asking("half", "h"),
+        _asking("whole", "w"),
+        claimed("part", "h", created=1),
+        claimed("entire", "w", created=2),
+    ]
+    decisions = decide(objects, config)
+    assert placements(decisions) == {"default/part": "n2", "default/entire": "n1"}
+    assert allocated_devices(decisions) == {
+        "default/h": [f"{DRIVER}/n2/half-1"],
+        "default/w": [f"{DRIVER}/n1/whole"],
+    }
