@@ -2,13 +2,13 @@
 ResourceClaims and their templates, read as kube-scheduler's DynamicResources plugin
 reads them (v1.36), and what a pod's spec.resourceClaims name.
 
-What allocation cannot honour yet is refused out loud rather than ignored: a claim
-asking for consumable capacity (a request's `capacity`) makes its pods wait with a
-message naming the field (`claim_blocker`).
+Consumable capacity (DRAConsumableCapacity, beta and on in 1.36) is read whole: a
+device's `allowMultipleAllocations` and each capacity's `requestPolicy`, a request's
+`capacity.requests`, and the `shareID` and `consumedCapacity` of allocated results.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Literal
 
@@ -29,7 +29,6 @@ from batchsched.api.objects import BLOCKING_EFFECTS, PodResourceClaim, Taint, To
 from batchsched.api.quantity import parse_quantity
 from batchsched.api.reads import reads
 from batchsched.api.selectors import Requirement, node_selector_term
-from batchsched.api.unsupported import not_supported
 
 # Set by the resource-claim controller on a claim it makes from a template: which of the
 # pod's spec.resourceClaims it stands for.
@@ -65,6 +64,7 @@ SLICE_READS = reads(
             "nodeSelector",
             "allNodes",
             "bindingConditions",
+            "allowMultipleAllocations",
         )
     ),
 )
@@ -109,6 +109,20 @@ class NodeScope:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestPolicy:
+    """How a request consumes one capacity of a device allowing multiple allocations
+    (capacity.requestPolicy): `default` for a request not naming it, then either the
+    request rounded up to one of `valid_values`, or to `minimum + n * step` within
+    `maximum` (validRange)."""
+
+    default: Decimal | None = None
+    valid_values: tuple[Decimal, ...] = ()
+    minimum: Decimal | None = None
+    maximum: Decimal | None = None
+    step: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     driver: str
     pool: str
@@ -123,6 +137,10 @@ class Device:
     scope: NodeScope | None = None
     # The driver must confirm conditions before a pod may use it (bindingConditions).
     binding_conditions: bool = False
+    # allowMultipleAllocations: several claims may share it, each consuming capacity.
+    multiple: bool = False
+    # Per capacity name, its requestPolicy (only those that state one).
+    policies: Mapping[str, RequestPolicy] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -172,6 +190,8 @@ class DeviceRequest:
     count: int = 1
     admin_access: bool = False
     tolerations: tuple[Toleration, ...] = ()
+    # capacity.requests: (capacity name, amount) pairs, names as the request gives them.
+    capacity: tuple[tuple[str, Decimal], ...] = ()
 
     def blocked_by(self, device: Device) -> bool:
         """Whether an untolerated NoSchedule/NoExecute taint keeps the device from it;
@@ -210,8 +230,6 @@ class Constraint:
 class ClaimSpec:
     requests: tuple[ClaimRequest, ...]
     constraints: tuple[Constraint, ...] = ()
-    # Why the claim cannot be allocated here, naming the field (unsupported.py style).
-    blocked: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +239,10 @@ class AllocatedDevice:
     pool: str
     device: str
     admin_access: bool = False
+    # Set where the device allows multiple allocations: this share's identity and the
+    # capacity it consumes.
+    share_id: str = ""
+    consumed: tuple[tuple[str, Decimal], ...] = ()
 
     @property
     def id(self) -> str:
@@ -300,13 +322,17 @@ def _device(raw: object, driver: str, pool: str, *, per_device: bool, where: str
         str(key): _attribute(value, where=f"{where}.attributes[{key}]")
         for key, value in mapping(entry.get("attributes"), where=f"{where}.attributes").items()
     }
-    capacity = {
-        str(key): parse_quantity(
-            mapping(value, where=f"{where}.capacity[{key}]").get("value"),
-            where=f"{where}.capacity[{key}].value",
-        )
-        for key, value in mapping(entry.get("capacity"), where=f"{where}.capacity").items()
-    }
+    capacity = {}
+    policies = {}
+    for key, value in mapping(entry.get("capacity"), where=f"{where}.capacity").items():
+        at = f"{where}.capacity[{key}]"
+        raw_capacity = mapping(value, where=at)
+        capacity[str(key)] = parse_quantity(raw_capacity.get("value"), where=f"{at}.value")
+        if raw_capacity.get("requestPolicy") is not None:
+            policies[str(key)] = _request_policy(
+                raw_capacity["requestPolicy"], where=f"{at}.requestPolicy"
+            )
+    multiple = entry.get("allowMultipleAllocations")
     taints = []
     for i, item in enumerate(sequence(entry.get("taints"), where=f"{where}.taints")):
         taint = mapping(item, where=f"{where}.taints[{i}]")
@@ -336,7 +362,42 @@ def _device(raw: object, driver: str, pool: str, *, per_device: bool, where: str
         consumes=tuple((s, tuple(sorted(c.items()))) for s, c in consumes),
         scope=_scope(entry, where=where) if per_device else None,
         binding_conditions=bool(conditions),
+        multiple=False
+        if multiple is None
+        else flag(multiple, where=f"{where}.allowMultipleAllocations"),
+        policies=policies,
     )
+
+
+def _request_policy(raw: object, *, where: str) -> RequestPolicy:
+    """A capacity's requestPolicy: at most one of validValues and validRange, as the
+    API server validates it."""
+    entry = mapping(raw, where=where)
+    values, bounds = entry.get("validValues"), entry.get("validRange")
+    if values is not None and bounds is not None:
+        raise InvalidObject(f"{where}: at most one of validValues, validRange may be set")
+    default = entry.get("default")
+    policy = RequestPolicy(
+        default=None if default is None else parse_quantity(default, where=f"{where}.default"),
+        valid_values=tuple(
+            parse_quantity(v, where=f"{where}.validValues[{i}]")
+            for i, v in enumerate(sequence(values, where=f"{where}.validValues"))
+        ),
+    )
+    if bounds is None:
+        return policy
+    limits = mapping(bounds, where=f"{where}.validRange")
+    found = {
+        part: None
+        if limits.get(part) is None
+        else parse_quantity(limits.get(part), where=f"{where}.validRange.{part}")
+        for part in ("min", "max", "step")
+    }
+    if found["min"] is None:
+        raise InvalidObject(f"{where}.validRange.min: required")
+    if found["step"] is not None and found["step"] <= 0:
+        raise InvalidObject(f"{where}.validRange.step: must be positive, got {found['step']}")
+    return replace(policy, minimum=found["min"], maximum=found["max"], step=found["step"])
 
 
 def _attribute(raw: object, *, where: str) -> Attribute:
@@ -442,7 +503,6 @@ def template_from_object(obj: Obj) -> ClaimSpec:
 def claim_spec(raw: object, *, where: str) -> ClaimSpec:
     devices = mapping(mapping(raw, where=where).get("devices"), where=f"{where}.devices")
     requests = []
-    blocked = None
     names: set[str] = set()
     for i, item in enumerate(sequence(devices.get("requests"), where=f"{where}.devices.requests")):
         here = f"{where}.devices.requests[{i}]"
@@ -455,7 +515,6 @@ def claim_spec(raw: object, *, where: str) -> ClaimSpec:
         if (exactly is None) == (alternatives is None):
             raise InvalidObject(f"{here}: exactly one of exactly, firstAvailable must be set")
         if exactly is not None:
-            blocked = blocked or _capacity_blocker(exactly, where=f"{here}.exactly")
             found: tuple[DeviceRequest, ...] = (
                 _device_request(exactly, name, where=f"{here}.exactly"),
             )
@@ -467,7 +526,6 @@ def claim_spec(raw: object, *, where: str) -> ClaimSpec:
             for j, sub in enumerate(subs):
                 at = f"{here}.firstAvailable[{j}]"
                 raw_sub = mapping(sub, where=at)
-                blocked = blocked or _capacity_blocker(raw_sub, where=at)
                 sub_name = _required(raw_sub.get("name"), where=f"{at}.name")
                 found_subs.append(_device_request(raw_sub, f"{name}/{sub_name}", where=at))
             found = tuple(found_subs)
@@ -488,13 +546,7 @@ def claim_spec(raw: object, *, where: str) -> ClaimSpec:
             raise InvalidObject(f"{here}: attribute {attribute!r} must be fully qualified")
         applies = tuple(str(r) for r in sequence(entry.get("requests"), where=f"{here}.requests"))
         constraints.append(Constraint(applies, attribute, distinct=distinct is not None))
-    return ClaimSpec(tuple(requests), tuple(constraints), blocked)
-
-
-def _capacity_blocker(raw: object, *, where: str) -> str | None:
-    if mapping(raw, where=where).get("capacity"):
-        return not_supported(f"{where}.capacity (consumable capacity)")
-    return None
+    return ClaimSpec(tuple(requests), tuple(constraints))
 
 
 def _device_request(raw: object, name: str, *, where: str) -> DeviceRequest:
@@ -523,6 +575,10 @@ def _device_request(raw: object, name: str, *, where: str) -> DeviceRequest:
             )
         )
     admin = entry.get("adminAccess")
+    wanted = mapping(
+        mapping(entry.get("capacity"), where=f"{where}.capacity").get("requests"),
+        where=f"{where}.capacity.requests",
+    )
     return DeviceRequest(
         name=name,
         class_name=_required(entry.get("deviceClassName"), where=f"{where}.deviceClassName"),
@@ -531,6 +587,12 @@ def _device_request(raw: object, name: str, *, where: str) -> DeviceRequest:
         count=count,
         admin_access=False if admin is None else flag(admin, where=f"{where}.adminAccess"),
         tolerations=tuple(tolerations),
+        capacity=tuple(
+            sorted(
+                (str(k), parse_quantity(v, where=f"{where}.capacity.requests[{k}]"))
+                for k, v in wanted.items()
+            )
+        ),
     )
 
 
@@ -556,6 +618,15 @@ def _allocation(raw: object, *, where: str) -> Allocation:
                 pool=_required(result.get("pool"), where=f"{at}.pool"),
                 device=_required(result.get("device"), where=f"{at}.device"),
                 admin_access=bool(result.get("adminAccess")),
+                share_id=text(result.get("shareID"), where=f"{at}.shareID", default=""),
+                consumed=tuple(
+                    sorted(
+                        (str(k), parse_quantity(v, where=f"{at}.consumedCapacity[{k}]"))
+                        for k, v in mapping(
+                            result.get("consumedCapacity"), where=f"{at}.consumedCapacity"
+                        ).items()
+                    )
+                ),
             )
         )
     selector = entry.get("nodeSelector")

@@ -20,6 +20,7 @@ free for the preemptor. The allocation goes with the binding (Binding.devices).
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 
 import numpy as np
 
@@ -66,6 +67,8 @@ class _Held:
     allocation: tuple[AllocatedDevice, ...]
     # Inventory indices of its devices that count as taken (not admin access).
     devices: list[int]
+    # Its shares of devices allowing multiple allocations, with what each consumes.
+    shares: list[tuple[int, dict[str, Decimal]]]
     where: BoolArray
     users: int
     # Allocated in the snapshot and used by no placed pod: held whatever is evicted.
@@ -128,20 +131,25 @@ class DeviceClaims(CheckedFilter):
         for key, claim in devices.claims.items():
             if claim.allocation is None:
                 continue
-            found = [
-                index
-                for d in claim.allocation.devices
-                if not d.admin_access and (index := inventory.index.get(d.id)) is not None
-            ]
+            found, shares = [], []
+            for result in claim.allocation.devices:
+                index = inventory.index.get(result.id)
+                if result.admin_access or index is None:
+                    continue
+                if result.share_id:
+                    shares.append((index, dict(result.consumed)))
+                else:
+                    found.append(index)
             count = users.get(key, 0)
             self.held[key] = _Held(
                 claim.allocation.devices,
                 found,
+                shares,
                 inventory.terms_mask(claim.allocation.terms),
                 users=count,
                 anchored=not count,
             )
-            self._take(found, +1)
+            self._take(found, shares, +1)
 
     @staticmethod
     def needed(jobs: Sequence[JobInfo]) -> bool:
@@ -257,9 +265,9 @@ class DeviceClaims(CheckedFilter):
         if len(alternatives) != 1:
             return False
         alternative, picked, errors = alternatives[0]
-        if alternative.mode == ALL or alternative.admin_access or errors:
+        if alternative.mode == ALL or alternative.admin_access or errors or alternative.capacity:
             return False
-        return not (picked & self.inventory.consuming).any()
+        return not (picked & (self.inventory.consuming | self.inventory.metered)).any()
 
     # What a pod's claims are, as of the snapshot.
 
@@ -305,16 +313,24 @@ class DeviceClaims(CheckedFilter):
 
     # Devices changing hands.
 
-    def _take(self, devices: list[int], step: int) -> None:
+    def _take(
+        self, devices: list[int], shares: list[tuple[int, dict[str, Decimal]]], step: int
+    ) -> None:
         inventory = self.inventory
         for device in devices:
             self.usage.take(inventory, device, step)
-            row = int(inventory.device_row[device])
-            # Counters are shared across the pool, which may reach other nodes too.
-            if row >= 0 and not inventory.consuming[device]:
-                self.version[row] += 1
-            else:
-                self.shared_version += 1
+            self._changed(device)
+        for device, amounts in shares:
+            self.usage.share(inventory, device, amounts, step)
+            self._changed(device)
+
+    def _changed(self, device: int) -> None:
+        row = int(self.inventory.device_row[device])
+        # Counters are shared across the pool, which may reach other nodes too.
+        if row >= 0 and not self.inventory.consuming[device]:
+            self.version[row] += 1
+        else:
+            self.shared_version += 1
 
     def allocated_to(self, job: JobInfo, task: TaskInfo, row: int) -> None:
         """The task is placed on `row`: its claims are allocated there, or used again."""
@@ -330,7 +346,7 @@ class DeviceClaims(CheckedFilter):
             held.users += 1
             if not held.taken:
                 held.taken = True
-                self._take(held.devices, +1)
+                self._take(held.devices, held.shares, +1)
         pending = [p for p in resolved.pending if p.claim.key not in self.held]
         if not pending:
             return
@@ -347,12 +363,21 @@ class DeviceClaims(CheckedFilter):
             return
         made = []
         for claim, devices in zip(pending, chosen, strict=True):
-            admin = {a.name: a.admin_access for r in claim.requests for a, _, _ in r.alternatives}
-            allocation = results(self.inventory, devices, admin)
-            taken = [d for name, d in devices if not admin[name]]
+            requests = {a.name: a for r in claim.requests for a, _, _ in r.alternatives}
+            allocation = results(self.inventory, claim.claim, devices, requests)
+            taken, shares = [], []
+            for result, (_, device) in zip(allocation, devices, strict=True):
+                if result.admin_access:
+                    continue
+                if result.share_id:
+                    shares.append((device, dict(result.consumed)))
+                else:
+                    taken.append(device)
             where = self._usable_where([d for _, d in devices])
-            self.held[claim.claim.key] = _Held(allocation, taken, where, users=1, anchored=False)
-            self._take(taken, +1)
+            self.held[claim.claim.key] = _Held(
+                allocation, taken, shares, where, users=1, anchored=False
+            )
+            self._take(taken, shares, +1)
             terms = node_terms(self.inventory, [d for _, d in devices])
             made.append(
                 DeviceAllocation(claim.claim.namespace, claim.claim.name, allocation, terms)
@@ -401,7 +426,7 @@ class DeviceClaims(CheckedFilter):
                 continue
             if held.taken:
                 held.taken = False
-                self._take(held.devices, -1)
+                self._take(held.devices, held.shares, -1)
             if key in made_here:
                 del self.held[key]
 

@@ -276,15 +276,83 @@ def test_a_template_claim_not_made_yet_and_one_made_for_another_pod() -> None:
     )
 
 
-def test_a_claim_asking_for_consumable_capacity_is_refused_by_field() -> None:
-    claim = gpu_claim("c")
-    claim["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {
-        "requests": {"memory": "10Gi"}
+def _shared_gpu(node_name: str) -> dict[str, Any]:
+    """One GPU of 40Gi that claims may share, by steps of 8Gi (default 8Gi)."""
+    policy = {"default": "8Gi", "validRange": {"min": "8Gi", "step": "8Gi", "max": "40Gi"}}
+    gpu = device("gpu-0", multiple=True, capacity={"memory": "40Gi"}, policies={"memory": policy})
+    return resource_slice(
+        f"{node_name}-gpus", driver=DRIVER, pool=node_name, node_name=node_name, devices=[gpu]
+    )
+
+
+def _memory_claim(name: str, memory: str, **more: Any) -> dict[str, Any]:
+    return resource_claim(name, exactly("gpu", "gpu", capacity={"memory": memory}), **more)
+
+
+def test_claims_share_a_device_by_its_consumable_capacity() -> None:
+    """A gang of three asking 12Gi each (rounded up to 16Gi) of one 40Gi GPU: two fit,
+    so the gang waits whole; a pod asking 8Gi after it gets the GPU, shared, with its
+    shareID and the capacity it consumes in its result."""
+    members = gang("train", 3, requests={"cpu": "1"})
+    for i, member in enumerate(members[1:]):
+        member["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"train-{i}"}]
+    objects = [
+        node("n1"),
+        _shared_gpu("n1"),
+        GPU_CLASS,
+        *members,
+        *(_memory_claim(f"train-{i}", "12Gi") for i in range(3)),
+        _memory_claim("small", "8Gi"),
+        claimed("small", "small", created=10),
+        _memory_claim("other", "8Gi"),
+        claimed("other", "other", created=11),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/small": "n1", "default/other": "n1"}
+    assert decisions.pending["default/train-0"].endswith("cannot allocate all claims.")
+    results = {a.key: a.devices for b in decisions.bindings for a in b.devices}
+    (small,) = results["default/small"]
+    (other,) = results["default/other"]
+    assert small.id == other.id == f"{DRIVER}/n1/gpu-0"
+    assert small.consumed == (("memory", 8 * 2**30),)
+    assert small.share_id and other.share_id and small.share_id != other.share_id
+
+
+def test_shares_allocated_before_count_against_the_capacity() -> None:
+    """Shares in claims' status consume capacity: 32Gi of 40Gi taken leaves room for
+    one 8Gi share, not for 16Gi."""
+    held = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {
+                        "request": "gpu",
+                        "driver": DRIVER,
+                        "pool": "n1",
+                        "device": "gpu-0",
+                        "shareID": "5f0c9a7e-0000-4000-8000-000000000001",
+                        "consumedCapacity": {"memory": "32Gi"},
+                    }
+                ]
+            }
+        },
+        "reservedFor": [{"resource": "pods", "name": "holder", "uid": "holder"}],
     }
-    decisions = _with_plain(GPU_CLASS, claim, claimed("p", "c", created=1))
-    assert decisions.pending["default/p"] == (
-        "0/1 nodes are available: claim default/c: ResourceClaim default/c.spec.devices."
-        "requests[0].exactly.capacity (consumable capacity) is not supported yet."
+    objects = [
+        node("n1"),
+        _shared_gpu("n1"),
+        GPU_CLASS,
+        _memory_claim("held", "32Gi", status=held),
+        claimed("holder", "held", node_name="n1", phase="Running", created=0),
+        _memory_claim("big", "16Gi"),
+        claimed("big", "big", created=1),
+        _memory_claim("fits", "8Gi"),
+        claimed("fits", "fits", created=2),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/fits": "n1"}
+    assert decisions.pending["default/big"] == (
+        "0/1 nodes are available: 1 cannot allocate all claims."
     )
 
 
