@@ -7,7 +7,7 @@ device's `allowMultipleAllocations` and each capacity's `requestPolicy`, a reque
 `capacity.requests`, and the `shareID` and `consumedCapacity` of allocated results.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Literal
@@ -81,6 +81,10 @@ RESOURCE_CLAIM_READS = reads(
     "status.reservedFor[].uid",
 )
 TEMPLATE_READS = reads("ResourceClaimTemplate", *(f"spec.spec.{p}" for p in CLAIM_SPEC_FIELDS))
+TAINT_RULE_READS = reads("DeviceTaintRule", "apiVersion", "spec.deviceSelector", "spec.taint")
+# The one version serving DeviceTaintRules in Kubernetes 1.36 (with the
+# DRADeviceTaintRules gate and this version switched on, both off by default).
+TAINT_RULE_API = "resource.k8s.io/v1beta2"
 
 NodeTerms = tuple[tuple[Requirement, ...], ...]
 AttributeKind = Literal["int", "bool", "string", "version"]
@@ -273,6 +277,26 @@ class ResourceClaim:
         return f"{self.namespace}/{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    """A DeviceTaintRule: its taint added to every device its selector picks by
+    driver, pool and device name (each left out matches any), as kube-scheduler's
+    ResourceSlice tracker adds it."""
+
+    name: str
+    taint: Taint
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+    def applies(self, found: Device) -> bool:
+        return (
+            (self.driver is None or self.driver == found.driver)
+            and (self.pool is None or self.pool == found.pool)
+            and (self.device is None or self.device == found.name)
+        )
+
+
 @dataclass(slots=True)
 class Devices:
     """Everything the allocation of a session reads: kept apart from the pods so that a
@@ -282,6 +306,7 @@ class Devices:
     classes: dict[str, DeviceClass] = field(default_factory=dict)
     claims: dict[str, ResourceClaim] = field(default_factory=dict)
     templates: dict[str, ClaimSpec] = field(default_factory=dict)
+    taint_rules: dict[str, DeviceTaintRule] = field(default_factory=dict)
     # "Kind key" -> why the object could not be read.
     rejected: dict[str, str] = field(default_factory=dict)
     # False where these kinds are not read at all (`batchsched run` so far).
@@ -455,6 +480,56 @@ def _scope(raw: Obj, *, where: str) -> NodeScope:
     if sum((bool(node_name), all_nodes, terms is not None)) != 1:
         raise InvalidObject(f"{where}: exactly one of nodeName, nodeSelector, allNodes must be set")
     return NodeScope(node_name=node_name, terms=terms, all_nodes=all_nodes)
+
+
+def taint_rule_from_object(obj: Obj) -> DeviceTaintRule:
+    name = name_of(obj, kind="DeviceTaintRule")
+    where = describe(obj, kind="DeviceTaintRule")
+    version = obj.get("apiVersion")
+    if version is not None and version != TAINT_RULE_API:
+        raise InvalidObject(
+            f"{where}: apiVersion {version!r} is not served by Kubernetes 1.36 for "
+            f"DeviceTaintRules; use {TAINT_RULE_API}"
+        )
+    spec = mapping(obj.get("spec"), where=f"{where}.spec")
+    selector = mapping(spec.get("deviceSelector"), where=f"{where}.spec.deviceSelector")
+    for gone in ("deviceClassName", "selectors"):
+        if gone in selector:
+            raise InvalidObject(
+                f"{where}.spec.deviceSelector.{gone}: removed from the API in Kubernetes 1.35 "
+                "(only driver, pool and device select devices)"
+            )
+    picks = [
+        None if selector.get(part) is None else _required(selector.get(part), where=f"{at}.{part}")
+        for part, at in (
+            (part, f"{where}.spec.deviceSelector") for part in ("driver", "pool", "device")
+        )
+    ]
+    taint = mapping(spec.get("taint"), where=f"{where}.spec.taint")
+    return DeviceTaintRule(
+        name=name,
+        taint=Taint(
+            key=_required(taint.get("key"), where=f"{where}.spec.taint.key"),
+            value=text(taint.get("value"), where=f"{where}.spec.taint.value", default=""),
+            effect=_required(taint.get("effect"), where=f"{where}.spec.taint.effect"),
+        ),
+        driver=picks[0],
+        pool=picks[1],
+        device=picks[2],
+    )
+
+
+def with_taint_rules(found: ResourceSlice, rules: Iterable[DeviceTaintRule]) -> ResourceSlice:
+    """The slice with the rules' taints added to the devices they pick (the slice
+    itself when none applies)."""
+    rules = tuple(rules)
+    devices = []
+    for device in found.devices:
+        added = tuple(rule.taint for rule in rules if rule.applies(device))
+        devices.append(replace(device, taints=device.taints + added) if added else device)
+    if all(a is b for a, b in zip(devices, found.devices, strict=True)):
+        return found
+    return replace(found, devices=tuple(devices))
 
 
 def class_from_object(obj: Obj) -> DeviceClass:

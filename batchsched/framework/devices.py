@@ -32,11 +32,13 @@ from batchsched.api.dra import (
     Device,
     DeviceClass,
     DeviceRequest,
+    DeviceTaintRule,
     NodeScope,
     NodeTerms,
     ResourceClaim,
     ResourceSlice,
     SelectorError,
+    with_taint_rules,
 )
 from batchsched.api.objects import Node
 from batchsched.api.selectors import Requirement, node_matches
@@ -807,6 +809,35 @@ class InventoryMemo:
 
 
 INVENTORIES = InventoryMemo()
+
+
+class TaintedSlices:
+    """Slices with the DeviceTaintRules' taints on their devices, each kept while its
+    slice and the rules are the very objects it was made from, so that the inventory
+    memo still finds the slices it was built from."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, tuple[ResourceSlice, tuple[DeviceTaintRule, ...], ResourceSlice]] = {}
+
+    def get(
+        self, slices: Mapping[str, ResourceSlice], rules: Mapping[str, DeviceTaintRule]
+    ) -> list[ResourceSlice]:
+        if not rules:
+            return list(slices.values())
+        applied = tuple(rules[name] for name in sorted(rules))
+        found = []
+        made: dict[str, tuple[ResourceSlice, tuple[DeviceTaintRule, ...], ResourceSlice]] = {}
+        for key, given in slices.items():
+            kept = self._made.get(key)
+            if kept is None or kept[0] is not given or kept[1] != applied:
+                kept = (given, applied, with_taint_rules(given, applied))
+            made[key] = kept
+            found.append(kept[2])
+        self._made = made
+        return found
+
+
+TAINTED = TaintedSlices()
 
 
 def default_selectors() -> SelectorMatcher:

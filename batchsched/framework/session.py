@@ -15,7 +15,12 @@ import numpy as np
 from batchsched.api.objects import Constraints, Task
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.deviceclaims import DeviceClaims
-from batchsched.framework.devices import INVENTORIES, SelectorMatcher, default_selectors
+from batchsched.framework.devices import (
+    INVENTORIES,
+    TAINTED,
+    SelectorMatcher,
+    default_selectors,
+)
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import Explained, Hook, NodeFilter, NodeScorer, Opening
 from batchsched.framework.reservations import Reservations
@@ -268,7 +273,7 @@ class Session:
 
     def _open_device_claims(self, selectors: SelectorMatcher) -> None:
         snapshot = self.snapshot
-        slices = list(snapshot.devices.slices.values())
+        slices = TAINTED.get(snapshot.devices.slices, snapshot.devices.taint_rules)
         inventory = INVENTORIES.get(slices, snapshot.nodes, selectors)
         claims = self.device_claims = DeviceClaims(
             devices=snapshot.devices,
