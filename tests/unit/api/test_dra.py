@@ -16,14 +16,12 @@ from batchsched.api.dra import (
 from batchsched.api.errors import InvalidObject
 from batchsched.api.objects import PodResourceClaim
 from batchsched.api.pods import task_from_pod
-from batchsched.api.queues import queue_from_object
 
 from tests.support.objects import (
     device,
     exactly,
     first_available,
     pod,
-    queue,
     resource_claim,
     resource_slice,
 )
@@ -150,16 +148,6 @@ def test_pods_claims_resolve_by_name_and_through_their_status() -> None:
         PodResourceClaim("own", "p-own-abcde", template="t"),
         PodResourceClaim("later", "", template="t"),
         PodResourceClaim("skipped", None, template="t"),
-    )
-
-
-def test_a_queue_bounding_devices_per_class_is_refused() -> None:
-    raw = queue("q", capability={"deviceclass/gpu.nvidia.com": "4"})
-    with pytest.raises(InvalidObject) as raised:
-        queue_from_object(raw)
-    assert str(raised.value) == (
-        "Queue q.spec.capability[deviceclass/gpu.nvidia.com]: queue quotas of DRA devices per "
-        "DeviceClass are not supported yet"
     )
 
 
