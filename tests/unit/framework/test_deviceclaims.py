@@ -1,6 +1,7 @@
 """Devices as a resource of the session: gangs' claims allocated all or nothing,
 shared claims followed, victims' devices freed, bad input named (CEL by api/cel.py)."""
 
+from decimal import Decimal
 from typing import Any
 
 from batchsched.api.selectors import Requirement
@@ -314,7 +315,7 @@ def test_claims_share_a_device_by_its_consumable_capacity() -> None:
     (small,) = results["default/small"]
     (other,) = results["default/other"]
     assert small.id == other.id == f"{DRIVER}/n1/gpu-0"
-    assert small.consumed == (("memory", 8 * 2**30),)
+    assert small.consumed == (("memory", Decimal(8 * 2**30)),)
     assert small.share_id and other.share_id and small.share_id != other.share_id
 
 

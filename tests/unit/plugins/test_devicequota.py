@@ -206,7 +206,8 @@ def test_volcanos_documented_dra_queues_are_read_and_bound_their_jobs() -> None:
         if set(raw["spec"].get("guarantee", {})) - {"resource"}:
             with pytest.raises(
                 InvalidObject,
-                match=r"spec\.guarantee\.\S*deviceclass/.* is not supported; the keys read are resource",
+                match=r"spec\.guarantee\.\S*deviceclass/.* is not supported; the keys read are "
+                "resource",
             ):
                 queue_from_object(raw)
             continue
