@@ -7,7 +7,7 @@ device's `allowMultipleAllocations` and each capacity's `requestPolicy`, a reque
 `capacity.requests`, and the `shareID` and `consumedCapacity` of allocated results.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Literal
@@ -16,6 +16,7 @@ from batchsched.api.celfuncs import Version
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import (
     Obj,
+    creation_of,
     describe,
     flag,
     mapping,
@@ -25,7 +26,13 @@ from batchsched.api.meta import (
     text,
     whole_number,
 )
-from batchsched.api.objects import BLOCKING_EFFECTS, PodResourceClaim, Taint, Toleration
+from batchsched.api.objects import (
+    BLOCKING_EFFECTS,
+    ContainerExtended,
+    PodResourceClaim,
+    Taint,
+    Toleration,
+)
 from batchsched.api.quantity import parse_quantity
 from batchsched.api.reads import reads
 from batchsched.api.selectors import Requirement, node_selector_term
@@ -39,6 +46,11 @@ ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 MAX_RESULTS = 32
 # resourceapi.ResourceClaimReservedForMaxSize: at most this many consumers of a claim.
 MAX_CONSUMERS = 256
+# Every DeviceClass backs the extended resource of this prefix and its name (DRA's
+# extended resources, KEP-5004, on by default in 1.36), besides its extendedResourceName.
+DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+# Marks the claim kube-scheduler makes for a pod's extended resources backed by devices.
+EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 EXACT_COUNT = "ExactCount"
 ALL = "All"
 AllocationMode = Literal["ExactCount", "All"]
@@ -68,7 +80,9 @@ SLICE_READS = reads(
         )
     ),
 )
-CLASS_READS = reads("DeviceClass", "spec.selectors")
+CLASS_READS = reads(
+    "DeviceClass", "metadata.creationTimestamp", "spec.selectors", "spec.extendedResourceName"
+)
 CLAIM_SPEC_FIELDS = ("devices.requests", "devices.constraints")
 RESOURCE_CLAIM_READS = reads(
     "ResourceClaim",
@@ -176,11 +190,14 @@ class ResourceSlice:
 
 @dataclass(frozen=True, slots=True)
 class DeviceClass:
-    """Its selectors; its config goes to drivers, and its extendedResourceName (pods
-    asking an extended resource through a class) is not honoured yet (README)."""
+    """Its selectors, and the extended resource it backs besides its implicit one; its
+    config goes to drivers."""
 
     name: str
     selectors: tuple[str, ...]
+    extended_resource: str | None = None
+    # metadata.creationTimestamp: the newest class stating an extendedResourceName wins it.
+    created: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -536,9 +553,146 @@ def class_from_object(obj: Obj) -> DeviceClass:
     name = name_of(obj, kind="DeviceClass")
     where = describe(obj, kind="DeviceClass")
     spec = mapping(obj.get("spec"), where=f"{where}.spec")
+    extended = spec.get("extendedResourceName")
     return DeviceClass(
-        name=name, selectors=_selectors(spec.get("selectors"), where=f"{where}.spec.selectors")
+        name=name,
+        selectors=_selectors(spec.get("selectors"), where=f"{where}.spec.selectors"),
+        extended_resource=None
+        if extended is None
+        else _required(extended, where=f"{where}.spec.extendedResourceName"),
+        created=creation_of(obj, default=0.0, kind="DeviceClass"),
     )
+
+
+def extended_resource_classes(classes: Iterable[DeviceClass]) -> dict[str, str]:
+    """Extended resource name -> the DeviceClass backing it, as kube-scheduler's
+    extended resource cache resolves it: every class its implicit name; a stated
+    extendedResourceName goes to the newest class stating it (ties: the first name)."""
+    found: dict[str, DeviceClass] = {}
+    backing: dict[str, str] = {}
+    for device_class in classes:
+        backing[f"{DEVICE_CLASS_RESOURCE_PREFIX}{device_class.name}"] = device_class.name
+        name = device_class.extended_resource
+        if name is None:
+            continue
+        kept = found.get(name)
+        if kept is None or (-device_class.created, device_class.name) < (-kept.created, kept.name):
+            found[name] = device_class
+    backing.update((name, c.name) for name, c in found.items())
+    return backing
+
+
+def container_extended(spec: Obj, *, where: str) -> tuple[ContainerExtended, ...]:
+    """The pod's containers with integer requests of extended resources (requests, or
+    limits where a request is not stated, as the API server defaults them)."""
+    found = []
+    index = 0
+    for section in ("initContainers", "containers"):
+        for position, raw in enumerate(sequence(spec.get(section), where=f"{where}.spec")):
+            at = f"{where}.spec.{section}[{position}]"
+            container = mapping(raw, where=at)
+            resources = mapping(container.get("resources"), where=f"{at}.resources")
+            wanted = {
+                **mapping(resources.get("limits"), where=f"{at}.resources.limits"),
+                **mapping(resources.get("requests"), where=f"{at}.resources.requests"),
+            }
+            counts = []
+            for name, value in sorted(wanted.items()):
+                if not is_extended_resource(str(name)):
+                    continue
+                amount = parse_quantity(value, where=f"{at}.resources.requests[{name}]")
+                if amount > 0 and amount == amount.to_integral_value():
+                    counts.append((str(name), int(amount)))
+            if counts:
+                found.append(
+                    ContainerExtended(
+                        index=index,
+                        name=str(container.get("name") or ""),
+                        short_lived=section == "initContainers"
+                        and container.get("restartPolicy") != "Always",
+                        names=tuple(sorted(str(n) for n in wanted)),
+                        counts=tuple(counts),
+                    )
+                )
+            index += 1
+    return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendedMapping:
+    """pod.status.extendedResourceClaimStatus.requestMappings[]: which request of the
+    pod's claim serves a container's extended resource."""
+
+    container: str
+    resource: str
+    request: str
+
+
+def extended_claim(
+    containers: Sequence[ContainerExtended], needed: Mapping[str, str]
+) -> tuple[ClaimSpec, tuple[ExtendedMapping, ...]]:
+    """The requests of the claim kube-scheduler makes for a pod's extended resources
+    that a node gives through devices (`needed`: resource -> DeviceClass), and which
+    request serves each container. A container that runs alone before the others (an
+    init container, not a sidecar) reuses the requests of the containers after it
+    first; of such containers' own requests only the largest is kept, and they all map
+    to it."""
+    requests: list[ClaimRequest] = []
+    mappings: list[ExtendedMapping] = []
+    for resource in sorted(needed):
+        class_name = needed[resource]
+        own: dict[int, DeviceRequest] = {}
+        longer: list[ExtendedMapping] = []
+        for container in containers:
+            count = dict(container.counts).get(resource)
+            if count is None or container.short_lived:
+                continue
+            made = _extended_request(container, resource, class_name, count)
+            own[container.index] = made
+            longer.append(ExtendedMapping(container.name, resource, made.name))
+        largest: DeviceRequest | None = None
+        shorter: list[ExtendedMapping] = []
+        names: set[str] = set()
+        for container in containers:
+            count = dict(container.counts).get(resource)
+            if count is None or not container.short_lived:
+                continue
+            reused = 0
+            for index in sorted(i for i in own if i >= container.index):
+                reused += own[index].count
+                shorter.append(ExtendedMapping(container.name, resource, own[index].name))
+                if reused >= count:
+                    break
+            if reused >= count:
+                continue
+            made = _extended_request(container, resource, class_name, count - reused)
+            shorter.append(ExtendedMapping(container.name, resource, made.name))
+            names.add(made.name)
+            if largest is None or largest.count < made.count:
+                largest = made
+        if largest is not None:
+            shorter = [
+                replace(m, request=largest.name) if m.request in names else m for m in shorter
+            ]
+            requests.append(ClaimRequest(largest.name, (largest,)))
+        requests += [ClaimRequest(r.name, (r,)) for _, r in sorted(own.items())]
+        mappings += longer + shorter
+    return ClaimSpec(tuple(sorted(requests, key=lambda r: r.name))), tuple(mappings)
+
+
+def _extended_request(
+    container: ContainerExtended, resource: str, class_name: str, count: int
+) -> DeviceRequest:
+    position = container.names.index(resource)
+    return DeviceRequest(f"container-{container.index}-request-{position}", class_name, count=count)
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' extended resource names (a domain outside kubernetes.io), and the
+    implicit names of DeviceClasses."""
+    if name.startswith(DEVICE_CLASS_RESOURCE_PREFIX):
+        return True
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
 def resource_claim_from_object(obj: Obj) -> ResourceClaim:

@@ -18,7 +18,7 @@ free for the preemptor. The allocation goes with the binding (Binding.devices).
 """
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
@@ -31,6 +31,10 @@ from batchsched.api.dra import (
     DeviceClass,
     DeviceRequest,
     Devices,
+    ExtendedMapping,
+    ResourceClaim,
+    extended_claim,
+    extended_resource_classes,
 )
 from batchsched.api.objects import Task
 from batchsched.framework.devices import (
@@ -45,9 +49,9 @@ from batchsched.framework.devices import (
     results,
 )
 from batchsched.framework.plugin import CheckedFilter
-from batchsched.model.arrays import BoolArray
+from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.decisions import DeviceAllocation
-from batchsched.model.snapshot import JobInfo, TaskInfo
+from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,9 @@ NOT_READ = (
     "batchsched simulate)"
 )
 CANNOT_ALLOCATE = "cannot allocate all claims"
+# The claim for a pod's extended resources backed by devices is named from the pod:
+# `<pod><suffix>` here, the prefix of the name the API server generates for it.
+EXTENDED_CLAIM_SUFFIX = "-extended-resources-"
 NOT_ON_NODE = "resourceclaim not available on the node"
 
 
@@ -75,6 +82,16 @@ class _Held:
     anchored: bool
     # Whether its devices count as taken now (not while every user is evicted).
     taken: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Special:
+    """The claim kube-scheduler makes for a pod's extended resources backed by devices,
+    for the nodes that give the same of them through devices (`where`)."""
+
+    where: BoolArray
+    pending: Pending
+    mappings: tuple[ExtendedMapping, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +116,26 @@ class DeviceClaims(CheckedFilter):
         placed: Sequence[tuple[int, Task]],
         namespace_labels: dict[str, dict[str, str]],
         unavailable: Callable[[str], str],
+        backed: Mapping[str, str] | None = None,
+        allocatable: IntArray | None = None,
+        columns: Mapping[str, int] | None = None,
     ) -> None:
         self.devices = devices
         self.inventory = inventory
         self.size = inventory.size
         self.namespace_labels = namespace_labels
         self.unavailable = unavailable
+        # Extended resource -> the DeviceClass backing it, and per such resource the
+        # nodes without it in allocatable (which give it through devices).
+        self.backed = dict(backed or {})
+        self._lacking: dict[str, BoolArray] = {
+            name: allocatable[:, (columns or {})[name]] == 0
+            for name in self.backed
+            if allocatable is not None
+        }
+        self._extended: dict[str, list[_Special] | str] = {}
+        # Task key -> the key of its extended-resource claim held in this session.
+        self._special: dict[str, str] = {}
         self.usage = Usage(np.zeros(len(inventory.devices), dtype=np.bool_))
         self.allocator = Allocator(inventory, self.usage)
         self.held: dict[str, _Held] = {}
@@ -152,27 +183,37 @@ class DeviceClaims(CheckedFilter):
             self._take(found, shares, +1)
 
     @staticmethod
-    def needed(jobs: Sequence[JobInfo]) -> bool:
-        return any(t.pod.resource_claims for job in jobs for t in job.pending)
+    def needed(jobs: Sequence[JobInfo], backed: Mapping[str, str]) -> bool:
+        return any(
+            t.pod.resource_claims or _backed_asks(t.pod, backed)
+            for job in jobs
+            for t in job.pending
+        )
 
     def concerns(self, task: TaskInfo) -> bool:
-        return bool(task.pod.resource_claims)
+        return bool(task.pod.resource_claims) or bool(_backed_asks(task.pod, self.backed))
 
     def blocker(self, task: TaskInfo) -> str | None:
         """What the plugin's PreEnqueue and PreFilter find before looking at any node."""
-        if not task.pod.resource_claims:
+        if not self.concerns(task):
             return None
         resolved = self.claims_of(task)
-        return self.unavailable(resolved) if isinstance(resolved, str) else None
+        if isinstance(resolved, str):
+            return self.unavailable(resolved)
+        special = self.extended_of(task)
+        return self.unavailable(special) if isinstance(special, str) else None
 
     # The checks.
 
     def failures(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
-        if not task.pod.resource_claims:
+        if not self.concerns(task):
             return []
         resolved = self.claims_of(task)
-        if isinstance(resolved, str):
-            return [(resolved, np.ones(self.size, dtype=np.bool_))]
+        special = self.extended_of(task)
+        for failed in (resolved, special):
+            if isinstance(failed, str):
+                return [(failed, np.ones(self.size, dtype=np.bool_))]
+        assert not isinstance(resolved, str) and not isinstance(special, str)
         where: BoolArray = np.ones(self.size, dtype=np.bool_)
         for key in resolved.keys:
             held = self.held.get(key)
@@ -180,8 +221,14 @@ class DeviceClaims(CheckedFilter):
                 where = where & held.where
         checks: list[tuple[str, BoolArray]] = [(NOT_ON_NODE, ~where)]
         pending = tuple(p for p in resolved.pending if p.claim.key not in self.held)
+        # Nodes giving none of the pod's extended resources through devices, then those
+        # giving the same ones.
+        plain = where.copy()
+        for group in special:
+            plain &= ~group.where
+            checks += self._allocation_failures((*pending, group.pending), where & group.where)
         if pending:
-            checks += self._allocation_failures(pending, where)
+            checks += self._allocation_failures(pending, plain)
         return checks
 
     def _allocation_failures(
@@ -271,6 +318,45 @@ class DeviceClaims(CheckedFilter):
 
     # What a pod's claims are, as of the snapshot.
 
+    def extended_of(self, task: TaskInfo) -> list[_Special] | str:
+        """The claims for the pod's extended resources backed by devices, one per set
+        of them that nodes lacking them give (kube-scheduler's filterExtendedResources),
+        or why they cannot be allocated anywhere."""
+        found = self._extended.get(task.key)
+        if found is None:
+            found = self._extended[task.key] = self._specials(task.pod)
+        return found
+
+    def _specials(self, pod: Task) -> list[_Special] | str:
+        asked = _backed_asks(pod, self.backed)
+        if not asked:
+            return []
+        lacking = np.stack([self._lacking[name] for name in asked], axis=1)
+        sets, rows = np.unique(lacking, axis=0, return_inverse=True)
+        found = []
+        for index, given in enumerate(sets.tolist()):
+            needed = {
+                name: self.backed[name] for name, lacks in zip(asked, given, strict=True) if lacks
+            }
+            if not needed:
+                continue
+            spec, mappings = extended_claim(pod.extended, needed)
+            claim = ResourceClaim(
+                namespace=pod.namespace,
+                name=f"{pod.name}{EXTENDED_CLAIM_SUFFIX}",
+                uid=f"{pod.uid}{EXTENDED_CLAIM_SUFFIX}",
+                spec=spec,
+                controller=pod.uid,
+            )
+            labels = self.namespace_labels.get(pod.namespace, {})
+            resolved = resolve_claim(
+                claim, self.devices.classes, self.inventory, labels, self.devices.rejected
+            )
+            if isinstance(resolved, str):
+                return resolved
+            found.append(_Special(np.asarray(rows).reshape(-1) == index, resolved, mappings))
+        return found
+
     def claims_of(self, task: TaskInfo) -> _PodClaims | str:
         resolved = self._resolved.get(task.key)
         if resolved is None:
@@ -334,10 +420,11 @@ class DeviceClaims(CheckedFilter):
 
     def allocated_to(self, job: JobInfo, task: TaskInfo, row: int) -> None:
         """The task is placed on `row`: its claims are allocated there, or used again."""
-        if not task.pod.resource_claims:
+        if not self.concerns(task):
             return
         resolved = self.claims_of(task)
-        if isinstance(resolved, str):
+        special = self.extended_of(task)
+        if isinstance(resolved, str) or isinstance(special, str):
             return
         for key in resolved.keys:
             held = self.held.get(key)
@@ -348,6 +435,9 @@ class DeviceClaims(CheckedFilter):
                 held.taken = True
                 self._take(held.devices, held.shares, +1)
         pending = [p for p in resolved.pending if p.claim.key not in self.held]
+        extra = next((g for g in special if g.where[row]), None)
+        if extra is not None:
+            pending.append(extra.pending)
         if not pending:
             return
         chosen = self._first_fit(pending[0], row) if self._counted_exactly(tuple(pending)) else None
@@ -379,8 +469,14 @@ class DeviceClaims(CheckedFilter):
             )
             self._take(taken, shares, +1)
             terms = node_terms(self.inventory, [d for _, d in devices])
+            mappings: tuple[ExtendedMapping, ...] = ()
+            if extra is not None and claim is extra.pending:
+                self._special[task.key] = claim.claim.key
+                mappings = extra.mappings
             made.append(
-                DeviceAllocation(claim.claim.namespace, claim.claim.name, allocation, terms)
+                DeviceAllocation(
+                    claim.claim.namespace, claim.claim.name, allocation, terms, mappings
+                )
             )
         self.allocated[task.key] = tuple(made)
 
@@ -410,14 +506,19 @@ class DeviceClaims(CheckedFilter):
     def released_by(self, job: JobInfo, task: TaskInfo, row: int) -> None:
         """The task leaves `row` (its placement undone, or it is evicted): claims no
         placed pod uses any more give their devices back."""
-        if not task.pod.resource_claims:
+        if not self.concerns(task):
             return
         resolved = self.claims_of(task)
         if isinstance(resolved, str):
             return
         self.allocated.pop(task.key, None)
         made_here = {p.claim.key for p in resolved.pending}
-        for key in resolved.keys:
+        special = self._special.pop(task.key, None)
+        keys = list(resolved.keys)
+        if special is not None:
+            made_here.add(special)
+            keys.append(special)
+        for key in keys:
             held = self.held.get(key)
             if held is None:
                 continue
@@ -429,6 +530,20 @@ class DeviceClaims(CheckedFilter):
                 self._take(held.devices, held.shares, -1)
             if key in made_here:
                 del self.held[key]
+
+
+def backed_resources(snapshot: Snapshot) -> dict[str, str]:
+    """The extended resources of the snapshot's columns that a DeviceClass backs, each
+    with its class."""
+    classes = extended_resource_classes(snapshot.devices.classes.values())
+    return {name: classes[name] for name in snapshot.resources if name in classes}
+
+
+def _backed_asks(pod: Task, backed: Mapping[str, str]) -> list[str]:
+    """The extended resources backed by devices that the pod asks for, sorted."""
+    if not pod.extended or not backed:
+        return []
+    return sorted(n for n in backed if pod.request.get(n, 0) > 0)
 
 
 def claim_keys(task: Task) -> list[str]:

@@ -185,3 +185,39 @@ def test_a_device_taint_rule_of_a_version_not_served_is_named(
         "Kubernetes 1.36 for DeviceTaintRules; use resource.k8s.io/v1beta2"
     ) in captured.err
     assert '"node": "n1"' in captured.out
+
+
+def _extended_pod(name: str, created: str, count: int, duration: str) -> str:
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  creationTimestamp: "2026-01-01T00:{created}:00Z"
+  annotations: {{simulation.batchsched.io/duration: {duration}}}
+spec:
+  schedulerName: batch-scheduler
+  containers:
+  - name: main
+    resources: {{limits: {{example.com/gpu: {count}}}}}
+"""
+
+
+def test_an_extended_resource_backed_by_a_class_takes_devices_until_its_pod_finishes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The node has no example.com/gpu but two GPUs of a class backing it: the first
+    pod takes both through its claim; the second binds when the first finishes."""
+    text = (
+        NODE_AND_GPUS.replace(
+            "kind: DeviceClass\nmetadata: {name: gpu}\nspec: {",
+            "kind: DeviceClass\nmetadata: {name: gpu}\nspec: {extendedResourceName: "
+            "example.com/gpu, ",
+        )
+        + _extended_pod("first", "00", 2, "60s")
+        + _extended_pod("second", "01", 1, "60s")
+    )
+    run = simulate_text(capsys, tmp_path, text)
+    assert run.bound() == {"default/first": "n1", "default/second": "n1"}
+    first, second = run.pods["default/first"], run.pods["default/second"]
+    assert (first["bound_at"], first["finished_at"], second["bound_at"]) == (0.0, 60.0, 60.0)

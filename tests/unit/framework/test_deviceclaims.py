@@ -421,3 +421,63 @@ def test_a_claim_reserved_for_as_many_pods_as_it_may_is_in_use() -> None:
     ]
     decisions = _with_plain(GPU_CLASS, gpu_claim("full", status=status), claimed("p", "full"))
     assert decisions.pending["default/p"] == "0/1 nodes are available: resourceclaim in use."
+
+
+# Extended resources backed by a DeviceClass.
+
+
+def _backing(name: str, resource: str | None = None) -> dict[str, Any]:
+    found = device_class(name, f"device.driver == '{DRIVER}'")
+    if resource is not None:
+        found["spec"]["extendedResourceName"] = resource
+    return found
+
+
+def test_an_extended_resource_backed_by_a_class_is_allocated_from_devices() -> None:
+    """n1 has no example.com/gpu in allocatable but 4 DRA GPUs of class gpu, which
+    backs it: a pod asking 2 gets two devices there through a claim whose request is
+    named after its container, and a pod asking 3 more cannot; on n2 the device plugin
+    gives 8, counted as any extended resource. The implicit name of a class works too."""
+    objects = [
+        node("n1"),
+        node("n2", extra={"example.com/gpu": "8"}),
+        gpus("n1", 4),
+        _backing("gpu", "example.com/gpu"),
+        pod("two", {"example.com/gpu": "2"}, created=1),
+        pod("three", {"example.com/gpu": "3", "cpu": "7"}, created=2),
+        pod("implicit", {"deviceclass.resource.kubernetes.io/gpu": "1"}, created=3),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {
+        "default/two": "n1",
+        "default/three": "n2",
+        "default/implicit": "n1",
+    }
+    made = {b.key: b.devices for b in decisions.bindings}
+    (two,) = made["default/two"]
+    assert two.claim == "two-extended-resources-"
+    assert [(d.request, d.device) for d in two.devices] == [
+        ("container-0-request-0", "gpu-0"),
+        ("container-0-request-0", "gpu-1"),
+    ]
+    assert [(m.container, m.resource, m.request) for m in two.extended] == [
+        ("main", "example.com/gpu", "container-0-request-0")
+    ]
+    assert made["default/three"] == ()
+    (implicit,) = made["default/implicit"]
+    assert [d.device for d in implicit.devices] == ["gpu-2"]
+
+
+def test_an_extended_resource_backed_by_devices_waits_when_they_are_taken() -> None:
+    objects = [
+        node("n1"),
+        gpus("n1", 2),
+        _backing("gpu", "example.com/gpu"),
+        pod("first", {"example.com/gpu": "2"}, created=1),
+        pod("second", {"example.com/gpu": "1"}, created=2),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/first": "n1"}
+    assert decisions.pending["default/second"] == (
+        "0/1 nodes are available: 1 cannot allocate all claims."
+    )
