@@ -687,6 +687,13 @@ def _extended_request(
     return DeviceRequest(f"container-{container.index}-request-{position}", class_name, count=count)
 
 
+def extended_claim_of(status: Obj, *, where: str) -> str:
+    """The claim kube-scheduler made for the pod's extended resources, if any."""
+    at = f"{where}.status.extendedResourceClaimStatus"
+    made = mapping(status.get("extendedResourceClaimStatus"), where=at)
+    return text(made.get("resourceClaimName"), where=f"{at}.resourceClaimName", default="")
+
+
 def is_extended_resource(name: str) -> bool:
     """Kubernetes' extended resource names (a domain outside kubernetes.io), and the
     implicit names of DeviceClasses."""

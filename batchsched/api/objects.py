@@ -223,6 +223,8 @@ class Task:
     resource_claims: tuple[PodResourceClaim, ...] = ()
     # Its containers' extended resource requests, which DeviceClasses may back (api/dra.py).
     extended: tuple[ContainerExtended, ...] = ()
+    # status.extendedResourceClaimStatus.resourceClaimName: the claim made for them.
+    extended_claim: str = ""
     # Why no node will do whatever the cluster holds: a scheduling gate, or a constraint
     # the core does not honour yet (api/unsupported.py).
     blocked: str | None = None

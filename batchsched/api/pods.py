@@ -5,7 +5,12 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from batchsched.api.dra import container_extended, is_extended_resource, pod_resource_claims
+from batchsched.api.dra import (
+    container_extended,
+    extended_claim_of,
+    is_extended_resource,
+    pod_resource_claims,
+)
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, check_gpu_request, parse_gpu_index
 from batchsched.api.meta import (
@@ -161,6 +166,7 @@ POD_READS = reads(
     "spec.resourceClaims[].resourceClaimName",
     "spec.resourceClaims[].resourceClaimTemplateName",
     "status.resourceClaimStatuses",
+    "status.extendedResourceClaimStatus.resourceClaimName",
     "status.phase",
     "status.nominatedNodeName",
     "status.startTime",
@@ -334,6 +340,7 @@ def task_from_pod(
         claims=claims,
         resource_claims=resource_claims,
         extended=extended,
+        extended_claim=extended_claim_of(status, where=where),
         blocked=blocked,
         podset_topology=kueue_topology(notes, labels, where=where),
         shape_key=shape_key,

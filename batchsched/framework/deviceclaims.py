@@ -395,6 +395,13 @@ class DeviceClaims(CheckedFilter):
             if isinstance(found, str):
                 return found
             pending.append(found)
+        if pod.extended_claim:
+            key = f"{pod.namespace}/{pod.extended_claim}"
+            if pod.node_name is None:
+                # kube-scheduler's Filter refuses a pod whose claim for its extended
+                # resources is left from an earlier attempt, and deletes it first.
+                return f"ResourceClaim {key} is left from an earlier attempt at the pod"
+            keys.append(key)
         return _PodClaims(tuple(keys), tuple(pending))
 
     # Devices changing hands.
@@ -547,8 +554,12 @@ def _backed_asks(pod: Task, backed: Mapping[str, str]) -> list[str]:
 
 
 def claim_keys(task: Task) -> list[str]:
-    """The keys of the ResourceClaims a pod uses (those created)."""
-    return [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]
+    """The keys of the ResourceClaims a pod uses (those created), the one made for its
+    extended resources included."""
+    keys = [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]
+    if task.extended_claim:
+        keys.append(f"{task.namespace}/{task.extended_claim}")
+    return keys
 
 
 class Diagnosis:

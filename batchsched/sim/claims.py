@@ -125,6 +125,8 @@ def write_allocations(
     for special in allocations:
         if special.extended:
             name = extended_claim_name(task)
+            # As kube-scheduler records it in pod.status.extendedResourceClaimStatus.
+            task.extended_claim = name
             cache.resource_claims[f"{task.namespace}/{name}"] = ResourceClaim(
                 namespace=task.namespace,
                 name=name,
@@ -159,8 +161,8 @@ def release(cache: ClusterCache, task: Task) -> None:
     """kube-controller-manager's part when a pod is done: out of reservedFor, and a
     claim reserved for nobody deallocated; the pod's extended-resource claim is
     deleted with it."""
-    if task.extended:
-        cache.resource_claims.pop(f"{task.namespace}/{extended_claim_name(task)}", None)
+    if task.extended_claim:
+        cache.resource_claims.pop(f"{task.namespace}/{task.extended_claim}", None)
     for key in _keys(task):
         claim = cache.resource_claims.get(key)
         if claim is None or task.uid not in claim.reserved_for:

@@ -481,3 +481,45 @@ def test_an_extended_resource_backed_by_devices_waits_when_they_are_taken() -> N
     assert decisions.pending["default/second"] == (
         "0/1 nodes are available: 1 cannot allocate all claims."
     )
+
+
+def test_preempting_a_pod_frees_the_devices_of_its_extended_resource_claim() -> None:
+    """A running low-priority pod holds both GPUs through the claim made for its
+    extended resource (named in its status): a high-priority pod asking them evicts it."""
+    held = resource_claim(
+        "low-extended-resources-abcde",
+        status={
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "container-0-request-0",
+                            "driver": DRIVER,
+                            "pool": "n1",
+                            "device": f"gpu-{i}",
+                        }
+                        for i in range(2)
+                    ]
+                }
+            },
+            "reservedFor": [{"resource": "pods", "name": "low", "uid": "default/low"}],
+        },
+        owner_uid="default/low",
+    )
+    low = pod("low", {"example.com/gpu": "2"}, node_name="n1", phase="Running", created=0)
+    low["spec"]["priority"] = 1
+    low["status"]["extendedResourceClaimStatus"] = {
+        "resourceClaimName": "low-extended-resources-abcde",
+        "requestMappings": [
+            {
+                "containerName": "main",
+                "resourceName": "example.com/gpu",
+                "requestName": "container-0-request-0",
+            }
+        ],
+    }
+    high = pod("high", {"example.com/gpu": "2"}, created=10)
+    high["spec"]["priority"] = 100
+    objects = [node("n1"), gpus("n1", 2), _backing("gpu", "example.com/gpu"), held, low, high]
+    decisions = decide(objects, now=at(20))
+    assert [e.key for e in decisions.evictions] == ["default/low"]
