@@ -137,6 +137,8 @@ class DeviceClaims(CheckedFilter):
         # Task key -> the key of its extended-resource claim held in this session.
         self._special: dict[str, str] = {}
         self.usage = Usage(np.zeros(len(inventory.devices), dtype=np.bool_))
+        # Devices a free count does not settle: sharing counters, or capacity.
+        self._irregular = inventory.consuming | inventory.metered
         self.allocator = Allocator(inventory, self.usage)
         self.held: dict[str, _Held] = {}
         self._resolved: dict[str, _PodClaims | str] = {}
@@ -223,9 +225,9 @@ class DeviceClaims(CheckedFilter):
         pending = tuple(p for p in resolved.pending if p.claim.key not in self.held)
         # Nodes giving none of the pod's extended resources through devices, then those
         # giving the same ones.
-        plain = where.copy()
+        plain = where
         for group in special:
-            plain &= ~group.where
+            plain = plain & ~group.where
             checks += self._allocation_failures((*pending, group.pending), where & group.where)
         if pending:
             checks += self._allocation_failures(pending, plain)
@@ -314,7 +316,7 @@ class DeviceClaims(CheckedFilter):
         alternative, picked, errors = alternatives[0]
         if alternative.mode == ALL or alternative.admin_access or errors or alternative.capacity:
             return False
-        return not (picked & (self.inventory.consuming | self.inventory.metered)).any()
+        return not (picked & self._irregular).any()
 
     # What a pod's claims are, as of the snapshot.
 
