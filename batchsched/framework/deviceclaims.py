@@ -187,13 +187,14 @@ class DeviceClaims(CheckedFilter):
     @staticmethod
     def needed(jobs: Sequence[JobInfo], backed: Mapping[str, str]) -> bool:
         return any(
-            t.pod.resource_claims or _backed_asks(t.pod, backed)
+            t.pod.resource_claims or t.pod.extended_claim or _backed_asks(t.pod, backed)
             for job in jobs
             for t in job.pending
         )
 
     def concerns(self, task: TaskInfo) -> bool:
-        return bool(task.pod.resource_claims) or bool(_backed_asks(task.pod, self.backed))
+        pod = task.pod
+        return bool(pod.resource_claims or pod.extended_claim or _backed_asks(pod, self.backed))
 
     def blocker(self, task: TaskInfo) -> str | None:
         """What the plugin's PreEnqueue and PreFilter find before looking at any node."""

@@ -576,7 +576,7 @@ class _Search:
             seen.append(value)
             added.append(c)
         amounts: dict[str, Decimal] = {}
-        if self.inventory.metered[device] or alternative.capacity:
+        if found.multiple or found.policies or alternative.capacity:
             in_use = dict(self.usage.capacity.get(device, {}))
             for name, amount in self.sharing.get(device, {}).items():
                 in_use[name] = in_use.get(name, Decimal(0)) + amount
@@ -618,11 +618,10 @@ class _Search:
                 del self.sharing[device]
                 if device not in self.usage.shares:
                     self.usage.count(self.inventory, device, -1)
-        elif not self._admin(claim, name):
-            self.tentative[device].discard(claim)
-            self.usage.take(self.inventory, device, -1)
         else:
             self.tentative[device].discard(claim)
+            if not self._admin(claim, name):
+                self.usage.take(self.inventory, device, -1)
         spec = self.claims[claim].spec
         for c, constraint in enumerate(spec.constraints):
             if constraint.applies(name):
