@@ -2,13 +2,13 @@
 ResourceClaims and their templates, read as kube-scheduler's DynamicResources plugin
 reads them (v1.36), and what a pod's spec.resourceClaims name.
 
-What allocation cannot honour yet is refused out loud rather than ignored: a claim
-asking for consumable capacity (a request's `capacity`) makes its pods wait with a
-message naming the field (`claim_blocker`).
+Consumable capacity (DRAConsumableCapacity, beta and on in 1.36) is read whole: a
+device's `allowMultipleAllocations` and each capacity's `requestPolicy`, a request's
+`capacity.requests`, and the `shareID` and `consumedCapacity` of allocated results.
 """
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Literal
 
@@ -16,6 +16,7 @@ from batchsched.api.celfuncs import Version
 from batchsched.api.errors import InvalidObject
 from batchsched.api.meta import (
     Obj,
+    creation_of,
     describe,
     flag,
     mapping,
@@ -25,11 +26,16 @@ from batchsched.api.meta import (
     text,
     whole_number,
 )
-from batchsched.api.objects import BLOCKING_EFFECTS, PodResourceClaim, Taint, Toleration
+from batchsched.api.objects import (
+    BLOCKING_EFFECTS,
+    ContainerExtended,
+    PodResourceClaim,
+    Taint,
+    Toleration,
+)
 from batchsched.api.quantity import parse_quantity
 from batchsched.api.reads import reads
 from batchsched.api.selectors import Requirement, node_selector_term
-from batchsched.api.unsupported import not_supported
 
 # Set by the resource-claim controller on a claim it makes from a template: which of the
 # pod's spec.resourceClaims it stands for.
@@ -40,6 +46,11 @@ ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 MAX_RESULTS = 32
 # resourceapi.ResourceClaimReservedForMaxSize: at most this many consumers of a claim.
 MAX_CONSUMERS = 256
+# Every DeviceClass backs the extended resource of this prefix and its name (DRA's
+# extended resources, KEP-5004, on by default in 1.36), besides its extendedResourceName.
+DEVICE_CLASS_RESOURCE_PREFIX = "deviceclass.resource.kubernetes.io/"
+# Marks the claim kube-scheduler makes for a pod's extended resources backed by devices.
+EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 EXACT_COUNT = "ExactCount"
 ALL = "All"
 AllocationMode = Literal["ExactCount", "All"]
@@ -65,10 +76,13 @@ SLICE_READS = reads(
             "nodeSelector",
             "allNodes",
             "bindingConditions",
+            "allowMultipleAllocations",
         )
     ),
 )
-CLASS_READS = reads("DeviceClass", "spec.selectors")
+CLASS_READS = reads(
+    "DeviceClass", "metadata.creationTimestamp", "spec.selectors", "spec.extendedResourceName"
+)
 CLAIM_SPEC_FIELDS = ("devices.requests", "devices.constraints")
 RESOURCE_CLAIM_READS = reads(
     "ResourceClaim",
@@ -81,6 +95,10 @@ RESOURCE_CLAIM_READS = reads(
     "status.reservedFor[].uid",
 )
 TEMPLATE_READS = reads("ResourceClaimTemplate", *(f"spec.spec.{p}" for p in CLAIM_SPEC_FIELDS))
+TAINT_RULE_READS = reads("DeviceTaintRule", "apiVersion", "spec.deviceSelector", "spec.taint")
+# The one version serving DeviceTaintRules in Kubernetes 1.36 (with the
+# DRADeviceTaintRules gate and this version switched on, both off by default).
+TAINT_RULE_API = "resource.k8s.io/v1beta2"
 
 NodeTerms = tuple[tuple[Requirement, ...], ...]
 AttributeKind = Literal["int", "bool", "string", "version"]
@@ -109,6 +127,20 @@ class NodeScope:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestPolicy:
+    """How a request consumes one capacity of a device allowing multiple allocations
+    (capacity.requestPolicy): `default` for a request not naming it, then either the
+    request rounded up to one of `valid_values`, or to `minimum + n * step` within
+    `maximum` (validRange)."""
+
+    default: Decimal | None = None
+    valid_values: tuple[Decimal, ...] = ()
+    minimum: Decimal | None = None
+    maximum: Decimal | None = None
+    step: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     driver: str
     pool: str
@@ -123,6 +155,10 @@ class Device:
     scope: NodeScope | None = None
     # The driver must confirm conditions before a pod may use it (bindingConditions).
     binding_conditions: bool = False
+    # allowMultipleAllocations: several claims may share it, each consuming capacity.
+    multiple: bool = False
+    # Per capacity name, its requestPolicy (only those that state one).
+    policies: Mapping[str, RequestPolicy] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -154,11 +190,14 @@ class ResourceSlice:
 
 @dataclass(frozen=True, slots=True)
 class DeviceClass:
-    """Its selectors; its config goes to drivers, and its extendedResourceName (pods
-    asking an extended resource through a class) is not honoured yet (README)."""
+    """Its selectors, and the extended resource it backs besides its implicit one; its
+    config goes to drivers."""
 
     name: str
     selectors: tuple[str, ...]
+    extended_resource: str | None = None
+    # metadata.creationTimestamp: the newest class stating an extendedResourceName wins it.
+    created: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +211,8 @@ class DeviceRequest:
     count: int = 1
     admin_access: bool = False
     tolerations: tuple[Toleration, ...] = ()
+    # capacity.requests: (capacity name, amount) pairs, names as the request gives them.
+    capacity: tuple[tuple[str, Decimal], ...] = ()
 
     def blocked_by(self, device: Device) -> bool:
         """Whether an untolerated NoSchedule/NoExecute taint keeps the device from it;
@@ -210,8 +251,6 @@ class Constraint:
 class ClaimSpec:
     requests: tuple[ClaimRequest, ...]
     constraints: tuple[Constraint, ...] = ()
-    # Why the claim cannot be allocated here, naming the field (unsupported.py style).
-    blocked: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +260,10 @@ class AllocatedDevice:
     pool: str
     device: str
     admin_access: bool = False
+    # Set where the device allows multiple allocations: this share's identity and the
+    # capacity it consumes.
+    share_id: str = ""
+    consumed: tuple[tuple[str, Decimal], ...] = ()
 
     @property
     def id(self) -> str:
@@ -251,6 +294,26 @@ class ResourceClaim:
         return f"{self.namespace}/{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    """A DeviceTaintRule: its taint added to every device its selector picks by
+    driver, pool and device name (each left out matches any), as kube-scheduler's
+    ResourceSlice tracker adds it."""
+
+    name: str
+    taint: Taint
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+    def applies(self, found: Device) -> bool:
+        return (
+            (self.driver is None or self.driver == found.driver)
+            and (self.pool is None or self.pool == found.pool)
+            and (self.device is None or self.device == found.name)
+        )
+
+
 @dataclass(slots=True)
 class Devices:
     """Everything the allocation of a session reads: kept apart from the pods so that a
@@ -260,6 +323,7 @@ class Devices:
     classes: dict[str, DeviceClass] = field(default_factory=dict)
     claims: dict[str, ResourceClaim] = field(default_factory=dict)
     templates: dict[str, ClaimSpec] = field(default_factory=dict)
+    taint_rules: dict[str, DeviceTaintRule] = field(default_factory=dict)
     # "Kind key" -> why the object could not be read.
     rejected: dict[str, str] = field(default_factory=dict)
     # False where these kinds are not read at all (`batchsched run` so far).
@@ -300,13 +364,17 @@ def _device(raw: object, driver: str, pool: str, *, per_device: bool, where: str
         str(key): _attribute(value, where=f"{where}.attributes[{key}]")
         for key, value in mapping(entry.get("attributes"), where=f"{where}.attributes").items()
     }
-    capacity = {
-        str(key): parse_quantity(
-            mapping(value, where=f"{where}.capacity[{key}]").get("value"),
-            where=f"{where}.capacity[{key}].value",
-        )
-        for key, value in mapping(entry.get("capacity"), where=f"{where}.capacity").items()
-    }
+    capacity = {}
+    policies = {}
+    for key, value in mapping(entry.get("capacity"), where=f"{where}.capacity").items():
+        at = f"{where}.capacity[{key}]"
+        raw_capacity = mapping(value, where=at)
+        capacity[str(key)] = parse_quantity(raw_capacity.get("value"), where=f"{at}.value")
+        if raw_capacity.get("requestPolicy") is not None:
+            policies[str(key)] = _request_policy(
+                raw_capacity["requestPolicy"], where=f"{at}.requestPolicy"
+            )
+    multiple = entry.get("allowMultipleAllocations")
     taints = []
     for i, item in enumerate(sequence(entry.get("taints"), where=f"{where}.taints")):
         taint = mapping(item, where=f"{where}.taints[{i}]")
@@ -336,7 +404,42 @@ def _device(raw: object, driver: str, pool: str, *, per_device: bool, where: str
         consumes=tuple((s, tuple(sorted(c.items()))) for s, c in consumes),
         scope=_scope(entry, where=where) if per_device else None,
         binding_conditions=bool(conditions),
+        multiple=False
+        if multiple is None
+        else flag(multiple, where=f"{where}.allowMultipleAllocations"),
+        policies=policies,
     )
+
+
+def _request_policy(raw: object, *, where: str) -> RequestPolicy:
+    """A capacity's requestPolicy: at most one of validValues and validRange, as the
+    API server validates it."""
+    entry = mapping(raw, where=where)
+    values, bounds = entry.get("validValues"), entry.get("validRange")
+    if values is not None and bounds is not None:
+        raise InvalidObject(f"{where}: at most one of validValues, validRange may be set")
+    default = entry.get("default")
+    policy = RequestPolicy(
+        default=None if default is None else parse_quantity(default, where=f"{where}.default"),
+        valid_values=tuple(
+            parse_quantity(v, where=f"{where}.validValues[{i}]")
+            for i, v in enumerate(sequence(values, where=f"{where}.validValues"))
+        ),
+    )
+    if bounds is None:
+        return policy
+    limits = mapping(bounds, where=f"{where}.validRange")
+    found = {
+        part: None
+        if limits.get(part) is None
+        else parse_quantity(limits.get(part), where=f"{where}.validRange.{part}")
+        for part in ("min", "max", "step")
+    }
+    if found["min"] is None:
+        raise InvalidObject(f"{where}.validRange.min: required")
+    if found["step"] is not None and found["step"] <= 0:
+        raise InvalidObject(f"{where}.validRange.step: must be positive, got {found['step']}")
+    return replace(policy, minimum=found["min"], maximum=found["max"], step=found["step"])
 
 
 def _attribute(raw: object, *, where: str) -> Attribute:
@@ -396,13 +499,207 @@ def _scope(raw: Obj, *, where: str) -> NodeScope:
     return NodeScope(node_name=node_name, terms=terms, all_nodes=all_nodes)
 
 
+def taint_rule_from_object(obj: Obj) -> DeviceTaintRule:
+    name = name_of(obj, kind="DeviceTaintRule")
+    where = describe(obj, kind="DeviceTaintRule")
+    version = obj.get("apiVersion")
+    if version is not None and version != TAINT_RULE_API:
+        raise InvalidObject(
+            f"{where}: apiVersion {version!r} is not served by Kubernetes 1.36 for "
+            f"DeviceTaintRules; use {TAINT_RULE_API}"
+        )
+    spec = mapping(obj.get("spec"), where=f"{where}.spec")
+    selector = mapping(spec.get("deviceSelector"), where=f"{where}.spec.deviceSelector")
+    for gone in ("deviceClassName", "selectors"):
+        if gone in selector:
+            raise InvalidObject(
+                f"{where}.spec.deviceSelector.{gone}: removed from the API in Kubernetes 1.35 "
+                "(only driver, pool and device select devices)"
+            )
+    picks = [
+        None if selector.get(part) is None else _required(selector.get(part), where=f"{at}.{part}")
+        for part, at in (
+            (part, f"{where}.spec.deviceSelector") for part in ("driver", "pool", "device")
+        )
+    ]
+    taint = mapping(spec.get("taint"), where=f"{where}.spec.taint")
+    return DeviceTaintRule(
+        name=name,
+        taint=Taint(
+            key=_required(taint.get("key"), where=f"{where}.spec.taint.key"),
+            value=text(taint.get("value"), where=f"{where}.spec.taint.value", default=""),
+            effect=_required(taint.get("effect"), where=f"{where}.spec.taint.effect"),
+        ),
+        driver=picks[0],
+        pool=picks[1],
+        device=picks[2],
+    )
+
+
+def with_taint_rules(found: ResourceSlice, rules: Iterable[DeviceTaintRule]) -> ResourceSlice:
+    """The slice with the rules' taints added to the devices they pick (the slice
+    itself when none applies)."""
+    rules = tuple(rules)
+    devices = []
+    for device in found.devices:
+        added = tuple(rule.taint for rule in rules if rule.applies(device))
+        devices.append(replace(device, taints=device.taints + added) if added else device)
+    if all(a is b for a, b in zip(devices, found.devices, strict=True)):
+        return found
+    return replace(found, devices=tuple(devices))
+
+
 def class_from_object(obj: Obj) -> DeviceClass:
     name = name_of(obj, kind="DeviceClass")
     where = describe(obj, kind="DeviceClass")
     spec = mapping(obj.get("spec"), where=f"{where}.spec")
+    extended = spec.get("extendedResourceName")
     return DeviceClass(
-        name=name, selectors=_selectors(spec.get("selectors"), where=f"{where}.spec.selectors")
+        name=name,
+        selectors=_selectors(spec.get("selectors"), where=f"{where}.spec.selectors"),
+        extended_resource=None
+        if extended is None
+        else _required(extended, where=f"{where}.spec.extendedResourceName"),
+        created=creation_of(obj, default=0.0, kind="DeviceClass"),
     )
+
+
+def extended_resource_classes(classes: Iterable[DeviceClass]) -> dict[str, str]:
+    """Extended resource name -> the DeviceClass backing it, as kube-scheduler's
+    extended resource cache resolves it: every class its implicit name; a stated
+    extendedResourceName goes to the newest class stating it (ties: the first name)."""
+    found: dict[str, DeviceClass] = {}
+    backing: dict[str, str] = {}
+    for device_class in classes:
+        backing[f"{DEVICE_CLASS_RESOURCE_PREFIX}{device_class.name}"] = device_class.name
+        name = device_class.extended_resource
+        if name is None:
+            continue
+        kept = found.get(name)
+        if kept is None or (-device_class.created, device_class.name) < (-kept.created, kept.name):
+            found[name] = device_class
+    backing.update((name, c.name) for name, c in found.items())
+    return backing
+
+
+def container_extended(spec: Obj, *, where: str) -> tuple[ContainerExtended, ...]:
+    """The pod's containers with integer requests of extended resources (requests, or
+    limits where a request is not stated, as the API server defaults them)."""
+    found = []
+    index = 0
+    for section in ("initContainers", "containers"):
+        for position, raw in enumerate(sequence(spec.get(section), where=f"{where}.spec")):
+            at = f"{where}.spec.{section}[{position}]"
+            container = mapping(raw, where=at)
+            resources = mapping(container.get("resources"), where=f"{at}.resources")
+            wanted = {
+                **mapping(resources.get("limits"), where=f"{at}.resources.limits"),
+                **mapping(resources.get("requests"), where=f"{at}.resources.requests"),
+            }
+            counts = []
+            for name, value in sorted(wanted.items()):
+                if not is_extended_resource(str(name)):
+                    continue
+                amount = parse_quantity(value, where=f"{at}.resources.requests[{name}]")
+                if amount > 0 and amount == amount.to_integral_value():
+                    counts.append((str(name), int(amount)))
+            if counts:
+                found.append(
+                    ContainerExtended(
+                        index=index,
+                        name=str(container.get("name") or ""),
+                        short_lived=section == "initContainers"
+                        and container.get("restartPolicy") != "Always",
+                        names=tuple(sorted(str(n) for n in wanted)),
+                        counts=tuple(counts),
+                    )
+                )
+            index += 1
+    return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendedMapping:
+    """pod.status.extendedResourceClaimStatus.requestMappings[]: which request of the
+    pod's claim serves a container's extended resource."""
+
+    container: str
+    resource: str
+    request: str
+
+
+def extended_claim(
+    containers: Sequence[ContainerExtended], needed: Mapping[str, str]
+) -> tuple[ClaimSpec, tuple[ExtendedMapping, ...]]:
+    """The requests of the claim kube-scheduler makes for a pod's extended resources
+    that a node gives through devices (`needed`: resource -> DeviceClass), and which
+    request serves each container. A container that runs alone before the others (an
+    init container, not a sidecar) reuses the requests of the containers after it
+    first; of such containers' own requests only the largest is kept, and they all map
+    to it."""
+    requests: list[ClaimRequest] = []
+    mappings: list[ExtendedMapping] = []
+    for resource in sorted(needed):
+        class_name = needed[resource]
+        own: dict[int, DeviceRequest] = {}
+        longer: list[ExtendedMapping] = []
+        for container in containers:
+            count = dict(container.counts).get(resource)
+            if count is None or container.short_lived:
+                continue
+            made = _extended_request(container, resource, class_name, count)
+            own[container.index] = made
+            longer.append(ExtendedMapping(container.name, resource, made.name))
+        largest: DeviceRequest | None = None
+        shorter: list[ExtendedMapping] = []
+        names: set[str] = set()
+        for container in containers:
+            count = dict(container.counts).get(resource)
+            if count is None or not container.short_lived:
+                continue
+            reused = 0
+            for index in sorted(i for i in own if i >= container.index):
+                reused += own[index].count
+                shorter.append(ExtendedMapping(container.name, resource, own[index].name))
+                if reused >= count:
+                    break
+            if reused >= count:
+                continue
+            made = _extended_request(container, resource, class_name, count - reused)
+            shorter.append(ExtendedMapping(container.name, resource, made.name))
+            names.add(made.name)
+            if largest is None or largest.count < made.count:
+                largest = made
+        if largest is not None:
+            shorter = [
+                replace(m, request=largest.name) if m.request in names else m for m in shorter
+            ]
+            requests.append(ClaimRequest(largest.name, (largest,)))
+        requests += [ClaimRequest(r.name, (r,)) for _, r in sorted(own.items())]
+        mappings += longer + shorter
+    return ClaimSpec(tuple(sorted(requests, key=lambda r: r.name))), tuple(mappings)
+
+
+def _extended_request(
+    container: ContainerExtended, resource: str, class_name: str, count: int
+) -> DeviceRequest:
+    position = container.names.index(resource)
+    return DeviceRequest(f"container-{container.index}-request-{position}", class_name, count=count)
+
+
+def extended_claim_of(status: Obj, *, where: str) -> str:
+    """The claim kube-scheduler made for the pod's extended resources, if any."""
+    at = f"{where}.status.extendedResourceClaimStatus"
+    made = mapping(status.get("extendedResourceClaimStatus"), where=at)
+    return text(made.get("resourceClaimName"), where=f"{at}.resourceClaimName", default="")
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' extended resource names (a domain outside kubernetes.io), and the
+    implicit names of DeviceClasses."""
+    if name.startswith(DEVICE_CLASS_RESOURCE_PREFIX):
+        return True
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
 def resource_claim_from_object(obj: Obj) -> ResourceClaim:
@@ -442,7 +739,6 @@ def template_from_object(obj: Obj) -> ClaimSpec:
 def claim_spec(raw: object, *, where: str) -> ClaimSpec:
     devices = mapping(mapping(raw, where=where).get("devices"), where=f"{where}.devices")
     requests = []
-    blocked = None
     names: set[str] = set()
     for i, item in enumerate(sequence(devices.get("requests"), where=f"{where}.devices.requests")):
         here = f"{where}.devices.requests[{i}]"
@@ -455,7 +751,6 @@ def claim_spec(raw: object, *, where: str) -> ClaimSpec:
         if (exactly is None) == (alternatives is None):
             raise InvalidObject(f"{here}: exactly one of exactly, firstAvailable must be set")
         if exactly is not None:
-            blocked = blocked or _capacity_blocker(exactly, where=f"{here}.exactly")
             found: tuple[DeviceRequest, ...] = (
                 _device_request(exactly, name, where=f"{here}.exactly"),
             )
@@ -467,7 +762,6 @@ def claim_spec(raw: object, *, where: str) -> ClaimSpec:
             for j, sub in enumerate(subs):
                 at = f"{here}.firstAvailable[{j}]"
                 raw_sub = mapping(sub, where=at)
-                blocked = blocked or _capacity_blocker(raw_sub, where=at)
                 sub_name = _required(raw_sub.get("name"), where=f"{at}.name")
                 found_subs.append(_device_request(raw_sub, f"{name}/{sub_name}", where=at))
             found = tuple(found_subs)
@@ -488,13 +782,7 @@ def claim_spec(raw: object, *, where: str) -> ClaimSpec:
             raise InvalidObject(f"{here}: attribute {attribute!r} must be fully qualified")
         applies = tuple(str(r) for r in sequence(entry.get("requests"), where=f"{here}.requests"))
         constraints.append(Constraint(applies, attribute, distinct=distinct is not None))
-    return ClaimSpec(tuple(requests), tuple(constraints), blocked)
-
-
-def _capacity_blocker(raw: object, *, where: str) -> str | None:
-    if mapping(raw, where=where).get("capacity"):
-        return not_supported(f"{where}.capacity (consumable capacity)")
-    return None
+    return ClaimSpec(tuple(requests), tuple(constraints))
 
 
 def _device_request(raw: object, name: str, *, where: str) -> DeviceRequest:
@@ -523,6 +811,10 @@ def _device_request(raw: object, name: str, *, where: str) -> DeviceRequest:
             )
         )
     admin = entry.get("adminAccess")
+    wanted = mapping(
+        mapping(entry.get("capacity"), where=f"{where}.capacity").get("requests"),
+        where=f"{where}.capacity.requests",
+    )
     return DeviceRequest(
         name=name,
         class_name=_required(entry.get("deviceClassName"), where=f"{where}.deviceClassName"),
@@ -531,6 +823,12 @@ def _device_request(raw: object, name: str, *, where: str) -> DeviceRequest:
         count=count,
         admin_access=False if admin is None else flag(admin, where=f"{where}.adminAccess"),
         tolerations=tuple(tolerations),
+        capacity=tuple(
+            sorted(
+                (str(k), parse_quantity(v, where=f"{where}.capacity.requests[{k}]"))
+                for k, v in wanted.items()
+            )
+        ),
     )
 
 
@@ -556,6 +854,15 @@ def _allocation(raw: object, *, where: str) -> Allocation:
                 pool=_required(result.get("pool"), where=f"{at}.pool"),
                 device=_required(result.get("device"), where=f"{at}.device"),
                 admin_access=bool(result.get("adminAccess")),
+                share_id=text(result.get("shareID"), where=f"{at}.shareID", default=""),
+                consumed=tuple(
+                    sorted(
+                        (str(k), parse_quantity(v, where=f"{at}.consumedCapacity[{k}]"))
+                        for k, v in mapping(
+                            result.get("consumedCapacity"), where=f"{at}.consumedCapacity"
+                        ).items()
+                    )
+                ),
             )
         )
     selector = entry.get("nodeSelector")

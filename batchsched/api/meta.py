@@ -43,6 +43,7 @@ CLUSTER_SCOPED = frozenset(
         "CSIDriver",
         "ResourceSlice",
         "DeviceClass",
+        "DeviceTaintRule",
     }
 )
 

@@ -42,6 +42,21 @@ class PodResourceClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerExtended:
+    """A container's integer requests of extended resources, which a DeviceClass may
+    back: kube-scheduler names the request of the pod's claim for one of them
+    `container-<index>-request-<position of its name among the container's request
+    names, sorted>`, counting init containers first."""
+
+    index: int
+    name: str
+    # An init container that is not a sidecar: it is done before the others start.
+    short_lived: bool
+    names: tuple[str, ...]
+    counts: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Taint:
     key: str
     value: str
@@ -206,6 +221,10 @@ class Task:
     claims: tuple[PodClaim, ...] = ()
     # Its spec.resourceClaims, each with the ResourceClaim it resolves to.
     resource_claims: tuple[PodResourceClaim, ...] = ()
+    # Its containers' extended resource requests, which DeviceClasses may back (api/dra.py).
+    extended: tuple[ContainerExtended, ...] = ()
+    # status.extendedResourceClaimStatus.resourceClaimName: the claim made for them.
+    extended_claim: str = ""
     # Why no node will do whatever the cluster holds: a scheduling gate, or a constraint
     # the core does not honour yet (api/unsupported.py).
     blocked: str | None = None

@@ -5,7 +5,12 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from batchsched.api.dra import pod_resource_claims
+from batchsched.api.dra import (
+    container_extended,
+    extended_claim_of,
+    is_extended_resource,
+    pod_resource_claims,
+)
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION, check_gpu_request, parse_gpu_index
 from batchsched.api.meta import (
@@ -154,10 +159,14 @@ POD_READS = reads(
         for field in CONTAINER_FIELDS
     ),
     *(f"spec.volumes[].{field}" for field in POD_VOLUME_FIELDS),
+    # Named in the claim for extended resources backed by devices (api/dra.py).
+    "spec.containers[].name",
+    "spec.initContainers[].name",
     "spec.resourceClaims[].name",
     "spec.resourceClaims[].resourceClaimName",
     "spec.resourceClaims[].resourceClaimTemplateName",
     "status.resourceClaimStatuses",
+    "status.extendedResourceClaimStatus.resourceClaimName",
     "status.phase",
     "status.nominatedNodeName",
     "status.startTime",
@@ -284,6 +293,7 @@ def task_from_pod(
     # is gone for all.
     if claims:
         fit_key, shape_key = fit_key or shape_key, (*shape_key, claims)
+    extended = container_extended(spec, where=where) if _asks_extended(shape.request) else ()
     resource_claims: tuple[PodResourceClaim, ...] = ()
     if spec.get("resourceClaims"):
         resource_claims = pod_resource_claims(spec, status, where=where)
@@ -329,11 +339,17 @@ def task_from_pod(
         spread=spread,
         claims=claims,
         resource_claims=resource_claims,
+        extended=extended,
+        extended_claim=extended_claim_of(status, where=where),
         blocked=blocked,
         podset_topology=kueue_topology(notes, labels, where=where),
         shape_key=shape_key,
         fit_key=fit_key,
     )
+
+
+def _asks_extended(request: Mapping[str, int]) -> bool:
+    return any(is_extended_resource(name) for name in request)
 
 
 def _preemptable(notes: Mapping[str, str], labels: Mapping[str, str]) -> bool:

@@ -97,12 +97,12 @@ def queue_from_object(obj: Obj, *, volcano: bool = False) -> Queue:
         guarantee_spec.get("resource"), where=f"{where}.spec.guarantee.resource"
     )
     deserved = parse_resource_list(spec.get("deserved"), where=f"{where}.spec.deserved")
-    for field, amounts in (
-        ("capability", capability),
-        ("guarantee.resource", guarantee),
-        ("deserved", deserved),
-    ):
-        _refuse_device_classes(amounts, where=f"{where}.spec.{field}")
+    inert_devices = tuple(
+        f"{where}.spec.{field}[{name}] has no effect here: {DEVICE_SHARE_WHY}"
+        for field, amounts in (("guarantee.resource", guarantee), ("deserved", deserved))
+        for name in amounts
+        if is_device_class_quota(name)
+    )
     # Volcano's order: guarantee <= deserved <= capability, each where both are set.
     _at_most(guarantee, "guarantee.resource", capability, "capability", where=where)
     _at_most(guarantee, "guarantee.resource", deserved, "deserved", where=where)
@@ -129,7 +129,7 @@ def queue_from_object(obj: Obj, *, volcano: bool = False) -> Queue:
         parent=None if parent == ROOT_QUEUE else parent,
         dequeue=Dequeue(dequeue or Dequeue.TRAVERSE),
         priority=whole_number(spec.get("priority", 0), where=f"{where}.spec.priority", minimum=0),
-        inert=_inert(obj, spec, where=where) if volcano else (),
+        inert=(_inert(obj, spec, where=where) if volcano else ()) + inert_devices,
     )
 
 
@@ -194,17 +194,16 @@ def _refuse_unknown(spec: Obj, known: tuple[str, ...], *, where: str) -> None:
 # Volcano's capacity plugin counts DRA devices per DeviceClass under these names
 # (`deviceclass/<class>`, and `<dimension>.deviceclass/<class>` for consumable capacity).
 DEVICE_CLASS_QUOTA = "deviceclass/"
+# Volcano v1.15.1's scheduler reads these keys in deserved and guarantee but acts only on
+# capability's (capacity.go: checkDRAAllocatable); so does batchsched.
+DEVICE_SHARE_WHY = (
+    "DRA devices per DeviceClass are held to a queue's capability only, as Volcano's "
+    "capacity plugin holds them"
+)
 
 
-def _refuse_device_classes(amounts: ResourceList, *, where: str) -> None:
-    """Devices are allocated but not yet counted against queues: a queue bounding them
-    is refused rather than left unbounded."""
-    for name in amounts:
-        if name.startswith(DEVICE_CLASS_QUOTA) or f".{DEVICE_CLASS_QUOTA}" in name:
-            raise InvalidObject(
-                f"{where}[{name}]: queue quotas of DRA devices per DeviceClass are not "
-                "supported yet"
-            )
+def is_device_class_quota(name: str) -> bool:
+    return name.startswith(DEVICE_CLASS_QUOTA) or f".{DEVICE_CLASS_QUOTA}" in name
 
 
 def _at_most(

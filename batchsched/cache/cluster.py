@@ -14,11 +14,13 @@ from batchsched.api.budgets import DisruptionBudget, budget_from_object
 from batchsched.api.dra import (
     ClaimSpec,
     DeviceClass,
+    DeviceTaintRule,
     ResourceClaim,
     ResourceSlice,
     class_from_object,
     resource_claim_from_object,
     slice_from_object,
+    taint_rule_from_object,
     template_from_object,
 )
 from batchsched.api.errors import InvalidObject
@@ -58,7 +60,13 @@ STORAGE_KINDS = (
     "CSIStorageCapacity",
 )
 # Dynamic Resource Allocation (resource.k8s.io/v1).
-DEVICE_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
+DEVICE_KINDS = (
+    "ResourceSlice",
+    "DeviceClass",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "DeviceTaintRule",
+)
 KINDS = (
     "Node",
     "Pod",
@@ -153,6 +161,7 @@ class ClusterCache:
         self.device_classes: dict[str, DeviceClass] = {}
         self.resource_claims: dict[str, ResourceClaim] = {}
         self.claim_templates: dict[str, ClaimSpec] = {}
+        self.device_taint_rules: dict[str, DeviceTaintRule] = {}
         self.rejected_devices: dict[str, str] = {}
         # By "ns/name": which pods preemption should spare (api/budgets.py).
         self.budgets: dict[str, DisruptionBudget] = {}
@@ -241,6 +250,7 @@ class ClusterCache:
             "DeviceClass": (self.device_classes, lambda: class_from_object(obj)),
             "ResourceClaim": (self.resource_claims, lambda: resource_claim_from_object(obj)),
             "ResourceClaimTemplate": (self.claim_templates, lambda: template_from_object(obj)),
+            "DeviceTaintRule": (self.device_taint_rules, lambda: taint_rule_from_object(obj)),
         }
         store, parse = handlers[kind]
         if kind == "Pod":

@@ -302,6 +302,7 @@ class _State:
                 classes=dict(cache.device_classes),
                 claims=dict(cache.resource_claims),
                 templates=dict(cache.claim_templates),
+                taint_rules=dict(cache.device_taint_rules),
                 rejected=dict(cache.rejected_devices),
                 read=cache.devices_read,
             ),

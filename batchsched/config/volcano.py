@@ -78,16 +78,17 @@ TOPOLOGY_WHY = (
 )
 # Arguments of Volcano's plugins and actions that change nothing here, and why.
 CLAIMS_ALLOCATED = "pods' resource claims are allocated as kube-scheduler allocates them"
-DEVICES_UNCOUNTED = (
-    "devices are not counted against queues yet: a Queue stating a deviceclass/ quantity is refused"
+DEVICES_COUNTED = (
+    "DRA devices and their consumable capacity are held to queues' deviceclass/ "
+    "capability keys whatever the flag (both features are on in Kubernetes 1.36)"
 )
 PLUGIN_ARGUMENTS = {
     "predicates": {
         "predicate.DynamicResourceAllocationEnable": f"{CLAIMS_ALLOCATED}, whatever the flag"
     },
     "capacity": {
-        "capacity.DynamicResourceAllocationEnable": DEVICES_UNCOUNTED,
-        "capacity.DRAConsumableCapacityEnable": DEVICES_UNCOUNTED,
+        "capacity.DynamicResourceAllocationEnable": DEVICES_COUNTED,
+        "capacity.DRAConsumableCapacityEnable": DEVICES_COUNTED,
     },
 }
 ACTION_ARGUMENTS = {

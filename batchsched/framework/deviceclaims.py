@@ -18,8 +18,9 @@ free for the preemptor. The allocation goes with the binding (Binding.devices).
 """
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 
 import numpy as np
 
@@ -30,6 +31,10 @@ from batchsched.api.dra import (
     DeviceClass,
     DeviceRequest,
     Devices,
+    ExtendedMapping,
+    ResourceClaim,
+    extended_claim,
+    extended_resource_classes,
 )
 from batchsched.api.objects import Task
 from batchsched.framework.devices import (
@@ -46,7 +51,7 @@ from batchsched.framework.devices import (
 from batchsched.framework.plugin import CheckedFilter
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.decisions import DeviceAllocation
-from batchsched.model.snapshot import JobInfo, TaskInfo
+from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +61,9 @@ NOT_READ = (
     "batchsched simulate)"
 )
 CANNOT_ALLOCATE = "cannot allocate all claims"
+# The claim for a pod's extended resources backed by devices is named from the pod:
+# `<pod><suffix>` here, the prefix of the name the API server generates for it.
+EXTENDED_CLAIM_SUFFIX = "-extended-resources-"
 NOT_ON_NODE = "resourceclaim not available on the node"
 
 
@@ -66,6 +74,8 @@ class _Held:
     allocation: tuple[AllocatedDevice, ...]
     # Inventory indices of its devices that count as taken (not admin access).
     devices: list[int]
+    # Its shares of devices allowing multiple allocations, with what each consumes.
+    shares: list[tuple[int, dict[str, Decimal]]]
     where: BoolArray
     users: int
     # Allocated in the snapshot and used by no placed pod: held whatever is evicted.
@@ -91,6 +101,16 @@ class _Free:
 
 
 @dataclass(frozen=True, slots=True)
+class _Special:
+    """The claim kube-scheduler makes for a pod's extended resources backed by devices,
+    for the nodes that give the same of them through devices (`where`)."""
+
+    where: BoolArray
+    pending: Pending
+    mappings: tuple[ExtendedMapping, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class _PodClaims:
     """A pod's claims as of the snapshot: the keys of all it uses, and those of them
     to allocate (resolved against the classes)."""
@@ -112,16 +132,32 @@ class DeviceClaims(CheckedFilter):
         placed: Sequence[tuple[int, Task]],
         namespace_labels: dict[str, dict[str, str]],
         unavailable: Callable[[str], str],
+        backed: Mapping[str, str] | None = None,
+        allocatable: IntArray | None = None,
+        columns: Mapping[str, int] | None = None,
     ) -> None:
         self.devices = devices
         self.inventory = inventory
         self.size = inventory.size
         self.namespace_labels = namespace_labels
         self.unavailable = unavailable
+        # Extended resource -> the DeviceClass backing it, and per such resource the
+        # nodes without it in allocatable (which give it through devices).
+        self.backed = dict(backed or {})
+        self._lacking: dict[str, BoolArray] = {
+            name: allocatable[:, (columns or {})[name]] == 0
+            for name in self.backed
+            if allocatable is not None
+        }
+        self._extended: dict[str, list[_Special] | str] = {}
+        # Task key -> the key of its extended-resource claim held in this session.
+        self._special: dict[str, str] = {}
         self.usage = Usage(np.zeros(len(inventory.devices), dtype=np.bool_))
         # The inventory's per-device row and counter use as lists, read device by device.
         self._rows: list[int] = inventory.device_row.tolist()
         self._consuming: list[bool] = inventory.consuming.tolist()
+        # Devices a free count does not settle: sharing counters, or capacity.
+        self._irregular = inventory.consuming | inventory.metered
         self.allocator = Allocator(inventory, self.usage)
         self.held: dict[str, _Held] = {}
         self._resolved: dict[str, _PodClaims | str] = {}
@@ -160,45 +196,59 @@ class DeviceClaims(CheckedFilter):
         for key, claim in devices.claims.items():
             if claim.allocation is None:
                 continue
-            found = [
-                index
-                for d in claim.allocation.devices
-                if not d.admin_access and (index := inventory.index.get(d.id)) is not None
-            ]
+            found, shares = [], []
+            for result in claim.allocation.devices:
+                index = inventory.index.get(result.id)
+                if result.admin_access or index is None:
+                    continue
+                if result.share_id:
+                    shares.append((index, dict(result.consumed)))
+                else:
+                    found.append(index)
             count = users.get(key, 0)
             self.held[key] = _Held(
                 claim.allocation.devices,
                 found,
+                shares,
                 inventory.terms_mask(claim.allocation.terms),
                 users=count,
                 anchored=not count,
             )
-            self._take(found, +1)
+            self._take(found, shares, +1)
 
     @staticmethod
-    def needed(jobs: Sequence[JobInfo]) -> bool:
-        return any(t.pod.resource_claims for job in jobs for t in job.pending)
+    def needed(jobs: Sequence[JobInfo], backed: Mapping[str, str]) -> bool:
+        return any(
+            t.pod.resource_claims or t.pod.extended_claim or _backed_asks(t.pod, backed)
+            for job in jobs
+            for t in job.pending
+        )
 
     def concerns(self, task: TaskInfo) -> bool:
-        return bool(task.pod.resource_claims)
+        pod = task.pod
+        return bool(pod.resource_claims or pod.extended_claim or _backed_asks(pod, self.backed))
 
     def blocker(self, task: TaskInfo) -> str | None:
         """What the plugin's PreEnqueue and PreFilter find before looking at any node."""
-        if not task.pod.resource_claims:
+        if not self.concerns(task):
             return None
         resolved = self.claims_of(task)
-        return self.unavailable(resolved) if isinstance(resolved, str) else None
+        if isinstance(resolved, str):
+            return self.unavailable(resolved)
+        special = self.extended_of(task)
+        return self.unavailable(special) if isinstance(special, str) else None
 
     # The checks.
 
     def mask(self, task: TaskInfo) -> BoolArray | None:
         """As every check's, but at once for the usual pod: one claim to allocate with
         one plain request, which a node meets where it has enough free devices."""
-        if not task.pod.resource_claims:
+        if not self.concerns(task):
             return None
         resolved = self.claims_of(task)
         if (
             isinstance(resolved, str)
+            or self.extended_of(task)
             or not self._counted_exactly(resolved.pending)
             or any(key in self.held for key in resolved.keys)
         ):
@@ -207,11 +257,14 @@ class DeviceClaims(CheckedFilter):
         return self.free_count(alternative, picked) >= alternative.count
 
     def failures(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
-        if not task.pod.resource_claims:
+        if not self.concerns(task):
             return []
         resolved = self.claims_of(task)
-        if isinstance(resolved, str):
-            return [(resolved, np.ones(self.size, dtype=np.bool_))]
+        special = self.extended_of(task)
+        for failed in (resolved, special):
+            if isinstance(failed, str):
+                return [(failed, np.ones(self.size, dtype=np.bool_))]
+        assert not isinstance(resolved, str) and not isinstance(special, str)
         where: BoolArray = np.ones(self.size, dtype=np.bool_)
         for key in resolved.keys:
             held = self.held.get(key)
@@ -219,8 +272,14 @@ class DeviceClaims(CheckedFilter):
                 where = where & held.where
         checks: list[tuple[str, BoolArray]] = [(NOT_ON_NODE, ~where)]
         pending = tuple(p for p in resolved.pending if p.claim.key not in self.held)
+        # Nodes giving none of the pod's extended resources through devices, then those
+        # giving the same ones.
+        plain = where
+        for group in special:
+            plain = plain & ~group.where
+            checks += self._allocation_failures((*pending, group.pending), where & group.where)
         if pending:
-            checks += self._allocation_failures(pending, where)
+            checks += self._allocation_failures(pending, plain)
         return checks
 
     def _allocation_failures(
@@ -329,11 +388,50 @@ class DeviceClaims(CheckedFilter):
         if len(alternatives) != 1:
             return False
         alternative, picked, errors = alternatives[0]
-        if alternative.mode == ALL or alternative.admin_access or errors:
+        if alternative.mode == ALL or alternative.admin_access or errors or alternative.capacity:
             return False
-        return not (picked & self.inventory.consuming).any()
+        return not (picked & self._irregular).any()
 
     # What a pod's claims are, as of the snapshot.
+
+    def extended_of(self, task: TaskInfo) -> list[_Special] | str:
+        """The claims for the pod's extended resources backed by devices, one per set
+        of them that nodes lacking them give (kube-scheduler's filterExtendedResources),
+        or why they cannot be allocated anywhere."""
+        found = self._extended.get(task.key)
+        if found is None:
+            found = self._extended[task.key] = self._specials(task.pod)
+        return found
+
+    def _specials(self, pod: Task) -> list[_Special] | str:
+        asked = _backed_asks(pod, self.backed)
+        if not asked:
+            return []
+        lacking = np.stack([self._lacking[name] for name in asked], axis=1)
+        sets, rows = np.unique(lacking, axis=0, return_inverse=True)
+        found = []
+        for index, given in enumerate(sets.tolist()):
+            needed = {
+                name: self.backed[name] for name, lacks in zip(asked, given, strict=True) if lacks
+            }
+            if not needed:
+                continue
+            spec, mappings = extended_claim(pod.extended, needed)
+            claim = ResourceClaim(
+                namespace=pod.namespace,
+                name=f"{pod.name}{EXTENDED_CLAIM_SUFFIX}",
+                uid=f"{pod.uid}{EXTENDED_CLAIM_SUFFIX}",
+                spec=spec,
+                controller=pod.uid,
+            )
+            labels = self.namespace_labels.get(pod.namespace, {})
+            resolved = resolve_claim(
+                claim, self.devices.classes, self.inventory, labels, self.devices.rejected
+            )
+            if isinstance(resolved, str):
+                return resolved
+            found.append(_Special(np.asarray(rows).reshape(-1) == index, resolved, mappings))
+        return found
 
     def claims_of(self, task: TaskInfo) -> _PodClaims | str:
         resolved = self._resolved.get(task.key)
@@ -373,27 +471,46 @@ class DeviceClaims(CheckedFilter):
             if isinstance(found, str):
                 return found
             pending.append(found)
+        if pod.extended_claim:
+            key = f"{pod.namespace}/{pod.extended_claim}"
+            if pod.node_name is None:
+                # kube-scheduler's Filter refuses a pod whose claim for its extended
+                # resources is left from an earlier attempt, and deletes it first.
+                return f"ResourceClaim {key} is left from an earlier attempt at the pod"
+            keys.append(key)
         return _PodClaims(tuple(keys), tuple(pending))
 
     # Devices changing hands.
 
-    def _take(self, devices: list[int], step: int) -> None:
+    def _take(
+        self, devices: list[int], shares: list[tuple[int, dict[str, Decimal]]], step: int
+    ) -> None:
         inventory = self.inventory
         taken = self.usage.taken
         for device in devices:
             was = bool(taken[device])
             self.usage.take(inventory, device, step)
-            row = self._rows[device]
             if bool(taken[device]) != was:
-                self._count_free(device, row, 1 if was else -1)
-            # Counters are shared across the pool, which may reach other nodes too.
+                self._count_free(device, self._rows[device], 1 if was else -1)
             if self._consuming[device]:
                 self._count_counters(device, step)
-                self.shared_version += 1
-            elif row >= 0:
-                self.version[row] += 1
-            else:
-                self.shared_version += 1
+            self._changed(device)
+        for device, amounts in shares:
+            had = device in self.usage.shares
+            self.usage.share(inventory, device, amounts, step)
+            # A shared device takes its counters with its first share, and gives them
+            # back with its last.
+            if self._consuming[device] and had != (device in self.usage.shares):
+                self._count_counters(device, step)
+            self._changed(device)
+
+    def _changed(self, device: int) -> None:
+        row = self._rows[device]
+        # Counters are shared across the pool, which may reach other nodes too.
+        if row >= 0 and not self._consuming[device]:
+            self.version[row] += 1
+        else:
+            self.shared_version += 1
 
     def _count_free(self, device: int, row: int, step: int) -> None:
         """The device is taken (step -1) or free again (+1): the free counts that count
@@ -467,10 +584,11 @@ class DeviceClaims(CheckedFilter):
 
     def allocated_to(self, job: JobInfo, task: TaskInfo, row: int) -> None:
         """The task is placed on `row`: its claims are allocated there, or used again."""
-        if not task.pod.resource_claims:
+        if not self.concerns(task):
             return
         resolved = self.claims_of(task)
-        if isinstance(resolved, str):
+        special = self.extended_of(task)
+        if isinstance(resolved, str) or isinstance(special, str):
             return
         for key in resolved.keys:
             held = self.held.get(key)
@@ -479,8 +597,11 @@ class DeviceClaims(CheckedFilter):
             held.users += 1
             if not held.taken:
                 held.taken = True
-                self._take(held.devices, +1)
+                self._take(held.devices, held.shares, +1)
         pending = [p for p in resolved.pending if p.claim.key not in self.held]
+        extra = next((g for g in special if g.where[row]), None)
+        if extra is not None:
+            pending.append(extra.pending)
         if not pending:
             return
         chosen = self._first_fit(pending[0], row) if self._counted_exactly(tuple(pending)) else None
@@ -496,15 +617,30 @@ class DeviceClaims(CheckedFilter):
             return
         made = []
         for claim, devices in zip(pending, chosen, strict=True):
-            admin = {a.name: a.admin_access for r in claim.requests for a, _, _ in r.alternatives}
-            allocation = results(self.inventory, devices, admin)
-            taken = [d for name, d in devices if not admin[name]]
+            requests = {a.name: a for r in claim.requests for a, _, _ in r.alternatives}
+            allocation = results(self.inventory, claim.claim, devices, requests)
+            taken, shares = [], []
+            for result, (_, device) in zip(allocation, devices, strict=True):
+                if result.admin_access:
+                    continue
+                if result.share_id:
+                    shares.append((device, dict(result.consumed)))
+                else:
+                    taken.append(device)
             where = self._usable_where([d for _, d in devices])
-            self.held[claim.claim.key] = _Held(allocation, taken, where, users=1, anchored=False)
-            self._take(taken, +1)
+            self.held[claim.claim.key] = _Held(
+                allocation, taken, shares, where, users=1, anchored=False
+            )
+            self._take(taken, shares, +1)
             terms = node_terms(self.inventory, [d for _, d in devices])
+            mappings: tuple[ExtendedMapping, ...] = ()
+            if extra is not None and claim is extra.pending:
+                self._special[task.key] = claim.claim.key
+                mappings = extra.mappings
             made.append(
-                DeviceAllocation(claim.claim.namespace, claim.claim.name, allocation, terms)
+                DeviceAllocation(
+                    claim.claim.namespace, claim.claim.name, allocation, terms, mappings
+                )
             )
         self.allocated[task.key] = tuple(made)
 
@@ -534,14 +670,19 @@ class DeviceClaims(CheckedFilter):
     def released_by(self, job: JobInfo, task: TaskInfo, row: int) -> None:
         """The task leaves `row` (its placement undone, or it is evicted): claims no
         placed pod uses any more give their devices back."""
-        if not task.pod.resource_claims:
+        if not self.concerns(task):
             return
         resolved = self.claims_of(task)
         if isinstance(resolved, str):
             return
         self.allocated.pop(task.key, None)
         made_here = {p.claim.key for p in resolved.pending}
-        for key in resolved.keys:
+        special = self._special.pop(task.key, None)
+        keys = list(resolved.keys)
+        if special is not None:
+            made_here.add(special)
+            keys.append(special)
+        for key in keys:
             held = self.held.get(key)
             if held is None:
                 continue
@@ -550,14 +691,32 @@ class DeviceClaims(CheckedFilter):
                 continue
             if held.taken:
                 held.taken = False
-                self._take(held.devices, -1)
+                self._take(held.devices, held.shares, -1)
             if key in made_here:
                 del self.held[key]
 
 
+def backed_resources(snapshot: Snapshot) -> dict[str, str]:
+    """The extended resources of the snapshot's columns that a DeviceClass backs, each
+    with its class."""
+    classes = extended_resource_classes(snapshot.devices.classes.values())
+    return {name: classes[name] for name in snapshot.resources if name in classes}
+
+
+def _backed_asks(pod: Task, backed: Mapping[str, str]) -> list[str]:
+    """The extended resources backed by devices that the pod asks for, sorted."""
+    if not pod.extended or not backed:
+        return []
+    return sorted(n for n in backed if pod.request.get(n, 0) > 0)
+
+
 def claim_keys(task: Task) -> list[str]:
-    """The keys of the ResourceClaims a pod uses (those created)."""
-    return [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]
+    """The keys of the ResourceClaims a pod uses (those created), the one made for its
+    extended resources included."""
+    keys = [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]
+    if task.extended_claim:
+        keys.append(f"{task.namespace}/{task.extended_claim}")
+    return keys
 
 
 class Diagnosis:

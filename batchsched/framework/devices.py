@@ -33,14 +33,17 @@ from batchsched.api.dra import (
     Device,
     DeviceClass,
     DeviceRequest,
+    DeviceTaintRule,
     NodeScope,
     NodeTerms,
     ResourceClaim,
     ResourceSlice,
     SelectorError,
+    with_taint_rules,
 )
 from batchsched.api.objects import Node
 from batchsched.api.selectors import Requirement, node_matches
+from batchsched.framework import sharing
 from batchsched.model.arrays import BoolArray, IntArray
 
 
@@ -198,6 +201,11 @@ class Inventory:
         self.consuming: BoolArray = np.array(
             [bool(d.consumes) for d in self.devices], dtype=np.bool_
         )
+        # Devices whose capacity a request may find too small: shared ones, and those
+        # with a requestPolicy (framework/sharing.py).
+        self.metered: BoolArray = np.array(
+            [d.multiple or bool(d.policies) for d in self.devices], dtype=np.bool_
+        )
         self._blocked: dict[DeviceRequest, BoolArray] = {}
         # Per (class selectors, request selectors): where each device matches, and the
         # evaluation errors by device.
@@ -324,9 +332,9 @@ class Inventory:
         return True
 
 
-# Device fields a selector cannot read (DRA's CEL `device` has no pool or name), and
-# the mappings among those it may.
-_UNSEEN = {"pool", "name"}
+# Device fields a selector cannot read (DRA's CEL `device` has no pool, name or
+# capacity request policy), and the mappings among those it may.
+_UNSEEN = {"pool", "name", "policies"}
 _MAPPINGS = ("attributes", "capacity")
 _OTHER_FIELDS = attrgetter(
     *(f.name for f in fields(Device) if f.name not in {*_UNSEEN, *_MAPPINGS})
@@ -342,13 +350,37 @@ def _seen_by_selectors(device: Device) -> Hashable:
 
 @dataclass(slots=True)
 class Usage:
-    """Devices taken (allocated, not for admin access) and counters consumed per pool."""
+    """Devices taken (allocated, not for admin access) and counters consumed per pool;
+    for devices allowing multiple allocations, their shares and the capacity these
+    consume (a shared device takes its counters once, while it has any share)."""
 
     taken: BoolArray
     consumed: dict[tuple[int, str, str], Decimal] = field(default_factory=dict)
+    shares: dict[int, int] = field(default_factory=dict)
+    capacity: dict[int, dict[str, Decimal]] = field(default_factory=dict)
 
     def take(self, inventory: Inventory, device: int, step: int) -> None:
         self.taken[device] = step > 0
+        self.count(inventory, device, step)
+
+    def share(
+        self, inventory: Inventory, device: int, amounts: Mapping[str, Decimal], step: int
+    ) -> None:
+        """A share of a device allowing multiple allocations taken (+1) or given back."""
+        held = self.shares.get(device, 0) + step
+        if held == int(step > 0):
+            self.count(inventory, device, step)
+        in_use = self.capacity.setdefault(device, {})
+        for name, amount in amounts.items():
+            in_use[name] = in_use.get(name, Decimal(0)) + amount * step
+        if held:
+            self.shares[device] = held
+        else:
+            del self.shares[device]
+            del self.capacity[device]
+
+    def count(self, inventory: Inventory, device: int, step: int) -> None:
+        """The device's counters consumed (+1) or given back."""
         pool = inventory.device_pool[device]
         for counter_set, counters in inventory.devices[device].consumes:
             for name, amount in counters:
@@ -422,6 +454,10 @@ class _Search:
         # another claim took, never one its own claim took).
         self.chosen: list[list[tuple[str, int]]] = [[] for _ in claims]
         self.tentative: dict[int, set[int]] = {}
+        # Shares this search took of devices allowing multiple allocations: per device,
+        # the capacity they consume, and per (claim, request, device) its own part.
+        self.sharing: dict[int, dict[str, Decimal]] = {}
+        self.shared: dict[tuple[int, str, int], dict[str, Decimal]] = {}
         # Per claim, per constraint: the values of the devices counted so far.
         self.values: list[list[list[Attribute]]] = [
             [[] for _ in pending.spec.constraints] for pending in claims
@@ -473,6 +509,17 @@ class _Search:
         for alternative, picked, errors in pending.requests[request].alternatives:
             candidates = self._candidates(pending, alternative, picked, errors)
             if alternative.mode == ALL:
+                # Upstream settles what "all" is before this claim takes anything: a
+                # device whose capacity is already too small is left out, not missing.
+                candidates = [
+                    d
+                    for d in candidates
+                    if not self.inventory.metered[d]
+                    or sharing.fits(
+                        self.inventory.devices[d], alternative, self.usage.capacity.get(d, {})
+                    )
+                    is not None
+                ]
                 if not candidates:
                     continue
                 if self._all(claim, request, alternative, candidates):
@@ -551,9 +598,11 @@ class _Search:
                 return False
         elif holders or self.usage.taken[device]:
             return False
-        if not self.usage.counters_allow(self.inventory, device):
-            return False
         found = self.inventory.devices[device]
+        # A shared device that has a share already has its counters.
+        counted = found.multiple and (device in self.sharing or device in self.usage.shares)
+        if not counted and not self.usage.counters_allow(self.inventory, device):
+            return False
         spec = self.claims[claim].spec
         added: list[int] = []
         for c, constraint in enumerate(spec.constraints):
@@ -575,19 +624,53 @@ class _Search:
                 return False
             seen.append(value)
             added.append(c)
-        self.tentative.setdefault(device, set()).add(claim)
+        amounts: dict[str, Decimal] = {}
+        if found.multiple or found.policies or alternative.capacity:
+            in_use = dict(self.usage.capacity.get(device, {}))
+            for name, amount in self.sharing.get(device, {}).items():
+                in_use[name] = in_use.get(name, Decimal(0)) + amount
+            fitting = sharing.fits(found, alternative, in_use)
+            if fitting is None:
+                for undo in added:
+                    self.values[claim][undo].pop()
+                return False
+            amounts = fitting
         self.chosen[claim].append((alternative.name, device))
+        if found.multiple:
+            self._share(claim, alternative.name, device, amounts, counted=counted)
+            return True
+        self.tentative.setdefault(device, set()).add(claim)
         if not alternative.admin_access:
             self.usage.take(self.inventory, device, +1)
         return True
 
+    def _share(
+        self, claim: int, name: str, device: int, amounts: dict[str, Decimal], *, counted: bool
+    ) -> None:
+        """A share of a device allowing multiple allocations: never marks it taken."""
+        in_use = self.sharing.setdefault(device, {})
+        for capacity, amount in amounts.items():
+            in_use[capacity] = in_use.get(capacity, Decimal(0)) + amount
+        self.shared[(claim, name, device)] = amounts
+        if not counted:
+            self.usage.count(self.inventory, device, +1)
+
     def _give_back(self, claim: int, device: int) -> None:
         name, taken = self.chosen[claim].pop()
         assert taken == device
-        alternative_admin = self._admin(claim, name)
-        self.tentative[device].discard(claim)
-        if not alternative_admin:
-            self.usage.take(self.inventory, device, -1)
+        amounts = self.shared.pop((claim, name, device), None)
+        if amounts is not None:
+            in_use = self.sharing[device]
+            for capacity, amount in amounts.items():
+                in_use[capacity] -= amount
+            if not any(key[2] == device for key in self.shared):
+                del self.sharing[device]
+                if device not in self.usage.shares:
+                    self.usage.count(self.inventory, device, -1)
+        else:
+            self.tentative[device].discard(claim)
+            if not self._admin(claim, name):
+                self.usage.take(self.inventory, device, -1)
         spec = self.claims[claim].spec
         for c, constraint in enumerate(spec.constraints):
             if constraint.applies(name):
@@ -611,10 +694,8 @@ def resolve_claim(
     """The claim's requests with the devices each alternative picks, or why it cannot
     be allocated anywhere: a class that does not exist (or could not be read), a
     selector that does not compile, admin access outside a namespace labelled for it,
-    more devices than a claim may hold, a field not supported."""
+    more devices than a claim may hold."""
     spec = claim.spec
-    if spec.blocked:
-        return f"claim {claim.key}: {spec.blocked}"
     requests = []
     least = 0
     for request in spec.requests:
@@ -669,15 +750,28 @@ def node_terms(inventory: Inventory, devices: Iterable[int]) -> NodeTerms | None
 
 
 def results(
-    inventory: Inventory, chosen: Sequence[tuple[str, int]], admin: Mapping[str, bool]
+    inventory: Inventory,
+    claim: ResourceClaim,
+    chosen: Sequence[tuple[str, int]],
+    requests: Mapping[str, DeviceRequest],
 ) -> tuple[AllocatedDevice, ...]:
-    """The claim's status.allocation.devices.results for the chosen devices."""
+    """The claim's status.allocation.devices.results for the chosen devices: a share
+    of a device allowing multiple allocations has its shareID and the capacity it
+    consumes."""
     found = []
-    for request, index in chosen:
-        device = inventory.devices[index]
-        found.append(
-            AllocatedDevice(request, device.driver, device.pool, device.name, admin[request])
-        )
+    for name, index in chosen:
+        device, request = inventory.devices[index], requests[name]
+        result = AllocatedDevice(name, device.driver, device.pool, device.name)
+        if request.admin_access:
+            result = replace(result, admin_access=True)
+        if device.multiple:
+            amounts = sharing.consumed(device, request) or {}
+            result = replace(
+                result,
+                share_id=sharing.share_id(claim.uid, name, device.id),
+                consumed=tuple(sorted(amounts.items())),
+            )
+        found.append(result)
     return tuple(found)
 
 
@@ -716,7 +810,11 @@ class CelSelectors:
                 attributes[name] = value
         # Equal content, equal generation: a slice written again keeps its results.
         generation = hash(
-            (tuple(sorted(device.attributes.items())), tuple(sorted(device.capacity.items())))
+            (
+                tuple(sorted(device.attributes.items())),
+                tuple(sorted(device.capacity.items())),
+                device.multiple,
+            )
         )
         converted = cel.Device(
             driver=device.driver,
@@ -725,6 +823,7 @@ class CelSelectors:
             generation=generation,
             attributes=attributes,
             capacity=dict(device.capacity),
+            allow_multiple_allocations=device.multiple,
         )
         self._seen[device.id] = (device, converted)
         return converted
@@ -758,6 +857,35 @@ class InventoryMemo:
 
 
 INVENTORIES = InventoryMemo()
+
+
+class TaintedSlices:
+    """Slices with the DeviceTaintRules' taints on their devices, each kept while its
+    slice and the rules are the very objects it was made from, so that the inventory
+    memo still finds the slices it was built from."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, tuple[ResourceSlice, tuple[DeviceTaintRule, ...], ResourceSlice]] = {}
+
+    def get(
+        self, slices: Mapping[str, ResourceSlice], rules: Mapping[str, DeviceTaintRule]
+    ) -> list[ResourceSlice]:
+        if not rules:
+            return list(slices.values())
+        applied = tuple(rules[name] for name in sorted(rules))
+        found = []
+        made: dict[str, tuple[ResourceSlice, tuple[DeviceTaintRule, ...], ResourceSlice]] = {}
+        for key, given in slices.items():
+            kept = self._made.get(key)
+            if kept is None or kept[0] is not given or kept[1] != applied:
+                kept = (given, applied, with_taint_rules(given, applied))
+            made[key] = kept
+            found.append(kept[2])
+        self._made = made
+        return found
+
+
+TAINTED = TaintedSlices()
 
 
 def default_selectors() -> SelectorMatcher:

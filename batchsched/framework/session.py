@@ -13,9 +13,15 @@ from typing import Protocol, TypeVarTuple
 import numpy as np
 
 from batchsched.api.objects import Constraints, Task
+from batchsched.api.resources import MAX_UNITS
 from batchsched.api.unsupported import GATED_MESSAGE
-from batchsched.framework.deviceclaims import DeviceClaims
-from batchsched.framework.devices import INVENTORIES, SelectorMatcher, default_selectors
+from batchsched.framework.deviceclaims import DeviceClaims, backed_resources
+from batchsched.framework.devices import (
+    INVENTORIES,
+    TAINTED,
+    SelectorMatcher,
+    default_selectors,
+)
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import Explained, Hook, NodeFilter, NodeScorer, Opening
 from batchsched.framework.reservations import Reservations
@@ -152,6 +158,13 @@ class Session:
         self.requested = snapshot.used.copy()
         # allocatable - requested, kept with it: what fit checks read.
         self.free = snapshot.allocatable - self.requested
+        # Extended resources a DeviceClass backs are given through devices on a node
+        # that has none of them (DeviceClaims checks those): no fit check finds such a
+        # node short of them.
+        self.backed = backed_resources(snapshot)
+        for resource in self.backed:
+            column = snapshot.column[resource]
+            self.free[snapshot.allocatable[:, column] == 0, column] = MAX_UNITS
         self.port_users = {port: set(rows) for port, rows in snapshot.port_users.items()}
         self.decisions = Decisions()
         self.node_count = len(snapshot.nodes)
@@ -263,12 +276,12 @@ class Session:
         self.filters.append(self.gpu)
         # Resource claims, which no configuration may leave out either.
         self.device_claims: DeviceClaims | None = None
-        if DeviceClaims.needed(self.placing):
+        if DeviceClaims.needed(self.placing, self.backed):
             self._open_device_claims(selectors or default_selectors())
 
     def _open_device_claims(self, selectors: SelectorMatcher) -> None:
         snapshot = self.snapshot
-        slices = list(snapshot.devices.slices.values())
+        slices = TAINTED.get(snapshot.devices.slices, snapshot.devices.taint_rules)
         inventory = INVENTORIES.get(slices, snapshot.nodes, selectors)
         claims = self.device_claims = DeviceClaims(
             devices=snapshot.devices,
@@ -276,6 +289,9 @@ class Session:
             placed=snapshot.placed,
             namespace_labels=snapshot.namespace_labels,
             unavailable=self.unavailable,
+            backed=self.backed,
+            allocatable=snapshot.allocatable,
+            columns=snapshot.column,
         )
         self.blockers.append(claims.blocker)
         self.fresh_filters.append(claims)

@@ -4,7 +4,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from batchsched.api.dra import AllocatedDevice, NodeTerms
+from batchsched.api.dra import AllocatedDevice, ExtendedMapping, NodeTerms
 from batchsched.api.objects import GroupPhase
 from batchsched.api.resources import ResourceList
 from batchsched.model.reasons import Reason
@@ -54,6 +54,10 @@ class DeviceAllocation(_PickledAsFields):
     devices: tuple[AllocatedDevice, ...]
     # status.allocation.nodeSelector: where the devices can be used; None: everywhere.
     terms: NodeTerms | None = None
+    # Set for the claim made for the pod's extended resources backed by devices (its
+    # `claim` is then the prefix of the name to generate): which request serves each
+    # container, for pod.status.extendedResourceClaimStatus.
+    extended: tuple[ExtendedMapping, ...] = ()
 
     @property
     def key(self) -> str:

@@ -153,7 +153,7 @@ class DevicePacking:
 
 def pack_devices(session: Session, name: str, weight: int, table: IntArray = LINEAR) -> None:
     """Score DRA devices for plugin `name` with `weight`, in sessions placing claims."""
-    if DeviceClaims.needed(session.placing):
+    if DeviceClaims.needed(session.placing, session.backed):
         session.normalized_scorers.append((DevicePacking(name, session, table), weight))
 
 

@@ -26,6 +26,8 @@ Volcano's other Queue fields mean what its users expect:
   evict pods of other reclaimable queues above theirs, as Volcano's proportion does, but
   never a pod whose eviction would take its queue, or an ancestor the job's queue does
   not share, below its guarantee.
+- DRA devices per DeviceClass (Volcano's `deviceclass/<class>` keys) are held to
+  `capability`, the queue's and its ancestors' (plugins/devicequota.py).
 """
 
 from collections.abc import Mapping
@@ -40,6 +42,7 @@ from batchsched.framework.session import Session
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
+from batchsched.plugins.devicequota import DeviceQuota
 
 if TYPE_CHECKING:
     from batchsched.framework.victims import Victims
@@ -104,6 +107,7 @@ class Proportion:
         # What each queue may hold beside the guarantees of the queues it does not share
         # (only where some queue states a guarantee).
         self.room = self._room() if any(q.guarantee for q in self.queues.values()) else {}
+        self.device_quota = DeviceQuota(snapshot, self.lineage)
         for job in snapshot.jobs.values():
             if job.queue in self.queues:
                 for name in self.lineage[job.queue]:
@@ -353,6 +357,10 @@ class Proportion:
             over = np.flatnonzero((after > self.room[job.queue]) & (minimum > 0))
             if len(over):
                 return self._guaranteed_message(job.queue, int(over[0]), "minResources")
+        members = job.pending[: max(job.min_member - job.bound, 0)]
+        found = self.device_quota.over(job.queue, [t.pod for t in members], f"job {job.key}")
+        if found is not None:
+            return found
         for name in self.lineage[job.queue]:
             self.reserved[name] += minimum
         return None
@@ -369,7 +377,7 @@ class Proportion:
             over = np.flatnonzero((after > self.room[job.queue]) & (task.vec > 0))
             if len(over):
                 return self._guaranteed_message(job.queue, int(over[0]), f"pod {task.key}")
-        return None
+        return self.device_quota.over(job.queue, [task.pod], f"pod {task.key}")
 
     def _over_share(self, job: JobInfo, task: TaskInfo) -> str | None:
         """Volcano's allocatable check, for a member beyond its gang's minimum: it goes
@@ -524,10 +532,14 @@ class Proportion:
     def _allocated(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         for name in self.lineage.get(job.queue, ()):
             self.allocated[name] += task.vec
+        if job.queue in self.lineage:
+            self.device_quota.take(job.queue, task.pod, +1)
 
     def _deallocated(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         for name in self.lineage.get(job.queue, ()):
             self.allocated[name] -= task.vec
+        if job.queue in self.lineage:
+            self.device_quota.take(job.queue, task.pod, -1)
 
     def _vector(self, resources: Mapping[str, int]) -> IntArray:
         column = self.session.snapshot.column

@@ -10,6 +10,9 @@ resource-claim controller and for the claim writes of the scheduler.
   status.reservedFor), and a claim already allocated gets the pod added to reservedFor.
 - A pod that finishes or is evicted leaves its claims' reservedFor, and a claim no pod
   is reserved for loses its allocation: its devices are free again.
+- The claim for a pod's extended resources backed by devices is made as kube-scheduler
+  makes it in PreBind (owned by the pod, named `<pod>-extended-resources-<5
+  characters>`), allocated and reserved for the pod; it goes with the pod.
 """
 
 import dataclasses
@@ -21,12 +24,14 @@ from typing import Any
 from batchsched.api.dra import (
     POD_CLAIM_NAME_ANNOTATION,
     Allocation,
+    ClaimSpec,
     ResourceClaim,
 )
 from batchsched.api.meta import Obj, describe, mapping, name_of, namespace_of, sequence
 from batchsched.api.objects import Task
 from batchsched.api.pods import pod_uid
 from batchsched.cache.cluster import ClusterCache
+from batchsched.framework.deviceclaims import EXTENDED_CLAIM_SUFFIX
 from batchsched.model.decisions import DeviceAllocation
 
 # The characters Kubernetes' generated names draw from (no vowels, no look-alikes).
@@ -117,6 +122,20 @@ def write_allocations(
     """The scheduler's claim writes for a bound pod: its new allocations, and the pod
     reserved on every claim it uses."""
     made = {allocation.key: allocation for allocation in allocations}
+    for special in allocations:
+        if special.extended:
+            name = extended_claim_name(task)
+            # As kube-scheduler records it in pod.status.extendedResourceClaimStatus.
+            task.extended_claim = name
+            cache.resource_claims[f"{task.namespace}/{name}"] = ResourceClaim(
+                namespace=task.namespace,
+                name=name,
+                uid=f"{task.uid}/{name}",
+                spec=ClaimSpec(()),
+                allocation=Allocation(special.devices, special.terms),
+                reserved_for=(task.uid,),
+                controller=task.uid,
+            )
     for key in _keys(task):
         claim = cache.resource_claims.get(key)
         if claim is None:
@@ -133,9 +152,17 @@ def write_allocations(
         )
 
 
+def extended_claim_name(task: Task) -> str:
+    """The name of the claim for the pod's extended resources backed by devices."""
+    return f"{task.name}{EXTENDED_CLAIM_SUFFIX}{_suffix(task.uid, EXTENDED_CLAIM_SUFFIX)}"
+
+
 def release(cache: ClusterCache, task: Task) -> None:
     """kube-controller-manager's part when a pod is done: out of reservedFor, and a
-    claim reserved for nobody deallocated."""
+    claim reserved for nobody deallocated; the pod's extended-resource claim is
+    deleted with it."""
+    if task.extended_claim:
+        cache.resource_claims.pop(f"{task.namespace}/{task.extended_claim}", None)
     for key in _keys(task):
         claim = cache.resource_claims.get(key)
         if claim is None or task.uid not in claim.reserved_for:

@@ -123,3 +123,101 @@ spec:
         "cause: claim default/same-numa: constraint #0 (matchAttribute gpu.example.com/numa) "
         "cannot hold with the devices free on any node (closest: node n1)"
     ) in out
+
+
+def _taint_rule(name: str, selector: str, effect: str = "NoSchedule") -> str:
+    return f"""---
+apiVersion: resource.k8s.io/v1beta2
+kind: DeviceTaintRule
+metadata: {{name: {name}}}
+spec:
+  deviceSelector: {selector}
+  taint: {{key: maintenance, value: planned, effect: {effect}}}
+"""
+
+
+def test_a_device_taint_rule_keeps_its_devices_from_claims_that_do_not_tolerate_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A rule tainting gpu-1 leaves one GPU where the pod asks two; a rule on another
+    driver or of effect None changes nothing; a claim tolerating the taint gets both."""
+    tolerating = """---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: tolerant}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu
+          count: 2
+          tolerations: [{key: maintenance, operator: Exists, effect: NoSchedule}]
+"""
+    text = (
+        NODE_AND_GPUS
+        + tolerating
+        + _taint_rule("gpu-1-down", "{driver: gpu.example.com, pool: n1, device: gpu-1}")
+        + _taint_rule("elsewhere", "{driver: other.example.com}")
+        + _taint_rule("note", "{}", effect="None")
+        + _pod("blocked", "00")
+        + _pod("tolerant", "01", template="tolerant")
+    )
+    run = simulate_text(capsys, tmp_path, text)
+    assert run.bound() == {"default/tolerant": "n1"}
+    assert run.pods["default/blocked"]["reason"] == (
+        "0/1 nodes are available: 1 cannot allocate all claims."
+    )
+
+
+def test_a_device_taint_rule_of_a_version_not_served_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rule = _taint_rule("old", "{deviceClassName: gpu}").replace("v1beta2", "v1alpha3")
+    path = tmp_path / "input.yaml"
+    path.write_text(NODE_AND_GPUS + rule + _pod("first", "00"))
+    code = main(["simulate", "-f", str(path), "-o", "json"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert (
+        "DeviceTaintRule old: apiVersion 'resource.k8s.io/v1alpha3' is not served by "
+        "Kubernetes 1.36 for DeviceTaintRules; use resource.k8s.io/v1beta2"
+    ) in captured.err
+    assert '"node": "n1"' in captured.out
+
+
+def _extended_pod(name: str, created: str, count: int, duration: str) -> str:
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  creationTimestamp: "2026-01-01T00:{created}:00Z"
+  annotations: {{simulation.batchsched.io/duration: {duration}}}
+spec:
+  schedulerName: batch-scheduler
+  containers:
+  - name: main
+    resources: {{limits: {{example.com/gpu: {count}}}}}
+"""
+
+
+def test_an_extended_resource_backed_by_a_class_takes_devices_until_its_pod_finishes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The node has no example.com/gpu but two GPUs of a class backing it: the first
+    pod takes both through its claim; the second binds when the first finishes."""
+    text = (
+        NODE_AND_GPUS.replace(
+            "kind: DeviceClass\nmetadata: {name: gpu}\nspec: {",
+            "kind: DeviceClass\nmetadata: {name: gpu}\nspec: {extendedResourceName: "
+            "example.com/gpu, ",
+        )
+        + _extended_pod("first", "00", 2, "60s")
+        + _extended_pod("second", "01", 1, "60s")
+    )
+    run = simulate_text(capsys, tmp_path, text)
+    assert run.bound() == {"default/first": "n1", "default/second": "n1"}
+    first, second = run.pods["default/first"], run.pods["default/second"]
+    assert (first["bound_at"], first["finished_at"], second["bound_at"]) == (0.0, 60.0, 60.0)

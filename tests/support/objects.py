@@ -300,14 +300,21 @@ def device(
     capacity: Mapping[str, str] | None = None,
     taints: Iterable[Mapping[str, str]] = (),
     consumes: Mapping[str, Mapping[str, str]] | None = None,
+    multiple: bool = False,
+    policies: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Obj:
     """A device of a ResourceSlice: attributes as the API writes them ({"int": 1}),
-    capacity and counters consumed (per counter set) as quantities."""
+    capacity and counters consumed (per counter set) as quantities; `multiple` sets
+    allowMultipleAllocations, `policies` a capacity's requestPolicy by name."""
     found: Obj = {"name": name}
     if attributes:
         found["attributes"] = {k: dict(v) for k, v in attributes.items()}
+    if multiple:
+        found["allowMultipleAllocations"] = True
     if capacity:
         found["capacity"] = {k: {"value": v} for k, v in capacity.items()}
+    for key, policy in (policies or {}).items():
+        found["capacity"][key]["requestPolicy"] = dict(policy)
     if taints:
         found["taints"] = [dict(t) for t in taints]
     if consumes:
@@ -380,8 +387,10 @@ def exactly(
     selectors: Iterable[str] = (),
     admin: bool = False,
     tolerations: Iterable[Mapping[str, str]] = (),
+    capacity: Mapping[str, str] | None = None,
 ) -> Obj:
-    """A claim's request of one kind of device (`exactly`)."""
+    """A claim's request of one kind of device (`exactly`); `capacity` its
+    capacity.requests (consumable capacity)."""
     request: Obj = {"deviceClassName": device_class_name}
     if count is not None:
         request["count"] = count
@@ -393,6 +402,8 @@ def exactly(
         request["adminAccess"] = True
     if tolerations:
         request["tolerations"] = [dict(t) for t in tolerations]
+    if capacity is not None:
+        request["capacity"] = {"requests": dict(capacity)}
     return {"name": name, "exactly": request}
 
 

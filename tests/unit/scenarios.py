@@ -21,6 +21,7 @@ from batchsched.api.dra import (
     class_from_object,
     resource_claim_from_object,
     slice_from_object,
+    taint_rule_from_object,
     template_from_object,
 )
 from batchsched.api.errors import UnreadableInput
@@ -66,6 +67,7 @@ PARSERS: dict[str, Callable[[Any], object]] = {
     "DeviceClass": class_from_object,
     "ResourceClaim": resource_claim_from_object,
     "ResourceClaimTemplate": template_from_object,
+    "DeviceTaintRule": taint_rule_from_object,
     "HyperNode": hypernode_from_object,
 }
 

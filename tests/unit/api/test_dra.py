@@ -10,18 +10,18 @@ from batchsched.api.dra import (
     Attribute,
     resource_claim_from_object,
     slice_from_object,
+    taint_rule_from_object,
+    with_taint_rules,
 )
 from batchsched.api.errors import InvalidObject
 from batchsched.api.objects import PodResourceClaim
 from batchsched.api.pods import task_from_pod
-from batchsched.api.queues import queue_from_object
 
 from tests.support.objects import (
     device,
     exactly,
     first_available,
     pod,
-    queue,
     resource_claim,
     resource_slice,
 )
@@ -151,11 +151,60 @@ def test_pods_claims_resolve_by_name_and_through_their_status() -> None:
     )
 
 
-def test_a_queue_bounding_devices_per_class_is_refused() -> None:
-    raw = queue("q", capability={"deviceclass/gpu.nvidia.com": "4"})
-    with pytest.raises(InvalidObject) as raised:
-        queue_from_object(raw)
-    assert str(raised.value) == (
-        "Queue q.spec.capability[deviceclass/gpu.nvidia.com]: queue quotas of DRA devices per "
-        "DeviceClass are not supported yet"
+def _rule(selector: dict[str, Any] | None, **taint: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"taint": {"key": "k", "effect": "NoExecute", **taint}}
+    if selector is not None:
+        spec["deviceSelector"] = selector
+    return {
+        "apiVersion": "resource.k8s.io/v1beta2",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "r"},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize(
+    ("selector", "tainted"),
+    [
+        ({"driver": "a.example.com", "pool": "p", "device": "d1"}, ["d1"]),
+        ({"pool": "p"}, ["d1", "d2"]),
+        ({"driver": "b.example.com"}, []),
+        ({"device": "d2"}, ["d2"]),
+        # As kube-scheduler's ResourceSlice tracker applies it (its API comment says
+        # otherwise): no selector picks every device.
+        (None, ["d1", "d2"]),
+    ],
+)
+def test_a_taint_rule_taints_the_devices_it_selects(
+    selector: dict[str, Any] | None, tainted: list[str]
+) -> None:
+    found = slice_from_object(
+        resource_slice(
+            "s",
+            driver="a.example.com",
+            pool="p",
+            node_name="n",
+            devices=[device("d1"), device("d2", taints=[{"key": "own", "effect": "None"}])],
+        )
     )
+    rule = taint_rule_from_object(_rule(selector))
+    patched = with_taint_rules(found, [rule])
+    assert [d.name for d in patched.devices if rule.taint in d.taints] == tainted
+    assert patched.devices[1].taints[0].key == "own"
+    assert (patched is found) == (not tainted)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            _rule({"deviceClassName": "gpu"}),
+            "DeviceTaintRule r.spec.deviceSelector.deviceClassName: removed from the API",
+        ),
+        (_rule({"driver": ""}), "DeviceTaintRule r.spec.deviceSelector.driver: must be"),
+        (_rule({}, key=""), "DeviceTaintRule r.spec.taint.key: must be a non-empty string"),
+    ],
+)
+def test_a_bad_taint_rule_is_named_by_field(raw: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidObject, match=message):
+        taint_rule_from_object(raw)

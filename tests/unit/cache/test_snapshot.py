@@ -171,7 +171,8 @@ def test_unknown_kind_is_refused() -> None:
         "ConfigMap x/c: kind 'ConfigMap' is not one of "
         "Node, Pod, PodGroup, Queue, PriorityClass, Namespace, PodDisruptionBudget, Workload, "
         "HyperNode, PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver, "
-        "CSIStorageCapacity, ResourceSlice, DeviceClass, ResourceClaim, ResourceClaimTemplate"
+        "CSIStorageCapacity, ResourceSlice, DeviceClass, ResourceClaim, ResourceClaimTemplate, "
+        "DeviceTaintRule"
     )
 
 

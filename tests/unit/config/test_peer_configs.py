@@ -578,4 +578,7 @@ def test_capacity_device_switches_are_logged(caplog: pytest.LogCaptureFixture) -
     with caplog.at_level(logging.WARNING):
         config = load_config(text, source="c")
     assert names(config) == [["predicates", "capacity"]]
-    assert len([m for m in messages(caplog) if "a Queue stating a deviceclass/" in m]) == 2
+    assert (
+        len([m for m in messages(caplog) if "held to queues' deviceclass/ capability keys" in m])
+        == 2
+    )

@@ -1,6 +1,7 @@
 """Devices as a resource of the session: gangs' claims allocated all or nothing,
 shared claims followed, victims' devices freed, bad input named (CEL by api/cel.py)."""
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -311,15 +312,83 @@ def test_a_template_claim_not_made_yet_and_one_made_for_another_pod() -> None:
     )
 
 
-def test_a_claim_asking_for_consumable_capacity_is_refused_by_field() -> None:
-    claim = gpu_claim("c")
-    claim["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {
-        "requests": {"memory": "10Gi"}
+def _shared_gpu(node_name: str) -> dict[str, Any]:
+    """One GPU of 40Gi that claims may share, by steps of 8Gi (default 8Gi)."""
+    policy = {"default": "8Gi", "validRange": {"min": "8Gi", "step": "8Gi", "max": "40Gi"}}
+    gpu = device("gpu-0", multiple=True, capacity={"memory": "40Gi"}, policies={"memory": policy})
+    return resource_slice(
+        f"{node_name}-gpus", driver=DRIVER, pool=node_name, node_name=node_name, devices=[gpu]
+    )
+
+
+def _memory_claim(name: str, memory: str, **more: Any) -> dict[str, Any]:
+    return resource_claim(name, exactly("gpu", "gpu", capacity={"memory": memory}), **more)
+
+
+def test_claims_share_a_device_by_its_consumable_capacity() -> None:
+    """A gang of three asking 12Gi each (rounded up to 16Gi) of one 40Gi GPU: two fit,
+    so the gang waits whole; a pod asking 8Gi after it gets the GPU, shared, with its
+    shareID and the capacity it consumes in its result."""
+    members = gang("train", 3, requests={"cpu": "1"})
+    for i, member in enumerate(members[1:]):
+        member["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"train-{i}"}]
+    objects = [
+        node("n1"),
+        _shared_gpu("n1"),
+        GPU_CLASS,
+        *members,
+        *(_memory_claim(f"train-{i}", "12Gi") for i in range(3)),
+        _memory_claim("small", "8Gi"),
+        claimed("small", "small", created=10),
+        _memory_claim("other", "8Gi"),
+        claimed("other", "other", created=11),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/small": "n1", "default/other": "n1"}
+    assert decisions.pending["default/train-0"].endswith("cannot allocate all claims.")
+    results = {a.key: a.devices for b in decisions.bindings for a in b.devices}
+    (small,) = results["default/small"]
+    (other,) = results["default/other"]
+    assert small.id == other.id == f"{DRIVER}/n1/gpu-0"
+    assert small.consumed == (("memory", Decimal(8 * 2**30)),)
+    assert small.share_id and other.share_id and small.share_id != other.share_id
+
+
+def test_shares_allocated_before_count_against_the_capacity() -> None:
+    """Shares in claims' status consume capacity: 32Gi of 40Gi taken leaves room for
+    one 8Gi share, not for 16Gi."""
+    held = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {
+                        "request": "gpu",
+                        "driver": DRIVER,
+                        "pool": "n1",
+                        "device": "gpu-0",
+                        "shareID": "5f0c9a7e-0000-4000-8000-000000000001",
+                        "consumedCapacity": {"memory": "32Gi"},
+                    }
+                ]
+            }
+        },
+        "reservedFor": [{"resource": "pods", "name": "holder", "uid": "holder"}],
     }
-    decisions = _with_plain(GPU_CLASS, claim, claimed("p", "c", created=1))
-    assert decisions.pending["default/p"] == (
-        "0/1 nodes are available: claim default/c: ResourceClaim default/c.spec.devices."
-        "requests[0].exactly.capacity (consumable capacity) is not supported yet."
+    objects = [
+        node("n1"),
+        _shared_gpu("n1"),
+        GPU_CLASS,
+        _memory_claim("held", "32Gi", status=held),
+        claimed("holder", "held", node_name="n1", phase="Running", created=0),
+        _memory_claim("big", "16Gi"),
+        claimed("big", "big", created=1),
+        _memory_claim("fits", "8Gi"),
+        claimed("fits", "fits", created=2),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/fits": "n1"}
+    assert decisions.pending["default/big"] == (
+        "0/1 nodes are available: 1 cannot allocate all claims."
     )
 
 
@@ -486,3 +555,105 @@ def test_a_partition_goes_to_a_gpu_already_split_and_a_whole_one_stays_whole(
         "default/h": [f"{DRIVER}/n2/half-1"],
         "default/w": [f"{DRIVER}/n1/whole"],
     }
+
+
+# Extended resources backed by a DeviceClass.
+
+
+def _backing(name: str, resource: str | None = None) -> dict[str, Any]:
+    found = device_class(name, f"device.driver == '{DRIVER}'")
+    if resource is not None:
+        found["spec"]["extendedResourceName"] = resource
+    return found
+
+
+def test_an_extended_resource_backed_by_a_class_is_allocated_from_devices() -> None:
+    """n1 has no example.com/gpu in allocatable but 4 DRA GPUs of class gpu, which
+    backs it: a pod asking 2 gets two devices there through a claim whose request is
+    named after its container, and a pod asking 3 more cannot; on n2 the device plugin
+    gives 8, counted as any extended resource. The implicit name of a class works too."""
+    objects = [
+        node("n1"),
+        node("n2", extra={"example.com/gpu": "8"}),
+        gpus("n1", 4),
+        _backing("gpu", "example.com/gpu"),
+        pod("two", {"example.com/gpu": "2"}, created=1),
+        pod("three", {"example.com/gpu": "3", "cpu": "7"}, created=2),
+        pod("implicit", {"deviceclass.resource.kubernetes.io/gpu": "1"}, created=3),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {
+        "default/two": "n1",
+        "default/three": "n2",
+        "default/implicit": "n1",
+    }
+    made = {b.key: b.devices for b in decisions.bindings}
+    (two,) = made["default/two"]
+    assert two.claim == "two-extended-resources-"
+    assert [(d.request, d.device) for d in two.devices] == [
+        ("container-0-request-0", "gpu-0"),
+        ("container-0-request-0", "gpu-1"),
+    ]
+    assert [(m.container, m.resource, m.request) for m in two.extended] == [
+        ("main", "example.com/gpu", "container-0-request-0")
+    ]
+    assert made["default/three"] == ()
+    (implicit,) = made["default/implicit"]
+    assert [d.device for d in implicit.devices] == ["gpu-2"]
+
+
+def test_an_extended_resource_backed_by_devices_waits_when_they_are_taken() -> None:
+    objects = [
+        node("n1"),
+        gpus("n1", 2),
+        _backing("gpu", "example.com/gpu"),
+        pod("first", {"example.com/gpu": "2"}, created=1),
+        pod("second", {"example.com/gpu": "1"}, created=2),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/first": "n1"}
+    assert decisions.pending["default/second"] == (
+        "0/1 nodes are available: 1 cannot allocate all claims."
+    )
+
+
+def test_preempting_a_pod_frees_the_devices_of_its_extended_resource_claim() -> None:
+    """A running low-priority pod holds both GPUs through the claim made for its
+    extended resource (named in its status): a high-priority pod asking them evicts it."""
+    held = resource_claim(
+        "low-extended-resources-abcde",
+        status={
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "container-0-request-0",
+                            "driver": DRIVER,
+                            "pool": "n1",
+                            "device": f"gpu-{i}",
+                        }
+                        for i in range(2)
+                    ]
+                }
+            },
+            "reservedFor": [{"resource": "pods", "name": "low", "uid": "default/low"}],
+        },
+        owner_uid="default/low",
+    )
+    low = pod("low", {"example.com/gpu": "2"}, node_name="n1", phase="Running", created=0)
+    low["spec"]["priority"] = 1
+    low["status"]["extendedResourceClaimStatus"] = {
+        "resourceClaimName": "low-extended-resources-abcde",
+        "requestMappings": [
+            {
+                "containerName": "main",
+                "resourceName": "example.com/gpu",
+                "requestName": "container-0-request-0",
+            }
+        ],
+    }
+    high = pod("high", {"example.com/gpu": "2"}, created=10)
+    high["spec"]["priority"] = 100
+    objects = [node("n1"), gpus("n1", 2), _backing("gpu", "example.com/gpu"), held, low, high]
+    decisions = decide(objects, now=at(20))
+    assert [e.key for e in decisions.evictions] == ["default/low"]
