@@ -131,7 +131,7 @@ def _place_plan(
         members = [t for t in ordered if t.key in keys]
         candidates: Iterable[Domain | None] = [None]
         if part.ask is not None:
-            found, error = session.topology.domains(part.ask, members, (), outer)
+            found, error = session.topology.domains(part.ask, members, part.hosts, outer)
             if error:
                 invalid = Reason(Code.INVALID, SESSION, error)
                 failures.update(dict.fromkeys((t.key for t in members), invalid))
