@@ -19,9 +19,7 @@ VOLCANO = "scheduling.volcano.sh/v1beta1"
 def racks(names: Iterable[str], per_rack: int = 2) -> list[Obj]:
     """Nodes `rack-i` of 4 CPUs, labelled with their rack."""
     return [
-        node(f"{rack}-{i}", cpu="4", labels={RACK: rack})
-        for rack in names
-        for i in range(per_rack)
+        node(f"{rack}-{i}", cpu="4", labels={RACK: rack}) for rack in names for i in range(per_rack)
     ]
 
 
