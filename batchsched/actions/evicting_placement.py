@@ -40,7 +40,7 @@ import numpy as np
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session, VictimCheck
 from batchsched.framework.statement import Statement
-from batchsched.framework.topology import Domain, Part, Plan
+from batchsched.framework.topology import CANDIDATE_DOMAINS, Domain, Part, Plan
 from batchsched.framework.victims import Victims, queue_mask
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.decisions import Eviction, EvictionAction
@@ -51,10 +51,6 @@ from batchsched.model.snapshot import JobInfo, TaskInfo
 # kube-scheduler's minCandidateNodesAbsolute, enough to find a good node without
 # looking at every node of a large cluster.
 CANDIDATE_NODES = 100
-# Domains whose cheapest victim set is worked out for a gang asking for one, in the
-# order allocate tries them: enough to find a cheap one, without a search per domain of
-# a cluster of hundreds of racks.
-CANDIDATE_DOMAINS = 16
 # Priorities are int32; shifted so that sums of them order as kube-scheduler's do.
 _PRIORITY_OFFSET = 2**31
 # Which victims an action may take from, for a job: its own queue or the others.

@@ -25,6 +25,11 @@ from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 from batchsched.model.topology import NO_DOMAIN, Tier
 
+# Domains looked at closely (a victim set worked out, a starving gang packed) for a
+# gang asking for one, in the planner's order: enough to find a good one, without a
+# search per domain of a cluster of hundreds of racks.
+CANDIDATE_DOMAINS = 16
+
 
 @dataclass(frozen=True, slots=True)
 class LabelTier:
