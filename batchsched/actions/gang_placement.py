@@ -64,7 +64,13 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         if error:
             session.job_reasons[job.key] = _invalid(job, error)
             return False
-        head = next(domains, None)
+        head = _held_for(session, job, ask, ordered)
+        if head is not None:
+            # Its room was held or made in a domain (a recorded placement, a
+            # preemption): that one first, so that it does not take another's.
+            domains = (d for d in domains if (d.tier.name, d.index) != (head.tier.name, head.index))
+        else:
+            head = next(domains, None)
         if head is None and ask.required:
             # None has room: the one closest to it is tried, to say what it holds.
             closest, _ = session.topology.domains(ask, ordered, job.hosts, None, roomiest=True)
@@ -94,6 +100,19 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
     wanted = _wanted(session, ask, best, job)
     session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {wanted}; {first}")
     return False
+
+
+def _held_for(
+    session: Session, job: JobInfo, ask: TopologyAsk, ordered: list[TaskInfo]
+) -> Domain | None:
+    """The domain holding the nodes held for the job's members (and its running ones),
+    if they share one that has room for it."""
+    nodes = session.snapshot.nodes
+    held = [nodes[row].name for t in ordered if (row := preferred_node(t)) is not None]
+    if not held:
+        return None
+    found, _ = session.topology.domains(ask, ordered, [*job.hosts, *held], None)
+    return next(found, None)
 
 
 def _wanted(

@@ -59,3 +59,14 @@ def test_a_slice_with_a_member_running_stays_in_its_rack() -> None:
     where = placements(decide([*cluster(), pod_group("k", 4), *members], TIERS))
     assert where["default/k-1"].startswith("r2-")
     assert len({where["default/k-2"][:2], where["default/k-3"][:2]}) == 1
+
+
+def test_a_gang_nominated_in_a_rack_takes_that_rack() -> None:
+    """Its preemption made room on r2's nodes: it goes there, not to the fuller r1, whose
+    room another preemptor may have made."""
+    members = [member(f"g-{i}", group="g") for i in range(2)]
+    for i, obj in enumerate(members):
+        obj["status"] = {"phase": "Pending", "nominatedNodeName": f"r2-{i}"}
+    group = pod_group("g", 2, networkTopology={"highestTierName": "rack"})
+    where = placements(decide([*cluster(), group, *members], TIERS))
+    assert where == {"default/g-0": "r2-0", "default/g-1": "r2-1"}
