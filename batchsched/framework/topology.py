@@ -22,6 +22,7 @@ import numpy as np
 from batchsched.api.objects import Task
 from batchsched.api.topology import Mode, TopologyAsk
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.decisions import TopologyDomain
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 from batchsched.model.topology import NO_DOMAIN, Tier
 
@@ -187,6 +188,20 @@ class TopologyPlanner:
             for tier in tiers
         )
         return found, None
+
+    def placed_in(self, job: JobInfo, nodes: Iterable[str]) -> TopologyDomain | None:
+        """The domain a gang that asked for one as a whole has its members in (`nodes`:
+        bound, placed or nominated), as its PodGroup's status names it; None when it
+        asked for none or they share no domain of its tiers."""
+        ask = job.group.network_topology if job.group is not None else None
+        if ask is None:
+            return None
+        index = self.index
+        rows = np.array([index[n] for n in nodes if n in index], dtype=np.int64)
+        domain = self.holding(ask, rows)
+        if domain is None:
+            return None
+        return TopologyDomain(domain.tier.name, domain.tier.domains[domain.index])
 
     def holding(self, ask: TopologyAsk, rows: IntArray) -> Domain | None:
         """The lowest-tier domain the ask may take that holds every node of `rows` (where

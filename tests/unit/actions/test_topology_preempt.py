@@ -6,7 +6,7 @@ in a domain of its own."""
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from batchsched.model.decisions import Decisions
+from batchsched.model.decisions import Decisions, TopologyDomain
 
 from .test_preempt import evicted, nominated
 from tests.support.objects import Obj, decide, node, pod, pod_group, queue
@@ -72,6 +72,7 @@ def test_victims_are_chosen_inside_the_cheapest_rack() -> None:
     assert evicted(decisions) == {"default/busy-r2-0", "default/busy-r2-1"}
     assert {rack_of(n) for n in nominated(decisions).values()} == {"r2"}
     assert "in rack r2" in decisions.pending["default/g-0"].message
+    assert decisions.jobs["default/g"].domain == TopologyDomain("rack", "r2")
     # Without the ask, the cheapest set spans both racks: the ask is what keeps it in one.
     plain = decide([*racks(["r1", "r2"]), *busy, *preemptor("g", 2, networkTopology=None)])
     assert evicted(plain) == {"default/busy-r1-0", "default/busy-r2-0"}

@@ -4,7 +4,18 @@ from its tasks' nodes."""
 
 from typing import Any
 
-from tests.support.objects import Obj, decide, node, placements, pod, pod_group
+from batchsched.model.decisions import TopologyDomain
+
+from tests.support.objects import (
+    Obj,
+    decide,
+    hypernode,
+    hypernode_member,
+    node,
+    placements,
+    pod,
+    pod_group,
+)
 
 RACK = "topology.kubernetes.io/rack"
 TIERS = f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}]}}\n"
@@ -70,3 +81,23 @@ def test_a_gang_nominated_in_a_rack_takes_that_rack() -> None:
     group = pod_group("g", 2, networkTopology={"highestTierName": "rack"})
     where = placements(decide([*cluster(), group, *members], TIERS))
     assert where == {"default/g-0": "r2-0", "default/g-1": "r2-1"}
+
+
+def test_a_gang_placed_in_a_domain_names_it_in_its_status() -> None:
+    """By configured tier (the label's value) and by HyperNode (its name); a running
+    gang's status keeps naming it in later sessions, from its members' nodes."""
+    group = pod_group("g", 2, networkTopology={"highestTierName": "rack"})
+    members = [member(f"g-{i}", group="g") for i in range(2)]
+    status = decide([*cluster(), group, *members], TIERS).jobs["default/g"]
+    assert status.domain == TopologyDomain("rack", "r1")
+    assert status.condition is not None
+    assert status.condition.message == "2/2 members scheduled in rack r1"
+    for obj, where in zip(members, ("r2-0", "r2-1"), strict=True):
+        obj["spec"]["nodeName"] = where
+        obj["status"] = {"phase": "Running"}
+    tree = [
+        hypernode(r, 1, [hypernode_member("Node", regexMatch={"pattern": f"^{r}-"})], "rack")
+        for r in ("r1", "r2")
+    ]
+    status = decide([*cluster(), *tree, group, *members]).jobs["default/g"]
+    assert status.domain == TopologyDomain("rack", "r2")
