@@ -12,7 +12,7 @@ from itertools import chain
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
-from batchsched.framework.topology import Domain, Plan
+from batchsched.framework.topology import Domain, DomainWait, Plan
 from batchsched.model.arrays import BoolArray
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
@@ -119,15 +119,19 @@ def _wanted(
     session: Session, ask: TopologyAsk | None, best: tuple[int, str] | None, job: JobInfo
 ) -> str | None:
     """What a waiting gang's topology ask needs (the tiers it may take a domain of), and
-    the domain that came closest."""
+    the domain that came closest; kept for explain (TopologyPlanner.waits)."""
     if ask is None:
         return None
-    tiers = session.topology.tier_names(ask)
-    what = f"{ask.where} asks its members in one domain of {tiers} ({ask.mode})"
-    if best is None:
-        return what
-    placed, name = best
-    return f"{what}; the best, {name}, holds {job.bound + placed} of {job.min_member}"
+    placed, closest = best if best is not None else (0, None)
+    wait = DomainWait(
+        ask=ask,
+        tiers=session.topology.tier_names(ask),
+        closest=closest,
+        holds=job.bound + placed,
+        needs=job.min_member,
+    )
+    session.topology.waits[job.key] = wait
+    return str(wait)
 
 
 def _place_plan(

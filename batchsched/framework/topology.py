@@ -70,6 +70,25 @@ class Part:
     hosts: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class DomainWait:
+    """Why a gang asking for a domain waits: its ask, the tiers it may take a domain of,
+    and the domain that came closest (None: none had a node for it), holding `holds` of
+    the `needs` members."""
+
+    ask: TopologyAsk
+    tiers: str
+    closest: str | None
+    holds: int
+    needs: int
+
+    def __str__(self) -> str:
+        what = f"{self.ask.where} asks its members in one domain of {self.tiers} ({self.ask.mode})"
+        if self.closest is None:
+            return what
+        return f"{what}; the best, {self.closest}, holds {self.holds} of {self.needs}"
+
+
 @dataclass(slots=True)
 class Plan:
     ask: TopologyAsk | None
@@ -97,6 +116,8 @@ class TopologyPlanner:
         # Per tier's ids and resource columns: allocatable summed per domain; and per
         # tier's ids, the ids with the nodes of no domain in an extra one.
         self._totals: dict[tuple[int, bytes], FloatArray] = {}
+        # Job key -> why it waits for a domain, as allocate last found (for explain).
+        self.waits: dict[str, DomainWait] = {}
         self._binned: dict[int, IntArray] = {}
         if label_tiers:
             self.tiers = tuple(
