@@ -170,7 +170,6 @@ class _Plan:
                     if len(statement.placed) - mark[0] >= part.size:
                         break
                     self._undo(mark)
-                session.within = outer
         finally:
             session.within = outer
         rest = [t for t in self.ordered if t.key not in in_parts]

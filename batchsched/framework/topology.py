@@ -157,14 +157,18 @@ class TopologyPlanner:
     def _running(self, job: JobInfo) -> list[Task]:
         """The job's members holding a node, for the parts they belong to (only a job
         with parts asks; most jobs have none running)."""
-        if not job.bound:
-            return []
+        return self._placed_by_job.get(job.key, []) if job.bound else []
+
+    @cached_property
+    def _placed_by_job(self) -> dict[str, list[Task]]:
+        """Job key -> its members holding a node (built when first asked)."""
         snapshot = self.snapshot
-        return [
-            task
-            for _, task in snapshot.placed
-            if not task.deleting and snapshot.job_of(task) is job
-        ]
+        found: dict[str, list[Task]] = {}
+        for _, task in snapshot.placed:
+            job = snapshot.job_of(task)
+            if job is not None and not task.deleting:
+                found.setdefault(job.key, []).append(task)
+        return found
 
     def domains(
         self,
