@@ -108,6 +108,25 @@ def test_gangs_in_hypernodes_and_label_domains(
     where = bound()
     assert {where[f"train-{i}"] for i in range(4)} <= set(names["r2"])
     assert {where[f"ours-{i}"] for i in range(3)} <= set(names["r1"])
+    # Each group names its domain where its project keeps it: Volcano's annotation (the
+    # HyperNode), our status.
+    volcano = f"/apis/{VOLCANO_API}/namespaces/{namespace}/podgroups/train"
+    annotation = eventually(
+        lambda: (
+            kube.get(volcano)
+            .expect(200)["metadata"]
+            .get("annotations", {})
+            .get("volcano.sh/job-allocated-hypernode")
+        ),
+        what="the Volcano group's allocated HyperNode",
+    )
+    assert annotation == f"r2-{namespace}"
+    ours = f"/apis/{OUR_API}/namespaces/{namespace}/podgroups/ours"
+    domain = eventually(
+        lambda: kube.get(ours).expect(200).get("status", {}).get("topologyDomain"),
+        what="our group's domain",
+    )
+    assert domain == {"tier": "rack", "name": f"r1-{namespace}"}
     message = eventually(
         lambda: unschedulable_message(pods(kube, namespace)["bad-0"]),
         what="the group naming no tier told why it waits",
