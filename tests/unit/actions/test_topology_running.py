@@ -1,6 +1,7 @@
-"""A part of a gang (a Volcano sub-group, a Kueue slice) whose members already run keeps
-its new members in the domain holding them, as Volcano recovers a sub-job's HyperNode
-from its tasks' nodes."""
+"""Where a gang's members already are decides its domain: a part of a gang (a Volcano
+sub-group, a Kueue slice) whose members run keeps its new members in the domain holding
+them, as Volcano recovers a sub-job's HyperNode from its tasks' nodes; a gang nominated
+in a domain takes that one; and its PodGroup's status names the domain holding it."""
 
 from typing import Any
 
@@ -11,11 +12,13 @@ from tests.support.objects import (
     decide,
     hypernode,
     hypernode_member,
+    native_pod_group,
     node,
     placements,
     pod,
     pod_group,
 )
+from tests.support.objects import member as native_member
 
 RACK = "topology.kubernetes.io/rack"
 TIERS = f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}]}}\n"
@@ -101,3 +104,10 @@ def test_a_gang_placed_in_a_domain_names_it_in_its_status() -> None:
     ]
     status = decide([*cluster(), *tree, group, *members]).jobs["default/g"]
     assert status.domain == TopologyDomain("rack", "r2")
+
+
+def test_a_native_group_names_the_value_of_its_topology_key() -> None:
+    group = native_pod_group("g", 2, schedulingConstraints={"topology": [{"key": RACK}]})
+    members = [native_member(f"g-{i}", "g", {"cpu": "2"}) for i in range(2)]
+    status = decide([*cluster(), group, *members]).jobs["default/g"]
+    assert status.domain == TopologyDomain(RACK, "r1")
