@@ -704,17 +704,24 @@ def _search(plan: _Plan) -> bool:
 def _in_domains(plan: _Plan, ask: TopologyAsk) -> bool:
     """The cheapest victim set inside one domain of the ask: over the first
     CANDIDATE_DOMAINS candidates, the cheapest of the lowest tier where one is found
-    (then anywhere, for a soft ask); the plan holds it."""
+    (ties to the one allocate would try first; then anywhere, for a soft ask); the plan
+    holds it. Within a tier, the domains whose victims could be cheapest are searched
+    first, and one that cannot beat the best found is not searched at all."""
     session, job = plan.session, plan.job
-    found, error = session.topology.domains(
-        ask, plan.ordered, job.hosts, None, freeable=plan.freeable()
-    )
+    freeable = plan.freeable()
+    found, error = session.topology.domains(ask, plan.ordered, job.hosts, None, freeable=freeable)
     if error:
         return False
-    best: tuple[Rank, Domain, _Outcome] | None = None
-    for domain in islice(found, CANDIDATE_DOMAINS):
-        if best is not None and domain.tier.number > best[1].tier.number:
-            break
+    candidates = list(islice(found, CANDIDATE_DOMAINS))
+    floors = [_priority_floor(plan, domain) for domain in candidates]
+    order = sorted(range(len(candidates)), key=lambda i: (candidates[i].tier.number, floors[i], i))
+    best: tuple[Rank, int, _Outcome] | None = None
+    for index in order:
+        domain = candidates[index]
+        if best is not None:
+            chosen = candidates[best[1]]
+            if domain.tier.number > chosen.tier.number or best[0][:2] < (0, floors[index]):
+                continue
         session.within = domain.nodes
         try:
             if not _search(plan):
@@ -723,15 +730,36 @@ def _in_domains(plan: _Plan, ask: TopologyAsk) -> bool:
             session.within = None
         outcome = plan.outcome()
         plan.reset()
-        if best is None or outcome.rank < best[0]:
-            best = (outcome.rank, domain, outcome)
+        if best is None or (outcome.rank, index) < best[:2]:
+            best = (outcome.rank, index, outcome)
     if best is None:
         return not ask.required and _search(plan)
-    _, plan.domain, outcome = best
+    _, index, outcome = best
+    plan.domain = candidates[index]
     plan.replay(outcome)
     if plan.victims.budgets:
         plan.recount_budgets()
     return True
+
+
+def _priority_floor(plan: _Plan, domain: Domain) -> int:
+    """No victim set inside the domain has a highest priority below this: the victims
+    it allows, lowest priority first, must at least free what the members the gang
+    needs (the smallest of them) ask beyond the domain's free room."""
+    session, victims = plan.session, plan.victims
+    nodes = domain.nodes
+    inside = np.flatnonzero(plan.allowed() & nodes[victims.rows])
+    if not inside.size:
+        return np.iinfo(np.int64).max
+    needed = max(plan.needed, 1)
+    asks = np.sort(np.array([t.vec for t in plan.ordered]), axis=0)[:needed].sum(axis=0)
+    short = np.maximum(asks - session.free[nodes].sum(axis=0), 0)
+    inside = inside[np.argsort(victims.priority[inside], kind="stable")]
+    freed = np.cumsum(victims.vecs[inside], axis=0)
+    covering = np.flatnonzero((freed >= short).all(axis=1))
+    # Not even all of them: a lower bound still, as the search will find no set.
+    last = int(covering[0]) if covering.size else len(inside) - 1
+    return int(victims.priority[inside[last]])
 
 
 def _kind(job: JobInfo, layout: Plan | None) -> object:
