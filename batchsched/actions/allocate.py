@@ -17,16 +17,20 @@ never waited for.
 """
 
 from collections import defaultdict
+from collections.abc import Sequence
+from itertools import islice
 
 import numpy as np
 
 from batchsched.actions.gang_placement import eligible, place_job
 from batchsched.actions.nominations import keep_or_clear, terminating_rows
 from batchsched.api.objects import Constraints, Dequeue
+from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
-from batchsched.model.arrays import IntArray
+from batchsched.framework.topology import CANDIDATE_DOMAINS, Plan
+from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.reasons import SESSION, Code, Reason
-from batchsched.model.snapshot import JobInfo
+from batchsched.model.snapshot import JobInfo, TaskInfo
 
 # Node rows and the requests to hold there, one per member.
 Packing = tuple[list[int], list[IntArray]]
@@ -123,49 +127,133 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
     first, so the room held is what comes soonest. None when no packing is found
     (fragmentation, pods larger than any node), or when members state what an empty
     cluster cannot vouch for (pod affinity, spread, claims): holding room for a job
-    that might never fit would hold it for ever. Nor for a gang asking for a topology
-    domain: the packing knows no domains."""
+    that might never fit would hold it for ever.
+
+    A gang asking for a topology domain is packed inside one (its parts each inside one
+    of their own), the domains with the most room for it now first: room scattered over
+    domains would never let it start."""
     pending = job.pending
     if any(f.concerns(t) for f in session.fresh_filters for t in pending):
-        return None
-    if session.topology.plan(job, pending) is not None:
         return None
     needed = job.min_member - job.bound
     if len(pending) < needed:
         return None
-    snapshot = session.snapshot
-    held = session.reservations.held if session.reservations is not None else 0
-    capacity = snapshot.allocatable - held
-    largest = np.maximum(snapshot.allocatable.max(axis=0, initial=0), 1)
-    # Rows by room free now, most first (ties by row): the order nodes are tried in.
-    order = np.lexsort((np.arange(len(capacity)), -(session.free / largest).sum(axis=1)))
-    free = capacity[order]
-    requests = np.array([t.vec for t in pending])
-    # Cheap refusal first: the smallest requests summed must fit the cluster's total.
-    if (np.sort(requests, axis=0)[:needed].sum(axis=0) > free.sum(axis=0)).any():
+    drained = _Drained(session)
+    layout = session.topology.plan(job, pending)
+    if layout is None:
+        return drained.pack(pending, needed, None)
+    if layout.error is not None:
         return None
-    rows: list[int] = []
-    vecs: list[IntArray] = []
-    # Per request and constraints: the position it last went to. Nodes only fill up, so
-    # the ones before it have no room for it, and a gang of identical pods is packed in
-    # one pass.
-    cursor: dict[tuple[bytes, Constraints], int] = {}
-    for task in sorted(pending, key=lambda t: -float((t.vec / largest).sum())):
-        constraints = task.pod.constraints
-        key = (task.vec.tobytes(), constraints)
-        start = cursor.get(key, 0)
-        allowed = session.allowed(constraints)[order]
-        hits = np.flatnonzero((free[start:] >= task.vec).all(axis=1) & allowed[start:])
-        if not hits.size:
-            cursor[key] = len(free)
-            continue
-        position = cursor[key] = start + int(hits[0])
-        free[position] -= task.vec
-        rows.append(int(order[position]))
-        vecs.append(task.vec)
-        if len(rows) == needed:
-            return rows, vecs
+    outer: list[BoolArray | None] = [None]
+    if layout.ask is not None:
+        outer = _domains(session, layout.ask, pending, job.hosts, None)
+    for within in outer:
+        packing = drained.pack_layout(layout, pending, needed, within)
+        if packing is not None:
+            return packing
     return None
+
+
+def _domains(
+    session: Session,
+    ask: TopologyAsk,
+    members: list[TaskInfo],
+    hosts: Sequence[str],
+    within: BoolArray | None,
+) -> list[BoolArray | None]:
+    """Where a starving gang (or part) asking for a domain is packed: the domains with
+    the most room for it now first, then, for a soft ask, `within` itself."""
+    found, error = session.topology.domains(ask, members, hosts, within, roomiest=True)
+    if error:
+        return []
+    nodes: list[BoolArray | None] = [d.nodes for d in islice(found, CANDIDATE_DOMAINS)]
+    return nodes if ask.required else [*nodes, within]
+
+
+class _Drained:
+    """The cluster drained of all but the room held for others, its nodes in the order
+    they are tried: most room free now first (ties by row)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        snapshot = session.snapshot
+        held = session.reservations.held if session.reservations is not None else 0
+        capacity = snapshot.allocatable - held
+        self.largest = np.maximum(snapshot.allocatable.max(axis=0, initial=0), 1)
+        self.order = np.lexsort(
+            (np.arange(len(capacity)), -(session.free / self.largest).sum(axis=1))
+        )
+        self.free = capacity[self.order]
+
+    def pack_layout(
+        self, layout: Plan, pending: list[TaskInfo], needed: int, within: BoolArray | None
+    ) -> Packing | None:
+        """The parts each in a domain of their own inside `within` (one that fits
+        nowhere left out, as allocate leaves it), then the members in no part, until
+        `needed` are packed; None, the room given back, when they are not."""
+        saved = self.free.copy()
+        rows: list[int] = []
+        vecs: list[IntArray] = []
+        in_parts: set[str] = set()
+        for part in layout.parts:
+            in_parts |= {t.key for t in part.tasks}
+            inner = [within]
+            if part.ask is not None:
+                inner = _domains(self.session, part.ask, part.tasks, part.hosts, within)
+            for mask in inner:
+                packed = self.pack(part.tasks, part.size, mask)
+                if packed is not None:
+                    rows += packed[0]
+                    vecs += packed[1]
+                    break
+        rest = [t for t in pending if t.key not in in_parts]
+        packed = self.pack(rest, needed - len(rows), within)
+        if packed is None:
+            self.free = saved
+            return None
+        return rows + packed[0], vecs + packed[1]
+
+    def pack(self, tasks: list[TaskInfo], needed: int, within: BoolArray | None) -> Packing | None:
+        """First-fit decreasing of `needed` of the tasks on the nodes of `within` (all
+        when None), the room taken kept; None, taking none, when they do not fit."""
+        if needed <= 0:
+            return [], []
+        free, order, session = self.free, self.order, self.session
+        allowed_nodes = None if within is None else within[order]
+        requests = np.array([t.vec for t in tasks])
+        room = free if allowed_nodes is None else free[allowed_nodes]
+        # Cheap refusal first: the smallest requests summed must fit the room's total.
+        if (
+            len(tasks) < needed
+            or (np.sort(requests, axis=0)[:needed].sum(axis=0) > room.sum(axis=0)).any()
+        ):
+            return None
+        saved = free.copy()
+        rows: list[int] = []
+        vecs: list[IntArray] = []
+        # Per request and constraints: the position it last went to. Nodes only fill
+        # up, so the ones before it have no room for it, and a gang of identical pods
+        # is packed in one pass.
+        cursor: dict[tuple[bytes, Constraints], int] = {}
+        for task in sorted(tasks, key=lambda t: -float((t.vec / self.largest).sum())):
+            constraints = task.pod.constraints
+            key = (task.vec.tobytes(), constraints)
+            start = cursor.get(key, 0)
+            allowed = session.allowed(constraints)[order]
+            if allowed_nodes is not None:
+                allowed &= allowed_nodes
+            hits = np.flatnonzero((free[start:] >= task.vec).all(axis=1) & allowed[start:])
+            if not hits.size:
+                cursor[key] = len(free)
+                continue
+            position = cursor[key] = start + int(hits[0])
+            free[position] -= task.vec
+            rows.append(int(order[position]))
+            vecs.append(task.vec)
+            if len(rows) == needed:
+                return rows, vecs
+        self.free[:] = saved
+        return None
 
 
 def _leave_waiting(session: Session, jobs: list[JobInfo], reason: Reason) -> None:

@@ -20,16 +20,27 @@ other nodes that the next members use. So the whole set is ranked (`_Plan.rank`)
 the first member's other choices that free room beyond their node are tried too, the
 cheapest set kept; then every victim the job turns out not to need is given back
 (`_Plan.prune`), so that no smaller set of the same victims would have done.
+
+A gang asking for a topology domain (framework/topology.py) makes room inside one: the
+candidate domains come in the order allocate tries them (lowest tier first, the
+fullest first), counting as room what the victims allowed there would free; in each of
+the first few the cheapest set is found as above with no node outside it chosen, and the
+cheapest domain of the lowest tier where one is found wins. Its parts (sub-groups,
+slices) each make room in a domain of their own inside it. A soft ask that no domain
+holds makes room anywhere.
 """
 
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import chain, islice
 
 import numpy as np
 
+from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session, VictimCheck
 from batchsched.framework.statement import Statement
+from batchsched.framework.topology import CANDIDATE_DOMAINS, Domain, Part, Plan
 from batchsched.framework.victims import Victims, queue_mask
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.decisions import Eviction, EvictionAction
@@ -42,8 +53,6 @@ from batchsched.model.snapshot import JobInfo, TaskInfo
 CANDIDATE_NODES = 100
 # Priorities are int32; shifted so that sums of them order as kube-scheduler's do.
 _PRIORITY_OFFSET = 2**31
-# Why a gang asking for a topology domain waits for room rather than evicting for it.
-NO_EVICTION_IN_DOMAINS = "preempt and reclaim make no room inside a topology domain"
 # Which victims an action may take from, for a job: its own queue or the others.
 Scope = Callable[[JobInfo, Victims], BoolArray]
 # Other first choices tried for a job, beside the one member-by-member placement takes.
@@ -80,8 +89,14 @@ class _Plan:
         *,
         action: EvictionAction,
         allowed: Callable[[], BoolArray],
+        layout: Plan | None,
     ) -> None:
         self.session = session
+        # What the job asks of the topology (None: nothing); its parts are each placed
+        # in a domain of their own.
+        self.layout = layout
+        # The domain the job's room is made in, for its reason.
+        self.domain: Domain | None = None
         self.victims = session.victims
         self.job = job
         self.action = action
@@ -105,13 +120,25 @@ class _Plan:
         needs it, with `forced` when given); whether it reached minMember."""
         session, job, statement = self.session, self.job, self.statement
         self.forced = forced
-        for index, task in enumerate(self.ordered):
+        if self.layout is not None and self.layout.parts:
+            self._fill_parts(self.layout.parts, evicting=True)
+        else:
+            self._fill(self.ordered, self.needed, evicting=True)
+        placed = len(statement.placed)
+        return bool(placed and self.taken and session.ready(job, placed))
+
+    def _fill(self, tasks: list[TaskInfo], needed: int, *, evicting: bool) -> None:
+        """Place the tasks in order, making room when `evicting`, until too few are left
+        to place `needed` of them."""
+        session, job, statement = self.session, self.job, self.statement
+        start = len(statement.placed)
+        for index, task in enumerate(tasks):
             node = None
             # Once the job can start, its other members take only the room there is, as
             # Volcano's preempt stops once the job is pipelined (after its first member):
             # nothing is evicted for members beyond what the gang needs.
             placed = len(statement.placed)
-            evicts = task.preempts and not (placed and session.ready(job, placed))
+            evicts = evicting and task.preempts and not (placed and session.ready(job, placed))
             if task.error is None and session.refused(job, task) is None:
                 if evicts:
                     self.make_quota(task)
@@ -121,10 +148,65 @@ class _Plan:
                         node = self.make_room(task)
             if node is not None:
                 statement.allocate(task, node)
-            elif len(statement.placed) + len(self.ordered) - index - 1 < self.needed:
+            elif len(statement.placed) - start + len(tasks) - index - 1 < needed:
                 break
-        placed = len(statement.placed)
-        return bool(placed and self.taken and session.ready(job, placed))
+
+    def _fill_parts(self, parts: list[Part], *, evicting: bool) -> None:
+        """Each part whole in a domain of its own inside the one being tried (the first
+        of its candidates where it fits, room made there when `evicting`), then the
+        members in no part; a part that fits nowhere is left out, as allocate leaves it."""
+        session, statement = self.session, self.statement
+        outer = session.within
+        in_parts: set[str] = set()
+        try:
+            for part in parts:
+                keys = {t.key for t in part.tasks}
+                in_parts |= keys
+                members = [t for t in self.ordered if t.key in keys]
+                mark = (len(statement.placed), len(self.groups))
+                for inner in self._inner(part, members, outer, evicting=evicting):
+                    session.within = inner
+                    self._fill(members, part.size, evicting=evicting)
+                    if len(statement.placed) - mark[0] >= part.size:
+                        break
+                    self._undo(mark)
+        finally:
+            session.within = outer
+        rest = [t for t in self.ordered if t.key not in in_parts]
+        self._fill(rest, self.needed - len(statement.placed), evicting=evicting)
+
+    def _inner(
+        self, part: Part, members: list[TaskInfo], outer: BoolArray | None, *, evicting: bool
+    ) -> Iterable[BoolArray | None]:
+        """Where a part is tried: the domains of its own ask inside `outer` (then `outer`
+        itself for a soft ask), or `outer` for a part asking none."""
+        if part.ask is None:
+            return [outer]
+        freeable = self.freeable() if evicting else None
+        found, error = self.session.topology.domains(
+            part.ask, members, part.hosts, outer, freeable=freeable
+        )
+        if error:
+            return []
+        nodes = (domain.nodes for domain in islice(found, CANDIDATE_DOMAINS))
+        return chain(nodes, [] if part.ask.required else [outer])
+
+    def _undo(self, mark: tuple[int, int]) -> None:
+        """Take back the placements and victims after `mark` (counts of each)."""
+        placed, groups = mark
+        statement = self.statement
+        for task, node in reversed(statement.placed[placed:]):
+            self.session.deallocate(self.job, task, node)
+        del statement.placed[placed:]
+        self._release([i for group in self.groups[groups:] for i in group])
+
+    def freeable(self) -> IntArray:
+        """Per node, what evicting every victim the job may take would free."""
+        victims = self.victims
+        candidates = np.flatnonzero(self.allowed())
+        freed = np.zeros_like(self.session.free)
+        np.add.at(freed, victims.rows[candidates], victims.vecs[candidates])
+        return freed
 
     def outcome(self) -> _Outcome:
         return _Outcome(
@@ -204,7 +286,7 @@ class _Plan:
             for task, node in placed:
                 statement.allocate(task, node)
         if self.victims.budgets:
-            self._recount_budgets()
+            self.recount_budgets()
 
     def _units(self) -> list[list[int]]:
         """What may be given back alone, the costliest first: a pod whose gang keeps
@@ -238,6 +320,10 @@ class _Plan:
         session, job, statement = self.session, self.job, self.statement
         if not self._room_for(count):
             return False
+        if self.layout is not None and self.layout.parts:
+            self._fill_parts(self.layout.parts, evicting=False)
+            placed = len(statement.placed)
+            return placed >= count and session.ready(job, placed)
         for index, task in enumerate(self.ordered):
             if len(statement.placed) == count:
                 break
@@ -253,7 +339,8 @@ class _Plan:
     def _room_for(self, count: int) -> bool:
         """Whether the free room could hold `count` members, counting resources alone:
         no placement can do better, and most often it cannot, found at once."""
-        free = self.session.free
+        session = self.session
+        free = session.free if session.within is None else session.free[session.within]
         shapes = Counter(t.pod.shape_key for t in self.ordered)
         fits = 0
         for task in {t.pod.shape_key: t for t in self.ordered}.values():
@@ -264,7 +351,7 @@ class _Plan:
             fits += min(shapes[task.pod.shape_key], int(slots))
         return fits >= count
 
-    def _recount_budgets(self) -> None:
+    def recount_budgets(self) -> None:
         """Say again which victims exceed a budget, now that some were given back."""
         order = list(self.taken)
         for index in order:
@@ -338,6 +425,8 @@ class _Plan:
         wanted = task.vec > 0
         room = (session.free[:, wanted] + freeable[:, wanted] >= task.vec[wanted]).all(axis=1)
         room &= session.allowed(task.pod.constraints) & freeable.any(axis=1)
+        if session.within is not None:
+            room &= session.within
         nodes = np.flatnonzero(room)
         if not nodes.size:
             return None
@@ -534,11 +623,12 @@ class _Plan:
                     budget=budget,
                 )
             )
+        inside = "" if self.domain is None else f" in {self.domain.name}"
         session.job_reasons[job.key] = Reason(
             Code.PREEMPTING,
             SESSION,
             f"{self.action}: evicting {len(self.taken)} pod(s) to make room on node(s) "
-            f"{', '.join(landing)}; waiting for them to terminate",
+            f"{', '.join(landing)}{inside}; waiting for them to terminate",
         )
         self.statement.nominate()
         session.awaiting_victims.add(job.key)
@@ -560,19 +650,12 @@ def place_by_evicting(
     it victims only go and nodes only fill, so a job like one that failed fails too
     (a backlog of thousands of equal pods is looked at once).
     """
-    kind = _kind(job)
-    if kind in failed:
+    layout = session.topology.plan(job, job.pending)
+    if layout is not None and layout.error is not None:
+        # The ask cannot be kept as written: allocate said so, and no eviction helps.
         return False
-    topology = session.topology.plan(job, job.pending)
-    if topology is not None:
-        # Victims are not yet chosen inside a domain: evicting for a gang asking one
-        # could free room where it may not go. Said once, after why it waits.
-        said = session.job_reasons.get(job.key)
-        if said is None:
-            said = Reason(Code.UNSCHEDULABLE, SESSION, NO_EVICTION_IN_DOMAINS)
-        elif topology.error is None and NO_EVICTION_IN_DOMAINS not in said:
-            said = said.reworded(f"{said}; {NO_EVICTION_IN_DOMAINS}")
-        session.job_reasons[job.key] = said
+    kind = _kind(job, layout)
+    if kind in failed:
         return False
     victims = session.victims
 
@@ -587,11 +670,24 @@ def place_by_evicting(
         if kind is not None:
             failed.add(kind)
         return False
-    plan = _Plan(session, job, action=action, allowed=allowed)
-    if not plan.attempt():
-        plan.reset()
+    plan = _Plan(session, job, action=action, allowed=allowed, layout=layout)
+    ask = None if layout is None else layout.ask
+    found = _search(plan) if ask is None else _in_domains(plan, ask)
+    if not found:
         if kind is not None:
             failed.add(kind)
+        return False
+    plan.commit()
+    return True
+
+
+def _search(plan: _Plan) -> bool:
+    """The cheapest victim set found for the job where the session lets it go (the
+    member-by-member one and the alternatives for its first member), pruned; the plan
+    holds it. Whether one was found (nothing is taken otherwise)."""
+    plan.first = None
+    if not plan.attempt():
+        plan.reset()
         return False
     best = plan.outcome()
     for choice in plan.alternatives(best.rank):
@@ -602,20 +698,84 @@ def place_by_evicting(
         plan.reset()
         plan.replay(best)
     plan.prune()
-    plan.commit()
     return True
 
 
-def _kind(job: JobInfo) -> object:
+def _in_domains(plan: _Plan, ask: TopologyAsk) -> bool:
+    """The cheapest victim set inside one domain of the ask: over the first
+    CANDIDATE_DOMAINS candidates, the cheapest of the lowest tier where one is found
+    (ties to the one allocate would try first; then anywhere, for a soft ask); the plan
+    holds it. Within a tier, the domains whose victims could be cheapest are searched
+    first, and one that cannot beat the best found is not searched at all."""
+    session, job = plan.session, plan.job
+    freeable = plan.freeable()
+    found, error = session.topology.domains(ask, plan.ordered, job.hosts, None, freeable=freeable)
+    if error:
+        return False
+    candidates = list(islice(found, CANDIDATE_DOMAINS))
+    floors = [_priority_floor(plan, domain) for domain in candidates]
+    order = sorted(range(len(candidates)), key=lambda i: (candidates[i].tier.number, floors[i], i))
+    best: tuple[Rank, int, _Outcome] | None = None
+    for index in order:
+        domain = candidates[index]
+        if best is not None:
+            chosen = candidates[best[1]]
+            if domain.tier.number > chosen.tier.number or best[0][:2] < (0, floors[index]):
+                continue
+        session.within = domain.nodes
+        try:
+            if not _search(plan):
+                continue
+        finally:
+            session.within = None
+        outcome = plan.outcome()
+        plan.reset()
+        if best is None or (outcome.rank, index) < best[:2]:
+            best = (outcome.rank, index, outcome)
+    if best is None:
+        return not ask.required and _search(plan)
+    _, index, outcome = best
+    plan.domain = candidates[index]
+    plan.replay(outcome)
+    if plan.victims.budgets:
+        plan.recount_budgets()
+    return True
+
+
+def _priority_floor(plan: _Plan, domain: Domain) -> int:
+    """No victim set inside the domain has a highest priority below this: the victims
+    it allows, lowest priority first, must at least free what the members the gang
+    needs (the smallest of them) ask beyond the domain's free room."""
+    session, victims = plan.session, plan.victims
+    nodes = domain.nodes
+    inside = np.flatnonzero(plan.allowed() & nodes[victims.rows])
+    if not inside.size:
+        return np.iinfo(np.int64).max
+    needed = max(plan.needed, 1)
+    asks = np.sort(np.array([t.vec for t in plan.ordered]), axis=0)[:needed].sum(axis=0)
+    short = np.maximum(asks - session.free[nodes].sum(axis=0), 0)
+    inside = inside[np.argsort(victims.priority[inside], kind="stable")]
+    freed = np.cumsum(victims.vecs[inside], axis=0)
+    covering = np.flatnonzero((freed >= short).all(axis=1))
+    # Not even all of them: a lower bound still, as the search will find no set.
+    last = int(covering[0]) if covering.size else len(inside) - 1
+    return int(victims.priority[inside[last]])
+
+
+def _kind(job: JobInfo, layout: Plan | None) -> object:
     """What decides whether and where a job can be placed by evicting: its queue,
-    priority, members still needed and their shapes; None for a job whose members are
-    placed by their labels and namespace too (pod affinity, spread), never alike."""
+    priority, members still needed and their shapes, and its topology ask and the nodes
+    its running members hold; None for a job whose members are placed by their labels
+    and namespace too (pod affinity, spread, sub-groups), never alike."""
     pending = job.pending
     if any(t.pod.fit_key is not None for t in pending):
+        return None
+    if layout is not None and layout.parts:
         return None
     # A member that may not be placed at all (say its PriorityClass is missing) makes
     # its job fail where one whose members all may be placed need not.
     shapes = frozenset(
         Counter((t.pod.shape_key, t.preempts, t.error is None) for t in pending).items()
     )
-    return (job.queue, job.priority, job.min_member - job.bound, shapes)
+    ask = None if layout is None else (layout.ask, tuple(sorted(job.hosts)))
+    return (job.queue, job.priority, job.min_member - job.bound, shapes, ask)

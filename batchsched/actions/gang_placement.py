@@ -12,7 +12,7 @@ from itertools import chain
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
-from batchsched.framework.topology import Domain, Plan
+from batchsched.framework.topology import Domain, DomainWait, Plan
 from batchsched.model.arrays import BoolArray
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
@@ -64,7 +64,13 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         if error:
             session.job_reasons[job.key] = _invalid(job, error)
             return False
-        head = next(domains, None)
+        head = _held_for(session, job, ask, ordered)
+        if head is not None:
+            # Its room was held or made in a domain (a recorded placement, a
+            # preemption): that one first, so that it does not take another's.
+            domains = (d for d in domains if (d.tier.name, d.index) != (head.tier.name, head.index))
+        else:
+            head = next(domains, None)
         if head is None and ask.required:
             # None has room: the one closest to it is tried, to say what it holds.
             closest, _ = session.topology.domains(ask, ordered, job.hosts, None, roomiest=True)
@@ -96,19 +102,36 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
     return False
 
 
+def _held_for(
+    session: Session, job: JobInfo, ask: TopologyAsk, ordered: list[TaskInfo]
+) -> Domain | None:
+    """The domain holding the nodes held for the job's members (and its running ones),
+    if they share one that has room for it."""
+    nodes = session.snapshot.nodes
+    held = [nodes[row].name for t in ordered if (row := preferred_node(t)) is not None]
+    if not held:
+        return None
+    found, _ = session.topology.domains(ask, ordered, [*job.hosts, *held], None)
+    return next(found, None)
+
+
 def _wanted(
     session: Session, ask: TopologyAsk | None, best: tuple[int, str] | None, job: JobInfo
 ) -> str | None:
     """What a waiting gang's topology ask needs (the tiers it may take a domain of), and
-    the domain that came closest."""
+    the domain that came closest; kept for explain (TopologyPlanner.waits)."""
     if ask is None:
         return None
-    tiers = session.topology.tier_names(ask)
-    what = f"{ask.where} asks its members in one domain of {tiers} ({ask.mode})"
-    if best is None:
-        return what
-    placed, name = best
-    return f"{what}; the best, {name}, holds {job.bound + placed} of {job.min_member}"
+    placed, closest = best if best is not None else (0, None)
+    wait = DomainWait(
+        ask=ask,
+        tiers=session.topology.tier_names(ask),
+        closest=closest,
+        holds=job.bound + placed,
+        needs=job.min_member,
+    )
+    session.topology.waits[job.key] = wait
+    return str(wait)
 
 
 def _place_plan(
@@ -131,7 +154,7 @@ def _place_plan(
         members = [t for t in ordered if t.key in keys]
         candidates: Iterable[Domain | None] = [None]
         if part.ask is not None:
-            found, error = session.topology.domains(part.ask, members, (), outer)
+            found, error = session.topology.domains(part.ask, members, part.hosts, outer)
             if error:
                 invalid = Reason(Code.INVALID, SESSION, error)
                 failures.update(dict.fromkeys((t.key for t in members), invalid))

@@ -24,6 +24,7 @@ from batchsched.explain.target import Target
 from batchsched.framework.deviceclaims import Diagnosis
 from batchsched.framework.reservations import Reservations
 from batchsched.framework.statement import Statement
+from batchsched.framework.topology import DomainWait
 from batchsched.model.decisions import ClaimBinding
 from batchsched.model.reasons import Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
@@ -322,11 +323,26 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
             f"it runs once {some(gangs)} bind(s); a pod with activeDeadlineSeconds "
             "ending before then may use the held room",
         )
+    wait = session.topology.waits.get(job.key)
+    if wait is not None and wait.ask.required:
+        return (reason or session.explain(task)).message, _domain_remedy(wait)
     found = remedies.room(ran, job, task, wanted)
     if found is not None:
         return _unreclaimable(ran, job, task) or found
     message = (reason or session.explain(task)).message
     return message, "see the refusals below: each names the filter and how many nodes"
+
+
+def _domain_remedy(wait: DomainWait) -> str:
+    """What lets a gang waiting for a domain in: room in the closest one, or a looser ask."""
+    looser = f"or loosen {wait.ask.where} (a higher tier, or mode soft)"
+    if wait.closest is None:
+        return f"no domain of {wait.tiers} has a node for it: add nodes to one, {looser}"
+    more = wait.needs - wait.holds
+    return (
+        f"it runs once {wait.closest} has room for {more} more member(s) (as its pods end, "
+        f"or nodes are added to it), {looser}"
+    )
 
 
 def _devices(ran: Ran, task: TaskInfo) -> Finding | None:

@@ -19,10 +19,17 @@ from itertools import chain
 
 import numpy as np
 
+from batchsched.api.objects import Task
 from batchsched.api.topology import Mode, TopologyAsk
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.decisions import TopologyDomain
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 from batchsched.model.topology import NO_DOMAIN, Tier
+
+# Domains looked at closely (a victim set worked out, a starving gang packed) for a
+# gang asking for one, in the planner's order: enough to find a good one, without a
+# search per domain of a cluster of hundreds of racks.
+CANDIDATE_DOMAINS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,27 @@ class Part:
     ask: TopologyAsk | None
     tasks: list[TaskInfo]
     size: int
+    # The nodes its members already running are on: its domain is the one holding them.
+    hosts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class DomainWait:
+    """Why a gang asking for a domain waits: its ask, the tiers it may take a domain of,
+    and the domain that came closest (None: none had a node for it), holding `holds` of
+    the `needs` members."""
+
+    ask: TopologyAsk
+    tiers: str
+    closest: str | None
+    holds: int
+    needs: int
+
+    def __str__(self) -> str:
+        what = f"{self.ask.where} asks its members in one domain of {self.tiers} ({self.ask.mode})"
+        if self.closest is None:
+            return what
+        return f"{what}; the best, {self.closest}, holds {self.holds} of {self.needs}"
 
 
 @dataclass(slots=True)
@@ -78,6 +106,7 @@ class TopologyPlanner:
         free: IntArray,
         label_tiers: Sequence[LabelTier] = (),
     ) -> None:
+        self.snapshot = snapshot
         self.topology = snapshot.topology
         self.nodes = snapshot.nodes
         self.allocatable = snapshot.allocatable
@@ -87,6 +116,8 @@ class TopologyPlanner:
         # Per tier's ids and resource columns: allocatable summed per domain; and per
         # tier's ids, the ids with the nodes of no domain in an extra one.
         self._totals: dict[tuple[int, bytes], FloatArray] = {}
+        # Job key -> why it waits for a domain, as allocate last found (for explain).
+        self.waits: dict[str, DomainWait] = {}
         self._binned: dict[int, IntArray] = {}
         if label_tiers:
             self.tiers = tuple(
@@ -111,14 +142,33 @@ class TopologyPlanner:
         group = job.group
         ask = group.network_topology if group is not None else None
         plan = Plan(ask)
+        podsets = any(t.pod.podset_topology is not None for t in tasks)
+        if not podsets and (group is None or not group.sub_groups):
+            return None if ask is None else plan
+        running = self._running(job)
         if group is not None and group.sub_groups:
-            _sub_groups(plan, job, tasks)
-        podsets = [t for t in tasks if t.pod.podset_topology is not None]
+            _sub_groups(plan, job, tasks, running)
         if podsets:
-            plan.error = plan.error or _podsets(plan, job, tasks)
+            plan.error = plan.error or _podsets(plan, tasks, running)
         if plan.ask is None and not plan.parts and plan.error is None:
             return None
         return plan
+
+    def _running(self, job: JobInfo) -> list[Task]:
+        """The job's members holding a node, for the parts they belong to (only a job
+        with parts asks; most jobs have none running)."""
+        return self._placed_by_job.get(job.key, []) if job.bound else []
+
+    @cached_property
+    def _placed_by_job(self) -> dict[str, list[Task]]:
+        """Job key -> its members holding a node (built when first asked)."""
+        snapshot = self.snapshot
+        found: dict[str, list[Task]] = {}
+        for _, task in snapshot.placed:
+            job = snapshot.job_of(task)
+            if job is not None and not task.deleting:
+                found.setdefault(job.key, []).append(task)
+        return found
 
     def domains(
         self,
@@ -128,11 +178,14 @@ class TopologyPlanner:
         within: BoolArray | None,
         *,
         roomiest: bool = False,
+        freeable: IntArray | None = None,
     ) -> tuple[Iterator[Domain], str | None]:
         """The domains to try for `members`, in order, and why none may be tried (bad
         input) when so. `hosts` are the nodes members already run on: only a domain
         holding them all is a candidate. `roomiest`: every domain, those with the most
         room for the members first (to say which came closest when none has room).
+        `freeable`: per node, what evicting the victims allowed would free, counted as
+        room (for preempt and reclaim).
 
         Lazy, a tier at a time, as most gangs take the first domain: each tier is
         ranked on the room there is when it is first reached (tries are undone before
@@ -148,10 +201,44 @@ class TopologyPlanner:
         index = self.index if hosts else {}
         rows = np.array([index[h] for h in hosts if h in index], dtype=np.int64)
         found = chain.from_iterable(
-            self._tier_domains(tier, need, list(shapes.values()), rows, within, roomiest=roomiest)
+            self._tier_domains(
+                tier,
+                need,
+                list(shapes.values()),
+                rows,
+                within,
+                roomiest=roomiest,
+                freeable=freeable,
+            )
             for tier in tiers
         )
         return found, None
+
+    def placed_in(self, job: JobInfo, nodes: Iterable[str]) -> TopologyDomain | None:
+        """The domain a gang that asked for one as a whole has its members in (`nodes`:
+        bound, placed or nominated), as its PodGroup's status names it; None when it
+        asked for none or they share no domain of its tiers."""
+        ask = job.group.network_topology if job.group is not None else None
+        if ask is None:
+            return None
+        index = self.index
+        rows = np.array([index[n] for n in nodes if n in index], dtype=np.int64)
+        domain = self.holding(ask, rows)
+        if domain is None:
+            return None
+        return TopologyDomain(domain.tier.name, domain.tier.domains[domain.index])
+
+    def holding(self, ask: TopologyAsk, rows: IntArray) -> Domain | None:
+        """The lowest-tier domain the ask may take that holds every node of `rows` (where
+        a gang's members are), or None: what PodGroup status names as its domain."""
+        tiers, error = self._tiers(ask)
+        if error or not rows.size:
+            return None
+        for tier in tiers:
+            held = np.unique(tier.ids[rows])
+            if held.size == 1 and held[0] != NO_DOMAIN:
+                return Domain(tier, int(held[0]), tier.ids)
+        return None
 
     def tier_names(self, ask: TopologyAsk) -> str:
         """The tiers whose domains the ask may take, lowest first, for waiting reasons."""
@@ -213,6 +300,7 @@ class TopologyPlanner:
         within: BoolArray | None,
         *,
         roomiest: bool,
+        freeable: IntArray | None,
     ) -> Iterator[Domain]:
         ids = tier.ids if within is None else np.where(within, tier.ids, NO_DOMAIN)
         count = len(tier.domains)
@@ -248,6 +336,10 @@ class TopologyPlanner:
                 self._totals[key] = total
         used = per_domain(self.requested)
         free = total - used
+        node_free = self.free
+        if freeable is not None:
+            free = free + per_domain(freeable)
+            node_free = node_free + freeable
         room = np.bincount(binned, minlength=count + 1)[:count] > 0
         if roomiest:
             # The share of the members' asks the domain's free room covers.
@@ -263,7 +355,7 @@ class TopologyPlanner:
                 # for that shape summed per domain must reach their number.
                 asked = np.flatnonzero(vec > 0)
                 if asked.size:
-                    slots = np.maximum((self.free[:, asked] // vec[asked]).min(axis=1), 0)
+                    slots = np.maximum((node_free[:, asked] // vec[asked]).min(axis=1), 0)
                     room &= np.bincount(binned, slots, count + 1)[:count] >= number
             rank = (used / np.maximum(total, 1)).mean(axis=1) if columns.size else np.zeros(count)
         candidates = candidates[room[candidates]]
@@ -271,29 +363,43 @@ class TopologyPlanner:
             yield Domain(tier, int(index), ids)
 
 
-def _sub_groups(plan: Plan, job: JobInfo, tasks: Sequence[TaskInfo]) -> None:
+def _sub_groups(
+    plan: Plan, job: JobInfo, tasks: Sequence[TaskInfo], running: Sequence[Task]
+) -> None:
     """Volcano's sub-groups: for each policy, the members its selector takes, grouped by
     their values of its matchLabelKeys (a member lacking one is in none of its groups),
-    as Volcano forms sub-jobs. Only pending members are grouped: those running already
-    hold their nodes."""
+    as Volcano forms sub-jobs. A sub-group's running members count toward its size and
+    keep it in the domain holding them, as Volcano recovers a sub-job's HyperNode from
+    its tasks' nodes; one with no member pending is not placed."""
     assert job.group is not None
     for policy in job.group.sub_groups:
-        groups: dict[tuple[str, ...], list[TaskInfo]] = {}
-        for task in tasks:
-            labels = task.pod.labels
+        groups: dict[tuple[str, ...], tuple[list[TaskInfo], list[str]]] = {}
+        members: Iterable[tuple[Task, TaskInfo | None]] = chain(
+            ((t.pod, t) for t in tasks), ((t, None) for t in running)
+        )
+        for pod, task in members:
+            labels = pod.labels
             if policy.selector is not None and not policy.selector.matches(labels):
                 continue
             values = tuple(labels.get(key, "") for key in policy.match_keys)
             if all(values):
-                groups.setdefault(values, []).append(task)
-        for values, members in sorted(groups.items()):
+                pending, hosts = groups.setdefault(values, ([], []))
+                if task is not None:
+                    pending.append(task)
+                elif pod.node_name is not None:
+                    hosts.append(pod.node_name)
+        for values, (pending, hosts) in sorted(groups.items()):
+            if not pending:
+                continue
             label = f"sub-group {policy.name}" + (f" {'/'.join(values)}" if values else "")
-            plan.parts.append(Part(label, policy.ask, members, min(policy.size, len(members))))
+            size = min(policy.size, len(pending) + len(hosts)) - len(hosts)
+            plan.parts.append(Part(label, policy.ask, pending, max(size, 0), hosts))
 
 
-def _podsets(plan: Plan, job: JobInfo, tasks: Sequence[TaskInfo]) -> str | None:
+def _podsets(plan: Plan, tasks: Sequence[TaskInfo], running: Sequence[Task]) -> str | None:
     """Kueue's pod sets: each in one domain of its ask, and cut into slices of its
-    slice size (in name order), each slice in one domain of the slice label."""
+    slice size (in name order, running members with the pending), each slice in one
+    domain of the slice label, the one holding its running members if it has some."""
     sets: dict[str, list[TaskInfo]] = {}
     for task in tasks:
         if task.pod.podset_topology is not None:
@@ -303,25 +409,37 @@ def _podsets(plan: Plan, job: JobInfo, tasks: Sequence[TaskInfo]) -> str | None:
         stated = members[0].pod.podset_topology
         assert stated is not None
         label = f"pod set {name}" if name else "pod set"
+        ran = [
+            t for t in running if t.podset_topology is not None and t.podset_topology.part == name
+        ]
+        hosts = [t.node_name for t in ran if t.node_name is not None]
         if stated.ask is not None:
             if whole and plan.ask is None:
                 plan.ask = stated.ask
             else:
-                plan.parts.append(Part(label, stated.ask, members, len(members)))
+                plan.parts.append(Part(label, stated.ask, members, len(members), hosts))
         if stated.slice_key is None or stated.slice_size is None:
             continue
         if not whole:
             return f"{stated.slice_where}: slices are kept for a gang of one pod set only"
         size = stated.slice_size
-        count = len(members) + job.bound
+        count = len(members) + len(ran)
         if count % size:
             return (
                 f"{stated.slice_where}: slice size {size} does not divide the "
                 f"{count} members of {label}"
             )
-        ordered = sorted(members, key=lambda t: t.pod.name)
+        ordered = sorted([*((t.pod, t) for t in members), *((t, None) for t in ran)], key=_by_name)
         ask = TopologyAsk(Mode.HARD, where=stated.slice_where, key=stated.slice_key)
         for start in range(0, len(ordered), size):
             chunk = ordered[start : start + size]
-            plan.parts.append(Part(f"slice {start // size + 1} of {label}", ask, chunk, len(chunk)))
+            pending = [task for _, task in chunk if task is not None]
+            if pending:
+                placed = [p.node_name for p, task in chunk if task is None and p.node_name]
+                where = f"slice {start // size + 1} of {label}"
+                plan.parts.append(Part(where, ask, pending, len(pending), placed))
     return None
+
+
+def _by_name(member: tuple[Task, TaskInfo | None]) -> str:
+    return member[0].name

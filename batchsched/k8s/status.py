@@ -38,7 +38,7 @@ from batchsched.k8s.events import EventRecorder, ObjectRef, Write, rfc3339
 from batchsched.k8s.fence import Fenced, fenced, unbounded
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES
-from batchsched.model.decisions import Binding, Condition, JobStatus
+from batchsched.model.decisions import Binding, Condition, JobStatus, TopologyDomain
 from batchsched.model.reasons import Code, Reason
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,12 @@ POD_GROUP_SCHEDULED = "PodGroupScheduled"
 POD_GROUP_SCHEDULED_REASON = "Scheduled"
 POD_GROUP_UNSCHEDULABLE_REASON = "Unschedulable"
 POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+# Where Volcano records the HyperNode a job was placed in (its scheduler's
+# JobAllocatedHyperNode, v1.15.1): the PodGroup's status has no field for it.
+VOLCANO_DOMAIN_ANNOTATION = "volcano.sh/job-allocated-hypernode"
+# How a Kubernetes PodGroup's PodGroupScheduled message names the domain it was placed
+# in: "scheduled in the topology domain <key>=<value>".
+TOPOLOGY_DOMAIN_MESSAGE = "scheduled in the topology domain"
 # The cause the API server gives for refusing to create anything, events included, in a
 # namespace being deleted; events to it are not sent for a while after.
 NAMESPACE_TERMINATING = "NamespaceTerminating"
@@ -148,6 +154,10 @@ class StatusForm:
     generations: bool = False
     # A form of a scheduler we stand in for: written unless --peer-status=skip.
     peer: bool = True
+    # Where the topology domain holding a gang that asked for one is written: ours in
+    # status.topologyDomain, Volcano's in its annotation; Kubernetes' own in the
+    # PodGroupScheduled message (see _pod_group_scheduled).
+    domain: Literal["status", "annotation"] | None = None
 
     @property
     def patch_type(self) -> str:
@@ -194,14 +204,24 @@ def _tencent_phase(job: JobStatus) -> str:
 
 
 _COUNTS = ("running", "succeeded", "failed")
-_OURS = StatusForm(phase=_our_phase, counts=("scheduled", *_COUNTS), conditions="ours", peer=False)
+_OURS = StatusForm(
+    phase=_our_phase,
+    counts=("scheduled", *_COUNTS),
+    conditions="ours",
+    peer=False,
+    domain="status",
+)
 _KUBE_BATCH = StatusForm(phase=_kube_batch_phase, counts=_COUNTS, conditions="ours")
 _TENCENT = StatusForm(phase=_tencent_phase, counts=("scheduled", *_COUNTS), start_time=True)
 # By API group: each project kept its status's shape across its versions.
 STATUS_FORMS = {
     "scheduling.batchsched.io": _OURS,
     "scheduling.volcano.sh": StatusForm(
-        phase=_volcano_phase, counts=_COUNTS, conditions="ours", status_subresource=False
+        phase=_volcano_phase,
+        counts=_COUNTS,
+        conditions="ours",
+        status_subresource=False,
+        domain="annotation",
     ),
     "scheduling.incubator.k8s.io": _KUBE_BATCH,
     "scheduling.sigs.dev": _KUBE_BATCH,
@@ -255,6 +275,8 @@ class StatusWriter:
         self._observed: dict[tuple[str, str], Any] = {}
         self._generations: dict[tuple[str, str], int] = {}
         self._written: dict[tuple[str, str], Any] = {}
+        # PodGroup -> the domain last written to its annotation (Volcano's form).
+        self._annotated: dict[tuple[str, str], str | None] = {}
         # Pod -> when it became unschedulable, while the write saying so is not sent: a
         # newer reason that replaces that write in the queue must carry the time along.
         self._unsent_since: dict[tuple[str, str], str] = {}
@@ -284,7 +306,13 @@ class StatusWriter:
 
     def forget(self, kind: str, key: str) -> None:
         """The object is gone: drop what we know and what we meant to write to it."""
-        stores = (self._observed, self._generations, self._written, self._unsent_since)
+        stores = (
+            self._observed,
+            self._generations,
+            self._written,
+            self._unsent_since,
+            self._annotated,
+        )
         for store in (*stores, self._queue, self._failed):
             store.pop((kind, key), None)
         for store in (self._queue, self._failed):
@@ -383,20 +411,32 @@ class StatusWriter:
             desired.update((count, getattr(status, count)) for count in form.counts)
             condition = status.condition
             if form.conditions == "kube-scheduler":
-                condition = _pod_group_scheduled(condition, group, shown)
+                condition = _pod_group_scheduled(condition, group, shown, status.domain)
+            domain = status.domain
+            if form.domain == "status" and (domain or shown.get("topologyDomain")):
+                desired["topologyDomain"] = domain and {"tier": domain.tier, "name": domain.name}
+            annotations: JSON = {}
+            hypernode = domain.name if domain is not None else None
+            if form.domain == "annotation" and self._annotated.get(target) != hypernode:
+                annotations[VOLCANO_DOMAIN_ANNOTATION] = hypernode
             if form.conditions is not None and condition is not None:
                 generation = self._generations.get(target) if form.generations else None
                 desired["conditions"] = [_condition(condition, shown, generation)]
             if form.start_time:
                 desired["scheduleStartTime"] = shown.get("scheduleStartTime") or rfc3339(now)
             by_type = form.patch_type == STRATEGIC_MERGE_PATCH
-            if not desired or _same(desired, shown, by_type=by_type):
+            if not annotations and (not desired or _same(desired, shown, by_type=by_type)):
                 continue
             self._written[target] = _merged(shown, desired, by_type=by_type)
             path = f"/apis/{group.api_version}/namespaces/{group.namespace}/podgroups/{group.name}"
             if form.status_subresource:
                 path += "/status"
-            write = partial(self._patch_status, path, {"status": desired}, form.patch_type)
+            body: JSON = {"status": desired}
+            if annotations:
+                # Volcano's PodGroup has no status subresource: one patch of the object.
+                body["metadata"] = {"annotations": annotations}
+                self._annotated[target] = hypernode
+            write = partial(self._patch_status, path, body, form.patch_type)
             self._enqueue(target, "podgroup_status", write)
             # News: a changed condition, or for a form without conditions a changed phase.
             if form.conditions is not None:
@@ -622,17 +662,20 @@ def _group_event(condition: Condition) -> tuple[str, str, str]:
 
 
 def _pod_group_scheduled(
-    condition: Condition | None, group: PodGroup, shown: JSON
+    condition: Condition | None, group: PodGroup, shown: JSON, domain: TopologyDomain | None
 ) -> Condition | None:
     """A session's condition of a group as kube-scheduler writes it on Kubernetes' own
     PodGroup: PodGroupScheduled True (Scheduled, no message) once placed; False with
     reason Unschedulable, its message first in kube-scheduler's words, or SchedulerError
     for a group that cannot be read. Once True it never goes back to False, nor is it
-    written while a placed gang's claims are bound (None: nothing to write)."""
+    written while a placed gang's claims are bound (None: nothing to write). A group
+    placed in the domain of its topology key says which in the True condition's message
+    (its status has no field for it, and kube-scheduler leaves the message empty)."""
     if condition is None:
         return None
     if condition.type == "Scheduled" and condition.status == "True":
-        return Condition(POD_GROUP_SCHEDULED, POD_GROUP_SCHEDULED_REASON, "")
+        placed = "" if domain is None else f"{TOPOLOGY_DOMAIN_MESSAGE} {domain.tier}={domain.name}"
+        return Condition(POD_GROUP_SCHEDULED, POD_GROUP_SCHEDULED_REASON, placed)
     if (
         condition.type != "Unschedulable"
         or _shown_condition(shown, POD_GROUP_SCHEDULED).get("status") == "True"

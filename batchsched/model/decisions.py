@@ -133,6 +133,16 @@ class Condition(_PickledAsFields):
     status: str = "True"
 
 
+@dataclass(frozen=True, slots=True)
+class TopologyDomain(_PickledAsFields):
+    """The topology domain holding a gang that asked for one: its tier's name (a
+    configured tier, a HyperNode tierName, or the label key asked for) and its own (the
+    label's value, or the HyperNode's name)."""
+
+    tier: str
+    name: str
+
+
 @dataclass(slots=True)
 class JobStatus(_PickledAsFields):
     key: str
@@ -145,6 +155,9 @@ class JobStatus(_PickledAsFields):
     succeeded: int
     failed: int
     condition: Condition | None = None
+    # Where its members are, bound, placed or nominated, when it asked for a domain and
+    # they share one of its tiers.
+    domain: TopologyDomain | None = None
 
 
 @dataclass(slots=True)

@@ -19,6 +19,7 @@ afresh or the PodGroup is recreated.
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from batchsched.api.errors import InvalidObject
@@ -26,7 +27,7 @@ from batchsched.api.groups import OUR_API
 from batchsched.api.nativegroups import NATIVE_API, awaiting_members
 from batchsched.api.objects import GroupPhase
 from batchsched.framework.session import Session
-from batchsched.model.decisions import Condition, JobStatus
+from batchsched.model.decisions import Condition, Decisions, JobStatus, TopologyDomain
 from batchsched.model.reasons import Code
 from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.arguments import check_keys
@@ -152,6 +153,7 @@ class Gang:
         a peer's group whose pods are all another scheduler's is not ours to report on."""
         snapshot, decisions = self.session.snapshot, self.session.decisions
         changed = snapshot.changed_jobs
+        landed: dict[str, list[str]] | None = None
         for job in snapshot.jobs.values():
             foreign = job.group is not None and job.group.api_version != OUR_API
             if not job.is_gang or (foreign and not job.served):
@@ -163,7 +165,14 @@ class Gang:
                 if phase is not None:
                     decisions.running_unchanged[job.queue] += phase == "Running"
                     continue
-            decisions.jobs[job.key] = self._status(job)
+            status = decisions.jobs[job.key] = self._status(job)
+            if job.group is not None and job.group.network_topology is not None:
+                if landed is None:
+                    landed = _landed(decisions)
+                nodes = [*job.hosts, *landed.get(job.key, ())]
+                status.domain = self.session.topology.placed_in(job, nodes)
+                if status.domain is not None and status.condition is not None:
+                    status.condition = _in_domain(status.condition, status.domain)
 
     def _status(self, job: JobInfo) -> JobStatus:
         session = self.session
@@ -220,6 +229,24 @@ class Gang:
         if self.fail_on_timeout:
             return _failed(job, timeout)
         return f"still short of minMember after {timeout:g}s: {message}"
+
+
+def _landed(decisions: Decisions) -> dict[str, list[str]]:
+    """Job key -> the nodes the session bound or nominated its members to."""
+    found: dict[str, list[str]] = {}
+    placed = [(b.job, b.node) for b in decisions.bindings]
+    placed += [(n.job, n.node) for n in decisions.nominations]
+    for job, node in placed:
+        if node:
+            found.setdefault(job, []).append(node)
+    return found
+
+
+def _in_domain(condition: Condition, domain: TopologyDomain) -> Condition:
+    """A running gang's condition names the domain holding it."""
+    if condition.type != "Scheduled":
+        return condition
+    return replace(condition, message=f"{condition.message} in {domain.tier} {domain.name}")
 
 
 def native(job: JobInfo) -> bool:

@@ -3,25 +3,32 @@ HyperNode and PodGroup CRDs and ours: the operator watches HyperNodes, a Volcano
 asking for one tier-1 HyperNode (hard) lands in the one rack that holds it, our PodGroup's
 networkTopology survives our CRD's schema and is kept, Kueue's required-topology pods wait
 where no rack holds them, and a tier name that does not exist is named in the waiting
-reason. The same forms run in the simulator in tests/sim/test_topology.py."""
+reason. A gang asking for a rack preempts inside one, and its PodGroup's status names the
+rack. The same forms run in the simulator in tests/sim/test_topology.py."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
     StartScheduler,
+    create,
     eventually,
     placements,
     pods,
+    priority_class,
     ready_node,
     scheduler_kubeconfig_fixture,
+    set_running,
     start_scheduler_fixture,
     unschedulable_message,
 )
+from .test_preemption import preempted
 from tests.support import JSON, ClusterObjects, Kube
-from tests.support.objects import node
+from tests.support.objects import node, pod, pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -101,6 +108,25 @@ def test_gangs_in_hypernodes_and_label_domains(
     where = bound()
     assert {where[f"train-{i}"] for i in range(4)} <= set(names["r2"])
     assert {where[f"ours-{i}"] for i in range(3)} <= set(names["r1"])
+    # Each group names its domain where its project keeps it: Volcano's annotation (the
+    # HyperNode), our status.
+    volcano = f"/apis/{VOLCANO_API}/namespaces/{namespace}/podgroups/train"
+    annotation = eventually(
+        lambda: (
+            kube.get(volcano)
+            .expect(200)["metadata"]
+            .get("annotations", {})
+            .get("volcano.sh/job-allocated-hypernode")
+        ),
+        what="the Volcano group's allocated HyperNode",
+    )
+    assert annotation == f"r2-{namespace}"
+    ours = f"/apis/{OUR_API}/namespaces/{namespace}/podgroups/ours"
+    domain = eventually(
+        lambda: kube.get(ours).expect(200).get("status", {}).get("topologyDomain"),
+        what="our group's domain",
+    )
+    assert domain == {"tier": "rack", "name": f"r1-{namespace}"}
     message = eventually(
         lambda: unschedulable_message(pods(kube, namespace)["bad-0"]),
         what="the group naming no tier told why it waits",
@@ -129,3 +155,70 @@ def test_gangs_in_hypernodes_and_label_domains(
     ) in message
     now = placements(kube, namespace)
     assert (now["kueue-0"], now["kueue-1"]) == (None, None)
+
+
+def test_a_gang_asking_for_a_rack_preempts_inside_one_and_its_status_names_it(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+    tmp_path: Path,
+) -> None:
+    """Racks r1 and r2 of two 4-CPU nodes, each node running a lone pod of 4 CPUs: r1's of
+    priority 0 and 50, r2's both of priority 0. A gang of two 4-CPU pods of priority
+    1000 asking for one rack evicts r2's two pods (the cheapest rack; the cheapest pods
+    over the cluster, priority 0, span both racks), is nominated there and bound there
+    once they are gone; its PodGroup's status names rack r2."""
+    config = tmp_path / "topology.yaml"
+    config.write_text(f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}]}}\n")
+    racks = {rack: [f"{rack}-{i}-{namespace}" for i in range(2)] for rack in ("r1", "r2")}
+    for rack, names in racks.items():
+        for name in names:
+            labels = {RACK: f"{rack}-{namespace}"}
+            ready_node(cluster_objects, kube, node(name, cpu="4", memory="8Gi", labels=labels))
+    classes = {v: priority_class(cluster_objects, kube, f"p{v}-{namespace}", v) for v in (0, 50)}
+    high = priority_class(cluster_objects, kube, f"p1000-{namespace}", 1000)
+    busy = {}
+    for where, value in zip([*racks["r1"], *racks["r2"]], (0, 50, 0, 0), strict=True):
+        manifest = pod(f"busy-{where}", {"cpu": "4", "memory": "64Mi"})
+        manifest["spec"] |= {"priorityClassName": classes[value], "nodeName": where}
+        busy[create(kube, namespace, manifest)["metadata"]["name"]] = where
+    set_running(kube, namespace, busy)
+    start_scheduler(config=config)
+    topology = {"mode": "hard", "highestTierName": "rack"}
+    create(kube, namespace, pod_group("big", 2, priorityClassName=high, networkTopology=topology))
+    members = [f"big-{i}" for i in range(2)]
+    for name in members:
+        manifest = member(name, "big", volcano=False)
+        manifest["spec"]["priorityClassName"] = high
+        manifest["spec"]["containers"][0]["resources"]["requests"]["memory"] = "64Mi"
+        create(kube, namespace, manifest)
+
+    in_r2 = [name for name, where in busy.items() if where in racks["r2"]]
+    eventually(
+        lambda: all(preempted(p) for n, p in pods(kube, namespace).items() if n in in_r2),
+        timeout=60,
+        what="r2's pods preempted",
+    )
+    shown = pods(kube, namespace)
+    assert not any(shown[n]["metadata"].get("deletionTimestamp") for n in busy if n not in in_r2)
+
+    def nominated() -> dict[str, str] | None:
+        shown = {n: p["status"].get("nominatedNodeName") for n, p in pods(kube, namespace).items()}
+        held = {n: shown[n] for n in members}
+        return held if all(held.values()) else None
+
+    held = eventually(nominated, what="the gang nominated")
+    assert set(held.values()) == set(racks["r2"])
+    for name in in_r2:
+        kube.delete(f"/api/v1/namespaces/{namespace}/pods/{name}", grace_period_seconds=0)
+    eventually(
+        lambda: all(placements(kube, namespace).get(n) for n in members), what="the gang bound"
+    )
+    assert {placements(kube, namespace)[n] for n in members} == set(racks["r2"])
+    path = f"/apis/{OUR_API}/namespaces/{namespace}/podgroups/big"
+    status = eventually(
+        lambda: kube.get(path).expect(200).get("status", {}).get("topologyDomain"),
+        what="the group's status naming its rack",
+    )
+    assert status == {"tier": "rack", "name": f"r2-{namespace}"}

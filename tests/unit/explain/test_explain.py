@@ -379,3 +379,30 @@ def test_a_gang_kept_to_few_nodes_is_told_what_keeps_it_there(
     )
     _, lines = explain(capsys, tmp_path, pools + gang + busy, "pg/train")
     assert lines[1].endswith(f"0 fit(s) now on the 2 of 5 nodes its {named} leaves it")
+
+
+def test_a_gang_waiting_for_a_rack_names_the_tier_the_best_rack_and_what_it_holds(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Racks r1 (two nodes) and r2 (one) of 32 CPUs; a gang of three 32-CPU pods asking
+    for one rack: r1 holds 2 of 3."""
+    rack = "topology.kubernetes.io/rack"
+    text = "".join(
+        node(name, labels=f"{{{rack}: {name[:2]}}}") for name in ("r1-0", "r1-1", "r2-0")
+    )
+    text += group("train", 3).replace(
+        "spec: {minMember: 3,", "spec: {networkTopology: {highestTierName: rack}, minMember: 3,"
+    )
+    text += "".join(pod(f"train-{i}", group="train", cpu=32) for i in range(3))
+    config = f"topology: {{tiers: [{{name: rack, nodeLabel: {rack}}}]}}\n"
+    code, lines = explain(capsys, tmp_path, text, "pg/train", config=config)
+    assert code == 0
+    assert lines[1].startswith(
+        "cause: gang default/train: PodGroup default/train.spec.networkTopology asks its "
+        "members in one domain of rack (hard); the best, rack r1, holds 2 of 3"
+    )
+    assert lines[2] == (
+        "remedy: it runs once rack r1 has room for 1 more member(s) (as its pods end, or "
+        "nodes are added to it), or loosen PodGroup default/train.spec.networkTopology (a "
+        "higher tier, or mode soft)"
+    )

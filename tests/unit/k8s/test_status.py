@@ -10,7 +10,7 @@ from batchsched.api.objects import GroupPhase, PodGroup, Queue, Task
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.k8s.client import ApiError
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
-from batchsched.model.decisions import Binding, Condition, JobStatus
+from batchsched.model.decisions import Binding, Condition, JobStatus, TopologyDomain
 from batchsched.model.reasons import SESSION, Code, Reason
 
 from .recording_api import RecordingApi, WaitedFor, drained, settle
@@ -638,3 +638,50 @@ async def test_peer_status_skip_still_writes_native_groups() -> None:
     status.groups({"ns/g": group_status("Running", 3, PLACED)}, native_group())
     await settle(status)
     assert len(api.sent("PATCH", NATIVE_STATUS)) == 1
+
+
+# The topology domain holding a gang that asked for one, in each project's place.
+RACK = TopologyDomain("rack", "r1")
+
+
+def in_rack(domain: TopologyDomain | None = RACK) -> JobStatus:
+    job = placed(3)
+    job.domain = domain
+    return job
+
+
+async def test_our_group_shows_its_topology_domain_in_status_and_drops_it_when_gone() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    status.groups({"ns/g": in_rack()}, GROUPS)
+    status.groups({"ns/g": in_rack()}, GROUPS)
+    await settle(status)
+    path = f"/apis/{OUR_API}/namespaces/ns/podgroups/g/status"
+    [patch] = api.sent("PATCH", path)
+    assert patch["status"]["topologyDomain"] == {"tier": "rack", "name": "r1"}
+    status.groups({"ns/g": in_rack(None)}, GROUPS)
+    await settle(status)
+    assert api.sent("PATCH", path)[-1]["status"]["topologyDomain"] is None
+
+
+async def test_a_volcano_group_gets_volcanos_allocated_hypernode_annotation() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    volcano = peer_group("scheduling.volcano.sh/v1beta1")
+    status.groups({"ns/g": in_rack()}, volcano)
+    status.groups({"ns/g": in_rack()}, volcano)
+    await settle(status)
+    [patch] = api.sent("PATCH", "/apis/scheduling.volcano.sh/v1beta1/namespaces/ns/podgroups/g")
+    assert patch["metadata"] == {"annotations": {"volcano.sh/job-allocated-hypernode": "r1"}}
+    assert patch["status"]["phase"] == "Running"
+
+
+async def test_a_native_group_names_its_domain_in_its_scheduled_message() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    domain = TopologyDomain("topology.kubernetes.io/rack", "r1")
+    status.groups({"ns/g": in_rack(domain)}, native_group())
+    await settle(status)
+    [condition] = conditions_sent(api)
+    assert condition["status"] == "True"
+    assert condition["message"] == "scheduled in the topology domain topology.kubernetes.io/rack=r1"

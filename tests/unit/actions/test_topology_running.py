@@ -1,0 +1,113 @@
+"""Where a gang's members already are decides its domain: a part of a gang (a Volcano
+sub-group, a Kueue slice) whose members run keeps its new members in the domain holding
+them, as Volcano recovers a sub-job's HyperNode from its tasks' nodes; a gang nominated
+in a domain takes that one; and its PodGroup's status names the domain holding it."""
+
+from typing import Any
+
+from batchsched.model.decisions import TopologyDomain
+
+from tests.support.objects import (
+    Obj,
+    decide,
+    hypernode,
+    hypernode_member,
+    native_pod_group,
+    node,
+    placements,
+    pod,
+    pod_group,
+)
+from tests.support.objects import member as native_member
+
+RACK = "topology.kubernetes.io/rack"
+TIERS = f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}]}}\n"
+VOLCANO = "scheduling.volcano.sh/v1beta1"
+
+
+def cluster() -> list[Obj]:
+    """Racks r1 and r2 of two 4-CPU nodes; r1 is the fuller (3 CPUs taken on r1-0), so
+    a part with no member running goes there first."""
+    nodes = [node(f"{r}-{i}", cpu="4", labels={RACK: r}) for r in ("r1", "r2") for i in range(2)]
+    busy = pod("busy", {"cpu": "3"}, node_name="r1-0", phase="Running", scheduler="other")
+    return [*nodes, busy]
+
+
+def member(name: str, running_on: str | None = None, **options: Any) -> Obj:
+    phase = "Running" if running_on else None
+    return pod(name, {"cpu": "2"}, node_name=running_on, phase=phase, **options)
+
+
+def test_a_sub_group_with_a_member_running_stays_in_its_rack() -> None:
+    policy = [
+        {
+            "name": "stage",
+            "subGroupSize": 2,
+            "matchLabelKeys": ["stage"],
+            "networkTopology": {"mode": "hard", "highestTierName": "rack"},
+        }
+    ]
+    notes = {"scheduling.k8s.io/group-name": "g"}
+    members = [
+        member(f"g-{i}", "r2-0" if i == 0 else None, labels={"stage": "0"}, annotations=notes)
+        for i in range(2)
+    ]
+    group = pod_group("g", 2, api_version=VOLCANO, subGroupPolicy=policy)
+    assert placements(decide([*cluster(), group, *members], TIERS)) == {"default/g-1": "r2-0"}
+
+
+def test_a_slice_with_a_member_running_stays_in_its_rack() -> None:
+    """Slices of 2 in name order, running members with the pending: k-0 runs in r2, so
+    k-1 joins it there (r1 being the fuller rack, where it would go alone); the second
+    slice, k-2 and k-3, shares a rack."""
+    notes = {
+        "scheduling.batchsched.io/group-name": "k",
+        "kueue.x-k8s.io/podset-slice-required-topology": RACK,
+        "kueue.x-k8s.io/podset-slice-size": "2",
+    }
+    labels = {"kueue.x-k8s.io/podset": "workers"}
+    members = [
+        member(f"k-{i}", "r2-0" if i == 0 else None, labels=labels, annotations=notes)
+        for i in range(4)
+    ]
+    where = placements(decide([*cluster(), pod_group("k", 4), *members], TIERS))
+    assert where["default/k-1"].startswith("r2-")
+    assert len({where["default/k-2"][:2], where["default/k-3"][:2]}) == 1
+
+
+def test_a_gang_nominated_in_a_rack_takes_that_rack() -> None:
+    """Its preemption made room on r2's nodes: it goes there, not to the fuller r1, whose
+    room another preemptor may have made."""
+    members = [member(f"g-{i}", group="g") for i in range(2)]
+    for i, obj in enumerate(members):
+        obj["status"] = {"phase": "Pending", "nominatedNodeName": f"r2-{i}"}
+    group = pod_group("g", 2, networkTopology={"highestTierName": "rack"})
+    where = placements(decide([*cluster(), group, *members], TIERS))
+    assert where == {"default/g-0": "r2-0", "default/g-1": "r2-1"}
+
+
+def test_a_gang_placed_in_a_domain_names_it_in_its_status() -> None:
+    """By configured tier (the label's value) and by HyperNode (its name); a running
+    gang's status keeps naming it in later sessions, from its members' nodes."""
+    group = pod_group("g", 2, networkTopology={"highestTierName": "rack"})
+    members = [member(f"g-{i}", group="g") for i in range(2)]
+    status = decide([*cluster(), group, *members], TIERS).jobs["default/g"]
+    assert status.domain == TopologyDomain("rack", "r1")
+    assert status.condition is not None
+    assert status.condition.message == "2/2 members scheduled in rack r1"
+    for obj, where in zip(members, ("r2-0", "r2-1"), strict=True):
+        obj["spec"]["nodeName"] = where
+        obj["status"] = {"phase": "Running"}
+    tree = [
+        hypernode(r, 1, [hypernode_member("Node", regexMatch={"pattern": f"^{r}-"})], "rack")
+        for r in ("r1", "r2")
+    ]
+    status = decide([*cluster(), *tree, group, *members]).jobs["default/g"]
+    assert status.domain == TopologyDomain("rack", "r2")
+
+
+def test_a_native_group_names_the_value_of_its_topology_key() -> None:
+    group = native_pod_group("g", 2, schedulingConstraints={"topology": [{"key": RACK}]})
+    members = [native_member(f"g-{i}", "g", {"cpu": "2"}) for i in range(2)]
+    status = decide([*cluster(), group, *members]).jobs["default/g"]
+    assert status.domain == TopologyDomain(RACK, "r1")
