@@ -66,7 +66,13 @@ DeviceKey = tuple[str, str, str, str]
 
 
 class AllocationFailed(Exception):
-    """Why a job's claims cannot be written as the session decided."""
+    """Why a job's claims cannot be written as the session decided; `refused` when the
+    API server refused the write itself (RBAC, validation): trying again at once would
+    be refused again."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +224,9 @@ class ClaimWriter:
                     reply = await self._patch_status(write, version, status)
                 except ApiError as error:
                     if error.status != 409:
-                        raise AllocationFailed(f"claim {write.key}: {error.message}") from error
+                        raise AllocationFailed(
+                            f"claim {write.key}: {error.message}", refused=not error.transient
+                        ) from error
                     seen = None
                     continue
                 self.watch.written(RESOURCE_CLAIMS, reply)
@@ -244,7 +252,9 @@ class ClaimWriter:
         except ApiError as error:
             if error.status == 404:
                 raise AllocationFailed(f"claim {write.key} got deleted in the meantime") from error
-            raise AllocationFailed(f"claim {write.key}: {error.message}") from error
+            raise AllocationFailed(
+                f"claim {write.key}: {error.message}", refused=not error.transient
+            ) from error
         except TRANSPORT_ERRORS as error:
             raise AllocationFailed(f"claim {write.key}: {error!r}") from error
         return claim

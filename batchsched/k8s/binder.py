@@ -390,6 +390,10 @@ class Binder:
         except AllocationFailed as failure:
             log.warning("%s: its ResourceClaims cannot be written: %s", first.binding.job, failure)
             gang.failure = f"{DEVICE_BINDING_FAILED}{failure}"
+            if failure.refused:
+                # As a refused Binding: the pods wait with the reason, backing off.
+                for member in gang.members:
+                    self.cache.refuse(member.key, gang.failure, now=time.time())
         finally:
             # What the group's status said while it waited no longer holds: the next
             # session reports it again.
