@@ -174,7 +174,10 @@ class Binder:
         self.cache = watch.cache
         self.status = watch.status
         self.valid_for = valid_for
-        self.devices = ClaimWriter(api, watch, valid_for=valid_for, retry_seconds=retry_seconds)
+        # Through the binder's own `valid_for`, which tests replace.
+        self.devices = ClaimWriter(
+            api, watch, valid_for=lambda: self.valid_for(), retry_seconds=retry_seconds
+        )
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
         self.bind_timeout = bind_timeout
