@@ -26,6 +26,8 @@ from .conftest import PROJECT_CRDS, kube_controller_manager, start_control_plane
 from .faultproxy import Fault
 from .operator_support import (  # noqa: F401 (fixtures)
     BINDING_PATHS,
+    FAST_LEADER_ELECTION,
+    LEASE_PATHS,
     SchedulerAccounts,
     StartProxy,
     StartScheduler,
@@ -39,6 +41,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
+from .test_leader_fencing import GUARD, _audited, lease_acquired, stamp, written
 from .test_rbac import _account_token, _kubeconfig
 from tests.support import JSON, ClusterObjects, ControlPlane, Kube
 from tests.support.objects import (
@@ -675,3 +678,52 @@ def test_without_resourceclaims_binding_the_allocation_is_refused(dra: Dra, tmp_
     assert "allocation" not in (dra.read_claim("c").get("status") or {})
     assert placements(dra.kube, dra.namespace)["p"] is None
     dra.lone_pod_binds()
+
+
+def test_a_leader_cut_off_from_its_lease_writes_no_allocation_once_it_may_have_lost_it(
+    dra: Dra,
+    control_plane: ControlPlane,
+    scheduler_accounts: SchedulerAccounts,
+    start_proxy: StartProxy,
+) -> None:
+    """The leader's allocation writes fail (500) and sit in retry; it is cut off from its
+    lease and the standby takes over, allocates the claim and binds the pod. Once the
+    writes would go through, the deposed leader sends none: the API server carried out
+    no write of its after the standby took the lease, and the claim holds the one
+    allocation, reserved for the pod."""
+    [node_name] = dra.add_nodes(1)
+    dra.devices(node_name, *gpus(1))
+    dra.claim("c", exactly("gpu", dra.device_class()))
+    proxy = start_proxy()
+    elect = {
+        "leader_elect": True,
+        "lease_namespace": dra.namespace,
+        "extra_args": FAST_LEADER_ELECTION,
+    }
+    old = dra.start_scheduler(
+        kubeconfig=scheduler_accounts.kubeconfig("old-leader", server=proxy.url), **elect
+    )
+    eventually(lambda: old.metric("batchsched_leader") == 1, what="the first replica leading")
+    standby = dra.start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("standby"), **elect)
+    refused = proxy.fail(f"{claims_path('*', '*')}/status")
+    made = dra.pod("p", claim="c")
+    eventually(lambda: refused.paths, timeout=GUARD, what="the allocation in retry")
+    proxy.hang(LEASE_PATHS)
+    eventually(lambda: standby.metric("batchsched_leader") == 1, timeout=GUARD, what="takeover")
+    assert dra.bound("p") == {"p": node_name}
+    refused.release()
+    assert old.process is not None
+    process = old.process
+    eventually(lambda: process.poll() is not None, timeout=GUARD, what="the old leader exiting")
+
+    events = control_plane.audit_events()
+    taken = lease_acquired(events, dra.namespace, scheduler_accounts.username("standby"))
+    late = [
+        f"{e['verb']} {written(e['objectRef'])}"
+        for e in _audited(events, dra.namespace, scheduler_accounts.username("old-leader"))
+        if stamp(e["stageTimestamp"]) >= taken
+    ]
+    assert late == []
+    claim = dra.read_claim("c")
+    assert devices_of(claim) == ["gpu-0"]
+    assert claim["status"]["reservedFor"] == [consumer(made)]
