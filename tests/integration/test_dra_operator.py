@@ -27,7 +27,6 @@ from .faultproxy import Fault
 from .operator_support import (  # noqa: F401 (fixtures)
     BINDING_PATHS,
     FAST_LEADER_ELECTION,
-    LEASE_PATHS,
     SchedulerAccounts,
     StartProxy,
     StartScheduler,
@@ -41,7 +40,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_scheduler_fixture,
     unschedulable_message,
 )
-from .test_leader_fencing import GUARD, _audited, lease_acquired, stamp, written
+from .test_leader_fencing import GUARD, _audited, lease_acquired, paused, stamp, written
 from .test_rbac import _account_token, _kubeconfig
 from tests.support import JSON, ClusterObjects, ControlPlane, Kube
 from tests.support.objects import (
@@ -680,40 +679,45 @@ def test_without_resourceclaims_binding_the_allocation_is_refused(dra: Dra, tmp_
     dra.lone_pod_binds()
 
 
-def test_a_leader_cut_off_from_its_lease_writes_no_allocation_once_it_may_have_lost_it(
+def test_a_leader_paused_while_its_allocation_is_in_retry_writes_none_when_it_wakes(
     dra: Dra,
     control_plane: ControlPlane,
     scheduler_accounts: SchedulerAccounts,
     start_proxy: StartProxy,
 ) -> None:
-    """The leader's allocation writes fail (500) and sit in retry; it is cut off from its
-    lease and the standby takes over, allocates the claim and binds the pod. Once the
-    writes would go through, the deposed leader sends none: the API server carried out
-    no write of its after the standby took the lease, and the claim holds the one
-    allocation, reserved for the pod."""
+    """The leader's allocation write fails (500) and sits in retry; it is paused and the
+    standby takes over (its own allocation writes failing too), and the pod is deleted,
+    so the claim keeps the version the old write carries: its resourceVersion would not
+    stop it. Then the old leader's write would go through, and it wakes: it sends
+    none. The API server carried out no write of its after the standby took the lease,
+    and the claim is not allocated."""
     [node_name] = dra.add_nodes(1)
     dra.devices(node_name, *gpus(1))
     dra.claim("c", exactly("gpu", dra.device_class()))
-    proxy = start_proxy()
+    status = f"{claims_path('*', '*')}/status"
     elect = {
         "leader_elect": True,
         "lease_namespace": dra.namespace,
         "extra_args": FAST_LEADER_ELECTION,
     }
+    proxy, standby_proxy = start_proxy(), start_proxy()
     old = dra.start_scheduler(
         kubeconfig=scheduler_accounts.kubeconfig("old-leader", server=proxy.url), **elect
     )
     eventually(lambda: old.metric("batchsched_leader") == 1, what="the first replica leading")
-    standby = dra.start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("standby"), **elect)
-    refused = proxy.fail(f"{claims_path('*', '*')}/status")
-    made = dra.pod("p", claim="c")
+    standby = dra.start_scheduler(
+        kubeconfig=scheduler_accounts.kubeconfig("standby", server=standby_proxy.url), **elect
+    )
+    refused = proxy.fail(status)
+    standby_proxy.fail(status)
+    dra.pod("p", claim="c")
     eventually(lambda: refused.paths, timeout=GUARD, what="the allocation in retry")
-    proxy.hang(LEASE_PATHS)
-    eventually(lambda: standby.metric("batchsched_leader") == 1, timeout=GUARD, what="takeover")
-    assert dra.bound("p") == {"p": node_name}
-    refused.release()
-    assert old.process is not None
+    with paused(old):
+        eventually(lambda: standby.metric("batchsched_leader") == 1, timeout=GUARD, what="takeover")
+        dra.kube.delete(f"/api/v1/namespaces/{dra.namespace}/pods/p", grace_period_seconds=0)
+        refused.release()
     process = old.process
+    assert process is not None
     eventually(lambda: process.poll() is not None, timeout=GUARD, what="the old leader exiting")
 
     events = control_plane.audit_events()
@@ -724,6 +728,24 @@ def test_a_leader_cut_off_from_its_lease_writes_no_allocation_once_it_may_have_l
         if stamp(e["stageTimestamp"]) >= taken
     ]
     assert late == []
-    claim = dra.read_claim("c")
-    assert devices_of(claim) == ["gpu-0"]
-    assert claim["status"]["reservedFor"] == [consumer(made)]
+    assert not (dra.read_claim("c").get("status") or {}).get("allocation")
+
+
+def test_a_claim_made_for_another_pod_is_not_used(dra: Dra) -> None:
+    """B.13 1: a pod whose status names a claim owned by another pod waits, in
+    kube-scheduler's words, and the claim is left as it was."""
+    [node_name] = dra.add_nodes(1)
+    dra.devices(node_name, *gpus(1))
+    gpu = dra.device_class()
+    owner = dra.pod("owner", claim="unrelated")
+    theirs = resource_claim("theirs", exactly("gpu", gpu), owner_uid=owner["metadata"]["uid"])
+    theirs["metadata"]["ownerReferences"][0]["name"] = "owner"
+    dra.kube.create(theirs, dra.namespace)
+    dra.start_scheduler()
+    dra.pod("p", template="missing")  # no template: the controller makes no claim
+    named = [{"name": "gpu", "resourceClaimName": "theirs"}]
+    path = f"/api/v1/namespaces/{dra.namespace}/pods/p/status"
+    dra.kube.patch(path, {"status": {"resourceClaimStatuses": named}}).expect(200)
+    dra.waiting("p", f"ResourceClaim {dra.namespace}/theirs was not created for Pod")
+    assert not (dra.read_claim("theirs").get("status") or {}).get("allocation")
+    dra.lone_pod_binds()
