@@ -31,6 +31,7 @@ from batchsched.api.objects import (
     ContainerExtended,
     PodResourceClaim,
     Taint,
+    Task,
     Toleration,
 )
 from batchsched.api.quantity import parse_quantity
@@ -81,7 +82,11 @@ SLICE_READS = reads(
     ),
 )
 CLASS_READS = reads(
-    "DeviceClass", "metadata.creationTimestamp", "spec.selectors", "spec.extendedResourceName"
+    "DeviceClass",
+    "metadata.creationTimestamp",
+    "spec.selectors",
+    "spec.extendedResourceName",
+    "spec.config",
 )
 CLAIM_SPEC_FIELDS = ("devices.requests", "devices.constraints")
 RESOURCE_CLAIM_READS = reads(
@@ -190,14 +195,17 @@ class ResourceSlice:
 
 @dataclass(frozen=True, slots=True)
 class DeviceClass:
-    """Its selectors, and the extended resource it backs besides its implicit one; its
-    config goes to drivers."""
+    """Its selectors, the extended resource it backs besides its implicit one, and its
+    config, which allocation copies into a claim's status for the drivers (never read
+    here)."""
 
     name: str
     selectors: tuple[str, ...]
     extended_resource: str | None = None
     # metadata.creationTimestamp: the newest class stating an extendedResourceName wins it.
     created: float = 0.0
+    # spec.config entries as written (each an opaque driver configuration).
+    config: tuple[Obj, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,8 +334,6 @@ class Devices:
     taint_rules: dict[str, DeviceTaintRule] = field(default_factory=dict)
     # "Kind key" -> why the object could not be read.
     rejected: dict[str, str] = field(default_factory=dict)
-    # False where these kinds are not read at all (`batchsched run` so far).
-    read: bool = True
 
 
 def slice_from_object(obj: Obj) -> ResourceSlice:
@@ -554,6 +560,10 @@ def class_from_object(obj: Obj) -> DeviceClass:
     where = describe(obj, kind="DeviceClass")
     spec = mapping(obj.get("spec"), where=f"{where}.spec")
     extended = spec.get("extendedResourceName")
+    config = tuple(
+        mapping(entry, where=f"{where}.spec.config[{i}]")
+        for i, entry in enumerate(sequence(spec.get("config"), where=f"{where}.spec.config"))
+    )
     return DeviceClass(
         name=name,
         selectors=_selectors(spec.get("selectors"), where=f"{where}.spec.selectors"),
@@ -561,6 +571,7 @@ def class_from_object(obj: Obj) -> DeviceClass:
         if extended is None
         else _required(extended, where=f"{where}.spec.extendedResourceName"),
         created=creation_of(obj, default=0.0, kind="DeviceClass"),
+        config=config,
     )
 
 
@@ -913,6 +924,15 @@ def pod_resource_claims(spec: Obj, status: Obj, *, where: str) -> tuple[PodResou
             )
         )
     return tuple(claims)
+
+
+def claim_keys(task: Task, *, extended: bool = True) -> list[str]:
+    """The keys ("ns/name") of the ResourceClaims a pod uses (those created), with the
+    one made for its extended resources unless `extended` is False."""
+    keys = [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]
+    if extended and task.extended_claim:
+        keys.append(f"{task.namespace}/{task.extended_claim}")
+    return keys
 
 
 def _required(value: object, *, where: str) -> str:

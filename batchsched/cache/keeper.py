@@ -304,7 +304,6 @@ class _State:
                 templates=dict(cache.claim_templates),
                 taint_rules=dict(cache.device_taint_rules),
                 rejected=dict(cache.rejected_devices),
-                read=cache.devices_read,
             ),
         )
 

@@ -33,6 +33,7 @@ from batchsched.api.dra import (
     Devices,
     ExtendedMapping,
     ResourceClaim,
+    claim_keys,
     extended_claim,
     extended_resource_classes,
 )
@@ -56,10 +57,6 @@ from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 log = logging.getLogger(__name__)
 
 NOT_CREATED = "ResourceClaim not created yet"
-NOT_READ = (
-    "spec.resourceClaims is not supported yet by batchsched run (claims are allocated in "
-    "batchsched simulate)"
-)
 CANNOT_ALLOCATE = "cannot allocate all claims"
 # The claim for a pod's extended resources backed by devices is named from the pod:
 # `<pod><suffix>` here, the prefix of the name the API server generates for it.
@@ -440,8 +437,6 @@ class DeviceClaims(CheckedFilter):
         return resolved
 
     def _resolve(self, pod: Task) -> _PodClaims | str:
-        if not self.devices.read:
-            return NOT_READ
         keys: list[str] = []
         pending: list[Pending] = []
         for ref in pod.resource_claims:
@@ -708,15 +703,6 @@ def _backed_asks(pod: Task, backed: Mapping[str, str]) -> list[str]:
     if not pod.extended or not backed:
         return []
     return sorted(n for n in backed if pod.request.get(n, 0) > 0)
-
-
-def claim_keys(task: Task) -> list[str]:
-    """The keys of the ResourceClaims a pod uses (those created), the one made for its
-    extended resources included."""
-    keys = [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]
-    if task.extended_claim:
-        keys.append(f"{task.namespace}/{task.extended_claim}")
-    return keys
 
 
 class Diagnosis:

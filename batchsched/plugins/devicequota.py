@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
-from batchsched.api.dra import ALL, ClaimRequest, Devices, ResourceClaim
+from batchsched.api.dra import ALL, ClaimRequest, Devices, ResourceClaim, claim_keys
 from batchsched.api.objects import Queue, Task
 from batchsched.api.queues import DEVICE_CLASS_QUOTA, is_device_class_quota
 from batchsched.model.snapshot import Snapshot
@@ -51,7 +51,7 @@ class DeviceQuota:
         """The pod is placed in the queue (+1) or leaves it (-1)."""
         if not self.bounded:
             return
-        for key in _claim_keys(task):
+        for key in claim_keys(task, extended=False):
             for name in self.lineage[queue]:
                 refs = self.refs[name]
                 before = refs.get(key, 0)
@@ -80,7 +80,7 @@ class DeviceQuota:
             adding: Amounts = {}
             seen: set[str] = set()
             for task in tasks:
-                for key in _claim_keys(task):
+                for key in claim_keys(task, extended=False):
                     if key in seen or self.refs[name].get(key):
                         continue
                     seen.add(key)
@@ -119,10 +119,6 @@ def _device_keys(queue: Queue) -> Amounts:
     return {
         name: amount for name, amount in queue.capability.items() if is_device_class_quota(name)
     }
-
-
-def _claim_keys(task: Task) -> list[str]:
-    return [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]
 
 
 def _amounts(claim: ResourceClaim) -> Amounts | str:

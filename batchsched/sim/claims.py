@@ -26,6 +26,7 @@ from batchsched.api.dra import (
     Allocation,
     ClaimSpec,
     ResourceClaim,
+    claim_keys,
 )
 from batchsched.api.meta import Obj, describe, mapping, name_of, namespace_of, sequence
 from batchsched.api.objects import Task
@@ -136,7 +137,7 @@ def write_allocations(
                 reserved_for=(task.uid,),
                 controller=task.uid,
             )
-    for key in _keys(task):
+    for key in claim_keys(task):
         claim = cache.resource_claims.get(key)
         if claim is None:
             continue
@@ -163,7 +164,7 @@ def release(cache: ClusterCache, task: Task) -> None:
     deleted with it."""
     if task.extended_claim:
         cache.resource_claims.pop(f"{task.namespace}/{task.extended_claim}", None)
-    for key in _keys(task):
+    for key in claim_keys(task):
         claim = cache.resource_claims.get(key)
         if claim is None or task.uid not in claim.reserved_for:
             continue
@@ -175,7 +176,3 @@ def _cleared(claim: ResourceClaim, reserved: tuple[str, ...]) -> ResourceClaim:
     return dataclasses.replace(
         claim, reserved_for=reserved, allocation=claim.allocation if reserved else None
     )
-
-
-def _keys(task: Task) -> list[str]:
-    return [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]
