@@ -11,8 +11,8 @@ stderr.
 Each seed draws one workload (bench/topology_workload.py: gangs of 1 to 16 pods of 1
 to 8 GPUs arriving at random and running for a random time), run three ways through
 `batchsched simulate`'s simulator with the same scheduler configuration: no gang asks
-for a domain (today), every gang of 2 or more pods asks `networkTopology` soft, or hard,
-each with `highestTierAllowed` the lowest tier (rack, else spine) that holds its GPUs.
+for a domain (today), every gang of 2 or more pods asks `networkTopology` soft, or hard
+with `highestTierAllowed` the lowest tier (rack, else spine) that holds its GPUs.
 The domains come from the HyperNodes (rack over the nodes' rack label, spine over its
 racks), as Volcano users describe them. The figures are taken over the arrivals' span.
 """

@@ -9,11 +9,11 @@ is set so that the GPU-seconds asked are `load` times what the cluster holds ove
 arrivals. Every gang is a Volcano PodGroup (minMember its size) in a Volcano Queue, its
 pods joined by Volcano's annotation, so both schedulers read the same objects.
 
-A gang asks one of three ways (`Ask`): nothing (today's placement), or
-`networkTopology` soft or hard with `highestTierAllowed` the lowest tier whose domains
-are big enough for it (1, a rack, when its GPUs fit in one; else 2, a spine). Big
-enough is counted in GPUs alone: every pod's CPU and memory are sized so that a node's
-GPUs, not its CPU, run out first.
+A gang of 2 or more pods asks one of three ways (`Ask`): nothing (today's placement),
+`networkTopology` soft (no tier limit, as Volcano's guide writes it), or hard with
+`highestTierAllowed` the lowest tier whose domains are big enough for it (1, a rack,
+when its GPUs fit in one; else 2, a spine). Big enough is counted in GPUs alone: every
+pod's CPU and memory are sized so that a node's GPUs, not its CPU, run out first.
 
 `measure` turns where and when each pod ran into the figures the benches report.
 """
@@ -138,6 +138,10 @@ def network_topology(cluster: Cluster, gang: Gang, ask: Ask) -> dict[str, Any] |
     tier = tier_for(cluster, gang)
     if ask is Ask.OFF or gang.pods == 1 or tier > 2:
         return None
+    if ask is Ask.SOFT:
+        # Volcano's guide: highestTierAllowed is not needed with soft; the lowest tier
+        # that holds the gang, else the next, else anywhere.
+        return {"mode": str(ask)}
     return {"mode": str(ask), "highestTierAllowed": tier}
 
 
