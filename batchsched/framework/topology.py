@@ -173,17 +173,17 @@ class TopologyPlanner:
         if not columns.size:
             return first
         rows = np.flatnonzero(tied)
-        keys = []
         for tier, used in zip(self.tiers, self._domain_used(), strict=True):
-            binned = self._bins(tier)
             total = self._domain_total(tier)
             share = (used[:, columns] / np.maximum(total[:, columns], 1)).mean(axis=1)
             # The extra bin holds the nodes in no domain of the tier: they come last.
             share[-1] = -1.0
-            keys.append(-share[binned[rows]])
-        # lexsort's last key sorts first: the lowest tier decides, then the next, then
-        # the lowest index.
-        return int(rows[np.lexsort((rows, *reversed(keys)))[0]])
+            held = share[self._bins(tier)[rows]]
+            rows = rows[held == held.max()]
+            if rows.size == 1:
+                break
+        # Rows stay in ascending order: the lowest index among the fullest.
+        return int(rows[0])
 
     def _bins(self, tier: Tier) -> IntArray:
         """The tier's ids with the nodes of no domain in an extra last bin."""
