@@ -175,7 +175,7 @@ class Phase:
 
 
 def start_scheduler(
-    scheduler: str, plane: ControlPlane, scratch: Path, vc_scheduler: Path
+    scheduler: str, plane: ControlPlane, scratch: Path, vc_scheduler: Path | None
 ) -> subprocess.Popen[bytes]:
     log = scratch / f"{scheduler}.log"
     if scheduler == SCHEDULER:
@@ -185,6 +185,7 @@ def start_scheduler(
         process = spawn(argv, log)
         ready = "cache synced"
     else:
+        assert vc_scheduler is not None
         conf = scratch / "volcano-scheduler.conf"
         conf.write_text(yaml.safe_dump(VOLCANO_CONFIG))
         argv = [
@@ -249,11 +250,11 @@ def main() -> None:
     cluster = Cluster(args.spines, args.racks_per_spine, args.nodes_per_rack)
     names = {"batchsched": SCHEDULER, "volcano": VOLCANO_SCHEDULER}
     schedulers = [names[s] for s in args.schedulers.split(",")]
-    vc_scheduler = built("vc-scheduler.sh", "vc-scheduler")
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in args.schedulers.split(",")}
+    vc_scheduler = built("vc-scheduler.sh", "vc-scheduler") if "volcano" in runs else None
     controller = built("vc-controller-manager.sh", "vc-controller-manager")
     crds = load_manifests(REPO / "crds") + peer_crds("volcano")
     rack_of = {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in nodes(cluster)}
-    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in args.schedulers.split(",")}
     started = time.perf_counter()
     with (
         ControlPlane.start(find_assets(), crds=crds) as plane,

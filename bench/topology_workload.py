@@ -218,6 +218,9 @@ def gang_objects(
         )
         for i in range(gang.pods)
     ]
+    for member in members:
+        # The API server wants the limit of an extended resource, equal to its request.
+        member["spec"]["containers"][0]["resources"]["limits"] = {GPU: requests[GPU]}
     return [group, *members]
 
 
