@@ -412,6 +412,9 @@ class Session:
         best = int(scores.argmax())
         if scores[best] < 0:
             return None
+        if self.within is not None:
+            # Already inside the domain its gang asked for: the nodes are ranked alike.
+            return best
         return self.topology.fullest(task, scores == scores[best], best)
 
     def _normalized(self, task: TaskInfo, scores: IntArray) -> IntArray:
