@@ -200,7 +200,9 @@ def start_scheduler(
             "-v=2",
         ]
         process = spawn(argv, log)
-        ready = "Start scheduling"
+        # Logged once its configuration is read; it then lists the cluster, which the
+        # first phase's arrivals wait for as any pod would.
+        ready = "Finished loading scheduler config"
     deadline = time.monotonic() + 120
     while ready not in log.read_text(errors="replace"):
         if process.poll() is not None or time.monotonic() > deadline:
@@ -246,6 +248,7 @@ def main() -> None:
     parser.add_argument("--asks", default="off,soft,hard")
     parser.add_argument("--schedulers", default="batchsched,volcano")
     parser.add_argument("--scale", type=float, default=240.0)
+    parser.add_argument("--log-dir", help="keep the schedulers' logs there (default: deleted)")
     args = parser.parse_args()
     cluster = Cluster(args.spines, args.racks_per_spine, args.nodes_per_rack)
     names = {"batchsched": SCHEDULER, "volcano": VOLCANO_SCHEDULER}
