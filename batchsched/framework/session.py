@@ -199,7 +199,9 @@ class Session:
         self.gpu = GpuCards(snapshot, self.requested)
         # The domains gangs asking for one are tried in; while one is tried, `within`
         # holds its nodes and no node outside it is chosen.
-        self.topology = TopologyPlanner(snapshot, self.requested, self.free, topology_tiers)
+        self.topology = TopologyPlanner(
+            snapshot, self.requested, self.free, topology_tiers, self.touched
+        )
         self.within: BoolArray | None = None
         # Filters in the order they explain a node (see explain); the card filter, which
         # no configuration may leave out, comes after the plugins' (set up below).
@@ -424,7 +426,12 @@ class Session:
         if self.normalized_scorers.callbacks:
             scores = self._normalized(task, scores)
         best = int(scores.argmax())
-        return best if scores[best] >= 0 else None
+        if scores[best] < 0:
+            return None
+        if self.within is not None:
+            # Already inside the domain its gang asked for: the nodes are ranked alike.
+            return best
+        return self.topology.fullest(task, scores == scores[best], best)
 
     def _normalized(self, task: TaskInfo, scores: IntArray) -> IntArray:
         """`scores` (-1 where the task does not fit) plus each normalized scorer's."""

@@ -105,6 +105,7 @@ class TopologyPlanner:
         requested: IntArray,
         free: IntArray,
         label_tiers: Sequence[LabelTier] = (),
+        touched: list[int] | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.topology = snapshot.topology
@@ -113,6 +114,12 @@ class TopologyPlanner:
         # The session's own arrays, changed in place as it places pods.
         self.requested, self.free = requested, free
         self.label_tiers = tuple(label_tiers)
+        # The session's list of nodes whose requests changed, appended as it places and
+        # undoes pods; the domain sums `fullest` ranks by follow it.
+        self.touched = [] if touched is None else touched
+        self._used: list[FloatArray] | None = None
+        self._synced = requested
+        self._seen = 0
         # Per tier's ids and resource columns: allocatable summed per domain; and per
         # tier's ids, the ids with the nodes of no domain in an extra one.
         self._totals: dict[tuple[int, bytes], FloatArray] = {}
@@ -240,6 +247,63 @@ class TopologyPlanner:
                 return Domain(tier, int(held[0]), tier.ids)
         return None
 
+    def fullest(self, task: TaskInfo, tied: BoolArray, first: int) -> int:
+        """Of the nodes tied for the best score, one in the fullest domain (of the
+        lowest tier, then the next; by the share of the resources the task asks that
+        is requested there), `first` when all are alike or no tiers are known: a pod
+        that could go to either fills the domain already in use and leaves whole
+        domains to the gangs that ask for one, as Volcano's HyperNode binpack does for
+        pods that ask for none."""
+        if not self.tiers or np.count_nonzero(tied) < 2:
+            return first
+        columns = np.flatnonzero(task.vec > 0)
+        if not columns.size:
+            return first
+        rows = np.flatnonzero(tied)
+        for tier, used in zip(self.tiers, self._domain_used(), strict=True):
+            total = self._domain_total(tier)
+            share = (used[:, columns] / np.maximum(total[:, columns], 1)).mean(axis=1)
+            # The extra bin holds the nodes in no domain of the tier: they come last.
+            share[-1] = -1.0
+            held = share[self._bins(tier)[rows]]
+            rows = rows[held == held.max()]
+            if rows.size == 1:
+                break
+        # Rows stay in ascending order: the lowest index among the fullest.
+        return int(rows[0])
+
+    def _bins(self, tier: Tier) -> IntArray:
+        """The tier's ids with the nodes of no domain in an extra last bin."""
+        binned = self._binned.get(id(tier.ids))
+        if binned is None:
+            binned = np.where(tier.ids == NO_DOMAIN, len(tier.domains), tier.ids)
+            self._binned[id(tier.ids)] = binned
+        return binned
+
+    def _domain_total(self, tier: Tier) -> FloatArray:
+        """Allocatable summed per domain (and the extra bin), every resource column."""
+        key = (id(tier.ids), b"all")
+        total = self._totals.get(key)
+        if total is None:
+            total = self._totals[key] = _per_bin(tier, self._bins(tier), self.allocatable)
+        return total
+
+    def _domain_used(self) -> list[FloatArray]:
+        """Requests summed per domain of each tier, kept current from the nodes the
+        session changed since the last call (`touched`) instead of summed afresh."""
+        if self._used is None:
+            self._used = [_per_bin(t, self._bins(t), self.requested) for t in self.tiers]
+            self._synced = self.requested.copy()
+            self._seen = len(self.touched)
+        elif self._seen < len(self.touched):
+            nodes = np.unique(np.array(self.touched[self._seen :], dtype=np.int64))
+            self._seen = len(self.touched)
+            delta = self.requested[nodes] - self._synced[nodes]
+            self._synced[nodes] = self.requested[nodes]
+            for tier, used in zip(self.tiers, self._used, strict=True):
+                np.add.at(used, self._bins(tier)[nodes], delta)
+        return self._used
+
     def tier_names(self, ask: TopologyAsk) -> str:
         """The tiers whose domains the ask may take, lowest first, for waiting reasons."""
         tiers, _ = self._tiers(ask)
@@ -312,11 +376,7 @@ class TopologyPlanner:
         else:
             candidates = np.arange(count)
         # Nodes in no domain are counted in one extra bin, left out of every sum.
-        binned = self._binned.get(id(ids)) if within is None else None
-        if binned is None:
-            binned = np.where(ids == NO_DOMAIN, count, ids)
-            if within is None:
-                self._binned[id(ids)] = binned
+        binned = self._bins(tier) if within is None else np.where(ids == NO_DOMAIN, count, ids)
         if need is None:
             need = np.zeros(self.free.shape[1], dtype=np.int64)
         columns = np.flatnonzero(need > 0)
@@ -443,3 +503,11 @@ def _podsets(plan: Plan, tasks: Sequence[TaskInfo], running: Sequence[Task]) -> 
 
 def _by_name(member: tuple[Task, TaskInfo | None]) -> str:
     return member[0].name
+
+
+def _per_bin(tier: Tier, binned: IntArray, values: IntArray) -> FloatArray:
+    """`values` (node x column) summed per domain of the tier, and in a last row over
+    the nodes in none."""
+    bins = len(tier.domains) + 1
+    sums = [np.bincount(binned, values[:, c], bins) for c in range(values.shape[1])]
+    return np.stack(sums, axis=1) if sums else np.zeros((bins, 0))

@@ -156,6 +156,34 @@ def test_fuller_rack_first(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert domains_of(result, "default/g-") == {"r2"}
 
 
+def test_pod_asking_no_domain_fills_the_fuller_rack_among_equal_nodes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Empty nodes score alike; a pod that asks for no domain takes one in the rack
+    already in use, leaving rack r1 whole for a gang that needs a rack; then a gang
+    of 2 asking for one rack finds it."""
+    objects = [*racks({"r1": 2, "r2": 2}), pod("busy", {"cpu": "4"}, node_name="r2-0")]
+    objects.append(pod("lone", {"cpu": "2"}))
+    result = run(capsys, tmp_path, objects, RACK_TIERS)
+    assert result.pods["default/lone"]["node"] == "r2-1"
+    objects += gang("g", 2, requests={"cpu": "4"}, networkTopology={"highestTierAllowed": 1})
+    result = run(capsys, tmp_path, objects, RACK_TIERS)
+    assert domains_of(result, "default/g-") == {"r1"}
+
+
+def test_fuller_rack_counts_pods_placed_earlier_in_the_session(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """r2 is the fuller rack when the session starts; once pod a is placed in r1 (its
+    node selector sends it there), r1 is, and pod b, free to go anywhere, follows it."""
+    objects = [*racks({"r1": 3, "r2": 3}), pod("busy", {"cpu": "1"}, node_name="r2-0")]
+    objects.append(pod("a", {"cpu": "4"}, spec={"nodeSelector": {RACK: "r1"}}))
+    objects.append(pod("b", {"cpu": "4"}))
+    result = run(capsys, tmp_path, objects, RACK_TIERS)
+    assert result.pods["default/a"]["node"] == "r1-0"
+    assert result.pods["default/b"]["node"] == "r1-1"
+
+
 def test_nodes_without_the_label_are_never_used(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -1,0 +1,178 @@
+"""Placement quality of topology-aware gang placement, in the simulator.
+
+Usage: python -m bench.topology_quality [--spines 2] [--racks-per-spine 4]
+           [--nodes-per-rack 8] [--gangs 400] [--load 1.0] [--seeds 1-5]
+           [--asks off,soft,hard] [--workers 2] [--config examples/config/binpack.yaml]
+Prints one JSON object: every run (ask, seed) with its figures (bench/topology_workload.py
+says what each means), then per ask the median, min and max over the seeds, and per
+seed the difference to today's placement (ask `off`) in GPU allocation. A table goes to
+stderr.
+
+Each seed draws one workload (bench/topology_workload.py: gangs of 1 to 16 pods of 1
+to 8 GPUs arriving at random and running for a random time), run three ways through
+`batchsched simulate`'s simulator with the same scheduler configuration: no gang asks
+for a domain (today), every gang of 2 or more pods asks `networkTopology` soft, or hard
+with `highestTierAllowed` the lowest tier (rack, else spine) that holds its GPUs.
+The domains come from the HyperNodes (rack over the nodes' rack label, spine over its
+racks), as Volcano users describe them. The figures are taken over the arrivals' span.
+"""
+
+import argparse
+import json
+import random
+import sys
+import time
+from multiprocessing import Pool
+from pathlib import Path
+from typing import Any
+
+from batchsched.config.load import read_config
+from batchsched.sim.simulator import simulate
+
+from bench.replay import seeds
+from bench.topology_workload import (
+    RACK_LABEL,
+    Ask,
+    Cluster,
+    Gang,
+    Run,
+    gang_objects,
+    gangs,
+    hypernodes,
+    measure,
+    nodes,
+    queues,
+    spread,
+)
+
+CONFIG = Path(__file__).resolve().parents[1] / "examples" / "config" / "binpack.yaml"
+# When the simulated cluster's clock starts (any fixed instant will do).
+EPOCH = 1_700_000_000.0
+SHOWN = ("one_rack_share", "mean_racks", "gpu_allocation", "gangs_per_hour", "wait_p50", "wait_p90")
+
+
+def simulate_run(
+    cluster: Cluster, workload: list[Gang], ask: Ask, config_path: str
+) -> tuple[Run, float]:
+    """The workload through the simulator; where and when each pod ran, and the CPU
+    seconds its sessions took."""
+    config = read_config(config_path)
+    objects: list[dict[str, Any]] = [*nodes(cluster), *hypernodes(cluster), *queues()]
+    for gang in workload:
+        objects += gang_objects(
+            cluster,
+            gang,
+            ask,
+            scheduler=config.scheduler_name,
+            created=EPOCH + gang.arrival,
+            duration=True,
+        )
+    sim = simulate(objects, config)
+    tasks = sim.cache.tasks
+    placed = {tasks[key].name: str(tasks[key].node_name) for key in sim.bound_at}
+    started = {tasks[key].name: at for key, at in sim.bound_at.items()}
+    ended = {tasks[key].name: sim.finished_at.get(key) for key in sim.bound_at}
+    # The simulator counts from the first arrival, which is the workload's 0.
+    until = max(g.arrival for g in workload)
+    return Run(placed, started, ended, until), sim.elapsed_seconds
+
+
+def one(job: tuple[Cluster, int, int, float, Ask, str]) -> dict[str, Any]:
+    cluster, seed, count, load, ask, config = job
+    workload = gangs(cluster, count, load, random.Random(seed))
+    started = time.perf_counter()
+    run, session_seconds = simulate_run(cluster, workload, ask, config)
+    rack_of = {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in nodes(cluster)}
+    return {
+        "ask": str(ask),
+        "seed": seed,
+        **measure(cluster, workload, run, rack_of),
+        "session_seconds": round(session_seconds, 2),
+        "elapsed_seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per ask, each figure's median and range over the seeds; and per seed, the GPU
+    allocation and one-rack share against today's (`off`) on the same workload."""
+    asks = list(dict.fromkeys(r["ask"] for r in runs))
+    figures = [k for k in runs[0] if k not in ("ask", "seed")]
+    per_ask = {
+        ask: {f: spread(r[f] for r in runs if r["ask"] == ask) for f in figures} for ask in asks
+    }
+    today = {r["seed"]: r for r in runs if r["ask"] == Ask.OFF}
+    against: dict[str, Any] = {}
+    for ask in asks:
+        if ask == Ask.OFF or not today:
+            continue
+        mine = [r for r in runs if r["ask"] == ask and r["seed"] in today]
+        against[ask] = {
+            "gpu_allocation_points": spread(
+                r["gpu_allocation"] - today[r["seed"]]["gpu_allocation"] for r in mine
+            ),
+            "wait_p50_seconds": spread(
+                r["wait_p50"] - today[r["seed"]]["wait_p50"]
+                for r in mine
+                if r["wait_p50"] is not None
+            ),
+        }
+    return {"per_ask": per_ask, "against_today": against}
+
+
+def table(summary: dict[str, Any]) -> str:
+    def cell(value: dict[str, float] | None) -> str:
+        if value is None:
+            return "-"
+        return f"{value['median']:g} ({value['min']:g}-{value['max']:g})"
+
+    lines = [f"{'ASK':<6}" + "".join(f"{f:>26}" for f in SHOWN)]
+    for ask, figures in summary["per_ask"].items():
+        lines.append(f"{ask:<6}" + "".join(f"{cell(figures[f]):>26}" for f in SHOWN))
+    for ask, diff in summary["against_today"].items():
+        lines.append(f"{ask} - off, GPU allocation points: {cell(diff['gpu_allocation_points'])}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spines", type=int, default=2)
+    parser.add_argument("--racks-per-spine", type=int, default=4)
+    parser.add_argument("--nodes-per-rack", type=int, default=8)
+    parser.add_argument("--gangs", type=int, default=400)
+    parser.add_argument("--load", type=float, default=1.0)
+    parser.add_argument("--seeds", default="1-5", help="a range 1-5 or a list 1,2")
+    parser.add_argument("--asks", default="off,soft,hard")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--config", default=str(CONFIG))
+    args = parser.parse_args()
+    cluster = Cluster(args.spines, args.racks_per_spine, args.nodes_per_rack)
+    asks = [Ask(a) for a in args.asks.split(",")]
+    jobs = [
+        (cluster, seed, args.gangs, args.load, ask, args.config)
+        for seed in seeds(args.seeds)
+        for ask in asks
+    ]
+    started = time.perf_counter()
+    with Pool(args.workers) as pool:
+        runs = pool.map(one, jobs, chunksize=1)
+    summary = summarise(runs)
+    print(table(summary), file=sys.stderr)
+    report = {
+        "cluster": {
+            "spines": cluster.spines,
+            "racks_per_spine": cluster.racks_per_spine,
+            "nodes_per_rack": cluster.nodes_per_rack,
+            "gpus": cluster.gpus,
+        },
+        "gangs": args.gangs,
+        "load": args.load,
+        "config": args.config,
+        "summary": summary,
+        "runs": runs,
+        "elapsed_seconds": round(time.perf_counter() - started, 1),
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
