@@ -195,7 +195,8 @@ def test_a_case_file_replays_the_steps_in_order() -> None:
     objects = list(yaml.safe_load_all(text))
     stamps = [o["metadata"].get("creationTimestamp") for o in objects[1:]]
     assert stamps == sorted(stamps)
-    assert len({*stamps}) == len(scenario.steps) + 1
+    # The nodes and bound pods at once, then each object of a step after the one before.
+    assert len({*stamps}) == sum(len(step) for step in scenario.steps) + 1
     assert all(
         o["spec"]["schedulerName"] in (OURS.scheduler, UNSERVED)
         for o in objects
@@ -251,6 +252,20 @@ def test_the_simulator_gives_the_state_after_each_step() -> None:
         {"a": 2, "b": 0},
         {"a": 2, "b": 1},
     ]
+
+
+def test_the_simulator_is_given_a_steps_objects_one_after_the_other() -> None:
+    """As the run creates them, and as the operator may decide between two of them: a
+    gang already placed takes two new members before a pod of another scheduler comes
+    in the same step, and only then is the group refused."""
+    gang = Group("a", 2, mixed=True)
+    placed = (one("a-bound-0", "a", "n0"), one("a-bound-1", "a", "n0"))
+    odd = member("a-2", "a", {"cpu": "1"}, scheduler=UNSERVED)
+    joining = (one("a-0", "a"), one("a-1", "a"), odd, one("a-3", "a"))
+    scenario = Scenario(
+        0, (node("n0", cpu="4"),), placed, ((native_group(gang),), joining), (gang,)
+    )
+    assert [state["a"].bound for state in simulated(scenario).states] == [2, 4]
 
 
 def test_most_scenarios_ask_the_same_cpu_of_every_pod() -> None:
