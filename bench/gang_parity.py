@@ -3,7 +3,7 @@
 The gangs are Kubernetes' own (scheduling.k8s.io/v1alpha2 PodGroups), and kube-scheduler
 schedules them with its GangScheduling plugin.
 
-Usage: python -m bench.gang_parity [--scenarios 500] [--seed 1] [--out gang-cases]
+Usage: python -m bench.gang_parity [--scenarios 500] [--seed 1] [--first 0] [--out gang-cases]
                                    [--only INDEX] [--settle 0.5] [--parallel 4]
 Needs KUBEBUILDER_ASSETS holding etcd, kube-apiserver and kube-scheduler:
     bash hack/envtest.sh && export KUBEBUILDER_ASSETS=$(bash hack/kube-scheduler.sh)
@@ -71,6 +71,7 @@ from bench.parity import (
     SCHEDULER_BINARY,
     create_node,
     report,
+    scenario_indices,
     scenario_parser,
     scenario_rng,
 )
@@ -328,7 +329,7 @@ def run(args: argparse.Namespace) -> JSON:
     assets = find_assets()
     binary = component_binary(assets, SCHEDULER_BINARY)
     started = time.monotonic()
-    indices = [args.only] if args.only is not None else list(range(args.scenarios))
+    indices = scenario_indices(args)
     results: list[Result] = []
     # Scenarios left out because a step was not answered in time, and why.
     timed_out: list[str] = []
@@ -418,6 +419,7 @@ def summary(
     return {
         "scenarios": len(results),
         "seed": args.seed,
+        "first": args.first,
         "groups": groups,
         "steps": sum(len(r.scenario.steps) for r in results),
         "kube_scheduler": side([(r.scenario, r.kube) for r in results]),
