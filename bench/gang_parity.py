@@ -58,6 +58,7 @@ from bench.gang_scenarios import (
     Side,
     State,
     barrier,
+    bound_before,
     case_yaml,
     disagreement,
     generate,
@@ -110,9 +111,16 @@ SCHEDULER_CONFIG: JSON = {
 # Causes of a disagreement: a group with a pod naming a scheduler nobody serves is
 # refused whole by batchsched, while kube-scheduler does not see that pod.
 MIXED = "mixed scheduler names"
+# Or a gang whose minCount members were bound before its PodGroup came, and which
+# only differs by its condition: batchsched writes PodGroupScheduled=True once it sees
+# them, kube-scheduler writes nothing until a cycle of its own for the group, and False
+# when members that come later do not fit.
+STARTED_BEFORE = "gang started before its PodGroup"
 # Or in a scenario whose pods ask for different CPUs, where the two schedulers' node
 # scoring leaves different room for later pods (gang_scenarios.generate).
 SIZES = "pods of different sizes"
+# The causes docs/conformance.md explains, where batchsched's answer is kept.
+EXPLAINED = (MIXED, STARTED_BEFORE)
 UNKNOWN = "other"
 # How much longer than --settle a disagreement is given when it is run again: several
 # backoffs of kube-scheduler's (parity's factor, 10, would take minutes a scenario).
@@ -447,6 +455,13 @@ def cause(scenario: Scenario, finding: Finding) -> str:
     group = next((g for g in scenario.groups if g.name == finding.group), None)
     if group is not None and group.mixed:
         return MIXED
+    if (
+        group is not None
+        and finding.bound_alike
+        and group.min_count is not None
+        and bound_before(scenario, group) >= group.min_count
+    ):
+        return STARTED_BEFORE
     return UNKNOWN if scenario.uniform else SIZES
 
 

@@ -336,6 +336,8 @@ class Finding:
 
     group: str
     text: str
+    # Both had as many of the group's pods bound: only the condition differs.
+    bound_alike: bool = False
 
     def __str__(self) -> str:
         return self.text
@@ -363,7 +365,7 @@ def disagreement(
             text = (
                 f"after step {step}, {what}: {names[0]} bound {_state(a)}, {names[1]} {_state(b)}"
             )
-            return Finding(name, text)
+            return Finding(name, text, bound_alike=a.bound == b.bound)
     return None
 
 
@@ -372,7 +374,7 @@ def violations(scenario: Scenario, run: Run) -> list[str]:
     never created with more pods bound than before, a gang with more bound than before
     but fewer than minCount, a group with fewer bound than before."""
     found = []
-    earlier = {g.name: sum(group_of(p) == g.name for p in scenario.bound) for g in scenario.groups}
+    earlier = {g.name: bound_before(scenario, g) for g in scenario.groups}
     for step, state in enumerate(run.states):
         for group in scenario.groups:
             bound = state.get(group.name, GroupState(0, None)).bound
@@ -383,6 +385,11 @@ def violations(scenario: Scenario, run: Run) -> list[str]:
                 found.append(f"{where}: {bound} bound, {was} before")
             earlier[group.name] = bound
     return found
+
+
+def bound_before(scenario: Scenario, group: Group) -> int:
+    """The group's members bound when the scenario starts."""
+    return sum(group_of(p) == group.name for p in scenario.bound)
 
 
 def group_of(obj: Mapping[str, object]) -> str:
