@@ -127,6 +127,8 @@ UNKNOWN = "other"
 CONFIRM_FACTOR = 3
 # The longest either scheduler may take to answer a barrier, or to go quiet after it.
 STEP_TIMEOUT = 60.0
+# The longest batchsched run may take to fill its cache: on a busy machine, minutes.
+SYNC_TIMEOUT = 300.0
 # Each poll reads a namespace's pods and PodGroups over new connections: often enough
 # for a barrier's answer, seldom enough to leave the API server to the schedulers.
 POLL_SECONDS = 0.2
@@ -319,7 +321,7 @@ def schedulers(plane: ControlPlane, binary: Path, parallel: int) -> Iterator[Sid
         sides = Sides(SideRunner(kube, KUBE, lambda: None), SideRunner(kube, OURS, alive), parallel)
         try:
             # The probe's PodGroup comes through the operator's watch, not its first list.
-            deadline = time.monotonic() + STEP_TIMEOUT
+            deadline = time.monotonic() + SYNC_TIMEOUT
             while "cache synced" not in log.read_text(errors="replace"):
                 alive()
                 if time.monotonic() > deadline:

@@ -296,6 +296,29 @@ def test_a_group_whose_pods_name_different_schedulers_binds_none(
     assert not any(placements(kube, namespace)[n] for n in ("ours", "theirs"))
 
 
+def test_members_placed_before_a_pod_of_another_scheduler_joins_stay_and_the_rest_wait(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    """The order objects arrive in decides, as in the simulator
+    (tests/sim/test_native_groups.py, the same objects): a member joining the running
+    gang is placed before the pod of another scheduler comes; once it has, the next
+    member waits, naming the field, and what was placed stays."""
+    cluster.scheduling(2)
+    create(kube, namespace, native_pod_group("g", 2))
+    for name in ("g-0", "g-1"):
+        create(kube, namespace, member(name, "g", CPU))
+    bound(kube, namespace, ["g-0", "g-1"])
+    create(kube, namespace, member("g-2", "g", CPU))
+    placed = bound(kube, namespace, ["g-0", "g-1", "g-2"])
+    create(kube, namespace, member("theirs", "g", CPU, scheduler="default-scheduler"))
+    create(kube, namespace, member("g-3", "g", CPU))
+    waiting_with(kube, namespace, ["g-3"], "PodGroup ")
+    assert "spec.schedulerName" in (unschedulable_message(pods(kube, namespace)["g-3"]) or "")
+    lone_pod_binds(kube, namespace)
+    assert {n: placements(kube, namespace)[n] for n in placed} == placed
+    assert shown(kube, namespace, "g", "True")["reason"] == "Scheduled"
+
+
 def test_a_podgroup_deleted_while_its_pods_run_leaves_them_and_the_rest_scheduled(
     kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
