@@ -4,7 +4,7 @@ The gangs are Kubernetes' own (scheduling.k8s.io/v1alpha2 PodGroups), and kube-s
 schedules them with its GangScheduling plugin.
 
 Usage: python -m bench.gang_parity [--scenarios 500] [--seed 1] [--first 0] [--out gang-cases]
-                                   [--only INDEX...] [--settle 0.5] [--parallel 4]
+                                   [--only INDEX | --indices I...] [--settle 0.5] [--parallel 4]
 Needs KUBEBUILDER_ASSETS holding etcd, kube-apiserver and kube-scheduler:
     bash hack/envtest.sh && export KUBEBUILDER_ASSETS=$(bash hack/kube-scheduler.sh)
 Prints one JSON object; see docs/conformance.md.

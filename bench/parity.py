@@ -1,7 +1,7 @@
 """Conformance of batchsched's constraint filters with kube-scheduler, on random scenarios.
 
 Usage: python -m bench.parity [--scenarios 500] [--seed 1] [--out parity-cases]
-                              [--only INDEX...] [--settle 0.2]
+                              [--only INDEX] [--settle 0.2]
 Needs KUBEBUILDER_ASSETS holding etcd, kube-apiserver and kube-scheduler:
     bash hack/envtest.sh && export KUBEBUILDER_ASSETS=$(bash hack/kube-scheduler.sh)
 Prints one JSON object; see docs/conformance.md.
@@ -256,17 +256,21 @@ def scenario_parser(
         "is the same whichever part runs it",
     )
     parser.add_argument("--out", default=out, help="where disagreements are written")
+    parser.add_argument("--only", type=int, help="run this scenario index alone")
     parser.add_argument(
-        "--only", type=int, nargs="+", help="run these scenario indices alone (a part left out)"
+        "--indices", type=int, nargs="+", help="run these scenario indices (what a part left out)"
     )
     parser.add_argument("--settle", type=float, default=settle, help=settle_help)
     return parser
 
 
 def scenario_indices(args: argparse.Namespace) -> list[int]:
-    """The scenarios a run's arguments ask for: --only, or --scenarios from --first."""
+    """The scenarios a run's arguments ask for: --only, --indices, or --scenarios from
+    --first."""
     if args.only is not None:
-        return list(args.only)
+        return [args.only]
+    if args.indices is not None:
+        return list(args.indices)
     return list(range(args.first, args.first + args.scenarios))
 
 
