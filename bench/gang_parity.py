@@ -3,8 +3,8 @@
 The gangs are Kubernetes' own (scheduling.k8s.io/v1alpha2 PodGroups), and kube-scheduler
 schedules them with its GangScheduling plugin.
 
-Usage: python -m bench.gang_parity [--scenarios 500] [--seed 1] [--out gang-cases]
-                                   [--only INDEX] [--settle 0.5] [--parallel 4]
+Usage: python -m bench.gang_parity [--scenarios 500] [--seed 1] [--first 0] [--out gang-cases]
+                                   [--only INDEX | --indices I...] [--settle 0.5] [--parallel 4]
 Needs KUBEBUILDER_ASSETS holding etcd, kube-apiserver and kube-scheduler:
     bash hack/envtest.sh && export KUBEBUILDER_ASSETS=$(bash hack/kube-scheduler.sh)
 Prints one JSON object; see docs/conformance.md.
@@ -58,6 +58,7 @@ from bench.gang_scenarios import (
     Side,
     State,
     barrier,
+    bound_before,
     case_yaml,
     disagreement,
     generate,
@@ -71,6 +72,7 @@ from bench.parity import (
     SCHEDULER_BINARY,
     create_node,
     report,
+    scenario_indices,
     scenario_parser,
     scenario_rng,
 )
@@ -79,6 +81,24 @@ from tests.support import ControlPlane, ControlPlaneError, Kube, component_binar
 from tests.support.kube import JSON
 from tests.support.objects import load_manifests, member, node
 
+# kube-scheduler scores nodes as batchsched's default does (binpack is MostAllocated
+# over CPU and memory, and nothing balances): with its own default (LeastAllocated and
+# BalancedAllocation) it spreads where we pack, and pods of different sizes then leave
+# different room for later gangs, which says nothing of gang semantics.
+KUBE_SCORING: JSON = {
+    "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+    "pluginConfig": [
+        {
+            "name": "NodeResourcesFit",
+            "args": {
+                "scoringStrategy": {
+                    "type": "MostAllocated",
+                    "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+                }
+            },
+        }
+    ],
+}
 # A pod that failed waits out a backoff (1 s, doubling up to 10 s by default) before a
 # change retries it; one second at most, so that a step need not wait ten for a gang
 # that fits once a node comes. It changes when kube-scheduler retries, not what it decides.
@@ -86,20 +106,30 @@ SCHEDULER_CONFIG: JSON = {
     "percentageOfNodesToScore": 100,
     "podInitialBackoffSeconds": 1,
     "podMaxBackoffSeconds": 1,
-    "profiles": [{"schedulerName": KUBE_SCHEDULER}],
+    "profiles": [{"schedulerName": KUBE_SCHEDULER, **KUBE_SCORING}],
 }
 # Causes of a disagreement: a group with a pod naming a scheduler nobody serves is
 # refused whole by batchsched, while kube-scheduler does not see that pod.
 MIXED = "mixed scheduler names"
+# Or a gang whose minCount members were bound before its PodGroup came, and which
+# only differs by its condition: batchsched writes PodGroupScheduled=True once it sees
+# them, kube-scheduler writes nothing until a cycle of its own for the group, and False
+# when members that come later do not fit.
+STARTED_BEFORE = "gang started before its PodGroup"
 # Or in a scenario whose pods ask for different CPUs, where the two schedulers' node
 # scoring leaves different room for later pods (gang_scenarios.generate).
 SIZES = "pods of different sizes"
+# The causes docs/conformance.md explains, where batchsched's answer is kept.
+EXPLAINED = (MIXED, STARTED_BEFORE)
 UNKNOWN = "other"
 # How much longer than --settle a disagreement is given when it is run again: several
 # backoffs of kube-scheduler's (parity's factor, 10, would take minutes a scenario).
 CONFIRM_FACTOR = 3
-# The longest either scheduler may take to answer a barrier, or to go quiet after it.
-STEP_TIMEOUT = 60.0
+# The longest either scheduler may take to answer a barrier, or to go quiet after it:
+# on a busy machine a session of batchsched's takes seconds, and a minute was too short.
+STEP_TIMEOUT = 180.0
+# The longest batchsched run may take to fill its cache: on a busy machine, minutes.
+SYNC_TIMEOUT = 300.0
 # Each poll reads a namespace's pods and PodGroups over new connections: often enough
 # for a barrier's answer, seldom enough to leave the API server to the schedulers.
 POLL_SECONDS = 0.2
@@ -292,7 +322,7 @@ def schedulers(plane: ControlPlane, binary: Path, parallel: int) -> Iterator[Sid
         sides = Sides(SideRunner(kube, KUBE, lambda: None), SideRunner(kube, OURS, alive), parallel)
         try:
             # The probe's PodGroup comes through the operator's watch, not its first list.
-            deadline = time.monotonic() + STEP_TIMEOUT
+            deadline = time.monotonic() + SYNC_TIMEOUT
             while "cache synced" not in log.read_text(errors="replace"):
                 alive()
                 if time.monotonic() > deadline:
@@ -310,8 +340,10 @@ def run(args: argparse.Namespace) -> JSON:
     assets = find_assets()
     binary = component_binary(assets, SCHEDULER_BINARY)
     started = time.monotonic()
-    indices = [args.only] if args.only is not None else list(range(args.scenarios))
+    indices = scenario_indices(args)
     results: list[Result] = []
+    # Scenarios left out because a step was not answered in time, and why.
+    timed_out: list[str] = []
     interrupted = False
     with (
         start_plane(assets) as plane,
@@ -323,7 +355,12 @@ def run(args: argparse.Namespace) -> JSON:
         futures = [pool.submit(scenario_result, sides, args, i) for i in indices]
         try:
             for done in as_completed(futures):
-                results.append(done.result())
+                try:
+                    results.append(done.result())
+                except TimeoutError as error:
+                    # On a busy machine one step may outlast STEP_TIMEOUT: that scenario
+                    # is left out, by name, rather than ending the run and its report.
+                    timed_out.append(str(error))
                 print(f"{len(results)}/{len(indices)} scenarios", file=sys.stderr, flush=True)
         except KeyboardInterrupt:
             # Ctrl-C (or SIGTERM): the scenarios under way finish, and the report covers
@@ -333,7 +370,7 @@ def run(args: argparse.Namespace) -> JSON:
                 future.cancel()
     results.sort(key=lambda r: r.scenario.index)
     found = summary(args, results, sides.refused, Path(args.out), time.monotonic() - started)
-    return {**found, "interrupted": interrupted}
+    return {**found, "timed_out": timed_out, "interrupted": interrupted}
 
 
 @dataclass(frozen=True)
@@ -393,6 +430,7 @@ def summary(
     return {
         "scenarios": len(results),
         "seed": args.seed,
+        "first": args.first,
         "groups": groups,
         "steps": sum(len(r.scenario.steps) for r in results),
         "kube_scheduler": side([(r.scenario, r.kube) for r in results]),
@@ -420,6 +458,13 @@ def cause(scenario: Scenario, finding: Finding) -> str:
     group = next((g for g in scenario.groups if g.name == finding.group), None)
     if group is not None and group.mixed:
         return MIXED
+    if (
+        group is not None
+        and finding.bound_alike
+        and group.min_count is not None
+        and bound_before(scenario, group) >= group.min_count
+    ):
+        return STARTED_BEFORE
     return UNKNOWN if scenario.uniform else SIZES
 
 

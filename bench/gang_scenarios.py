@@ -55,8 +55,12 @@ LONE = ""
 CPUS = ("500m", "1", "1500m", "2")
 # The share of scenarios whose pods all ask for the same CPU.
 UNIFORM_SHARE = 0.75
-# Seconds between steps in a case file, so that the simulator replays them in order.
-STEP_SECONDS = 10
+# Seconds between steps in a case file, and between the objects of a step: the run
+# creates a step's objects one after the other, and the operator may decide between two
+# of them (a gang's new members placed before a pod of another scheduler joins it), so
+# the simulator is given them in that order, a session apart, not all at one time.
+STEP_SECONDS = 20
+OBJECT_SECONDS = 1
 
 
 @dataclass(frozen=True)
@@ -130,8 +134,9 @@ class Scenario:
 
     def case_objects(self, side: Side, steps: int | None = None) -> list[JSON]:
         """The scenario (its first `steps` steps, or all) as one input for `batchsched
-        simulate`: each step created STEP_SECONDS after the one before, so that it is
-        replayed in order."""
+        simulate`: each step created STEP_SECONDS after the one before and each of its
+        objects OBJECT_SECONDS after the one before, so that they are replayed in the
+        order the run creates them."""
         namespace: JSON = {
             "apiVersion": "v1",
             "kind": "Namespace",
@@ -140,9 +145,11 @@ class Scenario:
         found = [namespace]
         batches = [(*self.nodes, *self.bound), *self.steps[:steps]]
         for when, batch in enumerate(batches):
-            for obj in batch:
+            # The first batch is there from the start, as the run creates it before any step.
+            apart = OBJECT_SECONDS if when else 0
+            for at, obj in enumerate(batch):
                 copied = self.for_side(obj, side)
-                copied["metadata"]["creationTimestamp"] = stamp(when * STEP_SECONDS)
+                copied["metadata"]["creationTimestamp"] = stamp(when * STEP_SECONDS + at * apart)
                 found.append(copied)
         return found
 
@@ -329,6 +336,8 @@ class Finding:
 
     group: str
     text: str
+    # Both had as many of the group's pods bound: only the condition differs.
+    bound_alike: bool = False
 
     def __str__(self) -> str:
         return self.text
@@ -356,7 +365,7 @@ def disagreement(
             text = (
                 f"after step {step}, {what}: {names[0]} bound {_state(a)}, {names[1]} {_state(b)}"
             )
-            return Finding(name, text)
+            return Finding(name, text, bound_alike=a.bound == b.bound)
     return None
 
 
@@ -365,7 +374,7 @@ def violations(scenario: Scenario, run: Run) -> list[str]:
     never created with more pods bound than before, a gang with more bound than before
     but fewer than minCount, a group with fewer bound than before."""
     found = []
-    earlier = {g.name: sum(group_of(p) == g.name for p in scenario.bound) for g in scenario.groups}
+    earlier = {g.name: bound_before(scenario, g) for g in scenario.groups}
     for step, state in enumerate(run.states):
         for group in scenario.groups:
             bound = state.get(group.name, GroupState(0, None)).bound
@@ -376,6 +385,11 @@ def violations(scenario: Scenario, run: Run) -> list[str]:
                 found.append(f"{where}: {bound} bound, {was} before")
             earlier[group.name] = bound
     return found
+
+
+def bound_before(scenario: Scenario, group: Group) -> int:
+    """The group's members bound when the scenario starts."""
+    return sum(group_of(p) == group.name for p in scenario.bound)
 
 
 def group_of(obj: Mapping[str, object]) -> str:

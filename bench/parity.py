@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> JSON:
     binary = component_binary(assets, SCHEDULER_BINARY)
     started = time.monotonic()
     out = Path(args.out)
-    indices = [args.only] if args.only is not None else list(range(args.scenarios))
+    indices = scenario_indices(args)
     agreed = checks = checks_passed = not_repeated = 0
     cases: list[str] = []
     with ControlPlane.start(assets) as plane:
@@ -248,10 +248,30 @@ def scenario_parser(
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--scenarios", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--first",
+        type=int,
+        default=0,
+        help="index of the first scenario, so that a run can be split in parts: a scenario "
+        "is the same whichever part runs it",
+    )
     parser.add_argument("--out", default=out, help="where disagreements are written")
     parser.add_argument("--only", type=int, help="run this scenario index alone")
+    parser.add_argument(
+        "--indices", type=int, nargs="+", help="run these scenario indices (what a part left out)"
+    )
     parser.add_argument("--settle", type=float, default=settle, help=settle_help)
     return parser
+
+
+def scenario_indices(args: argparse.Namespace) -> list[int]:
+    """The scenarios a run's arguments ask for: --only, --indices, or --scenarios from
+    --first."""
+    if args.only is not None:
+        return [args.only]
+    if args.indices is not None:
+        return list(args.indices)
+    return list(range(args.first, args.first + args.scenarios))
 
 
 def report(name: str, run: Callable[[argparse.Namespace], JSON], args: argparse.Namespace) -> None:

@@ -5,8 +5,9 @@ batchsched's simulator as many as its operator.
 
 Each step waits for both schedulers' answer to a barrier pod, then for the namespace to
 stay unchanged for a while (bounded); a difference is run again with a longer wait
-before it counts, as in the bench. The one known cause of a difference, a group with a
-pod naming a scheduler nobody serves (docs/conformance.md), is allowed.
+before it counts, as in the bench. The explained causes of a difference
+(docs/conformance.md: a group with a pod naming a scheduler nobody serves, the condition
+of a gang started before its PodGroup) are allowed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from .conftest import kube_scheduler, start_control_plane
 from bench.cluster import REPO
-from bench.gang_parity import MIXED, Sides, cause, scenario_result, schedulers
+from bench.gang_parity import EXPLAINED, Sides, cause, scenario_result, schedulers
 from bench.gang_scenarios import GATES, RUNTIME_CONFIG, Finding, Scenario, disagreement
 from tests.support.objects import load_manifests
 
@@ -54,6 +55,7 @@ def test_each_group_is_left_alike_after_each_step(sides: Sides, index: int) -> N
 
 
 def explained(scenario: Scenario, finding: Finding | None) -> None:
-    """No difference, or one from a group of mixed scheduler names, which the operator
-    may also have placed before seeing the pod of the other scheduler (same step)."""
-    assert finding is None or cause(scenario, finding) == MIXED, str(finding)
+    """No difference, or one of an explained cause. A group of mixed scheduler names
+    may also part the operator from the simulator, when two objects of one step reach
+    the operator in one session (docs/conformance.md)."""
+    assert finding is None or cause(scenario, finding) in EXPLAINED, str(finding)

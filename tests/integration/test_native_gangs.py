@@ -27,6 +27,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     placements,
     pods,
     priority_class,
+    ready_node,
     scheduler_kubeconfig_fixture,
     set_running,
     start_scheduler_fixture,
@@ -44,7 +45,7 @@ from .test_workload_api import (  # noqa: F401 (fixtures)
     scheduling,
 )
 from tests.support import JSON, ClusterObjects, ControlPlane, Kube
-from tests.support.objects import member, native_pod_group, pod
+from tests.support.objects import member, native_pod_group, node, pod
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +53,7 @@ pytestmark = pytest.mark.integration
 SMALL = {"cpu": "200m", "memory": "1Gi"}
 CPU = {"cpu": "100m"}
 UNSCHEDULABLE = "pod group is unschedulable"
+RACK = "topology.kubernetes.io/rack"
 DISRUPTION = "batch-scheduler: preempting to accommodate a higher priority pod"
 
 
@@ -294,6 +296,29 @@ def test_a_group_whose_pods_name_different_schedulers_binds_none(
     assert not any(placements(kube, namespace)[n] for n in ("ours", "theirs"))
 
 
+def test_members_placed_before_a_pod_of_another_scheduler_joins_stay_and_the_rest_wait(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    """The order objects arrive in decides, as in the simulator
+    (tests/sim/test_native_groups.py, the same objects): a member joining the running
+    gang is placed before the pod of another scheduler comes; once it has, the next
+    member waits, naming the field, and what was placed stays."""
+    cluster.scheduling(2)
+    create(kube, namespace, native_pod_group("g", 2))
+    for name in ("g-0", "g-1"):
+        create(kube, namespace, member(name, "g", CPU))
+    bound(kube, namespace, ["g-0", "g-1"])
+    create(kube, namespace, member("g-2", "g", CPU))
+    placed = bound(kube, namespace, ["g-0", "g-1", "g-2"])
+    create(kube, namespace, member("theirs", "g", CPU, scheduler="default-scheduler"))
+    create(kube, namespace, member("g-3", "g", CPU))
+    waiting_with(kube, namespace, ["g-3"], "PodGroup ")
+    assert "spec.schedulerName" in (unschedulable_message(pods(kube, namespace)["g-3"]) or "")
+    lone_pod_binds(kube, namespace)
+    assert {n: placements(kube, namespace)[n] for n in placed} == placed
+    assert shown(kube, namespace, "g", "True")["reason"] == "Scheduled"
+
+
 def test_a_podgroup_deleted_while_its_pods_run_leaves_them_and_the_rest_scheduled(
     kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
@@ -342,3 +367,46 @@ def test_a_preempted_native_gang_is_marked_a_disruption_target(
         timeout=60,
         what="both members evicted",
     )
+
+
+def test_a_gang_asking_one_rack_stays_in_it_as_it_grows(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    """A PodGroup's spec.schedulingConstraints.topology (gate
+    TopologyAwareWorkloadScheduling): racks with room for three and five members and an
+    unlabelled node with room for all. A gang of four takes the rack of five, a gang of
+    six no rack holds waits naming the key (never the unlabelled node); a member added
+    once the gang runs goes to its rack, and the next, with the rack full, waits,
+    although the other rack has room."""
+    one = {"cpu": "1", "memory": "1Gi"}
+    racks: dict[str, list[str]] = {}
+    for rack, count in (("r1", 3), ("r2", 5)):
+        racks[rack] = [f"{rack}-{i}-{namespace}"[:63] for i in range(count)]
+        labels = {RACK: f"{rack}-{namespace}"[:63]}
+        for name in racks[rack]:
+            ready_node(cluster.objects, kube, node(name, cpu="1", memory="1Gi", labels=labels))
+    cluster.nodes(1, {"cpu": "16", "memory": "16Gi"}, stem="big")
+    scheduler = cluster.start_scheduler()
+    constraints = {"topology": [{"key": RACK}]}
+    for name, size in (("g", 4), ("wide", 6)):
+        create(kube, namespace, native_pod_group(name, size, schedulingConstraints=constraints))
+        for i in range(size):
+            create(kube, namespace, member(f"{name}-{i}", name, one))
+    placed = bound(kube, namespace, [f"g-{i}" for i in range(4)])
+    assert set(placed.values()) <= set(racks["r2"]), placed
+    key = f"PodGroup {namespace}/wide.spec.schedulingConstraints.topology[0].key"
+    waiting_with(kube, namespace, ["wide-0"], f"gang {namespace}/wide: {key}")
+    assert not any(placements(kube, namespace)[f"wide-{i}"] for i in range(6))
+    shown(kube, namespace, "g", "True")
+
+    create(kube, namespace, member("g-4", "g", one))
+    assert bound(kube, namespace, ["g-4"])["g-4"] in racks["r2"]
+    create(kube, namespace, member("g-5", "g", one))
+    eventually(
+        lambda: unschedulable_message(pods(kube, namespace)["g-5"]),
+        timeout=60,
+        what="the member beyond its rack told it waits",
+    )
+    ticks_pass(scheduler, 2)
+    assert placements(kube, namespace)["g-5"] is None
+    lone_pod_binds(kube, namespace)

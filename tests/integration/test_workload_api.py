@@ -24,7 +24,9 @@ from tests.support.objects import SCHEDULER, pod
 pytestmark = pytest.mark.integration
 
 V1ALPHA2 = "scheduling.k8s.io/v1alpha2"
-GATES = {"GenericWorkload": True, "WorkloadWithJob": True}
+# TopologyAwareWorkloadScheduling: the API server keeps a PodGroup's
+# spec.schedulingConstraints only with it (test_native_gangs' topology case).
+GATES = {"GenericWorkload": True, "WorkloadWithJob": True, "TopologyAwareWorkloadScheduling": True}
 CONTROLLERS = (
     "job-controller",
     "garbage-collector-controller",

@@ -138,6 +138,25 @@ def test_a_group_whose_pods_name_different_schedulers_is_refused_whole(
     )
 
 
+def test_members_placed_before_a_pod_of_another_scheduler_joins_stay_and_the_rest_wait(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Objects arrive at their creationTimestamp, as the operator receives them: a
+    member joining the running gang is placed before the pod of another scheduler
+    comes; once it has, the group is refused, and what was placed stays
+    (tests/integration/test_native_gangs.py has the operator's side)."""
+    arriving = [
+        native_pod_group("g", 2, created=0),
+        *members("g", 2, created=0),
+        member("g-2", "g", CPU, created=5),
+        member("theirs", "g", CPU, created=10, scheduler="default-scheduler"),
+        member("g-3", "g", CPU, created=15),
+    ]
+    result = run(capsys, tmp_path, *nodes(1), *arriving)
+    assert result.bound() == {f"default/g-{i}": "n0" for i in range(3)}
+    assert "different schedulers" in result.pods["default/g-3"]["reason"]
+
+
 def test_bad_input_leaves_everything_else_scheduled(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
