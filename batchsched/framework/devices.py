@@ -446,7 +446,10 @@ class _Search:
         for device in self.node_devices:
             if device in errors:
                 raise AllocationError(errors[device].describe(pending.claim.key))
-            if picked[device] and not alternative.blocked_by(self.inventory.devices[device]):
+            if picked[device] and (
+                alternative.mode == ALL
+                or not alternative.blocked_by(self.inventory.devices[device])
+            ):
                 found.append(device)
         return found
 
@@ -454,6 +457,10 @@ class _Search:
         self, claim: int, request: int, alternative: DeviceRequest, devices: list[int]
     ) -> bool:
         if len(self.chosen[claim]) + len(devices) > MAX_RESULTS:
+            return False
+        # Upstream takes every device the selectors pick: one with a taint the request
+        # does not tolerate fails the request, it is not left out.
+        if any(alternative.blocked_by(self.inventory.devices[d]) for d in devices):
             return False
         added: list[int] = []
         for device in devices:
