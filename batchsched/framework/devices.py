@@ -147,6 +147,11 @@ class Inventory:
             reach: BoolArray = np.zeros(self.size, dtype=np.bool_)
             names: set[str] = set()
             for part in group:
+                # Upstream counts a slice of shared counters in every node's pools,
+                # whatever its node selection: such a pool incomplete or invalid
+                # fails `All` requests everywhere.
+                if part.counters:
+                    reach[:] = True
                 for counter_set, counters in part.counters.items():
                     pool.counters[counter_set] = dict(counters)
                 for device in part.devices:
