@@ -25,7 +25,7 @@ from batchsched.api.meta import (
     text,
     whole_number,
 )
-from batchsched.api.objects import BLOCKING_EFFECTS, PodResourceClaim, Taint, Toleration
+from batchsched.api.objects import BLOCKING_EFFECTS, PodResourceClaim, Taint, Task, Toleration
 from batchsched.api.quantity import parse_quantity
 from batchsched.api.reads import reads
 from batchsched.api.selectors import Requirement, node_selector_term
@@ -68,7 +68,7 @@ SLICE_READS = reads(
         )
     ),
 )
-CLASS_READS = reads("DeviceClass", "spec.selectors")
+CLASS_READS = reads("DeviceClass", "spec.selectors", "spec.config")
 CLAIM_SPEC_FIELDS = ("devices.requests", "devices.constraints")
 RESOURCE_CLAIM_READS = reads(
     "ResourceClaim",
@@ -154,11 +154,14 @@ class ResourceSlice:
 
 @dataclass(frozen=True, slots=True)
 class DeviceClass:
-    """Its selectors; its config goes to drivers, and its extendedResourceName (pods
-    asking an extended resource through a class) is not honoured yet (README)."""
+    """Its selectors, and its config, which allocation copies into a claim's status for
+    the drivers (never read here); its extendedResourceName (pods asking an extended
+    resource through a class) is not honoured yet (README)."""
 
     name: str
     selectors: tuple[str, ...]
+    # spec.config entries as written (each an opaque driver configuration).
+    config: tuple[Obj, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,8 +265,6 @@ class Devices:
     templates: dict[str, ClaimSpec] = field(default_factory=dict)
     # "Kind key" -> why the object could not be read.
     rejected: dict[str, str] = field(default_factory=dict)
-    # False where these kinds are not read at all (`batchsched run` so far).
-    read: bool = True
 
 
 def slice_from_object(obj: Obj) -> ResourceSlice:
@@ -400,8 +401,14 @@ def class_from_object(obj: Obj) -> DeviceClass:
     name = name_of(obj, kind="DeviceClass")
     where = describe(obj, kind="DeviceClass")
     spec = mapping(obj.get("spec"), where=f"{where}.spec")
+    config = tuple(
+        mapping(entry, where=f"{where}.spec.config[{i}]")
+        for i, entry in enumerate(sequence(spec.get("config"), where=f"{where}.spec.config"))
+    )
     return DeviceClass(
-        name=name, selectors=_selectors(spec.get("selectors"), where=f"{where}.spec.selectors")
+        name=name,
+        selectors=_selectors(spec.get("selectors"), where=f"{where}.spec.selectors"),
+        config=config,
     )
 
 
@@ -606,6 +613,11 @@ def pod_resource_claims(spec: Obj, status: Obj, *, where: str) -> tuple[PodResou
             )
         )
     return tuple(claims)
+
+
+def claim_keys(task: Task) -> list[str]:
+    """The keys ("ns/name") of the ResourceClaims a pod uses (those created)."""
+    return [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]
 
 
 def _required(value: object, *, where: str) -> str:

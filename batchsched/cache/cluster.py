@@ -7,15 +7,17 @@ they wait instead of disappearing.
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from batchsched.api.budgets import DisruptionBudget, budget_from_object
 from batchsched.api.dra import (
+    Allocation,
     ClaimSpec,
     DeviceClass,
     ResourceClaim,
     ResourceSlice,
+    claim_keys,
     class_from_object,
     resource_claim_from_object,
     slice_from_object,
@@ -46,6 +48,7 @@ from batchsched.api.volumes import (
     storage_class_from_object,
     volume_from_object,
 )
+from batchsched.model.decisions import DeviceAllocation
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +99,20 @@ MAX_REFUSAL_BACKOFF_SECONDS = 60.0
 
 
 @dataclass(slots=True)
+class AssumedClaim:
+    """A ResourceClaim that binds decided allocate or reserve, until they are written."""
+
+    # As the watch last showed it (None: deleted).
+    seen: ResourceClaim | None
+    # Uids of the pods whose binds are to reserve it.
+    pods: set[str] = field(default_factory=set)
+    # What one of them (of uid `allocator`) allocates it with, if the watch showed it
+    # unallocated.
+    allocation: Allocation | None = None
+    allocator: str = ""
+
+
+@dataclass(slots=True)
 class Refusal:
     """The API server refused to bind a pod (403): why, and until when it waits."""
 
@@ -128,11 +145,7 @@ CONTEXT_KINDS = ("Queue", "PriorityClass")
 
 
 class ClusterCache:
-    def __init__(self, *, devices_read: bool = True) -> None:
-        # Whether ResourceSlices, DeviceClasses and ResourceClaims reach the cache (the
-        # simulator's input); the operator does not watch them, nor write allocations,
-        # yet: there pods with resource claims wait, saying so.
-        self.devices_read = devices_read
+    def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
         self.tasks: dict[str, Task] = {}
         self.pod_groups: dict[str, PodGroup] = {}
@@ -154,6 +167,9 @@ class ClusterCache:
         self.resource_claims: dict[str, ResourceClaim] = {}
         self.claim_templates: dict[str, ClaimSpec] = {}
         self.rejected_devices: dict[str, str] = {}
+        # "ns/name" -> what assumed binds make of a ResourceClaim until the binder has
+        # written it (or given up): resource_claims shows the claim as they make it.
+        self.assumed_claims: dict[str, AssumedClaim] = {}
         # By "ns/name": which pods preemption should spare (api/budgets.py).
         self.budgets: dict[str, DisruptionBudget] = {}
         # Kubernetes' Workloads by "ns/name", for display only (api/nativegroups.py).
@@ -243,6 +259,9 @@ class ClusterCache:
             "ResourceClaimTemplate": (self.claim_templates, lambda: template_from_object(obj)),
         }
         store, parse = handlers[kind]
+        if kind == "ResourceClaim" and key in self.assumed_claims:
+            self._apply_assumed_claim(key, obj, deleted=deleted)
+            return
         if kind == "Pod":
             self.rejected_pods.pop(key, None)
         elif kind in STORAGE_KINDS:
@@ -287,6 +306,11 @@ class ClusterCache:
             return self.priority_classes.get(key)
         if kind == "Namespace":
             return self.namespaces.get(key)
+        if kind == "ResourceClaim":
+            # Its devices change hands only as it comes, goes or is (de)allocated: its
+            # reservations do not free any.
+            claim = self.resource_claims.get(key)
+            return None if claim is None else (claim.uid, claim.allocation)
         return None
 
     def _note(self, kind: str, key: str, before: object) -> None:
@@ -297,7 +321,7 @@ class ClusterCache:
         elif kind == "PodGroup":
             changes.groups.add(key)
         elif kind in DEVICE_KINDS:
-            changes.devices = True
+            changes.devices |= kind != "ResourceClaim" or self._context(kind, key) != before
         elif self._context(kind, key) == before:
             return
         elif kind == "Namespace":
@@ -367,13 +391,88 @@ class ClusterCache:
         if error is not None:
             raise error
 
-    def assume(self, task_key: str, node_name: str, *, gpu_index: tuple[int, ...] = ()) -> None:
-        """Count a decided bind at once, so the next session sees the node (and cards) as used."""
+    def assume(
+        self,
+        task_key: str,
+        node_name: str,
+        *,
+        gpu_index: tuple[int, ...] = (),
+        devices: tuple[DeviceAllocation, ...] = (),
+    ) -> None:
+        """Count a decided bind at once, so the next session sees the node (and cards) as
+        used, and the pod's ResourceClaims as allocated (`devices`) and reserved for it."""
         task = self.tasks[task_key]
         task.node_name = node_name
         task.gpu_index = gpu_index
         self.assumed[task_key] = (node_name, gpu_index)
         self._changed_pod(task_key)
+        if task.resource_claims:
+            self._assume_claims(task, devices)
+
+    def _assume_claims(self, task: Task, devices: tuple[DeviceAllocation, ...]) -> None:
+        made = {allocation.key: allocation for allocation in devices}
+        for key in claim_keys(task):
+            assumed = self.assumed_claims.get(key)
+            if assumed is None:
+                assumed = self.assumed_claims[key] = AssumedClaim(self.resource_claims.get(key))
+            assumed.pods.add(task.uid)
+            found = made.get(key)
+            if found is not None:
+                assumed.allocation = Allocation(found.devices, found.terms)
+                assumed.allocator = task.uid
+            self._show_claim(key, assumed)
+
+    def settle_claims(self, uid: str) -> None:
+        """The binder is done writing the claims of the pod of `uid` (written, undone or
+        given up): they show as the watch shows them once no other assumed bind holds
+        them. (By uid: the pod may be gone from the cache by then.)"""
+        for key, assumed in list(self.assumed_claims.items()):
+            if uid not in assumed.pods:
+                continue
+            before = self._context("ResourceClaim", key)
+            assumed.pods.discard(uid)
+            if assumed.allocator == uid:
+                # Written (the watch shows it) or never to be.
+                assumed.allocation = None
+            if not assumed.pods:
+                del self.assumed_claims[key]
+            self._show_claim(key, assumed)
+            if self.changes is not None and self._context("ResourceClaim", key) != before:
+                # An allocation never written: its devices are free again.
+                self.changes.devices = True
+
+    def seen_claim(self, key: str) -> ResourceClaim | None:
+        """The ResourceClaim as the watch last showed it, assumed binds aside."""
+        assumed = self.assumed_claims.get(key)
+        return self.resource_claims.get(key) if assumed is None else assumed.seen
+
+    def _apply_assumed_claim(self, key: str, obj: Obj, *, deleted: bool) -> None:
+        assumed = self.assumed_claims[key]
+        self.rejected_devices.pop(f"ResourceClaim {key}", None)
+        assumed.seen = None
+        try:
+            if not deleted:
+                assumed.seen = resource_claim_from_object(obj)
+        except InvalidObject as error:
+            self.rejected_devices[f"ResourceClaim {key}"] = str(error)
+            raise
+        finally:
+            self._show_claim(key, assumed)
+
+    def _show_claim(self, key: str, assumed: AssumedClaim) -> None:
+        """What sessions see of a claim: as the watch shows it, with what the assumed
+        binds add while they hold it (an allocation the watch does not show yet, their
+        pods reserved). A claim deleted or replaced shows as the watch shows it."""
+        seen = assumed.seen
+        if seen is None:
+            self.resource_claims.pop(key, None)
+        elif key not in self.assumed_claims:
+            self.resource_claims[key] = seen
+        else:
+            reserved = seen.reserved_for
+            reserved += tuple(sorted(uid for uid in assumed.pods if uid not in reserved))
+            allocation = seen.allocation or assumed.allocation
+            self.resource_claims[key] = replace(seen, allocation=allocation, reserved_for=reserved)
 
     def forget(self, task_key: str) -> None:
         """Undo an assumed bind that the API server refused."""

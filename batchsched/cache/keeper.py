@@ -303,7 +303,6 @@ class _State:
                 claims=dict(cache.resource_claims),
                 templates=dict(cache.claim_templates),
                 rejected=dict(cache.rejected_devices),
-                read=cache.devices_read,
             ),
         )
 

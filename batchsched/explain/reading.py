@@ -55,7 +55,7 @@ async def _list_all(kubeconfig: str | None) -> Cluster:
         listed = await asyncio.gather(*(_items(api, watched.path) for watched in WATCHED))
     finally:
         await api.close()
-    cluster = Cluster(cache=ClusterCache(devices_read=False), now=time.time())
+    cluster = Cluster(cache=ClusterCache(), now=time.time())
     for watched, items in zip(WATCHED, listed, strict=True):
         for raw in items:
             try:

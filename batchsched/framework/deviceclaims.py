@@ -30,6 +30,7 @@ from batchsched.api.dra import (
     DeviceClass,
     DeviceRequest,
     Devices,
+    claim_keys,
 )
 from batchsched.api.objects import Task
 from batchsched.framework.devices import (
@@ -51,10 +52,6 @@ from batchsched.model.snapshot import JobInfo, TaskInfo
 log = logging.getLogger(__name__)
 
 NOT_CREATED = "ResourceClaim not created yet"
-NOT_READ = (
-    "spec.resourceClaims is not supported yet by batchsched run (claims are allocated in "
-    "batchsched simulate)"
-)
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_ON_NODE = "resourceclaim not available on the node"
 
@@ -270,8 +267,6 @@ class DeviceClaims(CheckedFilter):
         return resolved
 
     def _resolve(self, pod: Task) -> _PodClaims | str:
-        if not self.devices.read:
-            return NOT_READ
         keys: list[str] = []
         pending: list[Pending] = []
         for ref in pod.resource_claims:
@@ -404,11 +399,6 @@ class DeviceClaims(CheckedFilter):
                 self._take(held.devices, -1)
             if key in made_here:
                 del self.held[key]
-
-
-def claim_keys(task: Task) -> list[str]:
-    """The keys of the ResourceClaims a pod uses (those created)."""
-    return [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]
 
 
 class Diagnosis:

@@ -31,6 +31,12 @@ claim or does not fit the node, a claim or pod deleted, or `bind_timeout` passin
 the whole job, as a failed member does: it is forgotten and the next session decides it
 again. Those writes are fenced like Bindings, and a job waiting when the lease is lost
 is dropped.
+
+ResourceClaims (Dynamic Resource Allocation): a job whose pods use any has them all
+allocated and reserved for its pods before any pod is bound (allocations.py), after
+its volumes, as kube-scheduler's DynamicResources PreBind follows VolumeBinding's. A
+write that fails fails the whole job; once its members are all bound or dropped, what
+was written for those not bound is undone before the cache forgets their binds.
 """
 
 import asyncio
@@ -51,6 +57,7 @@ from batchsched.api.volumes import (
     SELECTED_NODE_ANNOTATION,
     Claim,
 )
+from batchsched.k8s.allocations import AllocationFailed, ClaimWriter, Written
 from batchsched.k8s.client import (
     JSON,
     MERGE_PATCH,
@@ -91,6 +98,8 @@ VOLUME_BINDING_REASON = "WaitingForVolumeBinding"
 VOLUME_BINDING_FAILED = 'running PreBind plugin "VolumeBinding": binding volumes: '
 # Its bind timeout's error (wait.PollUntilContextTimeout's).
 DEADLINE_EXCEEDED = "context deadline exceeded"
+# How it words a failure of its DynamicResources PreBind (writing the claims).
+DEVICE_BINDING_FAILED = 'running PreBind plugin "DynamicResources": '
 
 
 class _ClaimFailed(Exception):
@@ -101,11 +110,22 @@ class _ClaimFailed(Exception):
 class _Gang:
     """The members of one job decided in one session; `failure` stops the rest, and
     `waiting` holds them until the first member, which carries the record, is bound.
-    With `claims`, some member's volumes still need one, settled before any is bound."""
+    With `claims`, some member's volumes still need one, settled before any is bound.
+    With `devices`, some member uses ResourceClaims: written before any is bound, and
+    undone for those not bound once all are settled (`left` counts those not yet)."""
 
     failure: str | None = None
     waiting: list["_Bind"] = field(default_factory=list)
     claims: bool = False
+    devices: bool = False
+    members: list[Binding] = field(default_factory=list)
+    left: int = 0
+    written: list[Written] = field(default_factory=list)
+    # Uids of the members bound, and the keys of those dropped, forgotten by the cache
+    # only once their claims are undone (placed again before, they would be bound on
+    # claims about to lose them).
+    bound: set[str] = field(default_factory=set)
+    dropped: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -154,6 +174,10 @@ class Binder:
         self.cache = watch.cache
         self.status = watch.status
         self.valid_for = valid_for
+        # Through the binder's own `valid_for`, which tests replace.
+        self.devices = ClaimWriter(
+            api, watch, valid_for=lambda: self.valid_for(), retry_seconds=retry_seconds
+        )
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
         self.bind_timeout = bind_timeout
@@ -184,11 +208,16 @@ class Binder:
                 gang.claims = True
         for job, members in gangs.items():
             first = members[0]
+            gang = first.gang
             if len(members) > 1:
                 first.record = self._record(members)
-                first.gang.waiting = members[1:]
-            if first.gang.claims:
+                gang.waiting = members[1:]
+            gang.members = [m.binding for m in members]
+            gang.left = len(members)
+            gang.devices = self.devices.needed(gang.members)
+            if gang.claims:
                 self.waiting[job] = VolumeWait({m.binding.key: self._awaited(m) for m in members})
+            if gang.claims or gang.devices:
                 self._claimed.put_nowait(first)
             else:
                 self._enqueue(first)
@@ -258,7 +287,7 @@ class Binder:
         if gang.failure is None and self.valid_for() <= 0:
             gang.failure = LEASE_LOST
         if gang.failure is not None:
-            self._drop(binding, "cancelled", f"not bound: {gang.failure}")
+            self._drop(binding, "cancelled", f"not bound: {gang.failure}", gang)
         else:
             failure = await self._bind(item)
             if failure is not None and gang.failure is None:
@@ -267,6 +296,23 @@ class Binder:
         waiting, gang.waiting = gang.waiting, []
         for member in waiting:
             self._queue.put_nowait(member)
+        gang.left -= 1
+        if not gang.left and gang.devices:
+            await self._settle_devices(gang)
+
+    async def _settle_devices(self, gang: _Gang) -> None:
+        """Every member is bound or dropped: the claims written for those dropped are
+        undone, then the cache shows the claims as the API server does, and forgets
+        the dropped members' binds."""
+        unbound = {b.uid for b in gang.members if b.uid not in gang.bound}
+        if unbound and gang.written:
+            await self.devices.release(gang.written, unbound)
+        for member in gang.members:
+            self.cache.settle_claims(member.uid)
+        for key in gang.dropped:
+            self.cache.forget(key)
+        if gang.dropped:
+            self.watch.changes.note()
 
     async def _bind(self, item: _Bind) -> str | None:
         """Bind one pod; returns why it failed, None when it is bound."""
@@ -276,21 +322,23 @@ class Binder:
                 lambda: self._post(item), seconds=self.retry_seconds, on_error=_count_error
             )
         except Fenced:
-            self._drop(binding, "cancelled", f"not bound: {LEASE_LOST}")
+            self._drop(binding, "cancelled", f"not bound: {LEASE_LOST}", item.gang)
             return LEASE_LOST
         except ApiError as error:
             if error.status == 409 and await self._already_ours(binding):
                 self._bound(item)
                 return None
             if error.status == 403:
-                self._refused(binding, error)
+                self._refused(binding, error, item.gang)
                 return error.message
             result = {409: "conflict", 404: "gone"}.get(error.status, "failed")
-            self._drop(binding, result, f"binding to {binding.node} failed: {error.message}")
+            message = f"binding to {binding.node} failed: {error.message}"
+            self._drop(binding, result, message, item.gang)
             await self._resync(binding)
             return error.message
         except TRANSPORT_ERRORS as error:
-            self._drop(binding, "failed", f"binding to {binding.node} failed: {error!r}")
+            message = f"binding to {binding.node} failed: {error!r}"
+            self._drop(binding, "failed", message, item.gang)
             return repr(error)
         self._bound(item)
         return None
@@ -328,15 +376,27 @@ class Binder:
             BINDING_DURATION.observe(time.perf_counter() - started)
 
     async def _prepare(self, first: _Bind) -> None:
-        """Settle a job's claims, then hand it to the workers: to be bound, or, when its
-        claims failed, dropped member by member as a failed gang is."""
+        """Settle a job's claims (volumes, then ResourceClaims), then hand it to the
+        workers: to be bound, or, when its claims failed, dropped member by member as a
+        failed gang is."""
+        gang = first.gang
         try:
-            await self._settle_claims(first)
+            if gang.claims:
+                await self._settle_claims(first)
+            if gang.devices:
+                gang.written = await self.devices.reserve(gang.members)
         except Fenced:
-            first.gang.failure = LEASE_LOST
+            gang.failure = LEASE_LOST
         except _ClaimFailed as failure:
             log.warning("%s: its volumes cannot be bound: %s", first.binding.job, failure)
-            first.gang.failure = f"{VOLUME_BINDING_FAILED}{failure}"
+            gang.failure = f"{VOLUME_BINDING_FAILED}{failure}"
+        except AllocationFailed as failure:
+            log.warning("%s: its ResourceClaims cannot be written: %s", first.binding.job, failure)
+            gang.failure = f"{DEVICE_BINDING_FAILED}{failure}"
+            if failure.refused:
+                # As a refused Binding: the pods wait with the reason, backing off.
+                for member in gang.members:
+                    self.cache.refuse(member.key, gang.failure, now=time.time())
         finally:
             # What the group's status said while it waited no longer holds: the next
             # session reports it again.
@@ -523,21 +583,26 @@ class Binder:
         return True
 
     def _bound(self, item: _Bind) -> None:
+        item.gang.bound.add(item.binding.uid)
         BINDINGS.labels("bound").inc()
         POD_CREATION_TO_BOUND.observe(max(time.time() - item.created, 0.0))
         self.status.bound(item.binding)
 
-    def _drop(self, binding: Binding, result: str, message: str) -> None:
-        """Forget the assumed bind and say why, on the pod and in the log."""
+    def _drop(self, binding: Binding, result: str, message: str, gang: _Gang) -> None:
+        """Forget the assumed bind (once its claims are undone, for a gang using
+        ResourceClaims) and say why, on the pod and in the log."""
         BINDINGS.labels(result).inc()
         SCHEDULE_ATTEMPTS.labels("error").inc()
         log.warning("%s: %s", binding.key, message)
-        self.cache.forget(binding.key)
+        if gang.devices:
+            gang.dropped.append(binding.key)
+        else:
+            self.cache.forget(binding.key)
         self._redecide = True
         self.watch.changes.note()
         self.status.bind_failed(binding.key, binding.uid, message, self.cache.tasks)
 
-    def _refused(self, binding: Binding, error: ApiError) -> None:
+    def _refused(self, binding: Binding, error: ApiError, gang: _Gang) -> None:
         """403: the namespace is being deleted, or a policy forbids it. Trying again at
         once would be refused again, so the pod waits, with the reason, and backs off."""
         self.cache.refuse(
@@ -545,7 +610,8 @@ class Binder:
         )
         if NAMESPACE_TERMINATING in error.causes:
             self.status.namespace_terminating(binding.namespace)
-        self._drop(binding, "refused", f"binding to {binding.node} refused: {error.message}")
+        message = f"binding to {binding.node} refused: {error.message}"
+        self._drop(binding, "refused", message, gang)
 
     async def _already_ours(self, binding: Binding) -> bool:
         """After a 409: is the pod, with this uid, on the node we chose (a lost reply)?"""

@@ -247,7 +247,9 @@ class SessionLoop:
             self.watch.changes.note(urgent=True)
             return
         for binding in bindings:
-            self.cache.assume(binding.key, binding.node, gpu_index=binding.gpu_index)
+            self.cache.assume(
+                binding.key, binding.node, gpu_index=binding.gpu_index, devices=binding.devices
+            )
         SCHEDULE_ATTEMPTS.labels("scheduled").inc(len(bindings))
         self.binder.submit(bindings)
 

@@ -159,7 +159,7 @@ async def run(options: Options) -> None:
         valid_for = leader.valid_for if leader else unbounded
         binds_idle = asyncio.Event()
         binds_idle.set()
-        cache = ClusterCache(devices_read=False)
+        cache = ClusterCache()
         status = StatusWriter(
             api,
             scheduler_name=scheduler_name,

@@ -40,8 +40,10 @@ from batchsched.k8s.trim import (
     JSON,
     trim_budget,
     trim_claim,
+    trim_claim_template,
     trim_csi_driver,
     trim_csi_node,
+    trim_device_class,
     trim_hypernode,
     trim_namespace,
     trim_node,
@@ -49,6 +51,8 @@ from batchsched.k8s.trim import (
     trim_pod_group,
     trim_priority_class,
     trim_queue,
+    trim_resource_claim,
+    trim_resource_slice,
     trim_storage_capacity,
     trim_storage_class,
     trim_volume,
@@ -84,6 +88,11 @@ class Watched:
 PODS = Watched("v1", "pods", "Pod", trim_pod)
 CLAIMS = Watched("v1", "persistentvolumeclaims", "PersistentVolumeClaim", trim_claim)
 VOLUMES = Watched("v1", "persistentvolumes", "PersistentVolume", trim_volume)
+# Dynamic Resource Allocation (resource.k8s.io/v1, served by default since 1.34).
+DRA_API = "resource.k8s.io/v1"
+RESOURCE_CLAIMS = Watched(DRA_API, "resourceclaims", "ResourceClaim", trim_resource_claim)
+RESOURCE_SLICES = Watched(DRA_API, "resourceslices", "ResourceSlice", trim_resource_slice)
+DEVICE_CLASSES = Watched(DRA_API, "deviceclasses", "DeviceClass", trim_device_class)
 # Kubernetes serves its own gang API only with an alpha feature gate and API version on.
 ABSENT_NOTES = {
     NATIVE_API: (
@@ -106,6 +115,10 @@ WATCHED = (
     Watched(
         "storage.k8s.io/v1", "csistoragecapacities", "CSIStorageCapacity", trim_storage_capacity
     ),
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    DEVICE_CLASSES,
+    Watched(DRA_API, "resourceclaimtemplates", "ResourceClaimTemplate", trim_claim_template),
     # Ours and Volcano's (ours wins a name in both, see ClusterCache._apply_queue).
     *(Watched(api, "queues", "Queue", trim_queue) for api in QUEUE_APIS),
     # Which running pods preemption should spare.
@@ -122,6 +135,9 @@ WATCHED = (
     Watched(HYPERNODE_API, "hypernodes", "HyperNode", trim_hypernode),
 )
 
+
+# Kinds whose resourceVersion is kept: the binder waits for, or applies, its own writes.
+VERSIONED = (CLAIMS, VOLUMES, RESOURCE_CLAIMS)
 
 # What a Binding writes on a pod: its node, and the annotations the binder sends with it.
 BIND_ANNOTATIONS = (GPU_INDEX_ANNOTATION, PLACEMENT_ANNOTATION)
@@ -221,8 +237,9 @@ class Watch:
         self._unlisted = {w.id for w in WATCHED}
         # Per watched collection: key -> fingerprint of the trimmed object last applied.
         self._fingerprints: dict[str, dict[str, Fingerprint]] = {w.id: {} for w in WATCHED}
-        # The resourceVersion last seen of each claim and volume, by key: the binder
-        # waits for its own writes to show before it judges what they led to.
+        # The resourceVersion last seen of each claim, volume and ResourceClaim, by key:
+        # the binder waits for its own writes to show before it judges what they led
+        # to, or (ResourceClaims) applies them at once.
         self.versions: dict[str, int] = {}
         # (kind, key) -> the object and why it cannot be used, for the leader to report.
         # Pods are not listed: their errors become their pending reasons.
@@ -250,8 +267,13 @@ class Watch:
         # kind): a PodGroup is read as the API it was listed from.
         obj.setdefault("apiVersion", watched.api_version)
         key = key_of(obj)
-        if watched is CLAIMS or watched is VOLUMES:
-            self.versions[version_key(watched, key)] = resource_version(raw)
+        if watched in VERSIONED:
+            version, known = resource_version(raw), version_key(watched, key)
+            # A ResourceClaim's own write was applied from its reply (`written`): the
+            # watch's events from before it would show its devices free again.
+            if watched is RESOURCE_CLAIMS and version < self.versions.get(known, 0):
+                return key
+            self.versions[known] = version
         self._observe(watched, key, raw)
         fingerprint = fingerprint_of(obj)
         seen = self._fingerprints[watched.id]
@@ -263,6 +285,7 @@ class Watch:
             self._time(key, obj)
             return key
         before = self.cache.tasks.get(key) if watched is PODS else None
+        held = watched is RESOURCE_CLAIMS and self._allocated(key)
         try:
             self.cache.apply(obj)
         except InvalidObject as error:
@@ -272,8 +295,26 @@ class Watch:
             self._logged.pop((watched.kind, key), None)
         if watched is PODS:
             self._time(key, obj)
-        self.changes.note(urgent=self._urgent(watched, key, obj, before, new=previous is None))
+        new = previous is None
+        if watched is RESOURCE_CLAIMS:
+            # A claim made for a waiting pod, or one whose allocation the controller
+            # cleared (its devices are free).
+            urgent = new or (held and not self._allocated(key))
+        else:
+            urgent = self._urgent(watched, key, obj, before, new=new)
+        self.changes.note(urgent=urgent)
         return key
+
+    def written(self, watched: Watched, raw: Mapping[str, Any]) -> None:
+        """Apply the API server's reply to a write of ours at once, so that the cache
+        does not show the object as it was until the watch catches up; unless the watch
+        has shown the object deleted meanwhile."""
+        if key_of(raw) in self._fingerprints[watched.id]:
+            self.apply(watched, raw)
+
+    def _allocated(self, key: str) -> bool:
+        claim = self.cache.resource_claims.get(key)
+        return claim is not None and claim.allocation is not None
 
     def _time(self, key: str, obj: JSON) -> None:
         """Start a pod's latency when it can be scheduled; observe it once it is bound."""
@@ -333,7 +374,7 @@ class Watch:
         `before` is the pod as the cache held it until then."""
         if watched.kind == "Node":
             return _takes_pods(self.cache.nodes.get(key))
-        if watched.kind == "PodGroup":
+        if watched.kind in ("PodGroup", "ResourceSlice", "DeviceClass"):
             return new
         if watched is not PODS:
             return False
@@ -344,7 +385,14 @@ class Watch:
             return False
         if spec.get("nodeName") or spec.get("schedulingGates"):
             return False
-        return (before is None or before.blocked is not None) and self._gang_complete(key)
+        # The resource-claim controller named the claims it made for the pod.
+        after = self.cache.tasks.get(key)
+        named = (
+            before is not None
+            and after is not None
+            and before.resource_claims != after.resource_claims
+        )
+        return (before is None or before.blocked is not None or named) and self._gang_complete(key)
 
     def _gang_complete(self, key: str) -> bool:
         """Whether the pod's gang has the members waiting that its group asks for: a

@@ -22,6 +22,7 @@ from batchsched.api.dra import (
     POD_CLAIM_NAME_ANNOTATION,
     Allocation,
     ResourceClaim,
+    claim_keys,
 )
 from batchsched.api.meta import Obj, describe, mapping, name_of, namespace_of, sequence
 from batchsched.api.objects import Task
@@ -117,7 +118,7 @@ def write_allocations(
     """The scheduler's claim writes for a bound pod: its new allocations, and the pod
     reserved on every claim it uses."""
     made = {allocation.key: allocation for allocation in allocations}
-    for key in _keys(task):
+    for key in claim_keys(task):
         claim = cache.resource_claims.get(key)
         if claim is None:
             continue
@@ -136,7 +137,7 @@ def write_allocations(
 def release(cache: ClusterCache, task: Task) -> None:
     """kube-controller-manager's part when a pod is done: out of reservedFor, and a
     claim reserved for nobody deallocated."""
-    for key in _keys(task):
+    for key in claim_keys(task):
         claim = cache.resource_claims.get(key)
         if claim is None or task.uid not in claim.reserved_for:
             continue
@@ -148,7 +149,3 @@ def _cleared(claim: ResourceClaim, reserved: tuple[str, ...]) -> ResourceClaim:
     return dataclasses.replace(
         claim, reserved_for=reserved, allocation=claim.allocation if reserved else None
     )
-
-
-def _keys(task: Task) -> list[str]:
-    return [f"{task.namespace}/{ref.claim}" for ref in task.resource_claims if ref.claim]

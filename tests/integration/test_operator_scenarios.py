@@ -4,7 +4,6 @@ exits saying so."""
 
 from __future__ import annotations
 
-import copy
 import datetime
 from collections import Counter
 from dataclasses import dataclass
@@ -12,13 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from batchsched.api.dra import POD_CLAIM_NAME_ANNOTATION
 from batchsched.api.meta import CLUSTER_SCOPED
 from batchsched.config.load import read_config
 from batchsched.sim.loader import load_files
 from batchsched.sim.report import to_json
 from batchsched.sim.simulator import simulate
 
+from .conftest import kube_controller_manager
 from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
     StartScheduler,
@@ -37,7 +39,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     ticks_pass,
     unschedulable_message,
 )
-from tests.support import JSON, ClusterObjects, Kube
+from tests.support import JSON, ClusterObjects, ControlPlane, Kube
 from tests.support.objects import node, pod, pod_group
 
 pytestmark = pytest.mark.integration
@@ -56,6 +58,21 @@ def relocated(objects: list[dict[str, Any]], namespace: str) -> list[dict[str, A
         elif obj["kind"] == "PersistentVolume" and obj["spec"].get("claimRef"):
             obj["spec"]["claimRef"]["namespace"] = namespace
     return objects
+
+
+def as_written(objects: list[JSON]) -> list[JSON]:
+    """The objects without what the simulator's loader made of pods' templates (their
+    claims, and the pods' statuses naming them): on the cluster, kube-controller-manager
+    makes those."""
+    kept = []
+    for obj in objects:
+        annotations = obj["metadata"].get("annotations") or {}
+        if obj["kind"] == "ResourceClaim" and POD_CLAIM_NAME_ANNOTATION in annotations:
+            continue
+        if obj["kind"] == "Pod":
+            (obj.get("status") or {}).pop("resourceClaimStatuses", None)
+        kept.append(obj)
+    return kept
 
 
 def waves(objects: list[JSON]) -> list[list[JSON]]:
@@ -103,8 +120,12 @@ class Simulated:
     gangs: dict[str, str]
 
 
-def simulated(objects: list[JSON], config: str | None, namespace: str) -> Simulated:
-    report = to_json(simulate(copy.deepcopy(objects), read_config(config)))["pods"]
+def simulated(objects: list[JSON], config: str | None, namespace: str, scratch: Path) -> Simulated:
+    """What the simulator makes of `objects`, read as it reads a file: pods' claims made
+    from their templates in the test's namespace, as the cluster's controller makes them."""
+    scratch.write_text(yaml.safe_dump_all(objects))
+    loaded = load_files([str(scratch)]).objects
+    report = to_json(simulate(loaded, read_config(config)))["pods"]
     ours = [p for p in report if p["namespace"] == namespace]
     gangs = {p["name"]: p["group"] or p["name"] for p in ours}
     nodes = {p["name"]: p["node"] for p in ours if "evicted_at" not in p}
@@ -144,18 +165,17 @@ def settles(kube: Kube, namespace: str, expected: Simulated, what: str) -> None:
 
 
 CONFIGS = {"binpack-tfjob.yaml": "examples/config/binpack-seed.yaml"}
-# Where `batchsched run` does not yet do what the simulator does, said in the README:
-# the case fails until it does, and must then be unmarked (strict).
-OPERATOR_GAPS = {
-    "dra-gpus.yaml": "batchsched run neither watches the DRA kinds nor writes allocations "
-    "yet: pods with claims wait, saying so, where the simulator allocates",
-}
-EXAMPLES = [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=OPERATOR_GAPS[name]))
-    if name in OPERATOR_GAPS
-    else name
-    for name in sorted(path.name for path in (REPO / "examples").glob("*.yaml"))
-]
+EXAMPLES = sorted(path.name for path in (REPO / "examples").glob("*.yaml"))
+
+
+@pytest.fixture(scope="session")
+def claim_controller(control_plane: ControlPlane) -> None:
+    """kube-controller-manager's resource-claim controller on the session's control
+    plane, making pods' claims from their templates, as the simulator does (once, for
+    the examples that need it)."""
+    control_plane.start_controller_manager(
+        kube_controller_manager(), controllers=["resourceclaim-controller"]
+    )
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
@@ -165,11 +185,16 @@ def test_an_example_ends_as_the_simulator_says(
     namespace: str,
     cluster_objects: ClusterObjects,
     start_scheduler: StartScheduler,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
 ) -> None:
     """Every example, arrivals in their order: after each wave of arrivals, the operator
     binds, evicts and leaves waiting (with the same reason) the pods the simulator does
     with what has arrived so far."""
-    objects = relocated(load_files([str(REPO / "examples" / example)]).objects, namespace)
+    loaded = load_files([str(REPO / "examples" / example)]).objects
+    objects = relocated(as_written(loaded), namespace)
+    if any(obj["kind"] == "ResourceClaimTemplate" for obj in objects):
+        request.getfixturevalue("claim_controller")
     config = str(REPO / CONFIGS[example]) if example in CONFIGS else None
     scheduler = start_scheduler(config=Path(config) if config else None)
     arrived: list[JSON] = []
@@ -182,7 +207,7 @@ def test_an_example_ends_as_the_simulator_says(
             else:
                 kube.create(obj)
         arrived += wave
-        expected = simulated(arrived, config, namespace)
+        expected = simulated(arrived, config, namespace, tmp_path / "arrived.yaml")
         settles(kube, namespace, expected, f"{len(arrived)} objects: {expected.outcome}")
     ticks_pass(scheduler)  # more sessions: nothing else may be bound, evicted or told otherwise
     assert observed(kube, namespace, expected.gangs) == expected.outcome

@@ -166,6 +166,17 @@ NEEDED = [
         for verb in ("list", "watch")
     ],
     *[(verb, "scheduling.k8s.io", "priorityclasses") for verb in ("list", "watch")],
+    # Devices: watched; a pod's ResourceClaims allocated and reserved before it is bound.
+    *[
+        (verb, "resource.k8s.io", res)
+        for res in ("resourceslices", "deviceclasses", "resourceclaimtemplates")
+        for verb in ("list", "watch")
+    ],
+    *[(verb, "resource.k8s.io", "resourceclaims") for verb in ("get", "list", "watch", "update")],
+    *[
+        ("patch", "resource.k8s.io", res)
+        for res in ("resourceclaims/status", "resourceclaims/binding")
+    ],
     # Kubernetes' own gangs: PodGroups scheduled, their status written; Workloads shown.
     *[
         (verb, "scheduling.k8s.io", res)
@@ -236,6 +247,14 @@ NOT_NEEDED = [
     ],
     ("update", "", "persistentvolumeclaims/status"),
     ("patch", "storage.k8s.io", "storageclasses"),
+    # kube-controller-manager makes and deletes claims; drivers publish slices and write
+    # a claim's status.devices.
+    *[(verb, "resource.k8s.io", "resourceclaims") for verb in ("create", "patch", "delete")],
+    ("update", "resource.k8s.io", "resourceclaims/status"),
+    ("patch", "resource.k8s.io", "resourceclaims/driver"),
+    *[(verb, "resource.k8s.io", "resourceslices") for verb in ("create", "update", "delete")],
+    ("update", "resource.k8s.io", "deviceclasses"),
+    ("create", "resource.k8s.io", "resourceclaimtemplates"),
     ("create", "apiextensions.k8s.io", "customresourcedefinitions"),
     # Leases only in the scheduler's own namespace (test_lease_access), not this one.
     *[(verb, "coordination.k8s.io", "leases") for verb in ("get", "create", "update", "list")],
@@ -306,9 +325,43 @@ def test_scheduler_requests_succeed(
         # The session's control plane serves Kubernetes' own gang API.
         "/apis/scheduling.k8s.io/v1alpha2/podgroups",
         "/apis/scheduling.k8s.io/v1alpha2/workloads",
+        *(
+            f"/apis/resource.k8s.io/v1/{plural}"
+            for plural in (
+                "resourceslices",
+                "deviceclasses",
+                "resourceclaims",
+                "resourceclaimtemplates",
+            )
+        ),
     ):
         scheduler.get(path).expect(200)
     scheduler.get(f"/api/v1/namespaces/{namespace}/pods/p0").expect(200)
+
+    # A claim allocated and reserved for the pod before it is bound, as the binder does.
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "gpu"},
+        "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "c"}}]}},
+    }
+    claim_path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/gpu"
+    kube.create(claim, namespace)
+    read = scheduler.get(claim_path).expect(200)
+    read["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    written = scheduler.put(claim_path, read).expect(200)
+    result = {"request": "g", "driver": "gpu.example.com", "pool": "rbac-node", "device": "d"}
+    allocation = {"devices": {"results": [result]}, "allocationTimestamp": _now()}
+    reserved = [{"resource": "pods", "name": "p0", "uid": uid}]
+    version = written["metadata"]["resourceVersion"]
+    scheduler.patch(
+        f"{claim_path}/status",
+        {
+            "metadata": {"resourceVersion": version},
+            "status": {"allocation": allocation, "reservedFor": reserved},
+        },
+        merge=False,
+    ).expect(200)
 
     scheduler.bind(namespace, "p0", uid, "rbac-node").expect(201)
     condition = {"type": "PodScheduled", "status": "True", "reason": "Scheduled"}

@@ -243,9 +243,9 @@ def _write_pki(pki: Path) -> None:
 
 
 # Who wrote what and when, for tests that must prove an order of writes (a deposed
-# leader binding after its successor's first lease write). Only the writes those tests
-# reason about, at Metadata level, so the rest of the suite and the benchmarks pay
-# little for it.
+# leader binding after its successor's first lease write, claims before a Binding).
+# Only the writes those tests reason about, at Metadata level, so the rest of the
+# suite and the benchmarks pay little for it.
 _AUDIT_POLICY: JSON = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -260,6 +260,11 @@ _AUDIT_POLICY: JSON = {
                 {
                     "group": "scheduling.batchsched.io",
                     "resources": ["podgroups", "podgroups/status"],
+                },
+                # A pod's ResourceClaims are written before its Binding.
+                {
+                    "group": "resource.k8s.io",
+                    "resources": ["resourceclaims", "resourceclaims/status"],
                 },
             ],
         },

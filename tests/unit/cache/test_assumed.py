@@ -1,8 +1,10 @@
 """Assumed binds: decided, not yet seen in the pod, and kept until the pod shows a node."""
 
+from batchsched.api.dra import AllocatedDevice, Allocation
 from batchsched.cache.cluster import ClusterCache
+from batchsched.model.decisions import DeviceAllocation
 
-from tests.support.objects import cache_of, node, pod
+from tests.support.objects import Obj, cache_of, exactly, node, pod, resource_claim
 
 
 def cache_with_pending_pod() -> ClusterCache:
@@ -51,3 +53,29 @@ def test_confirm_ends_the_assumption_and_keeps_the_node() -> None:
     cache.confirm("default/p")
     assert cache.assumed == {}
     assert cache.tasks["default/p"].node_name == "n1"
+
+
+def _claimed(name: str, *, uid: str) -> Obj:
+    manifest = pod(name, requests={"cpu": "1"})
+    manifest["metadata"]["uid"] = uid
+    manifest["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
+    return manifest
+
+
+def test_an_assumed_allocation_shows_until_the_binder_settles_it() -> None:
+    """Sessions see the claim as the binds make it (allocated, reserved for their pods),
+    whatever the watch shows meanwhile; once settled, as the watch shows it."""
+    claim = resource_claim("c", exactly("gpu", "gpu"))
+    cache = cache_of([node("n1"), _claimed("a", uid="a"), _claimed("b", uid="b"), claim])
+    made = DeviceAllocation("default", "c", (AllocatedDevice("gpu", "d", "n1", "gpu-0"),))
+    cache.assume("default/a", "n1", devices=(made,))
+    cache.assume("default/b", "n1")
+    cache.apply(resource_claim("c", exactly("gpu", "gpu")))  # an event from before the write
+    shown = cache.resource_claims["default/c"]
+    assert shown.allocation == Allocation(made.devices) and shown.reserved_for == ("a", "b")
+    cache.settle_claims("a")
+    shown = cache.resource_claims["default/c"]
+    assert shown.allocation is None and shown.reserved_for == ("b",)
+    cache.settle_claims("b")
+    assert cache.resource_claims["default/c"] == cache.seen_claim("default/c")
+    assert cache.assumed_claims == {}

@@ -10,10 +10,18 @@ from prometheus_client import REGISTRY
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.groups import OUR_API
 from batchsched.api.placement import PLACEMENT_ANNOTATION, format_placement
-from batchsched.k8s.watch import CLAIMS, PODS, WATCHED, Watch, Watched, version_key
+from batchsched.k8s.watch import (
+    CLAIMS,
+    PODS,
+    RESOURCE_CLAIMS,
+    WATCHED,
+    Watch,
+    Watched,
+    version_key,
+)
 
 from .recording_api import RecordingApi, watch_over
-from tests.support.objects import pod, pod_group, queue
+from tests.support.objects import exactly, pod, pod_group, queue, resource_claim
 
 
 def watching(manifest: dict[str, object]) -> Watch:
@@ -254,3 +262,44 @@ def test_a_gang_is_timed_once_its_last_waiting_member_is_bound() -> None:
     assert sli_count("podgroup") == gangs
     watch.apply(PODS, pod("g-1", group="g", node_name="n1", namespace="default"))
     assert sli_count("podgroup") == gangs + 1
+
+
+def _claim(version: int, *, allocated: bool = False) -> dict[str, Any]:
+    claim = resource_claim("c", exactly("gpu", "gpu"), namespace="default")
+    claim["metadata"] |= {"uid": "claim-uid", "resourceVersion": str(version)}
+    if allocated:
+        result = {"request": "gpu", "driver": "d", "pool": "n1", "device": "gpu-0"}
+        claim["status"] = {
+            "allocation": {"devices": {"results": [result]}},
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": "pod-uid"}],
+        }
+    return claim
+
+
+def test_a_claims_events_from_before_our_write_do_not_free_its_devices_again() -> None:
+    """The reply to our allocation is applied at once; an event the watch sends late,
+    from before it, would show the claim unallocated, and is not applied."""
+    watch = watch_over(RecordingApi())
+    watch.apply(RESOURCE_CLAIMS, _claim(5))
+    watch.written(RESOURCE_CLAIMS, _claim(7, allocated=True))
+    watch.apply(RESOURCE_CLAIMS, _claim(6))
+    assert watch.cache.resource_claims["default/c"].allocation is not None
+    watch.apply(RESOURCE_CLAIMS, _claim(7, allocated=True))
+    watch.apply(RESOURCE_CLAIMS, _claim(8))  # deallocated by the controller
+    assert watch.cache.resource_claims["default/c"].allocation is None
+
+
+def test_a_write_replying_after_the_claim_was_deleted_does_not_bring_it_back() -> None:
+    watch = watch_over(RecordingApi())
+    watch.apply(RESOURCE_CLAIMS, _claim(5))
+    watch.delete(RESOURCE_CLAIMS, "default/c")
+    watch.written(RESOURCE_CLAIMS, _claim(7, allocated=True))
+    assert "default/c" not in watch.cache.resource_claims
+
+
+def test_a_claim_deallocated_by_the_controller_wakes_the_loop() -> None:
+    watch = watch_over(RecordingApi())
+    watch.apply(RESOURCE_CLAIMS, _claim(5, allocated=True))
+    watch.changes.take()
+    watch.apply(RESOURCE_CLAIMS, _claim(6))
+    assert watch.changes.urgent.is_set()

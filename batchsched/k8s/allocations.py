@@ -1,0 +1,488 @@
+"""ResourceClaims written before their pods are bound, as kube-scheduler's
+DynamicResources plugin writes them in PreBind (v1.36.3), and undone when a bind fails.
+
+For each ResourceClaim the pods of a job use, before any of them is bound:
+- A claim the session allocated is read afresh, given the finalizer
+  `resource.kubernetes.io/delete-protection` by an update of the whole object (1.36.3
+  refuses every patch of a claim whose spec holds opaque configuration, as a change of
+  its immutable spec), then its status.allocation (results, config, nodeSelector,
+  allocationTimestamp) and its pods in status.reservedFor, in one strategic merge patch
+  of the status subresource carrying the resourceVersion just read.
+- A claim allocated already (shared by name) gets its pods added to status.reservedFor
+  the same way, over the resourceVersion the watch last showed.
+Every write is conflict-checked. After a conflict the claim is read again, and the write
+goes on only if it is still the claim the session saw (same uid, not being deleted) and
+still as the session saw it: unallocated, or allocated with the same devices (an earlier
+attempt of ours whose reply was lost); otherwise the job fails, in kube-scheduler's words
+("got allocated elsewhere in the meantime"). Writing status.allocation or reservedFor
+needs `patch` on the synthetic subresource resourceclaims/binding besides
+resourceclaims/status (DRAResourceClaimGranularStatusAuthorization, on in 1.36): without
+it the API server answers 422 naming that permission, and the job fails saying so.
+
+Undoing, once a job's binds are settled and some of its pods were not bound: those pods
+leave reservedFor (kube-scheduler's Unreserve patch, by uid), and a claim the job
+allocated that no bound pod of it uses loses its allocation in the same patch (checked
+against the version written, as kube-scheduler's PostFilter deallocates), then the
+finalizer. Writes of either kind are fenced as Bindings are: a replica that lost the lease
+writes nothing, not even an undo. What it leaves (a claim allocated and reserved for a pod
+not bound) is what the next leader finds: the pod goes where its claim's devices are, and
+nothing needs writing again.
+
+Each reply goes to the watch at once (Watch.written), so that the cache shows what was
+written before the watch does; the writes of jobs sharing a claim go one job at a time.
+"""
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from batchsched.api.dra import AllocatedDevice, DeviceClass, NodeTerms, claim_keys
+from batchsched.k8s.client import (
+    JSON,
+    STRATEGIC_MERGE_PATCH,
+    TRANSPORT_ERRORS,
+    ApiError,
+    Requests,
+    with_retries,
+)
+from batchsched.k8s.events import rfc3339
+from batchsched.k8s.fence import Fenced, fenced
+from batchsched.k8s.watch import DRA_API, RESOURCE_CLAIMS, Watch, resource_version, version_key
+from batchsched.model.decisions import Binding, DeviceAllocation
+
+log = logging.getLogger(__name__)
+
+# Set on a claim by whoever allocates it, taken off by kube-controller-manager once it
+# deallocates it: the claim cannot be deleted while its devices may be in use.
+FINALIZER = "resource.kubernetes.io/delete-protection"
+# How often a write in conflict is tried again (client-go's retry.DefaultRetry).
+CONFLICT_ATTEMPTS = 5
+# A device of a result, as compared between what was decided and what a claim shows.
+DeviceKey = tuple[str, str, str, str]
+
+
+class AllocationFailed(Exception):
+    """Why a job's claims cannot be written as the session decided; `refused` when the
+    API server refused the write itself (RBAC, validation): trying again at once would
+    be refused again."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimWrite:
+    """What one claim needs for a job's pods: the pods to reserve it for, and the
+    allocation to write, or the devices it was seen allocated with."""
+
+    namespace: str
+    name: str
+    uid: str
+    # (name, uid) of each pod.
+    pods: tuple[tuple[str, str], ...]
+    allocation: DeviceAllocation | None
+    devices: frozenset[DeviceKey]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def path(self) -> str:
+        return f"/apis/{DRA_API}/namespaces/{self.namespace}/resourceclaims/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A claim as a job's write left it: its resourceVersion, and whether the job
+    allocated it (then undoing may deallocate it)."""
+
+    claim: ClaimWrite
+    version: int
+    allocated: bool
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What a write checks of a claim: from the API server, or as the watch showed it."""
+
+    uid: str
+    deleting: bool
+    devices: frozenset[DeviceKey] | None
+    reserved: frozenset[str]
+    version: int
+
+    @classmethod
+    def of(cls, claim: JSON) -> "_Seen":
+        meta, status = claim.get("metadata") or {}, claim.get("status") or {}
+        allocation = status.get("allocation")
+        return cls(
+            uid=str(meta.get("uid") or ""),
+            deleting=meta.get("deletionTimestamp") is not None,
+            devices=None if allocation is None else _result_keys(allocation),
+            reserved=frozenset(str(r.get("uid")) for r in status.get("reservedFor") or ()),
+            version=resource_version(claim),
+        )
+
+
+class ClaimWriter:
+    def __init__(
+        self,
+        api: Requests,
+        watch: Watch,
+        *,
+        valid_for: Callable[[], float],
+        retry_seconds: float = 60.0,
+    ) -> None:
+        self.api = api
+        self.watch = watch
+        self.cache = watch.cache
+        self.valid_for = valid_for
+        self.retry_seconds = retry_seconds
+        # One job at a time writes a claim, and a claim's lock lives while used.
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._users: Counter[str] = Counter()
+
+    def needed(self, bindings: Sequence[Binding]) -> bool:
+        """Whether some pod of the job uses a ResourceClaim (one dict lookup per pod)."""
+        tasks = self.cache.tasks
+        return any(
+            (task := tasks.get(b.key)) is not None and task.resource_claims for b in bindings
+        )
+
+    def plan(self, members: Sequence[Binding]) -> list[ClaimWrite]:
+        """Each claim the members use, with what it needs, as the cache shows it now
+        (the members' binds assumed)."""
+        allocations = {a.key: a for member in members for a in member.devices}
+        pods: dict[str, list[tuple[str, str]]] = {}
+        for member in members:
+            task = self.cache.tasks.get(member.key)
+            for key in claim_keys(task) if task is not None else ():
+                pods.setdefault(key, []).append((member.name, member.uid))
+        writes = []
+        for key, users in pods.items():
+            claim = self.cache.resource_claims.get(key)
+            if claim is None:
+                raise AllocationFailed(f"claim {key} got deleted in the meantime")
+            allocation = allocations.get(key)
+            shown = allocation or claim.allocation
+            writes.append(
+                ClaimWrite(
+                    claim.namespace,
+                    claim.name,
+                    claim.uid,
+                    tuple(users),
+                    allocation,
+                    frozenset(_keys(shown.devices if shown else ())),
+                )
+            )
+        return writes
+
+    async def reserve(self, members: Sequence[Binding]) -> list[Written]:
+        """Write every claim of the job, all or none: when one fails, those written are
+        undone and the failure raised (AllocationFailed, or Fenced)."""
+        writes = self.plan(members)
+        outcomes = await asyncio.gather(*map(self._write, writes), return_exceptions=True)
+        written = [outcome for outcome in outcomes if isinstance(outcome, Written)]
+        failed = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        if failed:
+            await self.release(written, {uid for write in writes for _, uid in write.pods})
+            raise failed[0]
+        return written
+
+    async def _write(self, write: ClaimWrite) -> Written | None:
+        """Allocate and reserve one claim; None when there was nothing to write."""
+        async with self._lock(write.key):
+            claim: JSON | None = None
+            seen = None if write.allocation is not None else self._shown(write)
+            for _ in range(CONFLICT_ATTEMPTS):
+                if seen is None:
+                    claim = await self._read(write)
+                    seen = _Seen.of(claim)
+                _check(write, seen)
+                missing = [(name, uid) for name, uid in write.pods if uid not in seen.reserved]
+                allocate = write.allocation is not None and seen.devices is None
+                if not missing and not allocate:
+                    if claim is None:
+                        return None
+                    # An earlier attempt of ours, whose reply was lost, did it.
+                    self.watch.written(RESOURCE_CLAIMS, claim)
+                    return Written(write, seen.version, write.allocation is not None)
+                status: JSON = {"reservedFor": [_consumer(n, u) for n, u in missing]}
+                try:
+                    if allocate:
+                        assert claim is not None and write.allocation is not None
+                        version = await self._finalize(write, claim)
+                        status["allocation"] = self._allocation(write.allocation, claim)
+                    else:
+                        version = seen.version
+                    reply = await self._patch_status(write, version, status)
+                except ApiError as error:
+                    if error.status != 409:
+                        raise AllocationFailed(
+                            f"claim {write.key}: {error.message}", refused=not error.transient
+                        ) from error
+                    seen = None
+                    continue
+                self.watch.written(RESOURCE_CLAIMS, reply)
+                return Written(write, resource_version(reply), write.allocation is not None)
+        raise AllocationFailed(
+            f"claim {write.key}: still changing after {CONFLICT_ATTEMPTS} attempts to write it"
+        )
+
+    def _shown(self, write: ClaimWrite) -> _Seen | None:
+        """The claim as the watch showed it, when its version is known."""
+        claim = self.cache.seen_claim(write.key)
+        version = self.watch.versions.get(version_key(RESOURCE_CLAIMS, write.key), 0)
+        if claim is None or not version:
+            return None
+        devices = None if claim.allocation is None else frozenset(_keys(claim.allocation.devices))
+        return _Seen(claim.uid, claim.deleting, devices, frozenset(claim.reserved_for), version)
+
+    async def _read(self, write: ClaimWrite) -> JSON:
+        try:
+            claim: JSON = await with_retries(
+                lambda: self.api.get(write.path), seconds=self.retry_seconds
+            )
+        except ApiError as error:
+            if error.status == 404:
+                raise AllocationFailed(f"claim {write.key} got deleted in the meantime") from error
+            raise AllocationFailed(
+                f"claim {write.key}: {error.message}", refused=not error.transient
+            ) from error
+        except TRANSPORT_ERRORS as error:
+            raise AllocationFailed(f"claim {write.key}: {error!r}") from error
+        return claim
+
+    async def _finalize(self, write: ClaimWrite, claim: JSON) -> int:
+        """The finalizer added, by an update of the whole claim (conflict-checked by the
+        version read); returns the claim's version after it."""
+        meta = claim.get("metadata") or {}
+        finalizers = list(meta.get("finalizers") or ())
+        if FINALIZER in finalizers:
+            return resource_version(claim)
+        updated = {**claim, "metadata": {**meta, "finalizers": [*finalizers, FINALIZER]}}
+        reply = await self._send(write, lambda: self.api.put(write.path, updated))
+        return resource_version(reply)
+
+    def _allocation(self, allocation: DeviceAllocation, claim: JSON) -> JSON:
+        spec = (claim.get("spec") or {}).get("devices") or {}
+        return allocation_status(allocation, spec, self.cache.device_classes, time.time())
+
+    async def _patch_status(self, write: ClaimWrite, version: int, status: JSON) -> JSON:
+        body = {"metadata": {"uid": write.uid, "resourceVersion": str(version)}, "status": status}
+        path = f"{write.path}/status"
+        return await self._send(
+            write, lambda: self.api.patch(path, body, content_type=STRATEGIC_MERGE_PATCH)
+        )
+
+    async def _send(self, write: ClaimWrite, call: Callable[[], Awaitable[JSON]]) -> JSON:
+        """One write, fenced, retried while it fails transiently; API errors are raised."""
+
+        async def attempt() -> JSON:
+            async with fenced(self.valid_for):
+                return await call()
+
+        try:
+            return await with_retries(attempt, seconds=self.retry_seconds)
+        except TRANSPORT_ERRORS as error:
+            raise AllocationFailed(f"claim {write.key}: {error!r}") from error
+
+    async def _unfinalize(self, write: ClaimWrite, claim: JSON) -> None:
+        """The finalizer taken off a claim deallocated: it guards allocated claims only.
+        A conflict leaves it for kube-controller-manager, which takes it off when the
+        claim is deleted."""
+        meta = claim.get("metadata") or {}
+        finalizers = list(meta.get("finalizers") or ())
+        if FINALIZER not in finalizers:
+            return
+        finalizers.remove(FINALIZER)
+        updated = {**claim, "metadata": {**meta, "finalizers": finalizers}}
+        reply = await self._send(write, lambda: self.api.put(write.path, updated))
+        self.watch.written(RESOURCE_CLAIMS, reply)
+
+    async def release(self, written: Sequence[Written], unbound: set[str]) -> None:
+        """Undo what the jobs wrote for their pods that were not bound (`unbound` uids)."""
+        await asyncio.gather(*(self._release(w, unbound) for w in written))
+
+    async def _release(self, written: Written, unbound: set[str]) -> None:
+        write = written.claim
+        leaving = {uid for _, uid in write.pods if uid in unbound}
+        if not leaving:
+            return
+        # Allocated for these pods only, so no one else can be reserved on it.
+        deallocate = written.allocated and len(leaving) == len(write.pods)
+        try:
+            async with self._lock(write.key):
+                await self._unreserve(write, written.version, leaving, deallocate=deallocate)
+        except (Fenced, AllocationFailed, ApiError, *TRANSPORT_ERRORS) as error:
+            log.warning("claim %s: cannot undo what was written: %s", write.key, error)
+
+    async def _unreserve(
+        self, write: ClaimWrite, version: int, leaving: set[str], *, deallocate: bool
+    ) -> None:
+        """The pods out of reservedFor, and the allocation cleared with them when
+        `deallocate`, over `version`; after a conflict, as the claim is then."""
+        for _ in range(CONFLICT_ATTEMPTS):
+            status: JSON = {"reservedFor": [{"$patch": "delete", "uid": u} for u in leaving]}
+            if deallocate:
+                status["allocation"] = None
+            try:
+                reply = await self._patch_status(write, version, status)
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+                seen = _Seen.of(await self._read(write))
+                if seen.uid != write.uid:
+                    return
+                deallocate = deallocate and seen.reserved <= leaving
+                version = seen.version
+                continue
+            self.watch.written(RESOURCE_CLAIMS, reply)
+            if deallocate:
+                await self._unfinalize(write, reply)
+            return
+        raise AllocationFailed(f"still changing after {CONFLICT_ATTEMPTS} attempts to write it")
+
+    @contextlib.asynccontextmanager
+    async def _lock(self, key: str) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        self._users[key] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._users[key] -= 1
+            if not self._users[key]:
+                del self._users[key], self._locks[key]
+
+
+def _check(write: ClaimWrite, seen: _Seen) -> None:
+    """The claim is still the one the session saw, as it saw it (kube-scheduler's words)."""
+    if seen.uid != write.uid or seen.deleting:
+        raise AllocationFailed(f"claim {write.key} got deleted in the meantime")
+    if seen.devices is None and write.allocation is None:
+        raise AllocationFailed(f"claim {write.key} got deallocated elsewhere in the meantime")
+    if seen.devices is not None and seen.devices != write.devices:
+        raise AllocationFailed(f"claim {write.key} got allocated elsewhere in the meantime")
+
+
+def _consumer(name: str, uid: str) -> JSON:
+    return {"resource": "pods", "name": name, "uid": uid}
+
+
+def _keys(devices: Iterable[AllocatedDevice]) -> Iterable[DeviceKey]:
+    return ((d.request, d.driver, d.pool, d.device) for d in devices)
+
+
+def _result_keys(allocation: JSON) -> frozenset[DeviceKey]:
+    results = (allocation.get("devices") or {}).get("results") or ()
+    return frozenset(
+        (str(r.get("request")), str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+        for r in results
+    )
+
+
+def allocation_status(
+    allocation: DeviceAllocation,
+    spec: JSON,
+    classes: Mapping[str, DeviceClass],
+    now: float,
+) -> JSON:
+    """status.allocation as kube-scheduler's allocator writes it (dynamic-resource-
+    allocation v0.36.3, stable allocator): a result per device with its request's
+    tolerations, the configs of the chosen requests' classes then the claim's own
+    (`spec` is the claim's spec.devices), the node selector, and the time."""
+    requests = {str(r.get("name")): r for r in spec.get("requests") or ()}
+    results = []
+    # Request -> the name its devices were allocated under ("req" or "req/sub").
+    chosen: dict[str, str] = {}
+    for device in allocation.devices:
+        result: JSON = {
+            "request": device.request,
+            "driver": device.driver,
+            "pool": device.pool,
+            "device": device.device,
+        }
+        if device.admin_access:
+            result["adminAccess"] = True
+        tolerations = _request(requests, device.request).get("tolerations")
+        if tolerations:
+            result["tolerations"] = tolerations
+        results.append(result)
+        chosen.setdefault(device.request.partition("/")[0], device.request)
+    devices: JSON = {"results": results}
+    config = _config(requests, chosen, spec.get("config") or (), classes)
+    if config:
+        devices["config"] = config
+    status: JSON = {"devices": devices, "allocationTimestamp": rfc3339(now)}
+    if allocation.terms is not None:
+        status["nodeSelector"] = node_selector(allocation.terms)
+    return status
+
+
+def _request(requests: Mapping[str, JSON], name: str) -> JSON:
+    """The `exactly` request or firstAvailable subrequest a result names."""
+    parent, _, sub = name.partition("/")
+    request = requests.get(parent) or {}
+    if not sub:
+        found: JSON = request.get("exactly") or {}
+        return found
+    return next((s for s in request.get("firstAvailable") or () if s.get("name") == sub), {})
+
+
+def _config(
+    requests: Mapping[str, JSON],
+    chosen: Mapping[str, str],
+    claim_config: Iterable[JSON],
+    classes: Mapping[str, DeviceClass],
+) -> list[JSON]:
+    """Each chosen request's class configs once per class (later requests of the class
+    added to its entries), then the claim's configs: one with no requests as it is, one
+    naming requests once for each of the claim's requests it names (by the request's
+    name, or by its chosen subrequest's), as upstream appends them."""
+    config: list[JSON] = []
+    of_class: dict[str, range] = {}
+    for parent in requests:
+        name = chosen.get(parent)
+        if name is None:
+            continue
+        class_name = str(_request(requests, name).get("deviceClassName") or "")
+        if class_name in of_class:
+            for index in of_class[class_name]:
+                config[index]["requests"].append(name)
+            continue
+        start = len(config)
+        device_class = classes.get(class_name)
+        for entry in device_class.config if device_class else ():
+            config.append({**entry, "source": "FromClass", "requests": [name]})
+        of_class[class_name] = range(start, len(config))
+    for entry in claim_config:
+        named = list(entry.get("requests") or ())
+        if not named:
+            config.append({**entry, "source": "FromClaim"})
+            continue
+        for parent in requests:
+            if parent in named or chosen.get(parent, parent) in named:
+                config.append({**entry, "source": "FromClaim"})
+    return config
+
+
+def node_selector(terms: NodeTerms) -> JSON:
+    """status.allocation.nodeSelector from the terms the allocation was made with."""
+    rendered = []
+    for term in terms:
+        entry: dict[str, list[JSON]] = {}
+        for requirement in term:
+            part = "matchFields" if requirement.field else "matchExpressions"
+            found: JSON = {"key": requirement.key, "operator": requirement.operator}
+            if requirement.values:
+                found["values"] = list(requirement.values)
+            entry.setdefault(part, []).append(found)
+        rendered.append(entry)
+    return {"nodeSelectorTerms": rendered}
