@@ -72,7 +72,7 @@ from bench.gang_scenarios import (
     Side,
 )
 from bench.parity import SCHEDULER_BINARY, create_node, report, scenario_parser, scenario_rng
-from tests.support import ControlPlane, Kube, component_binary, find_assets
+from tests.support import ControlPlane, ControlPlaneError, Kube, component_binary, find_assets
 from tests.support.kube import JSON
 from tests.support.objects import load_manifests, pod
 
@@ -424,6 +424,12 @@ def schedulers(
             log = Path(scratch) / "operator.log"
             process = start_operator(plane.kubeconfig, log, free_port())
             alive = operator_check(process, log)
+            deadline = time.monotonic() + STEP_TIMEOUT
+            while "cache synced" not in log.read_text(errors="replace"):
+                alive()
+                if time.monotonic() > deadline:
+                    raise ControlPlaneError("batchsched run did not sync its cache in time")
+                time.sleep(POLL_SECONDS)
         sides = Sides(
             SideRunner(kube, KUBE, _always, False),
             SideRunner(kube, OURS, alive, not operator),

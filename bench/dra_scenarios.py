@@ -224,7 +224,11 @@ class Verdict:
 
 def compare(kube: Answer, ours: Answer) -> Verdict:
     """Per pod: placed or not; then, the unit's pods being alike (a gang's members are
-    interchangeable), the multiset of (node, devices) of the placed ones."""
+    interchangeable), the nodes of the placed ones as a multiset, and their devices: a
+    lone pod's exactly; a gang's as the devices it holds, and per member its node and
+    the requests (subrequests) it got devices of. Which member holds which of the
+    devices several nodes reach (all-nodes, node-selector slices) follows the order
+    the members are placed in, which neither scheduler promises."""
     placed_k = {p for p, a in kube.items() if a.node}
     placed_o = {p for p, a in ours.items() if a.node}
     if len(placed_k) != len(placed_o) or (len(placed_k) < len(kube) and placed_k != placed_o):
@@ -238,7 +242,13 @@ def compare(kube: Answer, ours: Answer) -> Verdict:
             nodes_differ=True,
             difference=f"nodes: kube-scheduler {_nodes(kube)}, batchsched {_nodes(ours)}",
         )
-    if Counter(_held(kube)) != Counter(_held(ours)):
+    if len(kube) == 1:
+        alike = _held(kube) == _held(ours)
+    else:
+        alike = Counter(_shapes(kube)) == Counter(_shapes(ours)) and sorted(
+            r[2:] for a in kube.values() for r in a.devices
+        ) == sorted(r[2:] for a in ours.values() for r in a.devices)
+    if not alike:
         return Verdict(
             difference=f"devices: kube-scheduler {_devices(kube)}, batchsched {_devices(ours)}"
         )
@@ -253,6 +263,10 @@ def valid_there(pinned: Answer, answer: Answer) -> bool:
 
 def _held(answer: Answer) -> list[tuple[str | None, tuple[Result, ...]]]:
     return [(a.node, a.devices) for a in answer.values() if a.node]
+
+
+def _shapes(answer: Answer) -> list[tuple[str | None, tuple[str, ...]]]:
+    return [(a.node, tuple(sorted(r[1] for r in a.devices))) for a in answer.values() if a.node]
 
 
 def _placed(answer: Answer) -> str:

@@ -123,3 +123,17 @@ def test_a_gangs_members_are_interchangeable() -> None:
 
 def test_nothing_placed_on_either_side_is_alike() -> None:
     assert compare({"p": PodAnswer(None, message="x")}, {"p": PodAnswer(None)}).same
+
+
+def test_which_member_holds_a_device_several_nodes_reach_is_not_compared() -> None:
+    """Seed 1, scenario 309: the gang's members took the all-nodes VFs in the order they
+    were placed."""
+    vf0 = ("devices", "vf", "nic.example.com", "cluster", "vf-0")
+    vf1 = ("devices", "vf", "nic.example.com", "cluster", "vf-1")
+    kube = {"g-0": PodAnswer("n0", (GPU0, vf0)), "g-1": PodAnswer("n1", (GPU1, vf1))}
+    ours = {"g-0": PodAnswer("n0", (GPU0, vf1)), "g-1": PodAnswer("n1", (GPU1, vf0))}
+    assert compare(kube, ours).same
+    lone = compare({"p": PodAnswer("n0", (GPU0, vf0))}, {"p": PodAnswer("n0", (GPU0, vf1))})
+    assert "devices" in lone.difference
+    taken = {"g-0": PodAnswer("n0", (GPU0, vf0)), "g-1": PodAnswer("n1", (GPU0, vf1))}
+    assert not compare(kube, taken).same
