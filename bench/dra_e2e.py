@@ -7,8 +7,8 @@ alike; gang g asks (g mod GPUS) + 1, so every count comes up as often).
 kube-controller-manager's resource-claim controller makes the pods' claims; a phase is
 timed only once every pod's claim is made, so that both schedulers start with the
 same objects and the controller's pace is not theirs. After a phase, deleting the pods
-lets the controller release and delete their claims, which the next phase waits for:
-until then their devices are taken.
+lets the controller release their claims (until then their devices are taken), which
+the next phase waits for; then they are deleted.
 """
 
 import asyncio
@@ -77,9 +77,14 @@ async def claims_made(api: Api, namespace: str, pods: int) -> None:
         await asyncio.sleep(POLL_SECONDS)
 
 
-async def claims_gone(api: Api, namespace: str) -> None:
-    """Until the controller has deleted the claims of the namespace's deleted pods."""
+async def claims_released(api: Api, namespace: str) -> None:
+    """Until the controller has released the claims of the namespace's deleted pods
+    (their allocation cleared: the devices are free again), then delete them, as the
+    garbage collector would (it does not run here)."""
     path = f"/apis/{DRA_API}/namespaces/{namespace}/resourceclaims"
+    while any((c.get("status") or {}).get("allocation") for c in (await api.get(path))["items"]):
+        await asyncio.sleep(POLL_SECONDS)
+    await api.request("DELETE", path)
     while (await api.get(f"{path}?limit=1"))["items"]:
         await asyncio.sleep(POLL_SECONDS)
 

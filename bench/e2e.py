@@ -135,8 +135,8 @@ from bench.cluster import (
 from bench.dra_e2e import (
     CONTROLLERS,
     ask_devices,
-    claims_gone,
     claims_made,
+    claims_released,
     create_devices,
     create_templates,
     delete_templates,
@@ -607,11 +607,11 @@ async def create_workload(
 
 
 async def delete_workload(api: Api, args: argparse.Namespace, namespace: str) -> None:
-    """The phase's pods, and with --dra their claims (the controller deletes them once
-    their pods are gone, freeing their devices for the next phase) and templates."""
+    """The phase's pods, and with --dra their claims (once the controller has released
+    them, freeing their devices for the next phase) and templates."""
     await delete_pods(api, namespace, args.pods)
     if args.dra:
-        await claims_gone(api, namespace)
+        await claims_released(api, namespace)
         await delete_templates(api, namespace)
 
 
