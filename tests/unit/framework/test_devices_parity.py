@@ -3,7 +3,16 @@ answering otherwise than kube-scheduler v1.36.3 (docs/conformance.md), each with
 upstream code that decides it (k8s.io/dynamic-resource-allocation v0.36.3,
 structured/internal/incubating, the allocator 1.36 runs with its beta features on)."""
 
-from tests.support.objects import device, node, resource_slice
+from tests.support.objects import (
+    decide,
+    device,
+    exactly,
+    node,
+    placements,
+    resource_claim,
+    resource_slice,
+)
+from tests.unit.framework.test_deviceclaims import GPU_CLASS, claimed, gpus
 from tests.unit.framework.test_devices import (
     DRIVER_A,
     NO_SCHEDULE,
@@ -56,3 +65,25 @@ def test_all_devices_beside_an_incomplete_pool_of_shared_counters_elsewhere() ->
         [("req-0", "driver-a/pool-1/device-1")]
     ]
     assert allocate([claim0(req0())], slices, nodes=nodes, on="node-2") is None
+
+
+def test_an_error_on_one_node_keeps_the_pod_off_every_node() -> None:
+    """kube-scheduler ends a pod's scheduling cycle when a Filter returns an Error on any
+    node (findNodesThatPassFilters): an `All` request over n2's pool being updated keeps
+    the pod off n1 too, where its pool is whole and free (seed 1, scenarios 46, 177,
+    340, 475)."""
+    objects = [
+        node("n1"),
+        gpus("n1", 2),
+        node("n2"),
+        gpus("n2", 2, slice_count=2),
+        GPU_CLASS,
+        resource_claim("all", exactly("gpu", "gpu", mode="All")),
+        claimed("all", "all"),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {}
+    assert decisions.pending["default/all"] == (
+        "0/2 nodes are available: 2 claim default/all, request gpu: asks for all devices, but "
+        "resource pool gpu.example.com/n2 is currently being updated."
+    )
