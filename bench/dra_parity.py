@@ -31,15 +31,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from batchsched.config.load import default_config
@@ -59,7 +59,7 @@ from bench.dra_scenarios import (
     valid_there,
 )
 from bench.e2e import start_operator
-from bench.gang_parity import POLL_SECONDS, SCHEDULER_CONFIG, operator_check
+from bench.gang_parity import POLL_SECONDS, SCHEDULER_CONFIG, _condition, operator_check
 from bench.gang_scenarios import (
     BARRIER,
     BARRIER_RESOURCE,
@@ -71,7 +71,14 @@ from bench.gang_scenarios import (
     SCHEDULER_GATES,
     Side,
 )
-from bench.parity import SCHEDULER_BINARY, create_node, report, scenario_parser, scenario_rng
+from bench.parity import (
+    SCHEDULER_BINARY,
+    create_node,
+    each_scenario,
+    report,
+    scenario_parser,
+    scenario_rng,
+)
 from tests.support import ControlPlane, ControlPlaneError, Kube, component_binary, find_assets
 from tests.support.kube import JSON
 from tests.support.objects import load_manifests, pod
@@ -334,14 +341,6 @@ def _claim_names(obj: JSON) -> dict[str, str]:
     return found
 
 
-def _condition(obj: JSON, kind: str) -> JSON | None:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition["type"] == kind:
-            found: JSON = condition
-            return found
-    return None
-
-
 class Sides:
     """kube-scheduler's side and batchsched's, run at once."""
 
@@ -461,25 +460,12 @@ def run(args: argparse.Namespace) -> JSON:
     assets = find_assets()
     started = time.monotonic()
     indices = [args.only] if args.only is not None else list(range(args.scenarios))
-    results: list[Outcome] = []
-    interrupted = False
     with (
         start_plane(assets) as plane,
         schedulers(plane, assets, operator=args.operator, parallel=args.parallel) as sides,
         ThreadPoolExecutor(args.parallel) as pool,
     ):
-        # A run in the background ignores Ctrl-C: SIGTERM ends it as Ctrl-C does.
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
-        futures = [pool.submit(scenario_result, sides, args, i) for i in indices]
-        try:
-            for done in as_completed(futures):
-                results.append(done.result())
-                print(f"{len(results)}/{len(indices)} scenarios", file=sys.stderr, flush=True)
-        except KeyboardInterrupt:
-            # The scenarios under way finish, and the report covers those done.
-            interrupted = True
-            for future in futures:
-                future.cancel()
+        results, interrupted = each_scenario(pool, partial(scenario_result, sides, args), indices)
     results.sort(key=lambda r: r.scenario.index)
     found = summary(args, results, Path(args.out), time.monotonic() - started)
     return {**found, "interrupted": interrupted}

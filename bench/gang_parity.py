@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from batchsched.api.nativegroups import NATIVE_API
@@ -70,6 +70,7 @@ from bench.gang_scenarios import (
 from bench.parity import (
     SCHEDULER_BINARY,
     create_node,
+    each_scenario,
     report,
     scenario_parser,
     scenario_rng,
@@ -311,26 +312,12 @@ def run(args: argparse.Namespace) -> JSON:
     binary = component_binary(assets, SCHEDULER_BINARY)
     started = time.monotonic()
     indices = [args.only] if args.only is not None else list(range(args.scenarios))
-    results: list[Result] = []
-    interrupted = False
     with (
         start_plane(assets) as plane,
         schedulers(plane, binary, args.parallel) as sides,
         ThreadPoolExecutor(args.parallel) as pool,
     ):
-        # A run in the background ignores Ctrl-C: SIGTERM ends it as Ctrl-C does.
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
-        futures = [pool.submit(scenario_result, sides, args, i) for i in indices]
-        try:
-            for done in as_completed(futures):
-                results.append(done.result())
-                print(f"{len(results)}/{len(indices)} scenarios", file=sys.stderr, flush=True)
-        except KeyboardInterrupt:
-            # Ctrl-C (or SIGTERM): the scenarios under way finish, and the report covers
-            # those done.
-            interrupted = True
-            for future in futures:
-                future.cancel()
+        results, interrupted = each_scenario(pool, partial(scenario_result, sides, args), indices)
     results.sort(key=lambda r: r.scenario.index)
     found = summary(args, results, sides.refused, Path(args.out), time.monotonic() - started)
     return {**found, "interrupted": interrupted}

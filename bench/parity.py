@@ -20,10 +20,13 @@ as a case `batchsched simulate -f` reads) only if it repeats.
 import argparse
 import json
 import random
+import signal
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import TypeVar
 
 from bench.parity_scenarios import (
     KUBE_SCHEDULER,
@@ -56,6 +59,7 @@ SCHEDULER_CONFIG: JSON = {
     "profiles": [{"schedulerName": KUBE_SCHEDULER}],
 }
 DECISION_TIMEOUT = 30.0
+T = TypeVar("T")
 # How much longer than --settle a disagreement is given when it is run again.
 CONFIRM_FACTOR = 10
 
@@ -239,6 +243,27 @@ def run(args: argparse.Namespace) -> JSON:
         "not_repeated": not_repeated,
         "elapsed_seconds": round(time.monotonic() - started, 1),
     }
+
+
+def each_scenario(
+    pool: ThreadPoolExecutor, work: Callable[[int], T], indices: list[int]
+) -> tuple[list[T], bool]:
+    """`work` on every scenario index, in `pool`, with progress on stderr; and whether
+    Ctrl-C or SIGTERM ended the run early (the scenarios under way finish, the others
+    are dropped, and the results cover those done)."""
+    # A run in the background ignores Ctrl-C: SIGTERM ends it as Ctrl-C does.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    futures = [pool.submit(work, index) for index in indices]
+    results: list[T] = []
+    try:
+        for done in as_completed(futures):
+            results.append(done.result())
+            print(f"{len(results)}/{len(indices)} scenarios", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        for future in futures:
+            future.cancel()
+        return results, True
+    return results, False
 
 
 def scenario_parser(
