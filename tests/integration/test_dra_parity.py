@@ -4,9 +4,9 @@ manager's resource-claim controller, and batchsched's simulator on the same obje
 back from the API server. Each pod of the unit must be placed by both or by neither, on
 the same node and devices, or on nodes each scheduler finds valid for the other's answer.
 
-The scenarios are chosen to cover: a gang from a template, a claim by name, a pod
-joining a claim already allocated, All, firstAvailable, a node-selector NIC beside GPUs
-with matchAttribute, an all-nodes VF, and a missing DeviceClass.
+The scenarios are chosen to cover: a gang from a template, a pod joining a claim already
+allocated, All, firstAvailable, a node-selector NIC beside GPUs with matchAttribute, and
+one scenario of each disagreement the full run found (docs/conformance.md).
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from tests.support.objects import load_manifests
 pytestmark = pytest.mark.integration
 
 SEED = 1
-# Seed 1's scenarios: 36 a gang of 2 from a template, 22 a claim by name, 4 a pod
-# joining a claim in use, 5 All, 1 firstAvailable, 3 GPU and NIC with matchAttribute
-# (a gang of 3), 11 a GPU and a VF, 29 a missing class.
-SCENARIOS = (36, 22, 4, 5, 1, 3, 11, 29)
+# Seed 1's scenarios: 36 a gang of 2 from a template, 4 a pod joining a claim in use,
+# 5 All, 1 firstAvailable by name, 3 GPU and NIC with matchAttribute (a gang of 3); and
+# All over a device with an untolerated taint (34), beside a pool being updated on
+# another node (46), beside another node's pool of shared counters being updated (129).
+SCENARIOS = (36, 4, 5, 1, 3, 34, 46, 129)
 # Longer than kube-scheduler's backoff (bench/gang_parity.py, SCHEDULER_CONFIG).
 SETTLE = 1.5
 
