@@ -4,7 +4,7 @@ ceiling and the list-watch floor measured in the same run.
 Usage: python -m bench.e2e [--nodes 1000] [--pods 5000] [--gang 8] [--concurrency 64]
                           [--rounds 6] [--control-plane-cpus 0|shared]
                           [--kinds ours|volcano|native] [--beside KIND[,KIND...]]
-                          [--kube-scheduler] [--kube-scheduler-qps QPS]
+                          [--kube-scheduler] [--kube-scheduler-qps QPS] [--dra GPUS]
 Needs KUBEBUILDER_ASSETS (see hack/envtest.sh; with --kube-scheduler, the directory
 hack/kube-scheduler.sh prints). Prints one JSON object.
 
@@ -45,6 +45,10 @@ hack/kube-scheduler.sh prints). Prints one JSON object.
    on, one profile, the release's defaults otherwise: client QPS 50, burst 100 unless
    `--kube-scheduler-qps`) gets a phase of its own on the same pods in native PodGroups,
    started and timed as the operator is (`kube_scheduler`).
+   With `--dra GPUS`, every node also publishes GPUS GPUs through a ResourceSlice, and
+   the pods of these phases ask 1 to GPUS of them (alike within a gang) through claims
+   that kube-controller-manager's resource-claim controller makes from templates, all
+   made before the phase is timed (bench/dra_e2e.py).
 4. List-watch floor: P pods that no scheduler owns, bound by bench/floor.py, started
    and timed as the operator is. It lists the cluster, watches every pod and binds
    as the raw client does, deciding nothing: what any scheduler that lists and
@@ -127,6 +131,15 @@ from bench.cluster import (
     free_port,
     pin,
     watch_bound,
+)
+from bench.dra_e2e import (
+    CONTROLLERS,
+    ask_devices,
+    claims_made,
+    claims_released,
+    create_devices,
+    create_templates,
+    delete_templates,
 )
 from bench.gang_scenarios import (
     GATES,
@@ -511,7 +524,7 @@ async def end_to_end(
     await create_namespace(api, namespace)
     await create_groups(api, kinds, namespace, pods, gang)
     manifests = pod_manifests(pods, gang, SCHEDULER, kinds=kinds)
-    created = await create_pods(api, namespace, manifests)
+    created = await create_workload(api, args, namespace, manifests)
     port = free_port()
     start = partial(start_operator, kubeconfig, log, port)
     async with timed_process(
@@ -522,7 +535,7 @@ async def end_to_end(
         rss = peak_rss_mb(timed.process.pid)
         metrics = await asyncio.to_thread(scrape, port)
         session_rss = round(metrics["batchsched_session_peak_rss_bytes"] / 2**20, 1)
-    await delete_pods(api, namespace, pods)
+    await delete_workload(api, args, namespace)
     await delete_groups(api, kinds, namespace)
     return {
         **timed.summary(),
@@ -561,9 +574,8 @@ async def kube_scheduler(
     pods, gang, kinds = args.pods, args.gang, KINDS["native"]
     await create_namespace(api, namespace)
     await create_groups(api, kinds, namespace, pods, gang)
-    created = await create_pods(
-        api, namespace, pod_manifests(pods, gang, KUBE_SCHEDULER, kinds=kinds)
-    )
+    manifests = pod_manifests(pods, gang, KUBE_SCHEDULER, kinds=kinds)
+    created = await create_workload(api, args, namespace, manifests)
     connection: JSON = {"kubeconfig": str(plane.kubeconfig)}
     if args.kube_scheduler_qps:
         connection.update(qps=args.kube_scheduler_qps, burst=2 * args.kube_scheduler_qps)
@@ -575,9 +587,32 @@ async def kube_scheduler(
         api, namespace, pods, start, name="kube_scheduler", server=server, timeout=args.timeout
     ) as timed:
         pass
-    await delete_pods(api, namespace, pods)
+    await delete_workload(api, args, namespace)
     await delete_groups(api, kinds, namespace)
     return {**timed.summary(), **bind_phase(timed, created)}
+
+
+async def create_workload(
+    api: Api, args: argparse.Namespace, namespace: str, manifests: list[JSON]
+) -> dict[str, float]:
+    """A scheduler phase's pods; with --dra, asking for GPUs through claims, which are
+    all made before the phase is timed (bench/dra_e2e.py)."""
+    if args.dra:
+        await create_templates(api, namespace, args.dra)
+        ask_devices(manifests, args.gang, args.dra)
+    created = await create_pods(api, namespace, manifests)
+    if args.dra:
+        await claims_made(api, namespace, len(manifests))
+    return created
+
+
+async def delete_workload(api: Api, args: argparse.Namespace, namespace: str) -> None:
+    """The phase's pods, and with --dra their claims (once the controller has released
+    them, freeing their devices for the next phase) and templates."""
+    await delete_pods(api, namespace, args.pods)
+    if args.dra:
+        await claims_released(api, namespace)
+        await delete_templates(api, namespace)
 
 
 def synced_after(log: Path, started_wall: float) -> float:
@@ -653,6 +688,12 @@ async def run(args: argparse.Namespace) -> JSON:
         rounds: list[JSON] = []
         try:
             nodes = await create_nodes(api, args.nodes)
+            if args.dra:
+                await create_devices(api, nodes, args.dra)
+                manager = component_binary(find_assets(), "kube-controller-manager")
+                await asyncio.to_thread(
+                    plane.start_controller_manager, manager, controllers=CONTROLLERS
+                )
             for kind in kinds.values():
                 for name in kind.queues:
                     queue = {"apiVersion": kind.api_version, "kind": "Queue"}
@@ -797,6 +838,15 @@ def main() -> None:
     )
     parser.add_argument(
         "--kinds", choices=sorted(KINDS), default="ours", help="the API the gangs are written in"
+    )
+    parser.add_argument(
+        "--dra",
+        type=int,
+        default=0,
+        metavar="GPUS",
+        help="every node publishes GPUS GPUs through a ResourceSlice, and the schedulers' pods "
+        "ask 1 to GPUS of them through claims from templates (bench/dra_e2e.py; needs "
+        "kube-controller-manager in KUBEBUILDER_ASSETS)",
     )
     parser.add_argument(
         "--control-plane-cpus",

@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from batchsched.api.nativegroups import NATIVE_API
@@ -71,6 +71,7 @@ from bench.gang_scenarios import (
 from bench.parity import (
     SCHEDULER_BINARY,
     create_node,
+    each_scenario,
     report,
     scenario_indices,
     scenario_parser,
@@ -341,36 +342,15 @@ def run(args: argparse.Namespace) -> JSON:
     binary = component_binary(assets, SCHEDULER_BINARY)
     started = time.monotonic()
     indices = scenario_indices(args)
-    results: list[Result] = []
-    # Scenarios left out because a step was not answered in time, and why.
-    timed_out: list[str] = []
-    interrupted = False
     with (
         start_plane(assets) as plane,
         schedulers(plane, binary, args.parallel) as sides,
         ThreadPoolExecutor(args.parallel) as pool,
     ):
-        # A run in the background ignores Ctrl-C: SIGTERM ends it as Ctrl-C does.
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
-        futures = [pool.submit(scenario_result, sides, args, i) for i in indices]
-        try:
-            for done in as_completed(futures):
-                try:
-                    results.append(done.result())
-                except TimeoutError as error:
-                    # On a busy machine one step may outlast STEP_TIMEOUT: that scenario
-                    # is left out, by name, rather than ending the run and its report.
-                    timed_out.append(str(error))
-                print(f"{len(results)}/{len(indices)} scenarios", file=sys.stderr, flush=True)
-        except KeyboardInterrupt:
-            # Ctrl-C (or SIGTERM): the scenarios under way finish, and the report covers
-            # those done.
-            interrupted = True
-            for future in futures:
-                future.cancel()
-    results.sort(key=lambda r: r.scenario.index)
+        done = each_scenario(pool, partial(scenario_result, sides, args), indices)
+    results = sorted(done.results, key=lambda r: r.scenario.index)
     found = summary(args, results, sides.refused, Path(args.out), time.monotonic() - started)
-    return {**found, "timed_out": timed_out, "interrupted": interrupted}
+    return {**found, "timed_out": done.timed_out, "interrupted": done.interrupted}
 
 
 @dataclass(frozen=True)

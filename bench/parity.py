@@ -20,10 +20,14 @@ as a case `batchsched simulate -f` reads) only if it repeats.
 import argparse
 import json
 import random
+import signal
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from bench.parity_scenarios import (
     KUBE_SCHEDULER,
@@ -56,6 +60,7 @@ SCHEDULER_CONFIG: JSON = {
     "profiles": [{"schedulerName": KUBE_SCHEDULER}],
 }
 DECISION_TIMEOUT = 30.0
+T = TypeVar("T")
 # How much longer than --settle a disagreement is given when it is run again.
 CONFIRM_FACTOR = 10
 
@@ -239,6 +244,44 @@ def run(args: argparse.Namespace) -> JSON:
         "not_repeated": not_repeated,
         "elapsed_seconds": round(time.monotonic() - started, 1),
     }
+
+
+@dataclass(frozen=True)
+class Scenarios(Generic[T]):
+    """What a run of scenarios gave: the results of those done, the scenarios left out
+    because a step was not answered in time (and why), and whether Ctrl-C or SIGTERM
+    ended the run early."""
+
+    results: list[T]
+    timed_out: list[str]
+    interrupted: bool
+
+
+def each_scenario(
+    pool: ThreadPoolExecutor, work: Callable[[int], T], indices: list[int]
+) -> Scenarios[T]:
+    """`work` on every scenario index, in `pool`, with progress on stderr. On Ctrl-C or
+    SIGTERM the scenarios under way finish, the others are dropped, and the results
+    cover those done."""
+    # A run in the background ignores Ctrl-C: SIGTERM ends it as Ctrl-C does.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    futures = [pool.submit(work, index) for index in indices]
+    results: list[T] = []
+    timed_out: list[str] = []
+    try:
+        for done in as_completed(futures):
+            try:
+                results.append(done.result())
+            except TimeoutError as error:
+                # On a busy machine one step may outlast its timeout: that scenario is
+                # left out, by name, rather than ending the run and its report.
+                timed_out.append(str(error))
+            print(f"{len(results)}/{len(indices)} scenarios", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        for future in futures:
+            future.cancel()
+        return Scenarios(results, timed_out, interrupted=True)
+    return Scenarios(results, timed_out, interrupted=False)
 
 
 def scenario_parser(

@@ -296,8 +296,10 @@ class DeviceClaims(CheckedFilter):
                     continue
                 if reason == CANNOT_ALLOCATE:
                     cannot[row] = True
-                else:
-                    failing.setdefault(reason, np.zeros(self.size, dtype=np.bool_))[row] = True
+                    continue
+                # Upstream's Filter returns an Error here, which ends the pod's
+                # scheduling cycle on every node, not only this one.
+                return [(reason, where.copy())]
         # A node that cannot allocate and reaches an invalid pool says so, as upstream
         # does: the pool may be what is missing.
         for invalid, reach in self._invalid:

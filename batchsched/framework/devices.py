@@ -152,6 +152,11 @@ class Inventory:
             added: BoolArray | None = None
             names: set[str] = set()
             for part in group:
+                # Upstream counts a slice of shared counters in every node's pools,
+                # whatever its node selection: such a pool incomplete or invalid
+                # fails `All` requests everywhere.
+                if part.counters:
+                    reach[:] = True
                 for counter_set, counters in part.counters.items():
                     pool.counters[counter_set] = dict(counters)
                 for device in part.devices:
@@ -542,7 +547,10 @@ class _Search:
         for device in self.node_devices:
             if device in errors:
                 raise AllocationError(errors[device].describe(pending.claim.key))
-            if picked[device] and not alternative.blocked_by(self.inventory.devices[device]):
+            if picked[device] and (
+                alternative.mode == ALL
+                or not alternative.blocked_by(self.inventory.devices[device])
+            ):
                 found.append(device)
         return found
 
@@ -550,6 +558,10 @@ class _Search:
         self, claim: int, request: int, alternative: DeviceRequest, devices: list[int]
     ) -> bool:
         if len(self.chosen[claim]) + len(devices) > MAX_RESULTS:
+            return False
+        # Upstream takes every device the selectors pick: one with a taint the request
+        # does not tolerate fails the request, it is not left out.
+        if any(alternative.blocked_by(self.inventory.devices[d]) for d in devices):
             return False
         added: list[int] = []
         for device in devices:

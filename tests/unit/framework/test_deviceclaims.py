@@ -268,8 +268,8 @@ def test_an_incomplete_pool_gives_no_device_and_refuses_all() -> None:
     assert "default/one" in placements(decisions)
     assert allocated_devices(decisions)["default/one"] == [f"{DRIVER}/n1/gpu-0"]
     assert decisions.pending["default/all"] == (
-        "0/2 nodes are available: 1 cannot allocate all claims, 1 claim default/all, request "
-        f"gpu: asks for all devices, but resource pool {DRIVER}/n2 is currently being updated."
+        "0/2 nodes are available: 2 claim default/all, request gpu: asks for all devices, but "
+        f"resource pool {DRIVER}/n2 is currently being updated."
     )
 
 
