@@ -173,7 +173,7 @@ class DeviceClaims(CheckedFilter):
         self._unusable_reach: BoolArray = np.zeros(self.size, dtype=np.bool_)
         # Invalid pools, each with why and the nodes it reaches.
         self._invalid: list[tuple[str, BoolArray]] = []
-        for pool, reach in zip(inventory.pools, inventory.pool_reach, strict=True):
+        for pool, reach in zip(inventory.pools, inventory.pool_counted, strict=True):
             if pool.incomplete or pool.invalid:
                 self._unusable_reach |= reach
             if pool.invalid:

@@ -139,6 +139,10 @@ class Inventory:
         # Per pool index, the node rows its devices reach (as a mask) and per device,
         # its own row when it is reachable from one node only (-1 otherwise).
         self.pool_reach: list[BoolArray] = []
+        # Per pool, the nodes whose pools count it (for `All` requests, its completeness
+        # and validity): where its devices are, or every node for a pool with a slice
+        # of shared counters.
+        self.pool_counted: list[BoolArray] = []
         device_rows: list[int] = []
         scopes: list[NodeScope] = []
         self._device_reach: dict[int, BoolArray] = {}
@@ -151,12 +155,12 @@ class Inventory:
             reach: BoolArray = np.zeros(self.size, dtype=np.bool_)
             added: BoolArray | None = None
             names: set[str] = set()
+            counted_everywhere = False
             for part in group:
                 # Upstream counts a slice of shared counters in every node's pools,
                 # whatever its node selection: such a pool incomplete or invalid
                 # fails `All` requests everywhere.
-                if part.counters:
-                    reach[:] = True
+                counted_everywhere |= bool(part.counters)
                 for counter_set, counters in part.counters.items():
                     pool.counters[counter_set] = dict(counters)
                 for device in part.devices:
@@ -184,6 +188,9 @@ class Inventory:
                     if row < 0:
                         self._device_reach[index] = where
             self.pool_reach.append(reach)
+            self.pool_counted.append(
+                np.ones(self.size, dtype=np.bool_) if counted_everywhere else reach
+            )
         self.scopes: list[NodeScope] = scopes
         self.device_row: IntArray = np.array(device_rows, dtype=np.int64)
         self.usable: BoolArray = np.array(
@@ -277,7 +284,7 @@ class Inventory:
         return mask
 
     def pools_on(self, row: int) -> list[Pool]:
-        return [pool for p, pool in enumerate(self.pools) if self.pool_reach[p][row]]
+        return [pool for p, pool in enumerate(self.pools) if self.pool_counted[p][row]]
 
     def picks(self, request: DeviceRequest, device_class: DeviceClass) -> Picks:
         """Which devices the class's and the request's selectors pick (the class's first,
