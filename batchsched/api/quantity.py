@@ -67,6 +67,28 @@ def _parse_text(text: str, *, where: str) -> Decimal:
     return number * _DECIMAL[suffix]
 
 
+def format_quantity(value: Decimal) -> str:
+    """The quantity in Kubernetes' form: a whole number with the largest suffix that
+    keeps it whole, binary or decimal, whichever is shorter (binary on a tie);
+    fractions in the smallest of m, u, n that makes them whole (rounded up past nano,
+    as the API server rounds)."""
+    if value == value.to_integral_value():
+        whole = int(value)
+        forms = []
+        decimal = {k: int(v) for k, v in _DECIMAL.items() if v >= 1000}
+        for factors in (_BINARY, decimal):
+            for suffix, factor in reversed(factors.items()):
+                if whole and whole % factor == 0:
+                    forms.append(f"{whole // factor}{suffix}")
+                    break
+        return min([*forms, str(whole)], key=len)
+    for suffix in ("m", "u"):
+        scaled = value / _DECIMAL[suffix]
+        if scaled == scaled.to_integral_value():
+            return f"{int(scaled)}{suffix}"
+    return f"{math.ceil(value / _DECIMAL['n'])}n"
+
+
 def ceil_int(value: Decimal) -> int:
     """Round up, as the API server does when a quantity is read as a whole number."""
     return math.ceil(value)

@@ -62,6 +62,11 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 # `<pod><suffix>` here, the prefix of the name the API server generates for it.
 EXTENDED_CLAIM_SUFFIX = "-extended-resources-"
 NOT_ON_NODE = "resourceclaim not available on the node"
+# Where the shell cannot create the claim for extended resources backed by devices.
+NO_EXTENDED_CLAIMS = (
+    "given on this node only through devices, and batchsched run does not create the claim"
+    " for extended resources backed by a DeviceClass yet"
+)
 
 
 @dataclass(slots=True)
@@ -132,8 +137,12 @@ class DeviceClaims(CheckedFilter):
         backed: Mapping[str, str] | None = None,
         allocatable: IntArray | None = None,
         columns: Mapping[str, int] | None = None,
+        creates_extended: bool = True,
     ) -> None:
         self.devices = devices
+        # Whether the shell creates the claim for extended resources backed by devices:
+        # where it does not, nodes giving them only through devices are refused.
+        self.creates_extended = creates_extended
         self.inventory = inventory
         self.size = inventory.size
         self.namespace_labels = namespace_labels
@@ -274,10 +283,18 @@ class DeviceClaims(CheckedFilter):
         plain = where
         for group in special:
             plain = plain & ~group.where
+            if not self.creates_extended:
+                checks.append((self._not_created(group), where & group.where))
+                continue
             checks += self._allocation_failures((*pending, group.pending), where & group.where)
         if pending:
             checks += self._allocation_failures(pending, plain)
         return checks
+
+    def _not_created(self, group: _Special) -> str:
+        resources = sorted({m.resource for m in group.mappings})
+        backed = ", ".join(f"{r} (DeviceClass {self.backed[r]})" for r in resources)
+        return f"{backed}: {NO_EXTENDED_CLAIMS}"
 
     def _allocation_failures(
         self, pending: tuple[Pending, ...], where: BoolArray

@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 
 from batchsched.api.dra import AllocatedDevice, DeviceClass, NodeTerms, claim_keys
+from batchsched.api.quantity import format_quantity
 from batchsched.k8s.client import (
     JSON,
     STRATEGIC_MERGE_PATCH,
@@ -396,7 +397,8 @@ def allocation_status(
 ) -> JSON:
     """status.allocation as kube-scheduler's allocator writes it (dynamic-resource-
     allocation v0.36.3, stable allocator): a result per device with its request's
-    tolerations, the configs of the chosen requests' classes then the claim's own
+    tolerations (and, for a share of a device allowing multiple allocations, its
+    shareID and consumedCapacity), the configs of the chosen requests' classes then the claim's own
     (`spec` is the claim's spec.devices), the node selector, and the time."""
     requests = {str(r.get("name")): r for r in spec.get("requests") or ()}
     results = []
@@ -414,6 +416,10 @@ def allocation_status(
         tolerations = _request(requests, device.request).get("tolerations")
         if tolerations:
             result["tolerations"] = tolerations
+        if device.share_id:
+            result["shareID"] = device.share_id
+        if device.consumed:
+            result["consumedCapacity"] = {k: format_quantity(v) for k, v in device.consumed}
         results.append(result)
         chosen.setdefault(device.request.partition("/")[0], device.request)
     devices: JSON = {"results": results}

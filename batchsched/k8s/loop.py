@@ -307,7 +307,10 @@ def _decide(
     in the event loop itself. The bindings reached the loop job by job (`commit`), so
     they do not travel again."""
     timings = Timings()
-    decisions = run_session(snapshot, config, timings=timings, on_commit=commit)
+    # The claims for extended resources backed by devices are not created here yet.
+    decisions = run_session(
+        snapshot, config, timings=timings, on_commit=commit, creates_extended_claims=False
+    )
     return replace(decisions, bindings=[]), summarize(snapshot, decisions), timings
 
 

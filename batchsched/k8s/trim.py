@@ -13,7 +13,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from batchsched.api.budgets import BUDGET_READS
-from batchsched.api.dra import CLASS_READS, RESOURCE_CLAIM_READS, SLICE_READS, TEMPLATE_READS
+from batchsched.api.dra import (
+    CLASS_READS,
+    RESOURCE_CLAIM_READS,
+    SLICE_READS,
+    TAINT_RULE_READS,
+    TEMPLATE_READS,
+)
 from batchsched.api.groups import POD_GROUP_READS
 from batchsched.api.hypernodes import HYPERNODE_READS
 from batchsched.api.namespaces import NAMESPACE_READS
@@ -167,3 +173,4 @@ trim_resource_slice = trimmer(SLICE_READS)
 trim_device_class = trimmer(CLASS_READS)
 trim_resource_claim = trimmer(RESOURCE_CLAIM_READS)
 trim_claim_template = trimmer(TEMPLATE_READS)
+trim_taint_rule = trimmer(TAINT_RULE_READS)

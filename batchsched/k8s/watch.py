@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from batchsched.api.dra import TAINT_RULE_API
 from batchsched.api.errors import InvalidObject
 from batchsched.api.gpu import GPU_INDEX_ANNOTATION
 from batchsched.api.groups import POD_GROUP_APIS
@@ -55,6 +56,7 @@ from batchsched.k8s.trim import (
     trim_resource_slice,
     trim_storage_capacity,
     trim_storage_class,
+    trim_taint_rule,
     trim_volume,
     trim_workload,
 )
@@ -100,7 +102,13 @@ ABSENT_NOTES = {
         "--feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha2=true)"
         ", so no pod can name a PodGroup in spec.schedulingGroup; looked for again every "
         "30s"
-    )
+    ),
+    TAINT_RULE_API: (
+        "this API server does not serve DeviceTaintRules (1.36: kube-apiserver "
+        "--feature-gates=DRADeviceTaintRules=true --runtime-config=resource.k8s.io/v1beta2=true)"
+        ", so devices carry only the taints their ResourceSlices give; looked for again "
+        "every 30s"
+    ),
 }
 WATCHED = (
     PODS,
@@ -119,6 +127,14 @@ WATCHED = (
     RESOURCE_SLICES,
     DEVICE_CLASSES,
     Watched(DRA_API, "resourceclaimtemplates", "ResourceClaimTemplate", trim_claim_template),
+    # Taints added to devices by selector, once that API is served.
+    Watched(
+        TAINT_RULE_API,
+        "devicetaintrules",
+        "DeviceTaintRule",
+        trim_taint_rule,
+        ABSENT_NOTES[TAINT_RULE_API],
+    ),
     # Ours and Volcano's (ours wins a name in both, see ClusterCache._apply_queue).
     *(Watched(api, "queues", "Queue", trim_queue) for api in QUEUE_APIS),
     # Which running pods preemption should spare.

@@ -749,3 +749,56 @@ def test_a_claim_made_for_another_pod_is_not_used(dra: Dra) -> None:
     dra.waiting("p", f"ResourceClaim {dra.namespace}/theirs was not created for Pod")
     assert not (dra.read_claim("theirs").get("status") or {}).get("allocation")
     dra.lone_pod_binds()
+
+
+def test_two_claims_share_a_device_allowing_multiple_allocations(dra: Dra) -> None:
+    """Consumable capacity: each claim gets its own share of the one device, written with
+    its shareID and the capacity it consumes (its request rounded up by the device's
+    policy), which the API server validates."""
+    [node_name] = dra.add_nodes(1)
+    policy = {"default": "8Gi", "validRange": {"min": "8Gi", "step": "8Gi", "max": "40Gi"}}
+    shared = device(
+        "gpu-0", multiple=True, capacity={"memory": "40Gi"}, policies={"memory": policy}
+    )
+    pool = dra.devices(node_name, shared)
+    gpu = dra.device_class()
+    for name in ("a", "b"):
+        dra.claim(name, exactly("gpu", gpu, capacity={"memory": "12Gi"}))
+    dra.start_scheduler()
+    dra.pod("a", claim="a")
+    dra.pod("b", claim="b")
+    assert dra.bound("a", "b") == {"a": node_name, "b": node_name}
+    written = [results(dra.read_claim(name)) for name in ("a", "b")]
+    share_ids = set()
+    for [result] in written:
+        share_ids.add(result.pop("shareID"))
+        assert result == {
+            "request": "gpu",
+            "driver": DRIVER,
+            "pool": pool,
+            "device": "gpu-0",
+            "consumedCapacity": {"memory": "16Gi"},
+        }
+    assert len(share_ids) == 2
+
+
+def test_an_extended_resource_given_only_through_devices_waits_saying_why(dra: Dra) -> None:
+    """B.13 13 is not done by `batchsched run` yet: it does not create the claim for an
+    extended resource backed by a DeviceClass, so a pod asking one waits, naming the
+    resource and the class, rather than bound with its devices unallocated; the rest
+    goes on."""
+    [node_name] = dra.add_nodes(1)
+    dra.devices(node_name, *gpus(2))
+    backing = device_class(dra.name("gpu"), f"device.driver == '{DRIVER}'")
+    resource = f"example.com/{dra.name('gpu')}"
+    backing["spec"]["extendedResourceName"] = resource
+    dra.objects.create(backing)
+    dra.start_scheduler()
+    asks = pod("asks", {**CPU, resource: "1"})
+    asks["spec"]["containers"][0]["resources"]["limits"] = {resource: "1"}
+    create(dra.kube, dra.namespace, asks)
+    message = dra.waiting("asks", "does not create the claim")
+    assert f"{resource} (DeviceClass {backing['metadata']['name']})" in message
+    dra.lone_pod_binds()
+    assert placements(dra.kube, dra.namespace)["asks"] is None
+    assert dra.kube.get(claims_path(dra.namespace)).expect(200)["items"] == []

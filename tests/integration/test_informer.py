@@ -337,10 +337,10 @@ async def test_a_kind_is_listed_page_by_page_each_page_asked_for_once(
 async def test_kubernetes_own_gangs_not_served_are_said_so_in_one_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """On an API server without the alpha gate (the default), the native PodGroups are
-    absent, the cache syncs without them, and one warning says what that means however
-    often the kind is looked for again (the Workloads, shown only, and the peers' kinds,
-    whose CRDs are missing here too, say nothing)."""
+    """On an API server without the alpha gates (the default), the native PodGroups and
+    DeviceTaintRules are absent, the cache syncs without them, and one warning per kind
+    says what that means however often it is looked for again (the Workloads, shown
+    only, and the peers' kinds, whose CRDs are missing here too, say nothing)."""
     [native] = [w for w in WATCHED if w.api_version == NATIVE_API and w.kind == "PodGroup"]
     with start_control_plane() as plain:
         api = Api(load_credentials(str(plain.kubeconfig)))
@@ -361,5 +361,7 @@ async def test_kubernetes_own_gangs_not_served_are_said_so_in_one_line(
         finally:
             await api.close()
     said = [r.getMessage() for r in caplog.records if "served" in r.getMessage()]
-    assert said == [f"{native.id} is not served: {native.absent_note}"]
+    [rules] = [w for w in WATCHED if w.kind == "DeviceTaintRule"]
+    assert sorted(said) == sorted(f"{w.id} is not served: {w.absent_note}" for w in (native, rules))
     assert "--runtime-config=scheduling.k8s.io/v1alpha2=true" in native.absent_note
+    assert "--runtime-config=resource.k8s.io/v1beta2=true" in rules.absent_note

@@ -169,7 +169,7 @@ NEEDED = [
     # Devices: watched; a pod's ResourceClaims allocated and reserved before it is bound.
     *[
         (verb, "resource.k8s.io", res)
-        for res in ("resourceslices", "deviceclasses", "resourceclaimtemplates")
+        for res in ("resourceslices", "deviceclasses", "resourceclaimtemplates", "devicetaintrules")
         for verb in ("list", "watch")
     ],
     *[(verb, "resource.k8s.io", "resourceclaims") for verb in ("get", "list", "watch", "update")],

@@ -5,7 +5,7 @@ from decimal import Decimal
 import pytest
 
 from batchsched.api.errors import InvalidObject
-from batchsched.api.quantity import parse_quantity
+from batchsched.api.quantity import format_quantity, parse_quantity
 from batchsched.api.resources import parse_resource_list, to_units
 
 WHERE = "Pod default/p.spec.containers[0].resources.requests.cpu"
@@ -109,3 +109,28 @@ def test_amounts_beyond_int64_headroom_are_refused(name: str, raw: str) -> None:
     with pytest.raises(InvalidObject) as error:
         to_units(name, raw, where=WHERE)
     assert str(error.value) == f"{WHERE}: {raw!r} is too large"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (Decimal(0), "0"),
+        (Decimal(7), "7"),
+        (Decimal(2**30), "1Gi"),
+        (Decimal(3 * 2**20), "3Mi"),
+        (Decimal(5000), "5k"),
+        (Decimal(2 * 10**9), "2G"),
+        (Decimal(1500), "1500"),
+        (Decimal("0.5"), "500m"),
+        (Decimal("0.0025"), "2500u"),
+        (Decimal("1e-9"), "1n"),
+        (Decimal("1.5e-10"), "1n"),
+    ],
+)
+def test_a_quantity_is_written_in_kubernetes_form_and_reads_back(
+    value: Decimal, expected: str
+) -> None:
+    written = format_quantity(value)
+    assert written == expected
+    if value >= Decimal("1e-9"):
+        assert parse_quantity(written, where=WHERE) == value

@@ -4,6 +4,7 @@ order, how it answers conflicts and refusals, and what it takes back when a bind
 
 import asyncio
 import copy
+from decimal import Decimal
 from typing import Any
 
 from batchsched.api.dra import AllocatedDevice, DeviceClass, class_from_object
@@ -302,6 +303,29 @@ def test_the_allocation_is_written_as_upstream_writes_it() -> None:
     ]
     assert written["allocationTimestamp"] == "1970-01-01T00:00:00Z"
     assert "nodeSelector" not in written
+
+
+def test_a_share_of_a_device_carries_its_share_id_and_consumed_capacity() -> None:
+    share = AllocatedDevice(
+        "gpu",
+        DRIVER,
+        "p",
+        "d0",
+        share_id="4f1c2a9e-0000-5000-8000-000000000001",
+        consumed=(("cores", Decimal("0.5")), ("memory", Decimal(16 * 2**30))),
+    )
+    spec: JSON = {"requests": [exactly("gpu", "gpu")]}
+    written = allocation_status(DeviceAllocation("ns", "c", (share,)), spec, {}, 0.0)
+    assert written["devices"]["results"] == [
+        {
+            "request": "gpu",
+            "driver": DRIVER,
+            "pool": "p",
+            "device": "d0",
+            "shareID": "4f1c2a9e-0000-5000-8000-000000000001",
+            "consumedCapacity": {"cores": "500m", "memory": "16Gi"},
+        }
+    ]
 
 
 def test_a_node_selector_keeps_expressions_and_fields_apart() -> None:
