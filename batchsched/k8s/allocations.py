@@ -261,15 +261,22 @@ class ClaimWriter:
         return claim
 
     async def _finalize(self, write: ClaimWrite, claim: JSON) -> int:
-        """The finalizer added, by an update of the whole claim (conflict-checked by the
-        version read); returns the claim's version after it."""
+        """The finalizer added (conflict-checked by the version read); returns the
+        claim's version after it."""
+        return resource_version(await self._finalizer(write, claim, present=True))
+
+    async def _finalizer(self, write: ClaimWrite, claim: JSON, *, present: bool) -> JSON:
+        """The claim with our finalizer added or taken off by an update of the whole
+        object (a patch is refused, see the module's docstring); the claim as it is when
+        it already is so."""
         meta = claim.get("metadata") or {}
-        finalizers = list(meta.get("finalizers") or ())
-        if FINALIZER in finalizers:
-            return resource_version(claim)
-        updated = {**claim, "metadata": {**meta, "finalizers": [*finalizers, FINALIZER]}}
-        reply = await self._send(write, lambda: self.api.put(write.path, updated))
-        return resource_version(reply)
+        finalizers = [f for f in meta.get("finalizers") or () if f != FINALIZER]
+        if present == (FINALIZER in (meta.get("finalizers") or ())):
+            return claim
+        if present:
+            finalizers.append(FINALIZER)
+        updated = {**claim, "metadata": {**meta, "finalizers": finalizers}}
+        return await self._send(write, lambda: self.api.put(write.path, updated))
 
     def _allocation(self, allocation: DeviceAllocation, claim: JSON) -> JSON:
         spec = (claim.get("spec") or {}).get("devices") or {}
@@ -298,14 +305,9 @@ class ClaimWriter:
         """The finalizer taken off a claim deallocated: it guards allocated claims only.
         A conflict leaves it for kube-controller-manager, which takes it off when the
         claim is deleted."""
-        meta = claim.get("metadata") or {}
-        finalizers = list(meta.get("finalizers") or ())
-        if FINALIZER not in finalizers:
-            return
-        finalizers.remove(FINALIZER)
-        updated = {**claim, "metadata": {**meta, "finalizers": finalizers}}
-        reply = await self._send(write, lambda: self.api.put(write.path, updated))
-        self.watch.written(RESOURCE_CLAIMS, reply)
+        reply = await self._finalizer(write, claim, present=False)
+        if reply is not claim:
+            self.watch.written(RESOURCE_CLAIMS, reply)
 
     async def release(self, written: Sequence[Written], unbound: set[str]) -> None:
         """Undo what the jobs wrote for their pods that were not bound (`unbound` uids)."""
