@@ -285,14 +285,17 @@ class TopologyPlanner:
         key = (id(tier.ids), b"all")
         total = self._totals.get(key)
         if total is None:
-            total = self._totals[key] = _per_bin(tier, self._bins(tier), self.allocatable)
+            bins = len(tier.domains) + 1
+            total = self._totals[key] = _per_bin(self._bins(tier), self.allocatable, bins)
         return total
 
     def _domain_used(self) -> list[FloatArray]:
         """Requests summed per domain of each tier, kept current from the nodes the
         session changed since the last call (`touched`) instead of summed afresh."""
         if self._used is None:
-            self._used = [_per_bin(t, self._bins(t), self.requested) for t in self.tiers]
+            self._used = [
+                _per_bin(self._bins(t), self.requested, len(t.domains) + 1) for t in self.tiers
+            ]
             self._synced = self.requested.copy()
             self._seen = len(self.touched)
         elif self._seen < len(self.touched):
@@ -383,8 +386,7 @@ class TopologyPlanner:
 
         def per_domain(values: IntArray) -> FloatArray:
             """Sums over each domain's nodes, one column per resource the members ask."""
-            sums = [np.bincount(binned, values[:, c], count + 1)[:count] for c in columns]
-            return np.stack(sums, axis=1) if sums else np.zeros((count, 0))
+            return _per_bin(binned, values, count + 1, columns)[:count]
 
         # What a domain holds changes with nothing a session does: summed once per tier
         # (but for the narrowed ids of a part, summed afresh).
@@ -505,9 +507,11 @@ def _by_name(member: tuple[Task, TaskInfo | None]) -> str:
     return member[0].name
 
 
-def _per_bin(tier: Tier, binned: IntArray, values: IntArray) -> FloatArray:
-    """`values` (node x column) summed per domain of the tier, and in a last row over
-    the nodes in none."""
-    bins = len(tier.domains) + 1
-    sums = [np.bincount(binned, values[:, c], bins) for c in range(values.shape[1])]
+def _per_bin(
+    binned: IntArray, values: IntArray, bins: int, columns: Iterable[int] | None = None
+) -> FloatArray:
+    """`values` (node x column; only `columns` when given) summed per bin of `binned`
+    (a tier's domains, and in a last row the nodes in none)."""
+    picked = range(values.shape[1]) if columns is None else columns
+    sums = [np.bincount(binned, values[:, c], bins) for c in picked]
     return np.stack(sums, axis=1) if sums else np.zeros((bins, 0))
