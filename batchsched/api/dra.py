@@ -522,11 +522,10 @@ def taint_rule_from_object(obj: Obj) -> DeviceTaintRule:
                 f"{where}.spec.deviceSelector.{gone}: removed from the API in Kubernetes 1.35 "
                 "(only driver, pool and device select devices)"
             )
+    at = f"{where}.spec.deviceSelector"
     picks = [
         None if selector.get(part) is None else _required(selector.get(part), where=f"{at}.{part}")
-        for part, at in (
-            (part, f"{where}.spec.deviceSelector") for part in ("driver", "pool", "device")
-        )
+        for part in ("driver", "pool", "device")
     ]
     taint = mapping(spec.get("taint"), where=f"{where}.spec.taint")
     return DeviceTaintRule(
