@@ -127,7 +127,7 @@ UNKNOWN = "other"
 # backoffs of kube-scheduler's (parity's factor, 10, would take minutes a scenario).
 CONFIRM_FACTOR = 3
 # The longest either scheduler may take to answer a barrier, or to go quiet after it:
-# on a busy machine a session of batchsched's takes seconds, and a minute was too short.
+# on a busy machine a session of batchsched's takes seconds, and a step holds several.
 STEP_TIMEOUT = 180.0
 # The longest batchsched run may take to fill its cache: on a busy machine, minutes.
 SYNC_TIMEOUT = 300.0
