@@ -415,26 +415,27 @@ class StatusWriter:
             domain = status.domain
             if form.domain == "status" and (domain or shown.get("topologyDomain")):
                 desired["topologyDomain"] = domain and {"tier": domain.tier, "name": domain.name}
-            annotations: JSON = {}
             hypernode = domain.name if domain is not None else None
-            if form.domain == "annotation" and self._annotated.get(target) != hypernode:
-                annotations[VOLCANO_DOMAIN_ANNOTATION] = hypernode
+            annotated = form.domain == "annotation"
+            moved = annotated and self._annotated.get(target) != hypernode
             if form.conditions is not None and condition is not None:
                 generation = self._generations.get(target) if form.generations else None
                 desired["conditions"] = [_condition(condition, shown, generation)]
             if form.start_time:
                 desired["scheduleStartTime"] = shown.get("scheduleStartTime") or rfc3339(now)
             by_type = form.patch_type == STRATEGIC_MERGE_PATCH
-            if not annotations and (not desired or _same(desired, shown, by_type=by_type)):
+            if not moved and (not desired or _same(desired, shown, by_type=by_type)):
                 continue
             self._written[target] = _merged(shown, desired, by_type=by_type)
             path = f"/apis/{group.api_version}/namespaces/{group.namespace}/podgroups/{group.name}"
             if form.status_subresource:
                 path += "/status"
             body: JSON = {"status": desired}
-            if annotations:
+            if annotated and (hypernode is not None or target in self._annotated):
                 # Volcano's PodGroup has no status subresource: one patch of the object.
-                body["metadata"] = {"annotations": annotations}
+                # Every write carries the annotation, as it may replace a queued one that
+                # carried it and was not sent.
+                body["metadata"] = {"annotations": {VOLCANO_DOMAIN_ANNOTATION: hypernode}}
                 self._annotated[target] = hypernode
             write = partial(self._patch_status, path, body, form.patch_type)
             self._enqueue(target, "podgroup_status", write)

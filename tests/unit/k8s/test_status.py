@@ -676,6 +676,21 @@ async def test_a_volcano_group_gets_volcanos_allocated_hypernode_annotation() ->
     assert patch["status"]["phase"] == "Running"
 
 
+async def test_the_hypernode_annotation_survives_a_newer_status_queued_over_it() -> None:
+    api = RecordingApi()
+    status = writer(api)
+    volcano = peer_group("scheduling.volcano.sh/v1beta1")
+    status.groups({"ns/g": in_rack()}, volcano)
+    more = in_rack()
+    more.running = 2
+    # Replaces the queued write, which carried the annotation, before it is sent.
+    status.groups({"ns/g": more}, volcano)
+    await settle(status)
+    [patch] = api.sent("PATCH", "/apis/scheduling.volcano.sh/v1beta1/namespaces/ns/podgroups/g")
+    assert patch["metadata"] == {"annotations": {"volcano.sh/job-allocated-hypernode": "r1"}}
+    assert patch["status"]["running"] == 2
+
+
 async def test_a_native_group_names_its_domain_in_its_scheduled_message() -> None:
     api = RecordingApi()
     status = writer(api)
