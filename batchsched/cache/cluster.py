@@ -112,6 +112,9 @@ class AssumedClaim:
 
     # As the watch last showed it (None: deleted).
     seen: ResourceClaim | None
+    # The uid of the claim the binds were decided for: one made again by name is
+    # another claim, which they add nothing to.
+    uid: str = ""
     # Uids of the pods whose binds are to reserve it.
     pods: set[str] = field(default_factory=set)
     # What one of them (of uid `allocator`) allocates it with, if the watch showed it
@@ -424,7 +427,9 @@ class ClusterCache:
         for key in claim_keys(task):
             assumed = self.assumed_claims.get(key)
             if assumed is None:
-                assumed = self.assumed_claims[key] = AssumedClaim(self.resource_claims.get(key))
+                seen = self.resource_claims.get(key)
+                uid = "" if seen is None else seen.uid
+                assumed = self.assumed_claims[key] = AssumedClaim(seen, uid)
             assumed.pods.add(task.uid)
             found = made.get(key)
             if found is not None:
@@ -476,7 +481,7 @@ class ClusterCache:
         seen = assumed.seen
         if seen is None:
             self.resource_claims.pop(key, None)
-        elif key not in self.assumed_claims:
+        elif key not in self.assumed_claims or seen.uid != assumed.uid:
             self.resource_claims[key] = seen
         else:
             reserved = seen.reserved_for

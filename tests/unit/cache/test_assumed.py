@@ -79,3 +79,18 @@ def test_an_assumed_allocation_shows_until_the_binder_settles_it() -> None:
     cache.settle_claims("b")
     assert cache.resource_claims["default/c"] == cache.seen_claim("default/c")
     assert cache.assumed_claims == {}
+
+
+def test_a_claim_replaced_under_an_assumed_bind_shows_as_the_watch_shows_it() -> None:
+    """A claim deleted and made again by name is another claim: the devices and pods the
+    binds assumed for the old one are not shown on it."""
+    claim = resource_claim("c", exactly("gpu", "gpu"))
+    claim["metadata"]["uid"] = "old"
+    cache = cache_of([node("n1"), _claimed("a", uid="a"), claim])
+    made = DeviceAllocation("default", "c", (AllocatedDevice("gpu", "d", "n1", "gpu-0"),))
+    cache.assume("default/a", "n1", devices=(made,))
+    again = resource_claim("c", exactly("gpu", "gpu"))
+    again["metadata"]["uid"] = "new"
+    cache.apply(again)
+    shown = cache.resource_claims["default/c"]
+    assert shown.uid == "new" and shown.allocation is None and shown.reserved_for == ()
