@@ -59,7 +59,13 @@ from bench.dra_scenarios import (
     valid_there,
 )
 from bench.e2e import start_operator
-from bench.gang_parity import POLL_SECONDS, SCHEDULER_CONFIG, _condition, operator_check
+from bench.gang_parity import (
+    POLL_SECONDS,
+    SCHEDULER_CONFIG,
+    _condition,
+    operator_check,
+    wait_synced,
+)
 from bench.gang_scenarios import (
     BARRIER,
     BARRIER_RESOURCE,
@@ -80,7 +86,7 @@ from bench.parity import (
     scenario_parser,
     scenario_rng,
 )
-from tests.support import ControlPlane, ControlPlaneError, Kube, component_binary, find_assets
+from tests.support import ControlPlane, Kube, component_binary, find_assets
 from tests.support.kube import JSON
 from tests.support.objects import load_manifests, pod
 
@@ -424,12 +430,7 @@ def schedulers(
             log = Path(scratch) / "operator.log"
             process = start_operator(plane.kubeconfig, log, free_port())
             alive = operator_check(process, log)
-            deadline = time.monotonic() + STEP_TIMEOUT
-            while "cache synced" not in log.read_text(errors="replace"):
-                alive()
-                if time.monotonic() > deadline:
-                    raise ControlPlaneError("batchsched run did not sync its cache in time")
-                time.sleep(POLL_SECONDS)
+            wait_synced(log, alive, STEP_TIMEOUT)
         sides = Sides(
             SideRunner(kube, KUBE, _always, False),
             SideRunner(kube, OURS, alive, not operator),

@@ -304,6 +304,17 @@ def operator_check(process: subprocess.Popen[bytes], log: Path) -> Callable[[], 
     return alive
 
 
+def wait_synced(log: Path, alive: Callable[[], None], timeout: float) -> None:
+    """Until `batchsched run` logs that its cache is synced (its log at `log`); raises
+    when it exits or takes longer than `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while "cache synced" not in log.read_text(errors="replace"):
+        alive()
+        if time.monotonic() > deadline:
+            raise ControlPlaneError("batchsched run did not sync its cache in time")
+        time.sleep(POLL_SECONDS)
+
+
 def start_plane(assets: Path) -> ControlPlane:
     """A control plane serving Kubernetes' own gangs, and our CRDs for the operator."""
     crds = load_manifests(REPO / "crds")
@@ -323,12 +334,7 @@ def schedulers(plane: ControlPlane, binary: Path, parallel: int) -> Iterator[Sid
         sides = Sides(SideRunner(kube, KUBE, lambda: None), SideRunner(kube, OURS, alive), parallel)
         try:
             # The probe's PodGroup comes through the operator's watch, not its first list.
-            deadline = time.monotonic() + SYNC_TIMEOUT
-            while "cache synced" not in log.read_text(errors="replace"):
-                alive()
-                if time.monotonic() > deadline:
-                    raise ControlPlaneError("batchsched run did not sync its cache in time")
-                time.sleep(POLL_SECONDS)
+            wait_synced(log, alive, SYNC_TIMEOUT)
             sides.probe()
             yield sides
         finally:
