@@ -173,7 +173,16 @@ def test_short_names_and_printer_columns(
     kube.post(_podgroups(namespace), _podgroup("pg", minMember=3, queue="research")).expect(201)
     table = kube.request("GET", _podgroups(namespace), accept=_TABLE).expect(200)
     columns = [c["name"] for c in table["columnDefinitions"]]
-    assert columns == ["Name", "Phase", "MinMember", "Scheduled", "Running", "Queue", "Age"]
+    assert columns == [
+        "Name",
+        "Phase",
+        "MinMember",
+        "Scheduled",
+        "Running",
+        "Queue",
+        "Domain",
+        "Age",
+    ]
     cells = table["rows"][0]["cells"]
     assert cells[columns.index("MinMember")] == 3
     assert cells[columns.index("Queue")] == "research"
