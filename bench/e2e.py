@@ -113,7 +113,7 @@ from typing import Any
 
 from batchsched.api.groups import OUR_API
 from batchsched.api.nativegroups import NATIVE_API
-from batchsched.k8s.client import JSON, Api
+from batchsched.k8s.client import JSON, Api, with_retries
 from batchsched.k8s.credentials import Credentials, load_credentials
 from batchsched.k8s.protobuf import PROTOBUF
 
@@ -322,10 +322,14 @@ async def delete_pods(api: Api, namespace: str, pods: int) -> None:
     """Delete the namespace's pods and wait until they are gone, leaving the nodes free."""
 
     async def delete(batch: int) -> None:
-        await api.request(
-            "DELETE",
-            f"/api/v1/namespaces/{namespace}/pods?labelSelector={BATCH_LABEL}%3D{batch}",
-            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        # A busy API server may answer 504 while it goes on deleting: asked again.
+        await with_retries(
+            lambda: api.request(
+                "DELETE",
+                f"/api/v1/namespaces/{namespace}/pods?labelSelector={BATCH_LABEL}%3D{batch}",
+                {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+            ),
+            seconds=600,
         )
 
     # In batches: the API server gives up on deleting tens of thousands in one call.
