@@ -8,13 +8,10 @@ from typing import Any
 import pytest
 
 from batchsched.api.selectors import Requirement
-from batchsched.framework.deviceclaims import NO_EXTENDED_CLAIMS
 from batchsched.model.decisions import Decisions
-from batchsched.scheduler import run_session
 
 from tests.support.objects import (
     at,
-    config_of,
     decide,
     device,
     device_class,
@@ -25,7 +22,6 @@ from tests.support.objects import (
     pod,
     resource_claim,
     resource_slice,
-    snapshot_of,
 )
 
 DRIVER = "gpu.example.com"
@@ -604,26 +600,6 @@ def test_an_extended_resource_backed_by_a_class_is_allocated_from_devices() -> N
     assert made["default/three"] == ()
     (implicit,) = made["default/implicit"]
     assert [d.device for d in implicit.devices] == ["gpu-2"]
-
-
-def test_a_shell_that_does_not_create_extended_claims_uses_device_plugin_nodes_only() -> None:
-    """`batchsched run` does not create the claim for extended resources backed by a
-    DeviceClass yet: a pod asking one goes only where a device plugin gives it, and
-    waits naming the resource and the class when no such node has room."""
-    objects = [
-        node("n1"),
-        node("n2", extra={"example.com/gpu": "2"}),
-        gpus("n1", 4),
-        _backing("gpu", "example.com/gpu"),
-        pod("two", {"example.com/gpu": "2"}, created=1),
-        pod("one", {"example.com/gpu": "1"}, created=2),
-    ]
-    decisions = run_session(snapshot_of(objects), config_of(None), creates_extended_claims=False)
-    assert placements(decisions) == {"default/two": "n2"}
-    assert all(b.devices == () for b in decisions.bindings)
-    waits = decisions.pending["default/one"]
-    assert f"1 example.com/gpu (DeviceClass gpu): {NO_EXTENDED_CLAIMS}" in waits
-    assert "1 Insufficient example.com/gpu" in waits
 
 
 def test_an_extended_resource_backed_by_devices_waits_when_they_are_taken() -> None:
