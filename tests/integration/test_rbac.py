@@ -172,7 +172,10 @@ NEEDED = [
         for res in ("resourceslices", "deviceclasses", "resourceclaimtemplates", "devicetaintrules")
         for verb in ("list", "watch")
     ],
-    *[(verb, "resource.k8s.io", "resourceclaims") for verb in ("get", "list", "watch", "update")],
+    *[
+        (verb, "resource.k8s.io", "resourceclaims")
+        for verb in ("get", "list", "watch", "update", "create", "delete")
+    ],
     *[
         ("patch", "resource.k8s.io", res)
         for res in ("resourceclaims/status", "resourceclaims/binding")
@@ -247,9 +250,8 @@ NOT_NEEDED = [
     ],
     ("update", "", "persistentvolumeclaims/status"),
     ("patch", "storage.k8s.io", "storageclasses"),
-    # kube-controller-manager makes and deletes claims; drivers publish slices and write
-    # a claim's status.devices.
-    *[(verb, "resource.k8s.io", "resourceclaims") for verb in ("create", "patch", "delete")],
+    # Drivers publish slices and write a claim's status.devices.
+    ("patch", "resource.k8s.io", "resourceclaims"),
     ("update", "resource.k8s.io", "resourceclaims/status"),
     ("patch", "resource.k8s.io", "resourceclaims/driver"),
     *[(verb, "resource.k8s.io", "resourceslices") for verb in ("create", "update", "delete")],
