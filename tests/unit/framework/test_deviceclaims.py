@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from batchsched.api.selectors import Requirement
+from batchsched.framework.deviceclaims import LEFT_FROM_EARLIER
 from batchsched.model.decisions import Decisions
 
 from tests.support.objects import (
@@ -657,3 +658,38 @@ def test_preempting_a_pod_frees_the_devices_of_its_extended_resource_claim() -> 
     objects = [node("n1"), gpus("n1", 2), _backing("gpu", "example.com/gpu"), held, low, high]
     decisions = decide(objects, now=at(20))
     assert [e.key for e in decisions.evictions] == ["default/low"]
+
+
+def _named(manifest: dict[str, Any], claim: str) -> dict[str, Any]:
+    """The pod's status naming `claim` as made for its extended resources."""
+    mapping = {"containerName": "main", "resourceName": "example.com/gpu"}
+    made = {"resourceClaimName": claim, "requestMappings": [{**mapping, "requestName": "r"}]}
+    manifest.setdefault("status", {})["extendedResourceClaimStatus"] = made
+    return manifest
+
+
+def test_a_waiting_pod_whose_status_names_a_claim_gone_gets_a_new_one() -> None:
+    """The claim of a failed attempt was deleted; the pod's status still names it, as
+    kube-scheduler leaves it: the pod is placed with a new claim."""
+    objects = [
+        node("n1"),
+        gpus("n1", 2),
+        _backing("gpu", "example.com/gpu"),
+        _named(pod("p", {"example.com/gpu": "2"}), "p-extended-resources-gone1"),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/p": "n1"}
+    [binding] = decisions.bindings
+    assert binding.devices[0].claim == "p-extended-resources-"
+
+
+def test_a_waiting_pod_whose_claim_is_left_from_an_earlier_attempt_waits_for_its_deletion() -> None:
+    left = resource_claim("p-extended-resources-left1", owner_uid="default/p")
+    waits = _named(pod("p", {"example.com/gpu": "1"}), "p-extended-resources-left1")
+    objects = [node("n1"), gpus("n1", 2), _backing("gpu", "example.com/gpu"), left, waits]
+    decisions = decide(objects)
+    assert placements(decisions) == {}
+    assert (
+        f"ResourceClaim default/p-extended-resources-left1 {LEFT_FROM_EARLIER}"
+        in decisions.pending["default/p"]
+    )
