@@ -6,7 +6,7 @@ they wait instead of disappearing.
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -535,6 +535,26 @@ class ClusterCache:
             raise
         finally:
             self._show_claim(key, assumed)
+
+    def extended_leftovers(self, scheduler_names: Iterable[str]) -> list[ResourceClaim]:
+        """Claims made for the extended resources of pods of `scheduler_names` that wait
+        and are not being bound: left by an earlier attempt, what kube-scheduler's
+        PostFilter deletes before the pod is tried again."""
+        served = set(scheduler_names)
+        found = []
+        for key in self.extended_claims.values():
+            claim = self.resource_claims.get(key)
+            if claim is None or key in self.assumed_claims:
+                continue
+            task = self.tasks.get(f"{claim.namespace}/{claim.extended_for}")
+            if (
+                task is not None
+                and task.uid == claim.controller
+                and task.node_name is None
+                and task.scheduler_name in served
+            ):
+                found.append(claim)
+        return found
 
     def _own_extended(self, previous: ResourceClaim | None, claim: ResourceClaim | None) -> None:
         """Keep `extended_claims` and the pod's `extended_claim` as a claim for extended

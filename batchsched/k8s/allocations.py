@@ -342,29 +342,14 @@ class ClaimWriter:
             self.watch.delete(RESOURCE_CLAIMS, write.key)
 
     def leftovers(self, scheduler_names: Iterable[str]) -> list[ClaimWrite]:
-        """Claims made for the extended resources of pods of ours that wait (a leader
-        lost between creating one and the Binding, or an undo that failed): what
-        kube-scheduler's PostFilter deletes. Those being deleted already, or whose
-        pod's bind is in flight, are left alone."""
-        served = set(scheduler_names)
-        found = []
-        for key in self.cache.extended_claims.values():
-            claim = self.cache.resource_claims.get(key)
-            if claim is None or key in self.cache.assumed_claims or key in self._locks:
-                continue
-            task = self.cache.tasks.get(f"{claim.namespace}/{claim.extended_for}")
-            if (
-                task is None
-                or task.uid != claim.controller
-                or task.node_name is not None
-                or task.scheduler_name not in served
-            ):
-                continue
-            pods = ((task.name, task.uid),)
-            found.append(
-                ClaimWrite(claim.namespace, claim.name, claim.uid, pods, None, frozenset())
-            )
-        return found
+        """The claims made for the extended resources of our pods that wait, left by an
+        earlier attempt (a leader lost before the Binding, an undo that failed), that
+        no write of ours is at: to be deleted, as kube-scheduler's PostFilter does."""
+        return [
+            ClaimWrite(c.namespace, c.name, c.uid, (), None, frozenset())
+            for c in self.cache.extended_leftovers(scheduler_names)
+            if c.key not in self._locks
+        ]
 
     async def delete(self, writes: Iterable[ClaimWrite]) -> None:
         await asyncio.gather(*map(self._delete, writes))
