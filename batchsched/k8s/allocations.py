@@ -271,14 +271,17 @@ class ClaimWriter:
         ((pod, uid),) = write.pods
         body = extended_claim_body(write.namespace, pod, uid, write.allocation.spec)
         collection = f"/apis/{DRA_API}/namespaces/{write.namespace}/resourceclaims"
+        what = f"create claim for extended resources of pod {write.namespace}/{pod}"
         try:
-            reply = await self._send(write, lambda: self.api.post(collection, body))
+            # Sent once: a retry after a reply lost would make a second claim.
+            async with fenced(self.valid_for):
+                reply = await self.api.post(collection, body)
         except ApiError as error:
             raise AllocationFailed(
-                f"create claim for extended resources of pod {write.namespace}/{pod}: "
-                f"{error.message}",
-                refused=not error.transient,
+                f"{what}: {error.message}", refused=not error.transient
             ) from error
+        except TRANSPORT_ERRORS as error:
+            raise AllocationFailed(f"{what}: {error!r}") from error
         meta = reply.get("metadata") or {}
         made = replace(write, name=str(meta.get("name")), uid=str(meta.get("uid")))
         self.cache.extended_created(uid, made.name, made.uid)
@@ -319,7 +322,9 @@ class ClaimWriter:
         try:
             async with self._lock(write.key):
                 for _ in range(CONFLICT_ATTEMPTS):
-                    claim = await self._read(write)
+                    claim = await with_retries(
+                        lambda: self.api.get(write.path), seconds=self.retry_seconds
+                    )
                     if _Seen.of(claim).uid != write.uid:
                         return
                     try:
@@ -333,7 +338,13 @@ class ClaimWriter:
                 reply = await self._send(
                     write, lambda: self.api.request("DELETE", write.path, body)
                 )
-        except (Fenced, AllocationFailed, ApiError, *TRANSPORT_ERRORS) as error:
+        except ApiError as error:
+            if error.status == 404:
+                self.watch.delete(RESOURCE_CLAIMS, write.key)
+            else:
+                log.warning("claim %s: cannot delete it: %s", write.key, error.message)
+            return
+        except (Fenced, AllocationFailed, *TRANSPORT_ERRORS) as error:
             log.warning("claim %s: cannot delete it: %s", write.key, error)
             return
         if (reply.get("metadata") or {}).get("finalizers"):

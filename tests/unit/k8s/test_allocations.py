@@ -382,7 +382,9 @@ GPU = "example.com/gpu"
 MADE = "p0-extended-resources-x2b4z"
 
 
-def setup_extended(api_claims: Claims) -> tuple[Binder, RecordingApi, list[Binding]]:
+def setup_extended(
+    api_claims: Claims, *, leading: bool = True
+) -> tuple[Binder, RecordingApi, list[Binding]]:
     """A pod asking one example.com/gpu, which the session gave it from device gpu-0 of
     node n1 through the claim to be made for its extended resources."""
     api = RecordingApi(api_claims)
@@ -400,7 +402,8 @@ def setup_extended(api_claims: Claims) -> tuple[Binder, RecordingApi, list[Bindi
     )
     binding = Binding("default", "p0", "uid-0", "n1", "g", devices=(allocation,))
     watch.cache.assume(binding.key, binding.node, devices=binding.devices)
-    binder = Binder(api, watch, valid_for=lambda: 30.0, idle=watch.status.binds_idle)
+    valid_for = 30.0 if leading else 0.0
+    binder = Binder(api, watch, valid_for=lambda: valid_for, idle=watch.status.binds_idle)
     return binder, api, [binding]
 
 
@@ -516,3 +519,13 @@ def test_a_claim_left_for_a_waiting_pod_is_found_as_its_own_and_listed_for_delet
     [left] = binder.devices.leftovers(["s"])
     assert left.key == "default/waits-extended-resources-abc"
     assert binder.devices.leftovers(["someone-else"]) == []
+
+
+async def test_a_replica_that_lost_the_lease_creates_no_claim_for_extended_resources() -> None:
+    """Fenced as every write: nothing is created, and the devices held for the claim
+    to be made are free again."""
+    binder, api, bindings = setup_extended(Claims(), leading=False)
+    await settle(binder, bindings, lambda: not binder.cache.resource_claims)
+    assert extended_writes(api) == []
+    assert binder.cache.extended_claims == {}
+    assert binder.cache.tasks["default/p0"].node_name is None
