@@ -116,9 +116,11 @@ def test_role_has_no_wildcards_or_secrets(cluster_role: JSON) -> None:
         assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), (
             rule
         )
-        # Preemption deletes the victims a PodDisruptionBudget would keep; nothing else.
+        # Preemption deletes the victims a PodDisruptionBudget would keep, and a failed
+        # bind the claim made for a pod's extended resources; nothing else.
         if "delete" in rule["verbs"]:
-            assert rule["apiGroups"] == [""] and rule["resources"] == ["pods"], rule
+            deleted = (rule["apiGroups"], rule["resources"])
+            assert deleted in (([""], ["pods"]), (["resource.k8s.io"], ["resourceclaims"])), rule
 
 
 def _allowed(client: Kube, verb: str, group: str, resource: str, namespace: str = "") -> bool:
