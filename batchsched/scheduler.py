@@ -20,12 +20,9 @@ def open_session(
     timings: Timings | None = None,
     on_commit: CommitHandler | None = None,
     selectors: SelectorMatcher | None = None,
-    creates_extended_claims: bool = True,
 ) -> Session:
     """A session over `snapshot` with the configuration's plugins opened on it; DRA
-    selectors evaluated by `selectors` (by default, the process's evaluator);
-    `creates_extended_claims`: whether the caller creates the claims for extended
-    resources backed by devices."""
+    selectors evaluated by `selectors` (by default, the process's evaluator)."""
     return Session(
         snapshot,
         tiers=config.tiers,
@@ -35,7 +32,6 @@ def open_session(
         evict_other_schedulers=config.preempt_other_schedulers,
         topology_tiers=config.topology_tiers,
         selectors=selectors,
-        creates_extended_claims=creates_extended_claims,
     )
 
 
@@ -54,7 +50,6 @@ def run_session(
     *,
     timings: Timings | None = None,
     on_commit: CommitHandler | None = None,
-    creates_extended_claims: bool = True,
 ) -> Decisions:
     """The scheduling core: a snapshot in, decisions out, no I/O; `timings` are filled in
     and `on_commit` hears each job's bindings as soon as they are final."""
@@ -63,6 +58,5 @@ def run_session(
         config,
         timings=timings,
         on_commit=on_commit,
-        creates_extended_claims=creates_extended_claims,
     )
     return run_actions(session, config.actions)

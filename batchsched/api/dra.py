@@ -92,7 +92,10 @@ CLAIM_SPEC_FIELDS = ("devices.requests", "devices.constraints")
 RESOURCE_CLAIM_READS = reads(
     "ResourceClaim",
     "metadata.deletionTimestamp",
+    ("metadata", "annotations", EXTENDED_RESOURCE_CLAIM_ANNOTATION),
     "metadata.ownerReferences[].controller",
+    "metadata.ownerReferences[].kind",
+    "metadata.ownerReferences[].name",
     "metadata.ownerReferences[].uid",
     *(f"spec.{part}" for part in CLAIM_SPEC_FIELDS),
     "status.allocation.devices.results",
@@ -296,6 +299,9 @@ class ResourceClaim:
     deleting: bool = False
     # The uid of its controller (the pod a template's claim was made for).
     controller: str = ""
+    # The name of the pod it was made for as the claim for that pod's extended
+    # resources backed by devices (annotated so, the pod its controller); else "".
+    extended_for: str = ""
 
     @property
     def key(self) -> str:
@@ -719,11 +725,15 @@ def resource_claim_from_object(obj: Obj) -> ResourceClaim:
     status = mapping(obj.get("status"), where=f"{where}.status")
     raw_allocation = status.get("allocation")
     reserved = sequence(status.get("reservedFor"), where=f"{where}.status.reservedFor")
-    controller = ""
+    controller, controller_pod = "", ""
     for i, owner in enumerate(sequence(meta.get("ownerReferences"), where=f"{where}.metadata")):
         entry = mapping(owner, where=f"{where}.metadata.ownerReferences[{i}]")
         if entry.get("controller"):
             controller = str(entry.get("uid") or "")
+            controller_pod = str(entry.get("name") or "") if entry.get("kind") == "Pod" else ""
+    notes = mapping(meta.get("annotations"), where=f"{where}.metadata.annotations")
+    # kube-scheduler's findExtendedResourceClaim: the annotation's one valid value.
+    extended = notes.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
     return ResourceClaim(
         namespace=namespace,
         name=name,
@@ -737,6 +747,7 @@ def resource_claim_from_object(obj: Obj) -> ResourceClaim:
         ),
         deleting=meta.get("deletionTimestamp") is not None,
         controller=controller,
+        extended_for=controller_pod if extended else "",
     )
 
 

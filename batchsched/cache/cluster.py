@@ -6,7 +6,7 @@ they wait instead of disappearing.
 """
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -182,6 +182,13 @@ class ClusterCache:
         # "ns/name" -> what assumed binds make of a ResourceClaim until the binder has
         # written it (or given up): resource_claims shows the claim as they make it.
         self.assumed_claims: dict[str, AssumedClaim] = {}
+        # Pod uid -> "ns/name" of the claim made for its extended resources backed by
+        # devices, found as kube-scheduler finds it (annotated so, the pod its
+        # controller), whatever the pod's status names; or, until the binder creates
+        # it, the name it will be generated from.
+        self.extended_claims: dict[str, str] = {}
+        # Pod uid -> the key of that claim while the binder has yet to create it.
+        self._to_create: dict[str, str] = {}
         # By "ns/name": which pods preemption should spare (api/budgets.py).
         self.budgets: dict[str, DisruptionBudget] = {}
         # Kubernetes' Workloads by "ns/name", for display only (api/nativegroups.py).
@@ -229,14 +236,19 @@ class ClusterCache:
             raise InvalidObject(f"{describe(obj)}: kind {kind!r} is not one of {', '.join(KINDS)}")
         key = self._key(obj, namespaced=kind in NAMESPACED_KINDS)
         self._sequence += 1.0
-        if self.changes is not None:
-            before = self._context(str(kind), key)
-            try:
+        previous = self.seen_claim(key) if kind == "ResourceClaim" else None
+        try:
+            if self.changes is not None:
+                before = self._context(str(kind), key)
+                try:
+                    self._apply(str(kind), key, obj, deleted=deleted)
+                finally:
+                    self._note(str(kind), key, before)
+            else:
                 self._apply(str(kind), key, obj, deleted=deleted)
-            finally:
-                self._note(str(kind), key, before)
-        else:
-            self._apply(str(kind), key, obj, deleted=deleted)
+        finally:
+            if kind == "ResourceClaim":
+                self._own_extended(previous, self.seen_claim(key))
 
     def _apply(self, kind: str, key: str, obj: Obj, *, deleted: bool) -> None:
         if kind == "PodGroup":
@@ -292,6 +304,9 @@ class ClusterCache:
             store[key] = parsed = parse()
             if kind == "Pod":
                 self._keep_assumption(key, parsed)
+                made = self.extended_claims.get(parsed.uid)
+                if made is not None:
+                    parsed.extended_claim = made.partition("/")[2]
         except InvalidObject as error:
             store.pop(key, None)
             if kind == "Pod":
@@ -421,6 +436,47 @@ class ClusterCache:
         self._changed_pod(task_key)
         if task.resource_claims:
             self._assume_claims(task, devices)
+        for allocation in devices:
+            if allocation.extended:
+                self._assume_extended(task, allocation)
+
+    def _assume_extended(self, task: Task, allocation: DeviceAllocation) -> None:
+        """The claim for the pod's extended resources, to be created by the binder,
+        shows under the name it is generated from (which no claim can have): its
+        devices are taken meanwhile."""
+        key = allocation.key
+        self.resource_claims[key] = ResourceClaim(
+            namespace=task.namespace,
+            name=allocation.claim,
+            uid=key,
+            spec=allocation.spec or ClaimSpec(()),
+            allocation=Allocation(allocation.devices, allocation.terms),
+            reserved_for=(task.uid,),
+            controller=task.uid,
+            extended_for=task.name,
+        )
+        self._to_create[task.uid] = key
+        self._own_extended(None, self.resource_claims[key])
+
+    def extended_created(self, uid: str, name: str, claim_uid: str) -> None:
+        """The binder created the claim for the extended resources of the pod of `uid`
+        as `name`: it stands for the one assumed, with its allocation until written."""
+        key = self._to_create.pop(uid, None)
+        assumed = None if key is None else self.resource_claims.pop(key, None)
+        if assumed is None:
+            return
+        made = f"{assumed.namespace}/{name}"
+        seen = self.resource_claims.get(made)
+        self.assumed_claims[made] = held = AssumedClaim(
+            seen if seen is not None and seen.uid == claim_uid else None,
+            claim_uid,
+            {uid},
+            assumed.allocation,
+            uid,
+        )
+        self._own_extended(assumed, replace(assumed, name=name, uid=claim_uid))
+        if held.seen is not None:
+            self._show_claim(made, held)
 
     def _assume_claims(self, task: Task, devices: tuple[DeviceAllocation, ...]) -> None:
         made = {allocation.key: allocation for allocation in devices}
@@ -440,7 +496,13 @@ class ClusterCache:
     def settle_claims(self, uid: str) -> None:
         """The binder is done writing the claims of the pod of `uid` (written, undone or
         given up): they show as the watch shows them once no other assumed bind holds
-        them. (By uid: the pod may be gone from the cache by then.)"""
+        them. (By uid: the pod may be gone from the cache by then.) A claim for its
+        extended resources never created is gone, its devices free again."""
+        never = self._to_create.pop(uid, None)
+        if never is not None:
+            self._own_extended(self.resource_claims.pop(never, None), None)
+            if self.changes is not None:
+                self.changes.devices = True
         for key, assumed in list(self.assumed_claims.items()):
             if uid not in assumed.pods:
                 continue
@@ -473,6 +535,45 @@ class ClusterCache:
             raise
         finally:
             self._show_claim(key, assumed)
+
+    def extended_leftovers(self, scheduler_names: Iterable[str]) -> list[ResourceClaim]:
+        """Claims made for the extended resources of pods of `scheduler_names` that wait
+        and are not being bound: left by an earlier attempt, what kube-scheduler's
+        PostFilter deletes before the pod is tried again."""
+        served = set(scheduler_names)
+        found = []
+        for key in self.extended_claims.values():
+            claim = self.resource_claims.get(key)
+            if claim is None or key in self.assumed_claims:
+                continue
+            task = self.tasks.get(f"{claim.namespace}/{claim.extended_for}")
+            if (
+                task is not None
+                and task.uid == claim.controller
+                and task.node_name is None
+                and task.scheduler_name in served
+            ):
+                found.append(claim)
+        return found
+
+    def _own_extended(self, previous: ResourceClaim | None, claim: ResourceClaim | None) -> None:
+        """Keep `extended_claims` and the pod's `extended_claim` as a claim for extended
+        resources comes, changes or goes (a pod's status may name one gone: sessions
+        then take it as none)."""
+        if (
+            previous is not None
+            and previous.extended_for
+            and self.extended_claims.get(previous.controller) == previous.key
+        ):
+            del self.extended_claims[previous.controller]
+        if claim is None or not claim.extended_for:
+            return
+        self.extended_claims[claim.controller] = claim.key
+        key = f"{claim.namespace}/{claim.extended_for}"
+        task = self.tasks.get(key)
+        if task is not None and task.uid == claim.controller:
+            task.extended_claim = claim.name
+            self._changed_pod(key)
 
     def _show_claim(self, key: str, assumed: AssumedClaim) -> None:
         """What sessions see of a claim: as the watch shows it, with what the assumed

@@ -62,11 +62,9 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 # `<pod><suffix>` here, the prefix of the name the API server generates for it.
 EXTENDED_CLAIM_SUFFIX = "-extended-resources-"
 NOT_ON_NODE = "resourceclaim not available on the node"
-# Where the shell cannot create the claim for extended resources backed by devices.
-NO_EXTENDED_CLAIMS = (
-    "given on this node only through devices, and batchsched run does not create the claim"
-    " for extended resources backed by a DeviceClass yet"
-)
+# Why a pod waits while the claim made for its extended resources at an earlier attempt
+# exists (the shell deletes it, as kube-scheduler's PostFilter does).
+LEFT_FROM_EARLIER = "is left from an earlier attempt at the pod, and is deleted first"
 
 
 @dataclass(slots=True)
@@ -137,12 +135,8 @@ class DeviceClaims(CheckedFilter):
         backed: Mapping[str, str] | None = None,
         allocatable: IntArray | None = None,
         columns: Mapping[str, int] | None = None,
-        creates_extended: bool = True,
     ) -> None:
         self.devices = devices
-        # Whether the shell creates the claim for extended resources backed by devices:
-        # where it does not, nodes giving them only through devices are refused.
-        self.creates_extended = creates_extended
         self.inventory = inventory
         self.size = inventory.size
         self.namespace_labels = namespace_labels
@@ -283,18 +277,10 @@ class DeviceClaims(CheckedFilter):
         plain = where
         for group in special:
             plain = plain & ~group.where
-            if not self.creates_extended:
-                checks.append((self._not_created(group), where & group.where))
-                continue
             checks += self._allocation_failures((*pending, group.pending), where & group.where)
         if pending:
             checks += self._allocation_failures(pending, plain)
         return checks
-
-    def _not_created(self, group: _Special) -> str:
-        resources = sorted({m.resource for m in group.mappings})
-        backed = ", ".join(f"{r} (DeviceClass {self.backed[r]})" for r in resources)
-        return f"{backed}: {NO_EXTENDED_CLAIMS}"
 
     def _allocation_failures(
         self, pending: tuple[Pending, ...], where: BoolArray
@@ -485,12 +471,14 @@ class DeviceClaims(CheckedFilter):
             if isinstance(found, str):
                 return found
             pending.append(found)
-        if pod.extended_claim:
-            key = f"{pod.namespace}/{pod.extended_claim}"
+        key = f"{pod.namespace}/{pod.extended_claim}"
+        if pod.extended_claim and key in self.devices.claims:
             if pod.node_name is None:
                 # kube-scheduler's Filter refuses a pod whose claim for its extended
-                # resources is left from an earlier attempt, and deletes it first.
-                return f"ResourceClaim {key} is left from an earlier attempt at the pod"
+                # resources is left from an earlier attempt (even one being deleted),
+                # and its PostFilter deletes it. One gone is no longer the pod's: its
+                # status may still name it.
+                return f"ResourceClaim {key} {LEFT_FROM_EARLIER}"
             keys.append(key)
         return _PodClaims(tuple(keys), tuple(pending))
 
@@ -648,12 +636,13 @@ class DeviceClaims(CheckedFilter):
             self._take(taken, shares, +1)
             terms = node_terms(self.inventory, [d for _, d in devices])
             mappings: tuple[ExtendedMapping, ...] = ()
+            spec = None
             if extra is not None and claim is extra.pending:
                 self._special[task.key] = claim.claim.key
-                mappings = extra.mappings
+                mappings, spec = extra.mappings, claim.spec
             made.append(
                 DeviceAllocation(
-                    claim.claim.namespace, claim.claim.name, allocation, terms, mappings
+                    claim.claim.namespace, claim.claim.name, allocation, terms, mappings, spec
                 )
             )
         self.allocated[task.key] = tuple(made)

@@ -145,10 +145,8 @@ class Session:
         evict_other_schedulers: bool = False,
         selectors: SelectorMatcher | None = None,
         topology_tiers: Sequence[LabelTier] = (),
-        creates_extended_claims: bool = True,
     ) -> None:
         self.snapshot = snapshot
-        self.creates_extended_claims = creates_extended_claims
         # Which plugin the callbacks registered now belong to (framework/plugin.Hook).
         opening = self._opening = Opening()
         self.evict_other_schedulers = evict_other_schedulers
@@ -296,7 +294,6 @@ class Session:
             backed=self.backed,
             allocatable=snapshot.allocatable,
             columns=snapshot.column,
-            creates_extended=self.creates_extended_claims,
         )
         self.blockers.append(claims.blocker)
         self.fresh_filters.append(claims)

@@ -19,6 +19,17 @@ needs `patch` on the synthetic subresource resourceclaims/binding besides
 resourceclaims/status (DRAResourceClaimGranularStatusAuthorization, on in 1.36): without
 it the API server answers 422 naming that permission, and the job fails saying so.
 
+The claim for a pod's extended resources backed by devices is made as kube-scheduler
+makes it in PreBind: created (generateName `<pod>-extended-resources-`, the annotation
+`resource.kubernetes.io/extended-resource-claim: "true"`, the pod as controller owner,
+the requests the session chose), then given the finalizer, allocation and reservation
+as above, then named in the pod's status.extendedResourceClaimStatus with which request
+serves each container. Undoing deletes it (the finalizer taken off first), as
+kube-scheduler's Unreserve does; so does a write of it that fails after its creation.
+One left by an earlier attempt (a leader lost between its creation and the Binding)
+keeps its pod waiting until it is deleted (`leftovers`, kube-scheduler's
+PostFilter); then the pod is tried afresh.
+
 Undoing, once a job's binds are settled and some of its pods were not bound: those pods
 leave reservedFor (kube-scheduler's Unreserve patch, by uid), and a claim the job
 allocated that no bound pod of it uses loses its allocation in the same patch (checked
@@ -38,10 +49,19 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from batchsched.api.dra import AllocatedDevice, DeviceClass, NodeTerms, claim_keys
+from batchsched.api.dra import (
+    EXACT_COUNT,
+    EXTENDED_RESOURCE_CLAIM_ANNOTATION,
+    AllocatedDevice,
+    ClaimSpec,
+    DeviceClass,
+    NodeTerms,
+    claim_keys,
+)
 from batchsched.api.quantity import format_quantity
+from batchsched.framework.deviceclaims import EXTENDED_CLAIM_SUFFIX
 from batchsched.k8s.client import (
     JSON,
     STRATEGIC_MERGE_PATCH,
@@ -150,10 +170,12 @@ class ClaimWriter:
         self._users: Counter[str] = Counter()
 
     def needed(self, bindings: Sequence[Binding]) -> bool:
-        """Whether some pod of the job uses a ResourceClaim (one dict lookup per pod)."""
+        """Whether some pod of the job uses a ResourceClaim, or has one to be made for
+        its extended resources (one dict lookup per pod)."""
         tasks = self.cache.tasks
         return any(
-            (task := tasks.get(b.key)) is not None and task.resource_claims for b in bindings
+            b.devices or ((task := tasks.get(b.key)) is not None and task.resource_claims)
+            for b in bindings
         )
 
     def plan(self, members: Sequence[Binding]) -> list[ClaimWrite]:
@@ -196,11 +218,17 @@ class ClaimWriter:
             raise failed[0]
         return written
 
-    async def _write(self, write: ClaimWrite) -> Written | None:
-        """Allocate and reserve one claim; None when there was nothing to write."""
+    async def _write(self, write: ClaimWrite, made: JSON | None = None) -> Written | None:
+        """Allocate and reserve one claim (`made`: as its creation left it); None when
+        there was nothing to write."""
+        if write.allocation is not None and write.allocation.extended and made is None:
+            return await self._write_extended(write)
         async with self._lock(write.key):
-            claim: JSON | None = None
-            seen = None if write.allocation is not None else self._shown(write)
+            claim: JSON | None = made
+            if made is not None:
+                seen: _Seen | None = _Seen.of(made)
+            else:
+                seen = None if write.allocation is not None else self._shown(write)
             for _ in range(CONFLICT_ATTEMPTS):
                 if seen is None:
                     claim = await self._read(write)
@@ -235,6 +263,107 @@ class ClaimWriter:
         raise AllocationFailed(
             f"claim {write.key}: still changing after {CONFLICT_ATTEMPTS} attempts to write it"
         )
+
+    async def _write_extended(self, write: ClaimWrite) -> Written | None:
+        """Create the claim for the pod's extended resources, allocate and reserve it,
+        then name it in the pod's status; deleted again if any of it fails."""
+        assert write.allocation is not None and write.allocation.spec is not None
+        ((pod, uid),) = write.pods
+        body = extended_claim_body(write.namespace, pod, uid, write.allocation.spec)
+        collection = f"/apis/{DRA_API}/namespaces/{write.namespace}/resourceclaims"
+        what = f"create claim for extended resources of pod {write.namespace}/{pod}"
+        try:
+            # Sent once: a retry after a reply lost would make a second claim.
+            async with fenced(self.valid_for):
+                reply = await self.api.post(collection, body)
+        except ApiError as error:
+            raise AllocationFailed(
+                f"{what}: {error.message}", refused=not error.transient
+            ) from error
+        except TRANSPORT_ERRORS as error:
+            raise AllocationFailed(f"{what}: {error!r}") from error
+        meta = reply.get("metadata") or {}
+        made = replace(write, name=str(meta.get("name")), uid=str(meta.get("uid")))
+        self.cache.extended_created(uid, made.name, made.uid)
+        # A claim of ours the watch may not have shown yet: the reply is what it is.
+        self.watch.apply(RESOURCE_CLAIMS, reply)
+        try:
+            written = await self._write(made, reply)
+            await self._name_in_pod(made, pod, uid)
+        except AllocationFailed:
+            await self._delete(made)
+            raise
+        return written
+
+    async def _name_in_pod(self, write: ClaimWrite, pod: str, uid: str) -> None:
+        """pod.status.extendedResourceClaimStatus, as kube-scheduler patches it."""
+        assert write.allocation is not None
+        mappings = [
+            {"containerName": m.container, "resourceName": m.resource, "requestName": m.request}
+            for m in write.allocation.extended
+        ]
+        made = {"requestMappings": mappings, "resourceClaimName": write.name}
+        body = {"metadata": {"uid": uid}, "status": {"extendedResourceClaimStatus": made}}
+        path = f"/api/v1/namespaces/{write.namespace}/pods/{pod}/status"
+        try:
+            await self._send(
+                write, lambda: self.api.patch(path, body, content_type=STRATEGIC_MERGE_PATCH)
+            )
+        except ApiError as error:
+            raise AllocationFailed(
+                f"update pod {write.namespace}/{pod} ExtendedResourceClaimStatus: {error.message}",
+                refused=not error.transient,
+            ) from error
+
+    async def _delete(self, write: ClaimWrite) -> None:
+        """Delete a claim made for extended resources, its finalizer taken off first (by
+        a conflict-checked update, read again after a conflict), as kube-scheduler's
+        deleteClaim does. Failing, it is left for `leftovers`."""
+        try:
+            async with self._lock(write.key):
+                for _ in range(CONFLICT_ATTEMPTS):
+                    claim = await with_retries(
+                        lambda: self.api.get(write.path), seconds=self.retry_seconds
+                    )
+                    if _Seen.of(claim).uid != write.uid:
+                        return
+                    try:
+                        claim = await self._finalizer(write, claim, present=False)
+                    except ApiError as error:
+                        if error.status == 409:
+                            continue
+                        raise
+                    break
+                body = {"preconditions": {"uid": write.uid}}
+                reply = await self._send(
+                    write, lambda: self.api.request("DELETE", write.path, body)
+                )
+        except ApiError as error:
+            if error.status == 404:
+                self.watch.delete(RESOURCE_CLAIMS, write.key)
+            else:
+                log.warning("claim %s: cannot delete it: %s", write.key, error.message)
+            return
+        except (Fenced, AllocationFailed, *TRANSPORT_ERRORS) as error:
+            log.warning("claim %s: cannot delete it: %s", write.key, error)
+            return
+        if (reply.get("metadata") or {}).get("finalizers"):
+            self.watch.written(RESOURCE_CLAIMS, reply)
+        else:
+            self.watch.delete(RESOURCE_CLAIMS, write.key)
+
+    def leftovers(self, scheduler_names: Iterable[str]) -> list[ClaimWrite]:
+        """The claims made for the extended resources of our pods that wait, left by an
+        earlier attempt (a leader lost before the Binding, an undo that failed), that
+        no write of ours is at: to be deleted, as kube-scheduler's PostFilter does."""
+        return [
+            ClaimWrite(c.namespace, c.name, c.uid, (), None, frozenset())
+            for c in self.cache.extended_leftovers(scheduler_names)
+            if c.key not in self._locks
+        ]
+
+    async def delete(self, writes: Iterable[ClaimWrite]) -> None:
+        await asyncio.gather(*map(self._delete, writes))
 
     def _shown(self, write: ClaimWrite) -> _Seen | None:
         """The claim as the watch showed it, when its version is known."""
@@ -318,6 +447,9 @@ class ClaimWriter:
         leaving = {uid for _, uid in write.pods if uid in unbound}
         if not leaving:
             return
+        if write.allocation is not None and write.allocation.extended:
+            await self._delete(write)
+            return
         # Allocated for these pods only, so no one else can be reserved on it.
         deallocate = written.allocated and len(leaving) == len(write.pods)
         try:
@@ -373,6 +505,32 @@ def _check(write: ClaimWrite, seen: _Seen) -> None:
         raise AllocationFailed(f"claim {write.key} got deallocated elsewhere in the meantime")
     if seen.devices is not None and seen.devices != write.devices:
         raise AllocationFailed(f"claim {write.key} got allocated elsewhere in the meantime")
+
+
+def extended_claim_body(namespace: str, pod: str, uid: str, spec: ClaimSpec) -> JSON:
+    """The claim kube-scheduler creates for a pod's extended resources backed by
+    devices: each request one ExactCount of a class (api/dra.py: extended_claim)."""
+    requests = []
+    for request in spec.requests:
+        (asked,) = request.alternatives
+        exactly = {
+            "deviceClassName": asked.class_name,
+            "allocationMode": EXACT_COUNT,
+            "count": asked.count,
+        }
+        requests.append({"name": request.name, "exactly": exactly})
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid, "controller": True}
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "generateName": f"{pod}{EXTENDED_CLAIM_SUFFIX}",
+            "namespace": namespace,
+            "ownerReferences": [owner],
+            "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+        },
+        "spec": {"devices": {"requests": requests}},
+    }
 
 
 def _consumer(name: str, uid: str) -> JSON:

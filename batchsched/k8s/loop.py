@@ -133,6 +133,7 @@ class SessionLoop:
         self._decided = 0
         # Jobs of the running session that _accept did not send.
         self._dropped: set[str] = set()
+        self._sweep: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         """Runs sessions until cancelled; started before the informers' first pages."""
@@ -219,6 +220,7 @@ class SessionLoop:
         self._publish(decisions, usage, timings)
         self.keeper.set_aside(decisions.unplaced)
         self.evictor.submit(decisions.evictions, decisions.nominations)
+        self._delete_leftovers()
         seconds = time.perf_counter() - started
         SESSION_DURATION.observe(seconds)
         SESSIONS.labels("ran").inc()
@@ -229,6 +231,17 @@ class SessionLoop:
                 len(decisions.pending) + decisions.waiting_set_aside,
                 seconds * 1000,
             )
+
+    def _delete_leftovers(self) -> None:
+        """Delete, in the background and one sweep at a time, the claims made for the
+        extended resources of pods that wait, left by an earlier attempt (a leader lost
+        before the Binding): those pods wait until they are gone, as in kube-scheduler."""
+        if self._sweep is not None and not self._sweep.done():
+            return
+        leftovers = self.binder.devices.leftovers(self.config.scheduler_names)
+        self._sweep = (
+            asyncio.create_task(self.binder.devices.delete(leftovers)) if leftovers else None
+        )
 
     def _accept(self, bindings: Sequence[Binding]) -> None:
         """Assume and send one job's bindings, unless the cluster moved under them."""
@@ -307,10 +320,7 @@ def _decide(
     in the event loop itself. The bindings reached the loop job by job (`commit`), so
     they do not travel again."""
     timings = Timings()
-    # The claims for extended resources backed by devices are not created here yet.
-    decisions = run_session(
-        snapshot, config, timings=timings, on_commit=commit, creates_extended_claims=False
-    )
+    decisions = run_session(snapshot, config, timings=timings, on_commit=commit)
     return replace(decisions, bindings=[]), summarize(snapshot, decisions), timings
 
 

@@ -4,7 +4,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from batchsched.api.dra import AllocatedDevice, ExtendedMapping, NodeTerms
+from batchsched.api.dra import AllocatedDevice, ClaimSpec, ExtendedMapping, NodeTerms
 from batchsched.api.objects import GroupPhase
 from batchsched.api.resources import ResourceList
 from batchsched.model.reasons import Reason
@@ -58,6 +58,8 @@ class DeviceAllocation(_PickledAsFields):
     # `claim` is then the prefix of the name to generate): which request serves each
     # container, for pod.status.extendedResourceClaimStatus.
     extended: tuple[ExtendedMapping, ...] = ()
+    # The requests of that claim, for the writer to create it with.
+    spec: ClaimSpec | None = None
 
     @property
     def key(self) -> str:

@@ -125,9 +125,15 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
             group = events.cache.pod_groups.get(status.key)
             if group is not None:
                 group.phase = status.phase
+        # Claims for extended resources left by an earlier attempt at pods that wait
+        # (given as input): deleted, as the scheduler's PostFilter does.
+        leftovers = events.cache.extended_leftovers(config.scheduler_names)
+        for left in leftovers:
+            meta = {"name": left.name, "namespace": left.namespace}
+            events.cache.apply({"kind": "ResourceClaim", "metadata": meta}, deleted=True)
         if sessions >= MAX_SESSIONS:
             break
-        if decisions.bindings or decisions.evictions or any(nominated):
+        if decisions.bindings or decisions.evictions or any(nominated) or leftovers:
             now += config.schedule_period
             continue
         upcoming = events.upcoming()

@@ -780,25 +780,3 @@ def test_two_claims_share_a_device_allowing_multiple_allocations(dra: Dra) -> No
             "consumedCapacity": {"memory": "16Gi"},
         }
     assert len(share_ids) == 2
-
-
-def test_an_extended_resource_given_only_through_devices_waits_saying_why(dra: Dra) -> None:
-    """B.13 13 is not done by `batchsched run` yet: it does not create the claim for an
-    extended resource backed by a DeviceClass, so a pod asking one waits, naming the
-    resource and the class, rather than bound with its devices unallocated; the rest
-    goes on."""
-    [node_name] = dra.add_nodes(1)
-    dra.devices(node_name, *gpus(2))
-    backing = device_class(dra.name("gpu"), f"device.driver == '{DRIVER}'")
-    resource = f"example.com/{dra.name('gpu')}"
-    backing["spec"]["extendedResourceName"] = resource
-    dra.objects.create(backing)
-    dra.start_scheduler()
-    asks = pod("asks", {**CPU, resource: "1"})
-    asks["spec"]["containers"][0]["resources"]["limits"] = {resource: "1"}
-    create(dra.kube, dra.namespace, asks)
-    message = dra.waiting("asks", "does not create the claim")
-    assert f"{resource} (DeviceClass {backing['metadata']['name']})" in message
-    dra.lone_pod_binds()
-    assert placements(dra.kube, dra.namespace)["asks"] is None
-    assert dra.kube.get(claims_path(dra.namespace)).expect(200)["items"] == []

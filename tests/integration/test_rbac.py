@@ -116,9 +116,11 @@ def test_role_has_no_wildcards_or_secrets(cluster_role: JSON) -> None:
         assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), (
             rule
         )
-        # Preemption deletes the victims a PodDisruptionBudget would keep; nothing else.
+        # Preemption deletes the victims a PodDisruptionBudget would keep, and a failed
+        # bind the claim made for a pod's extended resources; nothing else.
         if "delete" in rule["verbs"]:
-            assert rule["apiGroups"] == [""] and rule["resources"] == ["pods"], rule
+            deleted = (rule["apiGroups"], rule["resources"])
+            assert deleted in (([""], ["pods"]), (["resource.k8s.io"], ["resourceclaims"])), rule
 
 
 def _allowed(client: Kube, verb: str, group: str, resource: str, namespace: str = "") -> bool:
@@ -172,7 +174,10 @@ NEEDED = [
         for res in ("resourceslices", "deviceclasses", "resourceclaimtemplates", "devicetaintrules")
         for verb in ("list", "watch")
     ],
-    *[(verb, "resource.k8s.io", "resourceclaims") for verb in ("get", "list", "watch", "update")],
+    *[
+        (verb, "resource.k8s.io", "resourceclaims")
+        for verb in ("get", "list", "watch", "update", "create", "delete")
+    ],
     *[
         ("patch", "resource.k8s.io", res)
         for res in ("resourceclaims/status", "resourceclaims/binding")
@@ -247,9 +252,8 @@ NOT_NEEDED = [
     ],
     ("update", "", "persistentvolumeclaims/status"),
     ("patch", "storage.k8s.io", "storageclasses"),
-    # kube-controller-manager makes and deletes claims; drivers publish slices and write
-    # a claim's status.devices.
-    *[(verb, "resource.k8s.io", "resourceclaims") for verb in ("create", "patch", "delete")],
+    # Drivers publish slices and write a claim's status.devices.
+    ("patch", "resource.k8s.io", "resourceclaims"),
     ("update", "resource.k8s.io", "resourceclaims/status"),
     ("patch", "resource.k8s.io", "resourceclaims/driver"),
     *[(verb, "resource.k8s.io", "resourceslices") for verb in ("create", "update", "delete")],

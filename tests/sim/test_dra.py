@@ -221,3 +221,43 @@ def test_an_extended_resource_backed_by_a_class_takes_devices_until_its_pod_fini
     assert run.bound() == {"default/first": "n1", "default/second": "n1"}
     first, second = run.pods["default/first"], run.pods["default/second"]
     assert (first["bound_at"], first["finished_at"], second["bound_at"]) == (0.0, 60.0, 60.0)
+
+
+def test_a_claim_left_from_an_earlier_attempt_is_deleted_and_the_pod_gets_a_new_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The input holds a claim made for the pending pod's extended resources at an
+    earlier attempt (annotated so, the pod its controller), holding both GPUs: it is
+    deleted, as kube-scheduler's PostFilter deletes it, and the pod binds with a new one."""
+    left = """---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: first-extended-resources-old12
+  annotations: {resource.kubernetes.io/extended-resource-claim: "true"}
+  ownerReferences: [{apiVersion: v1, kind: Pod, name: first, uid: uid-first, controller: true}]
+spec:
+  devices:
+    requests:
+    - {name: container-0-request-0, exactly: {deviceClassName: gpu, count: 2}}
+status:
+  allocation:
+    devices:
+      results:
+      - {request: container-0-request-0, driver: gpu.example.com, pool: n1, device: gpu-0}
+      - {request: container-0-request-0, driver: gpu.example.com, pool: n1, device: gpu-1}
+  reservedFor: [{resource: pods, name: first, uid: uid-first}]
+"""
+    text = (
+        NODE_AND_GPUS.replace(
+            "kind: DeviceClass\nmetadata: {name: gpu}\nspec: {",
+            "kind: DeviceClass\nmetadata: {name: gpu}\nspec: {extendedResourceName: "
+            "example.com/gpu, ",
+        )
+        + _extended_pod("first", "00", 2, "60s").replace(
+            "  name: first\n", "  name: first\n  uid: uid-first\n"
+        )
+        + left
+    )
+    run = simulate_text(capsys, tmp_path, text)
+    assert run.bound() == {"default/first": "n1"}

@@ -8,13 +8,11 @@ from typing import Any
 import pytest
 
 from batchsched.api.selectors import Requirement
-from batchsched.framework.deviceclaims import NO_EXTENDED_CLAIMS
+from batchsched.framework.deviceclaims import LEFT_FROM_EARLIER
 from batchsched.model.decisions import Decisions
-from batchsched.scheduler import run_session
 
 from tests.support.objects import (
     at,
-    config_of,
     decide,
     device,
     device_class,
@@ -25,7 +23,6 @@ from tests.support.objects import (
     pod,
     resource_claim,
     resource_slice,
-    snapshot_of,
 )
 
 DRIVER = "gpu.example.com"
@@ -606,26 +603,6 @@ def test_an_extended_resource_backed_by_a_class_is_allocated_from_devices() -> N
     assert [d.device for d in implicit.devices] == ["gpu-2"]
 
 
-def test_a_shell_that_does_not_create_extended_claims_uses_device_plugin_nodes_only() -> None:
-    """`batchsched run` does not create the claim for extended resources backed by a
-    DeviceClass yet: a pod asking one goes only where a device plugin gives it, and
-    waits naming the resource and the class when no such node has room."""
-    objects = [
-        node("n1"),
-        node("n2", extra={"example.com/gpu": "2"}),
-        gpus("n1", 4),
-        _backing("gpu", "example.com/gpu"),
-        pod("two", {"example.com/gpu": "2"}, created=1),
-        pod("one", {"example.com/gpu": "1"}, created=2),
-    ]
-    decisions = run_session(snapshot_of(objects), config_of(None), creates_extended_claims=False)
-    assert placements(decisions) == {"default/two": "n2"}
-    assert all(b.devices == () for b in decisions.bindings)
-    waits = decisions.pending["default/one"]
-    assert f"1 example.com/gpu (DeviceClass gpu): {NO_EXTENDED_CLAIMS}" in waits
-    assert "1 Insufficient example.com/gpu" in waits
-
-
 def test_an_extended_resource_backed_by_devices_waits_when_they_are_taken() -> None:
     objects = [
         node("n1"),
@@ -681,3 +658,38 @@ def test_preempting_a_pod_frees_the_devices_of_its_extended_resource_claim() -> 
     objects = [node("n1"), gpus("n1", 2), _backing("gpu", "example.com/gpu"), held, low, high]
     decisions = decide(objects, now=at(20))
     assert [e.key for e in decisions.evictions] == ["default/low"]
+
+
+def _named(manifest: dict[str, Any], claim: str) -> dict[str, Any]:
+    """The pod's status naming `claim` as made for its extended resources."""
+    mapping = {"containerName": "main", "resourceName": "example.com/gpu"}
+    made = {"resourceClaimName": claim, "requestMappings": [{**mapping, "requestName": "r"}]}
+    manifest.setdefault("status", {})["extendedResourceClaimStatus"] = made
+    return manifest
+
+
+def test_a_waiting_pod_whose_status_names_a_claim_gone_gets_a_new_one() -> None:
+    """The claim of a failed attempt was deleted; the pod's status still names it, as
+    kube-scheduler leaves it: the pod is placed with a new claim."""
+    objects = [
+        node("n1"),
+        gpus("n1", 2),
+        _backing("gpu", "example.com/gpu"),
+        _named(pod("p", {"example.com/gpu": "2"}), "p-extended-resources-gone1"),
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {"default/p": "n1"}
+    [binding] = decisions.bindings
+    assert binding.devices[0].claim == "p-extended-resources-"
+
+
+def test_a_waiting_pod_whose_claim_is_left_from_an_earlier_attempt_waits_for_its_deletion() -> None:
+    left = resource_claim("p-extended-resources-left1", owner_uid="default/p")
+    waits = _named(pod("p", {"example.com/gpu": "1"}), "p-extended-resources-left1")
+    objects = [node("n1"), gpus("n1", 2), _backing("gpu", "example.com/gpu"), left, waits]
+    decisions = decide(objects)
+    assert placements(decisions) == {}
+    assert (
+        f"ResourceClaim default/p-extended-resources-left1 {LEFT_FROM_EARLIER}"
+        in decisions.pending["default/p"]
+    )

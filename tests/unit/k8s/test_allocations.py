@@ -4,10 +4,19 @@ order, how it answers conflicts and refusals, and what it takes back when a bind
 
 import asyncio
 import copy
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from batchsched.api.dra import AllocatedDevice, DeviceClass, class_from_object
+from batchsched.api.dra import (
+    AllocatedDevice,
+    ClaimRequest,
+    ClaimSpec,
+    DeviceClass,
+    DeviceRequest,
+    ExtendedMapping,
+    class_from_object,
+)
 from batchsched.api.selectors import Requirement
 from batchsched.k8s.allocations import FINALIZER, allocation_status, node_selector
 from batchsched.k8s.binder import DEVICE_BINDING_FAILED, Binder
@@ -44,10 +53,14 @@ class Claims:
             raise ApiError(method, path, 404, {"message": "gone"})  # read back: deleted
         if not path.startswith(CLAIMS):
             return {}
+        if method == "POST":
+            return self._create(body)
         name = path.removeprefix(f"{CLAIMS}/").removesuffix("/status")
         claim = self.claims[name]
         if method == "GET":
             return copy.deepcopy(claim)
+        if method == "DELETE":
+            return self.claims.pop(name)
         version = (body.get("metadata") or {}).get("resourceVersion")
         if self.conflicts or version != claim["metadata"]["resourceVersion"]:
             self.conflicts = max(self.conflicts - 1, 0)
@@ -59,6 +72,13 @@ class Claims:
             patch_status(claim, body["status"])
         bump(claim)
         return copy.deepcopy(claim)
+
+    def _create(self, body: JSON) -> JSON:
+        made = copy.deepcopy(body)
+        name = made["metadata"].pop("generateName") + "x2b4z"
+        made["metadata"] |= {"name": name, "uid": f"claim-{name}", "resourceVersion": "1"}
+        self.claims[name] = made
+        return copy.deepcopy(made)
 
 
 def stored(name: str, *, version: int) -> JSON:
@@ -128,14 +148,17 @@ def setup(
     return binder, api, bindings
 
 
-async def settle(binder: Binder, bindings: list[Binding]) -> None:
+async def settle(
+    binder: Binder, bindings: list[Binding], until: Callable[[], bool] = lambda: True
+) -> None:
     """Submit and wait until the job's claims are written (or not) and every bind has
-    settled: a job's binds are not queued before its claims are written. A failed bind
-    asks for a session, which the loop would run: an empty one is run here."""
+    settled: a job's binds are not queued before its claims are written (`until` says
+    when a claim to be created is done with). A failed bind asks for a session, which
+    the loop would run: an empty one is run here."""
     task = asyncio.create_task(binder.run())
     binder.submit(bindings)
     async with asyncio.timeout(30):
-        while binder.cache.assumed_claims or not binder.idle.is_set():
+        while binder.cache.assumed_claims or not binder.idle.is_set() or not until():
             if binder.watch.changes.take():
                 with binder.deciding():
                     pass
@@ -353,3 +376,156 @@ def _parsed_class(manifest: JSON, parameters: JSON) -> DeviceClass:
     if parameters:
         manifest["spec"]["config"] = [{"opaque": {"driver": DRIVER, "parameters": parameters}}]
     return class_from_object(manifest)
+
+
+GPU = "example.com/gpu"
+MADE = "p0-extended-resources-x2b4z"
+
+
+def setup_extended(
+    api_claims: Claims, *, leading: bool = True
+) -> tuple[Binder, RecordingApi, list[Binding]]:
+    """A pod asking one example.com/gpu, which the session gave it from device gpu-0 of
+    node n1 through the claim to be made for its extended resources."""
+    api = RecordingApi(api_claims)
+    watch = watch_over(api, scheduler_name="s")
+    watch.apply(DEVICE_CLASSES, device_class("gpu"))
+    manifest = pod("p0", requests={"cpu": "1", GPU: "1"}, namespace="default")
+    manifest["metadata"]["uid"] = "uid-0"
+    watch.apply(PODS, manifest)
+    request = "container-0-request-1"
+    devices = (AllocatedDevice(request, DRIVER, "n1", "gpu-0"),)
+    spec = ClaimSpec((ClaimRequest(request, (DeviceRequest(request, "gpu", count=1),)),))
+    mappings = (ExtendedMapping("main", GPU, request),)
+    allocation = DeviceAllocation(
+        "default", "p0-extended-resources-", devices, None, mappings, spec
+    )
+    binding = Binding("default", "p0", "uid-0", "n1", "g", devices=(allocation,))
+    watch.cache.assume(binding.key, binding.node, devices=binding.devices)
+    valid_for = 30.0 if leading else 0.0
+    binder = Binder(api, watch, valid_for=lambda: valid_for, idle=watch.status.binds_idle)
+    return binder, api, [binding]
+
+
+def extended_writes(api: RecordingApi) -> list[tuple[str, str]]:
+    return [
+        (method, "/".join(path.split("/")[-2:]))
+        for method, path, _ in api.requests
+        if method != "GET"
+    ]
+
+
+async def test_the_claim_for_extended_resources_is_made_then_written_then_named_in_the_pod() -> (
+    None
+):
+    """As kube-scheduler's PreBind: created, finalized, allocated and reserved, named in
+    the pod's status, then the pod is bound; the devices are held meanwhile."""
+    claims = Claims()
+    binder, api, bindings = setup_extended(claims)
+    held = binder.cache.resource_claims["default/p0-extended-resources-"]
+    assert held.allocation is not None and held.reserved_for == ("uid-0",)
+    await settle(binder, bindings, lambda: bool(api.sent("POST", "binding")))
+    assert extended_writes(api) == [
+        ("POST", "default/resourceclaims"),
+        ("PUT", f"resourceclaims/{MADE}"),
+        ("PATCH", f"{MADE}/status"),
+        ("PATCH", "p0/status"),
+        ("POST", "p0/binding"),
+    ]
+    [created] = api.sent("POST", "resourceclaims")
+    assert created["metadata"] == {
+        "generateName": "p0-extended-resources-",
+        "namespace": "default",
+        "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p0", "uid": "uid-0", "controller": True}
+        ],
+        "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+    }
+    exact = {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}
+    assert created["spec"] == {
+        "devices": {"requests": [{"name": "container-0-request-1", "exactly": exact}]}
+    }
+    [named] = api.sent("PATCH", "pods/p0/status")
+    mapping = {"containerName": "main", "resourceName": GPU, "requestName": "container-0-request-1"}
+    assert named == {
+        "metadata": {"uid": "uid-0"},
+        "status": {
+            "extendedResourceClaimStatus": {
+                "requestMappings": [mapping],
+                "resourceClaimName": MADE,
+            }
+        },
+    }
+    cache = binder.cache
+    assert set(cache.resource_claims) == {f"default/{MADE}"}
+    assert cache.resource_claims[f"default/{MADE}"].allocation is not None
+    assert cache.tasks["default/p0"].extended_claim == MADE
+    assert cache.extended_claims == {"uid-0": f"default/{MADE}"}
+
+
+async def test_a_failed_bind_deletes_the_claim_made_for_extended_resources() -> None:
+    """Its finalizer taken off, then deleted (kube-scheduler's Unreserve): its devices
+    are free, and the pod no longer has it."""
+    claims = Claims()
+    claims.refuse_binds.add("p0")
+    binder, api, bindings = setup_extended(claims)
+    await settle(binder, bindings, lambda: bool(api.sent("DELETE")))
+    assert extended_writes(api)[-3:] == [
+        ("POST", "p0/binding"),
+        ("PUT", f"resourceclaims/{MADE}"),
+        ("DELETE", f"resourceclaims/{MADE}"),
+    ]
+    removed, _ = api.sent("PUT", f"resourceclaims/{MADE}")[::-1]
+    assert removed["metadata"]["finalizers"] == []
+    assert claims.claims == {}
+    assert binder.cache.resource_claims == {} and binder.cache.extended_claims == {}
+
+
+async def test_a_claim_made_for_extended_resources_is_deleted_when_its_pod_status_is_refused() -> (
+    None
+):
+    def refusing(method: str, path: str, body: Any) -> JSON:
+        if path.endswith("pods/p0/status"):
+            raise ApiError(method, path, 403, {"message": "forbidden"})
+        return claims(method, path, body)
+
+    claims = Claims()
+    binder, _, bindings = setup_extended(claims)
+    binder.api = binder.devices.api = recording = RecordingApi(refusing)
+    await settle(binder, bindings, lambda: bool(recording.sent("DELETE")))
+    assert ("DELETE", f"resourceclaims/{MADE}") in extended_writes(recording)
+    assert not any(path.endswith("/binding") for _, path, _ in recording.requests)
+    assert claims.claims == {} and binder.cache.resource_claims == {}
+    assert binder.cache.tasks["default/p0"].node_name is None
+
+
+def test_a_claim_left_for_a_waiting_pod_is_found_as_its_own_and_listed_for_deletion() -> None:
+    """Found by its annotation and controller (kube-scheduler's findExtendedResourceClaim)
+    though the pod's status names none; a bound pod's is left alone."""
+    binder, _, _ = setup(Claims("c0"))
+    watch = binder.watch
+    for name, uid, node in (("waits", "uid-w", None), ("runs", "uid-r", "n1")):
+        manifest = pod(name, {GPU: "1"}, namespace="default", node_name=node, scheduler="s")
+        manifest["metadata"]["uid"] = uid
+        watch.apply(PODS, manifest)
+        claim = resource_claim(f"{name}-extended-resources-abc", namespace="default")
+        claim["metadata"] |= {
+            "uid": f"claim-{name}",
+            "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+            "ownerReferences": [{"kind": "Pod", "name": name, "uid": uid, "controller": True}],
+        }
+        watch.apply(RESOURCE_CLAIMS, claim)
+    assert binder.cache.tasks["default/waits"].extended_claim == "waits-extended-resources-abc"
+    [left] = binder.devices.leftovers(["s"])
+    assert left.key == "default/waits-extended-resources-abc"
+    assert binder.devices.leftovers(["someone-else"]) == []
+
+
+async def test_a_replica_that_lost_the_lease_creates_no_claim_for_extended_resources() -> None:
+    """Fenced as every write: nothing is created, and the devices held for the claim
+    to be made are free again."""
+    binder, api, bindings = setup_extended(Claims(), leading=False)
+    await settle(binder, bindings, lambda: not binder.cache.resource_claims)
+    assert extended_writes(api) == []
+    assert binder.cache.extended_claims == {}
+    assert binder.cache.tasks["default/p0"].node_name is None
