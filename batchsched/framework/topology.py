@@ -323,14 +323,15 @@ class TopologyPlanner:
             keys = [t.key for t in self.label_tiers]
             above = self.tiers[keys.index(ask.key) + 1 :] if ask.key in keys else ()
             return [tier, *above], None
+        # Before the tiers are counted: HyperNodes all left out leave none.
+        broken = self._broken()
+        if broken:
+            return [], f"{ask.where}: the topology is not usable: {broken}"
         if not self.tiers:
             return [], (
                 f"{ask.where}: no topology tiers are known (no HyperNode, and the "
                 "configuration names no topology.tiers)"
             )
-        broken = self._broken()
-        if broken:
-            return [], f"{ask.where}: the topology is not usable: {broken}"
         if ask.tier_name is not None:
             named = [t for t in self.tiers if t.name == ask.tier_name]
             if not named:
