@@ -419,7 +419,8 @@ def test_a_native_gang_says_in_its_condition_where_it_waits_and_where_it_landed(
     its topology key waits, its PodGroupScheduled=False message naming the key, the rack
     that came closest and the members it held there; a gang of two whose pods ask one
     rack by Kueue's pod-set annotation is placed, its PodGroupScheduled=True message
-    naming the rack it landed in, as for a group's own key."""
+    naming the rack it landed in, as for a group's own key. A gang asking a key no node
+    has waits, naming the field, and a lone pod is still scheduled."""
     one = {"cpu": "1", "memory": "1Gi"}
     racks: dict[str, list[str]] = {}
     for rack, count in (("r1", 2), ("r2", 3)):
@@ -462,3 +463,16 @@ def test_a_native_gang_says_in_its_condition_where_it_waits_and_where_it_landed(
     message = shown(kube, namespace, "kueue", "True")["message"]
     assert message == f"scheduled in the topology domain {RACK}={rack}-{namespace}"
     assert not any(placements(kube, namespace)[f"wide-{i}"] for i in range(4))
+
+    # A key no node has: the group waits naming its field, and a lone pod still binds.
+    nowhere = {"topology": [{"key": "example.com/none"}]}
+    create(kube, namespace, native_pod_group("nowhere", 1, schedulingConstraints=nowhere))
+    create(kube, namespace, member("nowhere-0", "nowhere", CPU))
+    field = f"PodGroup {namespace}/nowhere.spec.schedulingConstraints.topology[0].key"
+    waiting_with(
+        kube,
+        namespace,
+        ["nowhere-0"],
+        f"gang {namespace}/nowhere: {field}: no node has the label example.com/none",
+    )
+    lone_pod_binds(kube, namespace)
