@@ -196,6 +196,7 @@ class JobBuilder:
             job.failed += 1
             counted = False
         elif task.node_name is not None:
+            _count_podset(job, task)
             job.bound += 1
             job.hosts.append(task.node_name)
             job.allocated = job.allocated + vec
@@ -203,6 +204,7 @@ class JobBuilder:
             if counted:
                 job.role_bound[task.role] = job.role_bound.get(task.role, 0) + 1
         elif ours and not task.deleting:
+            _count_podset(job, task)
             priority, error = self._priority(task.priority, task.priority_class_name)
             refusal = self.cache.refusals.get(task.key)
             if refusal is not None and self.now < refusal.until:
@@ -404,3 +406,12 @@ def _no_pod_group(ref: GroupRef) -> Reason:
     """Why a group's pods wait for its PodGroup, in the words of the API they name it by."""
     message = awaiting_group(ref.key) if ref.native else f"PodGroup {ref.key} does not exist"
     return Reason(Code.NO_POD_GROUP, SESSION, message)
+
+
+def _count_podset(job: JobInfo, task: Task) -> None:
+    """A member pending or holding a node: counted toward its job's pod set if it
+    states the same one as the first that stated one (JobInfo.whole_podset)."""
+    stated = task.podset_topology
+    if stated is not None and (job.podset is None or job.podset.part == stated.part):
+        job.podset = job.podset or stated
+        job.podset_members += 1

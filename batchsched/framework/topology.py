@@ -225,7 +225,7 @@ class TopologyPlanner:
         """The domain a gang that asked for one as a whole has its members in (`nodes`:
         bound, placed or nominated), as its PodGroup's status names it; None when it
         asked for none or they share no domain of its tiers."""
-        ask = job.group.network_topology if job.group is not None else None
+        ask = whole_ask(job)
         if ask is None:
             return None
         index = self.index
@@ -323,14 +323,15 @@ class TopologyPlanner:
             keys = [t.key for t in self.label_tiers]
             above = self.tiers[keys.index(ask.key) + 1 :] if ask.key in keys else ()
             return [tier, *above], None
+        # Before the tiers are counted: HyperNodes all left out leave none.
+        broken = self._broken()
+        if broken:
+            return [], f"{ask.where}: the topology is not usable: {broken}"
         if not self.tiers:
             return [], (
                 f"{ask.where}: no topology tiers are known (no HyperNode, and the "
                 "configuration names no topology.tiers)"
             )
-        broken = self._broken()
-        if broken:
-            return [], f"{ask.where}: the topology is not usable: {broken}"
         if ask.tier_name is not None:
             named = [t for t in self.tiers if t.name == ask.tier_name]
             if not named:
@@ -456,6 +457,15 @@ def _sub_groups(
             label = f"sub-group {policy.name}" + (f" {'/'.join(values)}" if values else "")
             size = min(policy.size, len(pending) + len(hosts)) - len(hosts)
             plan.parts.append(Part(label, policy.ask, pending, max(size, 0), hosts))
+
+
+def whole_ask(job: JobInfo) -> TopologyAsk | None:
+    """What the gang asks of the topology as a whole: its PodGroup's networkTopology,
+    else the ask of the one Kueue pod set every member pending or holding a node is in."""
+    if job.group is not None and job.group.network_topology is not None:
+        return job.group.network_topology
+    podset = job.whole_podset
+    return None if podset is None else podset.ask
 
 
 def _podsets(plan: Plan, tasks: Sequence[TaskInfo], running: Sequence[Task]) -> str | None:

@@ -16,6 +16,7 @@ from batchsched.api.dra import Devices
 from batchsched.api.gpu import NO_GPU, GpuDemand
 from batchsched.api.objects import GroupPhase, Node, PodGroup, PriorityClass, Queue, Task
 from batchsched.api.resources import PODS, ResourceList
+from batchsched.api.topology import PodSetTopology
 from batchsched.api.volumes import Storage
 from batchsched.model.arrays import IntArray
 from batchsched.model.decisions import Unplaced
@@ -97,6 +98,18 @@ class JobInfo:
     role_minimum: dict[str, int] = field(default_factory=dict)
     role_bound: dict[str, int] = field(default_factory=dict)
     role_alive: dict[str, int] = field(default_factory=dict)
+    # Kueue's pod set of its first member (pending or holding a node) stating one, and
+    # how many such members state that pod set: with every one of them, the gang asks
+    # that pod set's topology as a whole (whole_podset).
+    podset: PodSetTopology | None = None
+    podset_members: int = 0
+
+    @property
+    def whole_podset(self) -> PodSetTopology | None:
+        """The pod set every member pending or holding a node is in, if one is."""
+        if self.podset is None or self.podset_members < self.bound + len(self.pending):
+            return None
+        return self.podset
 
     @property
     def is_gang(self) -> bool:

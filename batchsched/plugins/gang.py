@@ -27,6 +27,7 @@ from batchsched.api.groups import OUR_API
 from batchsched.api.nativegroups import NATIVE_API, awaiting_members
 from batchsched.api.objects import GroupPhase
 from batchsched.framework.session import Session
+from batchsched.framework.topology import whole_ask
 from batchsched.model.decisions import Condition, Decisions, JobStatus, TopologyDomain
 from batchsched.model.reasons import Code
 from batchsched.model.snapshot import JobInfo, TaskInfo
@@ -166,7 +167,7 @@ class Gang:
                     decisions.running_unchanged[job.queue] += phase == "Running"
                     continue
             status = decisions.jobs[job.key] = self._status(job)
-            if job.group is not None and job.group.network_topology is not None:
+            if whole_ask(job) is not None:
                 if landed is None:
                     landed = _landed(decisions)
                 nodes = [*job.hosts, *landed.get(job.key, ())]

@@ -410,3 +410,69 @@ def test_a_gang_asking_one_rack_stays_in_it_as_it_grows(
     ticks_pass(scheduler, 2)
     assert placements(kube, namespace)["g-5"] is None
     lone_pod_binds(kube, namespace)
+
+
+def test_a_native_gang_says_in_its_condition_where_it_waits_and_where_it_landed(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    """Racks r1 and r2 of two and three 1-CPU nodes. A gang of four asking one rack by
+    its topology key waits, its PodGroupScheduled=False message naming the key, the rack
+    that came closest and the members it held there; a gang of two whose pods ask one
+    rack by Kueue's pod-set annotation is placed, its PodGroupScheduled=True message
+    naming the rack it landed in, as for a group's own key. A gang asking a key no node
+    has waits, naming the field, and a lone pod is still scheduled."""
+    one = {"cpu": "1", "memory": "1Gi"}
+    racks: dict[str, list[str]] = {}
+    for rack, count in (("r1", 2), ("r2", 3)):
+        racks[rack] = [f"{rack}-{i}-{namespace}"[:63] for i in range(count)]
+        labels = {RACK: f"{rack}-{namespace}"[:63]}
+        for name in racks[rack]:
+            ready_node(cluster.objects, kube, node(name, cpu="1", memory="1Gi", labels=labels))
+    cluster.start_scheduler()
+    constraints = {"topology": [{"key": RACK}]}
+    create(kube, namespace, native_pod_group("wide", 4, schedulingConstraints=constraints))
+    for i in range(4):
+        create(kube, namespace, member(f"wide-{i}", "wide", one))
+    key = f"PodGroup {namespace}/wide.spec.schedulingConstraints.topology[0].key"
+    waits = (
+        f"{UNSCHEDULABLE}: gang {namespace}/wide: {key} asks its members in one domain of "
+        f"{RACK} (hard); the best, {RACK} r2-{namespace}, holds 3 of 4; "
+    )
+    said: list[str] = []
+
+    def told() -> bool:
+        # Until all four pods exist it waits for them, in kube-scheduler's words.
+        found = condition(group(kube, namespace, "wide")) or {}
+        said[:] = [found.get("message", "")]
+        return found.get("status") == "False" and said[0].startswith(waits)
+
+    try:
+        eventually(told, timeout=60, what="the waiting gang's PodGroupScheduled message")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; it says {said}") from None
+
+    notes = {"kueue.x-k8s.io/podset-required-topology": RACK}
+    labels = {"kueue.x-k8s.io/podset": "workers"}
+    create(kube, namespace, native_pod_group("kueue", 2))
+    for i in range(2):
+        create(
+            kube, namespace, member(f"kueue-{i}", "kueue", one, annotations=notes, labels=labels)
+        )
+    placed = bound(kube, namespace, ["kueue-0", "kueue-1"])
+    [rack] = [r for r, names in racks.items() if set(placed.values()) <= set(names)]
+    message = shown(kube, namespace, "kueue", "True")["message"]
+    assert message == f"scheduled in the topology domain {RACK}={rack}-{namespace}"
+    assert not any(placements(kube, namespace)[f"wide-{i}"] for i in range(4))
+
+    # A key no node has: the group waits naming its field, and a lone pod still binds.
+    nowhere = {"topology": [{"key": "example.com/none"}]}
+    create(kube, namespace, native_pod_group("nowhere", 1, schedulingConstraints=nowhere))
+    create(kube, namespace, member("nowhere-0", "nowhere", CPU))
+    field = f"PodGroup {namespace}/nowhere.spec.schedulingConstraints.topology[0].key"
+    waiting_with(
+        kube,
+        namespace,
+        ["nowhere-0"],
+        f"gang {namespace}/nowhere: {field}: no node has the label example.com/none",
+    )
+    lone_pod_binds(kube, namespace)

@@ -222,3 +222,95 @@ def test_a_gang_asking_for_a_rack_preempts_inside_one_and_its_status_names_it(
         what="the group's status naming its rack",
     )
     assert status == {"tier": "rack", "name": f"r2-{namespace}"}
+
+
+def test_bad_topology_input_is_named_and_the_rest_is_scheduled(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    """The issue's bad inputs on the real API server, with Volcano's released HyperNode
+    CRD: two HyperNodes naming each other (a cycle), a Kueue pod set asking a label no
+    node has, and Kueue slices of 3 in a pod set of 4. Each gang waits with a reason
+    naming the object and field; a lone pod, a plain gang and a gang asking one rack by
+    its label are scheduled meanwhile. (A tier name no tier has is covered above.)"""
+    racks = {rack: [f"{rack}-{i}-{namespace}" for i in range(3)] for rack in ("r1", "r2")}
+    for rack, names in racks.items():
+        for name in names:
+            labels = {RACK: f"{rack}-{namespace}"}
+            ready_node(cluster_objects, kube, node(name, cpu="4", labels=labels))
+    looped = [f"c1-{namespace}", f"c2-{namespace}"]
+    for tier, (name, other) in enumerate(zip(looped, reversed(looped), strict=True), start=1):
+        cluster_objects.create(
+            {
+                "apiVersion": "topology.volcano.sh/v1alpha1",
+                "kind": "HyperNode",
+                "metadata": {"name": name},
+                "spec": {
+                    "tier": tier,
+                    "members": [{"type": "HyperNode", "selector": {"exactMatch": {"name": other}}}],
+                },
+            }
+        )
+    one_rack = {"kueue.x-k8s.io/podset-required-topology": RACK}
+    nowhere = {"kueue.x-k8s.io/podset-required-topology": "example.com/none"}
+    slices = {
+        "kueue.x-k8s.io/podset-slice-required-topology": RACK,
+        "kueue.x-k8s.io/podset-slice-size": "3",
+    }
+    objects = [
+        group(VOLCANO_API, "looped", 2, {"mode": "hard", "highestTierAllowed": 2}),
+        *(member(f"looped-{i}", "looped", volcano=True) for i in range(2)),
+    ]
+    sizes = {"nowhere": 2, "sliced": 4, "racked": 3, "plain": 2}
+    asks: dict[str, dict[str, str]] = {
+        "nowhere": nowhere,
+        "sliced": slices,
+        "racked": one_rack,
+        "plain": {},
+    }
+    for name, notes in asks.items():
+        objects.append(pod_group(name, sizes[name]))
+        for i in range(sizes[name]):
+            manifest = member(f"{name}-{i}", name, volcano=False, notes=notes)
+            manifest["metadata"]["labels"] = {"kueue.x-k8s.io/podset": "workers"}
+            objects.append(manifest)
+    objects.append(pod("lone", {"cpu": "1"}))
+    for obj in objects:
+        obj["metadata"]["namespace"] = namespace
+        kube.create(obj)
+    start_scheduler(config=DROP_IN)
+
+    scheduled = ["lone", *(f"{n}-{i}" for n in ("racked", "plain") for i in range(sizes[n]))]
+    eventually(
+        lambda: all(placements(kube, namespace)[n] for n in scheduled), what="the rest bound"
+    )
+    where = placements(kube, namespace)
+    assert any({where[f"racked-{i}"] for i in range(3)} == set(names) for names in racks.values())
+    annotations = f"Pod {namespace}/{{}}-0.metadata.annotations"
+    reasons = {
+        "looped": (
+            f"PodGroup {namespace}/looped.spec.networkTopology: the topology is not usable: "
+            f"HyperNode {looped[0]}: spec.members form a cycle: "
+            f"{looped[0]} -> {looped[1]} -> {looped[0]}"
+        ),
+        "nowhere": (
+            f"{annotations.format('nowhere')}[kueue.x-k8s.io/podset-required-topology]: "
+            "no node has the label example.com/none"
+        ),
+        "sliced": (
+            f"{annotations.format('sliced')}[kueue.x-k8s.io/podset-slice-size]: slice size 3 "
+            "does not divide the 4 members of pod set workers"
+        ),
+    }
+    said: dict[str, str | None] = {}
+
+    def told() -> bool:
+        shown = pods(kube, namespace)
+        said.update((n, unschedulable_message(shown[f"{n}-0"])) for n in reasons)
+        return all(reason in (said[n] or "") for n, reason in reasons.items())
+
+    try:
+        eventually(told, what="each bad input named")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; they say {said}") from None
+    now = placements(kube, namespace)
+    assert not any(now[f"{n}-{i}"] for n in reasons for i in range(sizes.get(n, 2)))

@@ -336,6 +336,8 @@ def test_kueue_node_selector_is_honoured(
     ("case", "message"),
     [
         ("cycle", "HyperNode r1: spec.members form a cycle: r1 -> s1 -> r1"),
+        # HyperNodes that all form a cycle leave no tier: the cycle is named, not "none".
+        ("cycle alone", "HyperNode r1: spec.members form a cycle: r1 -> s1 -> r1"),
         (
             "tier name",
             "PodGroup default/bad.spec.networkTopology.highestTierName: no tier is named 'zone'",
@@ -353,6 +355,10 @@ def test_bad_input_is_named_and_the_rest_scheduled(
     objects: list[dict[str, Any]] = [*racks({"r1": 3, "r2": 5}), pod("lone", {"cpu": "1"})]
     if case == "cycle":
         objects += [hypernode("r1", 1, [exact("HyperNode", "s1")], "rack"), TREE[1], TREE[2]]
+        objects += volcano_gang("bad", 2, "1", networkTopology={"highestTierAllowed": 2})
+    elif case == "cycle alone":
+        objects += [hypernode("r1", 1, [exact("HyperNode", "s1")], "rack")]
+        objects += [hypernode("s1", 2, [exact("HyperNode", "r1")], "spine")]
         objects += volcano_gang("bad", 2, "1", networkTopology={"highestTierAllowed": 2})
     elif case == "tier name":
         objects += TREE

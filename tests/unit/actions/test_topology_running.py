@@ -111,3 +111,42 @@ def test_a_native_group_names_the_value_of_its_topology_key() -> None:
     members = [native_member(f"g-{i}", "g", {"cpu": "2"}) for i in range(2)]
     status = decide([*cluster(), group, *members]).jobs["default/g"]
     assert status.domain == TopologyDomain(RACK, "r1")
+
+
+def kueue_members(count: int, podsets: tuple[str, ...] = ("workers",)) -> list[Obj]:
+    """Members of our PodGroup `k` asking, by Kueue's pod-set annotation, one rack for
+    their pod set (member i in pod set i modulo the sets)."""
+    notes = {
+        "scheduling.batchsched.io/group-name": "k",
+        "kueue.x-k8s.io/podset-required-topology": RACK,
+    }
+    return [
+        member(
+            f"k-{i}", labels={"kueue.x-k8s.io/podset": podsets[i % len(podsets)]}, annotations=notes
+        )
+        for i in range(count)
+    ]
+
+
+def test_a_gang_of_one_kueue_pod_set_names_its_domain_in_its_status() -> None:
+    """The pod set is the whole gang: its group names the domain of the label asked, as
+    for a group's own ask, and keeps naming it once its members run."""
+    members = kueue_members(2)
+    status = decide([*cluster(), pod_group("k", 2), *members]).jobs["default/k"]
+    assert status.domain == TopologyDomain(RACK, "r1")
+    assert status.condition is not None
+    assert status.condition.message == f"2/2 members scheduled in {RACK} r1"
+    for obj, where in zip(members, ("r2-0", "r2-1"), strict=True):
+        obj["spec"]["nodeName"] = where
+        obj["status"] = {"phase": "Running"}
+    status = decide([*cluster(), pod_group("k", 2), *members]).jobs["default/k"]
+    assert status.domain == TopologyDomain(RACK, "r2")
+
+
+def test_a_gang_of_two_kueue_pod_sets_names_no_domain() -> None:
+    """Each pod set asks one rack of its own, not the gang as a whole: no domain is the
+    gang's, even when both land in one."""
+    members = kueue_members(2, ("leader", "workers"))
+    decisions = decide([*cluster(), pod_group("k", 2), *members])
+    assert len(placements(decisions)) == 2
+    assert decisions.jobs["default/k"].domain is None
