@@ -104,10 +104,15 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
     events.origin = now
     elapsed = 0.0
     sessions = 0
+    # The cache's sequence at the last session's snapshot: what arrived since is new.
+    seen: float | None = None
     while True:
         events.advance(now)
         started = time.perf_counter()
-        snapshot = take_snapshot(events.cache, now=now, scheduler_names=config.scheduler_names)
+        snapshot = take_snapshot(
+            events.cache, now=now, scheduler_names=config.scheduler_names, seen=seen
+        )
+        seen = events.cache.sequence
         decisions = run_session(snapshot, config)
         elapsed += time.perf_counter() - started
         sessions += 1
@@ -127,7 +132,8 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
                 group.phase = status.phase
         if sessions >= MAX_SESSIONS:
             break
-        if decisions.bindings or decisions.evictions or any(nominated):
+        # A group held back is refused by the next session, as the operator's is.
+        if decisions.bindings or decisions.evictions or any(nominated) or snapshot.held_back:
             now += config.schedule_period
             continue
         upcoming = events.upcoming()
@@ -245,6 +251,7 @@ class _Events:
             group.error = group.error or message
             return
         task = self.cache.tasks.pop(key)
+        self.cache.arrivals.pop(key, None)
         self.cache.rejected_pods[key] = (task.scheduler_name, message)
         self.errors.append(message)
 
