@@ -281,9 +281,11 @@ class JobBuilder:
         decided it: the members that came since are refused, the others tried, and
         the next session refuses it whole. So whether a member that came before that
         pod is placed does not depend on how arrivals fall into sessions."""
+        if job.error is not None:
+            return
         mixed_at = sorted(self.arrived[job.key].values())[1]
         if self.seen is None or mixed_at <= self.seen:
-            job.error = job.error or reason
+            job.error = reason
             return
         arrivals = self.cache.arrivals
         for info in job.pending:

@@ -13,6 +13,7 @@ a lone pod bound beside what waits.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -317,6 +318,27 @@ def test_members_placed_before_a_pod_of_another_scheduler_joins_stay_and_the_res
     lone_pod_binds(kube, namespace)
     assert {n: placements(kube, namespace)[n] for n in placed} == placed
     assert shown(kube, namespace, "g", "True")["reason"] == "Scheduled"
+
+
+def test_a_member_and_a_pod_of_another_scheduler_seen_in_one_session_go_by_their_order(
+    kube: Kube, namespace: str, cluster: Cluster, tmp_path: Path
+) -> None:
+    """A burst window long enough that one session sees the three pods: the member
+    that came before the pod of another scheduler is placed, as a session between the
+    two would have placed it (and the simulator does: tests/unit/cache/
+    test_mixed_schedulers.py); the member after it waits, naming the field."""
+    config = tmp_path / "config.yaml"
+    config.write_text("schedulePeriod: 20s\nburstWindow: 3s\n")
+    cluster.nodes(2)
+    cluster.start_scheduler(config=config)
+    create(kube, namespace, native_pod_group("g", None))
+    create(kube, namespace, member("g-0", "g", CPU))
+    create(kube, namespace, member("theirs", "g", CPU, scheduler="default-scheduler"))
+    create(kube, namespace, member("g-1", "g", CPU))
+    bound(kube, namespace, ["g-0"])
+    waiting_with(kube, namespace, ["g-1"], "PodGroup ")
+    assert "spec.schedulerName" in (unschedulable_message(pods(kube, namespace)["g-1"]) or "")
+    lone_pod_binds(kube, namespace)
 
 
 def test_a_podgroup_deleted_while_its_pods_run_leaves_them_and_the_rest_scheduled(
