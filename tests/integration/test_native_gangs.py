@@ -341,6 +341,27 @@ def test_a_member_and_a_pod_of_another_scheduler_seen_in_one_session_go_by_their
     lone_pod_binds(kube, namespace)
 
 
+@pytest.mark.parametrize("goes", ["deleted", "failed"])
+def test_a_group_refused_for_a_pod_of_another_scheduler_is_scheduled_once_that_pod_goes(
+    kube: Kube, namespace: str, cluster: Cluster, goes: str
+) -> None:
+    """The refusal lasts while the odd pod is there: deleted, or finished (which
+    kube-scheduler does not see), it no longer mixes the group."""
+    cluster.scheduling(2)
+    create(kube, namespace, native_pod_group("g", 2))
+    create(kube, namespace, member("theirs", "g", CPU, scheduler="default-scheduler"))
+    for name in ("g-0", "g-1"):
+        create(kube, namespace, member(name, "g", CPU))
+    waiting_with(kube, namespace, ["g-0", "g-1"], "PodGroup ")
+    path = f"/api/v1/namespaces/{namespace}/pods/theirs"
+    if goes == "deleted":
+        kube.delete(path).expect(200)
+    else:
+        kube.patch(f"{path}/status", {"status": {"phase": "Failed"}}, merge=False).expect(200)
+    bound(kube, namespace, ["g-0", "g-1"])
+    assert shown(kube, namespace, "g", "True")["reason"] == "Scheduled"
+
+
 def test_a_podgroup_deleted_while_its_pods_run_leaves_them_and_the_rest_scheduled(
     kube: Kube, namespace: str, cluster: Cluster
 ) -> None:
