@@ -212,6 +212,9 @@ class ClusterCache:
         self.assumed: dict[str, tuple[str, tuple[int, ...]]] = {}
         # "ns/name" -> the last refusal of a bind of the pod, kept until the pod is gone.
         self.refusals: dict[str, Refusal] = {}
+        # "ns/name" -> the sequence (below) at which the pod first reached the cache:
+        # the order pods arrived in, finer than their creationTimestamps' seconds.
+        self.arrivals: dict[str, float] = {}
         self._sequence = 0.0
         self._shapes = ShapeMemo()
         # "ns/name" -> apiVersion -> PodGroup, for groups of one name in several APIs.
@@ -224,6 +227,12 @@ class ClusterCache:
         # What changed since snapshots were last taken; None while no SnapshotKeeper
         # follows the cache (the simulator's), so nothing is logged for nobody.
         self.changes: Changes | None = None
+
+    @property
+    def sequence(self) -> float:
+        """Counts the objects applied: what arrived after a snapshot was taken has a
+        greater `arrivals` entry than this was then."""
+        return self._sequence
 
     def apply(self, obj: Obj, *, deleted: bool = False) -> None:
         """Record an added, changed or deleted object of one of KINDS.
@@ -289,6 +298,10 @@ class ClusterCache:
             return
         if kind == "Pod":
             self.rejected_pods.pop(key, None)
+            if deleted:
+                self.arrivals.pop(key, None)
+            else:
+                self.arrivals.setdefault(key, self._sequence)
         elif kind in STORAGE_KINDS:
             self.rejected_storage.pop(f"{kind} {key}", None)
         elif kind in DEVICE_KINDS:

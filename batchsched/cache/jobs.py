@@ -5,6 +5,7 @@ cluster-wide kinds (queues, priority classes, namespaces), which is why a change
 one of those rebuilds every job (keeper.py).
 """
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -84,7 +85,9 @@ def _queues_disagree(key: str, named: Mapping[str, QueueName] | None) -> Reason 
 def _schedulers_disagree(key: str, names: Mapping[str, str] | None) -> Reason | None:
     """All pods of a Kubernetes PodGroup must name one scheduler, as kube-scheduler
     requires: a group split between two could be started by neither, so it is refused
-    whole, naming two of the schedulers and a pod of each."""
+    whole, naming two of the schedulers and a pod of each. Finished pods are left out:
+    they ask for nothing (and kube-scheduler does not see them), so one of another
+    scheduler that ends lifts the refusal, as one deleted does."""
     if not names or len(names) < 2:
         return None
     (first, pod), (second, other) = sorted(names.items())[:2]
@@ -138,8 +141,13 @@ class JobBuilder:
         queues: Mapping[str, Queue],
         rejected_queues: Mapping[str, str],
         groups: Iterable[PodGroup],
+        seen: float | None = None,
     ) -> None:
         self.cache = cache
+        # The cache's sequence when the last session's snapshot was taken: pods whose
+        # arrival is greater came since. None when no session came before: all count
+        # as seen.
+        self.seen = seen
         self.queues = queues
         # Why each Queue that is not in `queues` was refused, its place in the tree included.
         self.rejected_queues = rejected_queues
@@ -152,10 +160,15 @@ class JobBuilder:
         # Job key -> queue name -> where its members name it, the least source of each
         # (jobs without a PodGroup, or with Kubernetes' own, which has no queue field).
         self.pod_queues: dict[str, dict[str, QueueName]] = defaultdict(dict)
-        # For Kubernetes' own PodGroups, whose pods must all name one scheduler: job key
-        # -> schedulerName -> the least key of the pods naming it. Least, not first:
-        # what a message names must not depend on the order pods reach the cache.
+        # For Kubernetes' own PodGroups, whose unfinished pods must all name one
+        # scheduler: job key -> schedulerName -> the least key of the pods naming it
+        # (least, not first: what a message names must not depend on the order pods
+        # reach the cache), and the first arrival among them (when the group mixed).
         self.schedulers: dict[str, dict[str, str]] = defaultdict(dict)
+        self.arrived: dict[str, dict[str, float]] = defaultdict(dict)
+        # Jobs decided as they stood before a pod naming another scheduler came, which
+        # the next session must build again (and then refuses whole): _refuse_mixed.
+        self.held_back: set[str] = set()
         # Job key -> the pod of least key naming the job's PodGroup in a way its API
         # does not read (spec.schedulingGroup for a peer's, a peer's key for Kubernetes').
         self.misnamed: dict[str, Task] = {}
@@ -177,11 +190,8 @@ class JobBuilder:
         job.total += 1
         job.served |= ours
         native = _native(job)
-        if native:
-            names = self.schedulers[job.key]
-            least = names.get(task.scheduler_name)
-            if least is None or task.key < least:
-                names[task.scheduler_name] = task.key
+        if native and not task.terminal:
+            self._name_scheduler(job.key, task)
         if task.queue is not None and (job.group is None or native):
             named = self.pod_queues[job.key]
             known = named.get(task.queue.name)
@@ -233,7 +243,9 @@ class JobBuilder:
             misnamed = self.misnamed.get(job.key)
             if misnamed is not None and job.group is not None:
                 job.error = job.error or _wrong_api(job.group, misnamed)
-            job.error = job.error or _schedulers_disagree(job.key, self.schedulers.get(job.key))
+            mixed = _schedulers_disagree(job.key, self.schedulers.get(job.key))
+            if mixed is not None:
+                self._refuse_mixed(job, mixed)
             job.error = job.error or _queues_disagree(job.key, self.pod_queues.get(job.key))
             if job.group is not None and not job.total:
                 job.served = self._serves_podless(job.group)
@@ -253,6 +265,35 @@ class JobBuilder:
                     info.nominated = node_rows.get(info.pod.nominated_node)
                     job.nominated = True
         return self.jobs
+
+    def _name_scheduler(self, key: str, task: Task) -> None:
+        names, arrived = self.schedulers[key], self.arrived[key]
+        name = task.scheduler_name
+        least = names.get(name)
+        if least is None or task.key < least:
+            names[name] = task.key
+        at = self.cache.arrivals.get(task.key, 0.0)
+        if at < arrived.get(name, math.inf):
+            arrived[name] = at
+
+    def _refuse_mixed(self, job: JobInfo, reason: Reason) -> None:
+        """Refuse a group whose pods name different schedulers: whole, once a session
+        has seen it mixed. In the first session to see it so, it is decided as it stood
+        before the pod that mixed it came, as a session between the two would have
+        decided it: the members that came since are refused, the others tried, and
+        the next session refuses it whole. So whether a member that came before that
+        pod is placed does not depend on how arrivals fall into sessions."""
+        if job.error is not None:
+            return
+        mixed_at = sorted(self.arrived[job.key].values())[1]
+        if self.seen is None or mixed_at <= self.seen:
+            job.error = reason
+            return
+        arrivals = self.cache.arrivals
+        for info in job.pending:
+            if arrivals.get(info.key, 0.0) >= mixed_at:
+                info.error = info.error or reason
+        self.held_back.add(job.key)
 
     def _serves_podless(self, group: PodGroup) -> bool:
         """Whether this scheduler acts on `group` while it has no pods: ours always, a

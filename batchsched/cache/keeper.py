@@ -54,9 +54,17 @@ def _placed_by_others(task: Task) -> bool:
     return required or bool(task.spread) or bool(task.claims)
 
 
-def take_snapshot(cache: ClusterCache, *, now: float, scheduler_names: Collection[str]) -> Snapshot:
-    """The cache as it is now, taken whole."""
-    return _State(cache, scheduler_names=frozenset(scheduler_names), now=now).snapshot(now)
+def take_snapshot(
+    cache: ClusterCache,
+    *,
+    now: float,
+    scheduler_names: Collection[str],
+    seen: float | None = None,
+) -> Snapshot:
+    """The cache as it is now, taken whole; `seen` is the cache's sequence when the last
+    session's snapshot was taken (None: no session came before)."""
+    names = frozenset(scheduler_names)
+    return _State(cache, scheduler_names=names, now=now, seen=seen).snapshot(now)
 
 
 class SnapshotKeeper:
@@ -69,6 +77,8 @@ class SnapshotKeeper:
         self.scheduler_names = frozenset(scheduler_names)
         cache.changes = Changes(everything=True)
         self._state: _State | None = None
+        # The cache's sequence when the last snapshot was taken (None: none was).
+        self.seen: float | None = None
         # Snapshots taken afresh, whole, since the keeper started: the first, and one
         # per change that reaches everything.
         self.whole = 0
@@ -82,8 +92,15 @@ class SnapshotKeeper:
         # Following more than half the pods costs more than taking them all afresh (a
         # replica that stood by while the cluster changed, say).
         many = len(changes.pods) > len(self.cache.tasks) // 2
-        if state is None or changes.everything or many or not state.follow(changes, now=now):
-            state = self._state = _State(self.cache, scheduler_names=self.scheduler_names, now=now)
+        seen, self.seen = self.seen, self.cache.sequence
+        if (
+            state is None
+            or changes.everything
+            or many
+            or not state.follow(changes, now=now, seen=seen)
+        ):
+            names = self.scheduler_names
+            state = self._state = _State(self.cache, scheduler_names=names, now=now, seen=seen)
             self.whole += 1
         if retry_all:
             state.set_aside.clear()
@@ -118,10 +135,18 @@ class _Counted:
 class _State:
     """Everything a snapshot is made of, as of the last one taken."""
 
-    def __init__(self, cache: ClusterCache, *, scheduler_names: frozenset[str], now: float) -> None:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        *,
+        scheduler_names: frozenset[str],
+        now: float,
+        seen: float | None,
+    ) -> None:
         self.cache = cache
         self.scheduler_names = scheduler_names
         self.now = now
+        self.seen = seen
         # Some name no pod or group asks for any more: the columns may shrink.
         self.dropped = False
         self._take_nodes()
@@ -161,13 +186,14 @@ class _State:
             self._count(key, task)
             builder.add(task, self.counted[key].vec)
         self.jobs: dict[str, JobInfo] = builder.finish(self.index)
+        self.held_back = frozenset(builder.held_back)
         self._count_cards()
         # The jobs built again by the last follow(); None: all of them.
         self.changed: frozenset[str] | None = None
         # Jobs set aside, and what the session said of them.
         self.set_aside: dict[str, Unplaced] = {}
 
-    def follow(self, changes: Changes, *, now: float) -> bool:
+    def follow(self, changes: Changes, *, now: float, seen: float | None) -> bool:
         """Catch up with `changes`; False if they need the state taken whole again."""
         tasks, groups = self.cache.tasks, self.cache.pod_groups
         column = self.column
@@ -228,7 +254,10 @@ class _State:
             if refusal.until > self.now and key in self.counted:
                 dirty.add(self.counted[key].job)
         self.now = now
-        self._rebuild(dirty)
+        self.seen = seen
+        # Groups held back are built again, and refused whole now that a session saw them.
+        dirty |= self.held_back
+        self.held_back = self._rebuild(dirty)
         self.changed = frozenset(dirty)
         self._wake(dirty, freed=freed, arrived=arrived)
         return True
@@ -275,6 +304,7 @@ class _State:
             jobs=dict(self.jobs),
             changed_jobs=self.changed,
             set_aside=dict(self.set_aside),
+            held_back=self.held_back,
             queues=self.queues,
             scheduler_names=self.scheduler_names,
             topology=self.topology,
@@ -489,8 +519,9 @@ class _State:
         as many as it asks for. Otherwise each session gives it some, after the others."""
         return len(set(named)) == demand.cards and max(named) < self.nodes[row].gpu_cards
 
-    def _rebuild(self, keys: set[str]) -> None:
-        """Build the jobs of `keys` again from their groups and members."""
+    def _rebuild(self, keys: set[str]) -> frozenset[str]:
+        """Build the jobs of `keys` again from their groups and members; those of them
+        held back (cache/jobs.py)."""
         groups = self.cache.pod_groups
         builder = self._builder(groups[key] for key in keys if key in groups)
         for key in keys:
@@ -499,6 +530,7 @@ class _State:
                 counted = self.counted[member]
                 builder.add(counted.pod, counted.vec)
         self.jobs.update(builder.finish(self.index))
+        return frozenset(builder.held_back)
 
     def _builder(self, groups: Iterable[PodGroup]) -> JobBuilder:
         return JobBuilder(
@@ -509,4 +541,5 @@ class _State:
             queues=self.queues,
             rejected_queues=self.rejected_queues,
             groups=groups,
+            seen=self.seen,
         )

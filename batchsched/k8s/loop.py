@@ -219,6 +219,9 @@ class SessionLoop:
                 SESSION_PEAK_RSS.set(self._peak_rss)
         self._publish(decisions, usage, timings)
         self.keeper.set_aside(decisions.unplaced)
+        if snapshot.held_back:
+            # Groups decided as they stood before a pod mixed them: refused at once.
+            self.watch.changes.note(urgent=True)
         self.evictor.submit(decisions.evictions, decisions.nominations)
         self._delete_leftovers()
         seconds = time.perf_counter() - started

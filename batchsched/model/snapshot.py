@@ -159,6 +159,9 @@ class Snapshot:
     # Jobs a recent session could place nowhere, and nothing since could have changed
     # that (cache/keeper.py says what wakes them): skipped, with what it said of them.
     set_aside: dict[str, Unplaced] = field(default_factory=dict)
+    # Kubernetes PodGroups decided as they stood before a pod naming another scheduler
+    # came (cache/jobs.py, _refuse_mixed): the next session, due at once, refuses them.
+    held_back: frozenset[str] = frozenset()
     # Namespace -> labels, for the namespace selectors of pod affinity terms.
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     # Per node row, the CPU and memory its pods' scores count beyond their requests

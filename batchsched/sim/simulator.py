@@ -104,10 +104,15 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
     events.origin = now
     elapsed = 0.0
     sessions = 0
+    # The cache's sequence at the last session's snapshot: what arrived since is new.
+    seen: float | None = None
     while True:
         events.advance(now)
         started = time.perf_counter()
-        snapshot = take_snapshot(events.cache, now=now, scheduler_names=config.scheduler_names)
+        snapshot = take_snapshot(
+            events.cache, now=now, scheduler_names=config.scheduler_names, seen=seen
+        )
+        seen = events.cache.sequence
         decisions = run_session(snapshot, config)
         elapsed += time.perf_counter() - started
         sessions += 1
@@ -133,7 +138,14 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
             events.cache.apply({"kind": "ResourceClaim", "metadata": meta}, deleted=True)
         if sessions >= MAX_SESSIONS:
             break
-        if decisions.bindings or decisions.evictions or any(nominated) or leftovers:
+        # A group held back is refused by the next session, as the operator's is.
+        if (
+            decisions.bindings
+            or decisions.evictions
+            or any(nominated)
+            or leftovers
+            or snapshot.held_back
+        ):
             now += config.schedule_period
             continue
         upcoming = events.upcoming()
@@ -251,6 +263,7 @@ class _Events:
             group.error = group.error or message
             return
         task = self.cache.tasks.pop(key)
+        self.cache.arrivals.pop(key, None)
         self.cache.rejected_pods[key] = (task.scheduler_name, message)
         self.errors.append(message)
 

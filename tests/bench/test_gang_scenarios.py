@@ -3,8 +3,10 @@
 import random
 from collections import Counter
 
+import pytest
 import yaml
 
+from bench import gang_scenarios
 from bench.gang_parity import MIXED, SIZES, STARTED_BEFORE, UNKNOWN, cause
 from bench.gang_scenarios import (
     KUBE,
@@ -29,6 +31,7 @@ from bench.gang_scenarios import (
     simulated,
     violations,
 )
+from bench.parity import scenario_rng
 from tests.support.kube import JSON
 from tests.support.objects import member, node, pod
 
@@ -267,6 +270,21 @@ def test_the_simulator_is_given_a_steps_objects_one_after_the_other() -> None:
         0, (node("n0", cpu="4"),), placed, ((native_group(gang),), joining), (gang,)
     )
     assert [state["a"].bound for state in simulated(scenario).states] == [2, 4]
+
+
+@pytest.mark.parametrize("index", [143, 217, 467])
+def test_a_steps_objects_in_one_session_leave_the_groups_as_a_session_apart(
+    index: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three of seed 1's five scenarios where batchsched run parted from its simulator
+    (a basic group, a gang completed, a gang of minCount 1), each a member and the pod
+    of another scheduler seen in one session. Given each step's objects at one
+    time, in the order the run creates them, the simulator sees them in one session, as
+    the operator's may, and leaves every group as when it is given them apart."""
+    scenario = generate(scenario_rng(1, index), index)
+    apart = simulated(scenario)
+    monkeypatch.setattr(gang_scenarios, "OBJECT_SECONDS", 0)
+    assert simulated(scenario) == apart
 
 
 def test_most_scenarios_ask_the_same_cpu_of_every_pod() -> None:

@@ -13,6 +13,7 @@ a lone pod bound beside what waits.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -316,6 +317,48 @@ def test_members_placed_before_a_pod_of_another_scheduler_joins_stay_and_the_res
     assert "spec.schedulerName" in (unschedulable_message(pods(kube, namespace)["g-3"]) or "")
     lone_pod_binds(kube, namespace)
     assert {n: placements(kube, namespace)[n] for n in placed} == placed
+    assert shown(kube, namespace, "g", "True")["reason"] == "Scheduled"
+
+
+def test_a_member_and_a_pod_of_another_scheduler_seen_in_one_session_go_by_their_order(
+    kube: Kube, namespace: str, cluster: Cluster, tmp_path: Path
+) -> None:
+    """A burst window long enough that one session sees the three pods: the member
+    that came before the pod of another scheduler is placed, as a session between the
+    two would have placed it (and the simulator does: tests/unit/cache/
+    test_mixed_schedulers.py); the member after it waits, naming the field."""
+    config = tmp_path / "config.yaml"
+    config.write_text("schedulePeriod: 20s\nburstWindow: 3s\n")
+    cluster.nodes(2)
+    cluster.start_scheduler(config=config)
+    create(kube, namespace, native_pod_group("g", None))
+    create(kube, namespace, member("g-0", "g", CPU))
+    create(kube, namespace, member("theirs", "g", CPU, scheduler="default-scheduler"))
+    create(kube, namespace, member("g-1", "g", CPU))
+    bound(kube, namespace, ["g-0"])
+    waiting_with(kube, namespace, ["g-1"], "PodGroup ")
+    assert "spec.schedulerName" in (unschedulable_message(pods(kube, namespace)["g-1"]) or "")
+    lone_pod_binds(kube, namespace)
+
+
+@pytest.mark.parametrize("goes", ["deleted", "failed"])
+def test_a_group_refused_for_a_pod_of_another_scheduler_is_scheduled_once_that_pod_goes(
+    kube: Kube, namespace: str, cluster: Cluster, goes: str
+) -> None:
+    """The refusal lasts while the odd pod is there: deleted, or finished (which
+    kube-scheduler does not see), it no longer mixes the group."""
+    cluster.scheduling(2)
+    create(kube, namespace, native_pod_group("g", 2))
+    create(kube, namespace, member("theirs", "g", CPU, scheduler="default-scheduler"))
+    for name in ("g-0", "g-1"):
+        create(kube, namespace, member(name, "g", CPU))
+    waiting_with(kube, namespace, ["g-0", "g-1"], "PodGroup ")
+    path = f"/api/v1/namespaces/{namespace}/pods/theirs"
+    if goes == "deleted":
+        kube.delete(path).expect(200)
+    else:
+        kube.patch(f"{path}/status", {"status": {"phase": "Failed"}}, merge=False).expect(200)
+    bound(kube, namespace, ["g-0", "g-1"])
     assert shown(kube, namespace, "g", "True")["reason"] == "Scheduled"
 
 

@@ -157,6 +157,23 @@ def test_members_placed_before_a_pod_of_another_scheduler_joins_stay_and_the_res
     assert "different schedulers" in result.pods["default/g-3"]["reason"]
 
 
+def test_pods_created_at_one_time_arrive_in_input_order_and_the_mix_goes_by_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One session sees the three pods, as the operator's may: the member listed before
+    the pod of another scheduler is decided as the group stood before that pod came,
+    the member after it waits (tests/unit/cache/test_mixed_schedulers.py)."""
+    arriving = [
+        native_pod_group("g", None, created=0),
+        member("g-0", "g", CPU, created=5),
+        member("theirs", "g", CPU, created=5, scheduler="default-scheduler"),
+        member("g-1", "g", CPU, created=5),
+    ]
+    result = run(capsys, tmp_path, *nodes(1), *arriving)
+    assert result.bound() == {"default/g-0": "n0"}
+    assert "different schedulers" in result.pods["default/g-1"]["reason"]
+
+
 def test_bad_input_leaves_everything_else_scheduled(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
