@@ -182,6 +182,9 @@ class ClusterCache:
         # "ns/name" -> what assumed binds make of a ResourceClaim until the binder has
         # written it (or given up): resource_claims shows the claim as they make it.
         self.assumed_claims: dict[str, AssumedClaim] = {}
+        # Pod uid -> the keys of the assumed claims its bind holds: what settle_claims
+        # visits, so that a gang settles in time proportional to its own claims.
+        self._assumed_by_pod: dict[str, set[str]] = {}
         # By "ns/name": which pods preemption should spare (api/budgets.py).
         self.budgets: dict[str, DisruptionBudget] = {}
         # Kubernetes' Workloads by "ns/name", for display only (api/nativegroups.py).
@@ -431,6 +434,7 @@ class ClusterCache:
                 uid = "" if seen is None else seen.uid
                 assumed = self.assumed_claims[key] = AssumedClaim(seen, uid)
             assumed.pods.add(task.uid)
+            self._assumed_by_pod.setdefault(task.uid, set()).add(key)
             found = made.get(key)
             if found is not None:
                 assumed.allocation = Allocation(found.devices, found.terms)
@@ -441,9 +445,8 @@ class ClusterCache:
         """The binder is done writing the claims of the pod of `uid` (written, undone or
         given up): they show as the watch shows them once no other assumed bind holds
         them. (By uid: the pod may be gone from the cache by then.)"""
-        for key, assumed in list(self.assumed_claims.items()):
-            if uid not in assumed.pods:
-                continue
+        for key in sorted(self._assumed_by_pod.pop(uid, ())):
+            assumed = self.assumed_claims[key]
             before = self._context("ResourceClaim", key)
             assumed.pods.discard(uid)
             if assumed.allocator == uid:
