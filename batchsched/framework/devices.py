@@ -222,7 +222,7 @@ class Inventory:
         # Per (class selectors, request selectors): where each device matches, and the
         # evaluation errors by device.
         self._picks: dict[object, Picks] = {}
-        # Usable devices by kind (see _kinds), built when first asked.
+        # Usable devices by kind (see kinds), built when first asked.
         self._kind_first: list[int] = []
         self._kind_of: IntArray | None = None
 
@@ -294,7 +294,7 @@ class Inventory:
         found = self._picks.get(key)
         if found is not None:
             return found
-        kinds, kind_of = self._kinds()
+        kinds, kind_of = self.kinds()
         # One slot more, never picked, for the devices of no kind (-1: not usable).
         picked_kind: BoolArray = np.zeros(len(kinds) + 1, dtype=np.bool_)
         failed_kind: dict[int, SelectorFailure] = {}
@@ -313,11 +313,11 @@ class Inventory:
         self._picks[key] = found = (picked, errors)
         return found
 
-    def _kinds(self) -> tuple[list[int], IntArray]:
+    def kinds(self) -> tuple[list[int], IntArray]:
         """The usable devices grouped by what a selector can see of them (all but pool
         and name, which DRA's CEL environment leaves out): one device of each kind, and
-        each device's kind. A cluster's thousands of GPUs are a handful of kinds, and a
-        selector is evaluated once per kind."""
+        each device's kind (-1: not usable). A cluster's thousands of GPUs are a handful
+        of kinds, and a selector is evaluated once per kind."""
         if self._kind_of is None:
             first: dict[Hashable, int] = {}
             kind_of: IntArray = np.full(len(self.devices), -1, dtype=np.int64)
