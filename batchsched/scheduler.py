@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from batchsched.actions import ACTIONS
 from batchsched.config.load import SchedulerConfig
-from batchsched.framework.devices import SelectorMatcher
+from batchsched.framework.devices import DeviceMemo
 from batchsched.framework.session import CommitHandler, Session, Timings
 from batchsched.model.decisions import Decisions
 from batchsched.model.snapshot import Snapshot
@@ -19,11 +19,11 @@ def open_session(
     *,
     timings: Timings | None = None,
     on_commit: CommitHandler | None = None,
-    selectors: SelectorMatcher | None = None,
+    devices: DeviceMemo | None = None,
     creates_extended_claims: bool = True,
 ) -> Session:
-    """A session over `snapshot` with the configuration's plugins opened on it; DRA
-    selectors evaluated by `selectors` (by default, the process's evaluator);
+    """A session over `snapshot` with the configuration's plugins opened on it; what
+    device allocation keeps between sessions in `devices` (none: built afresh);
     `creates_extended_claims`: whether the caller creates the claims for extended
     resources backed by devices."""
     return Session(
@@ -34,7 +34,7 @@ def open_session(
         on_commit=on_commit,
         evict_other_schedulers=config.preempt_other_schedulers,
         topology_tiers=config.topology_tiers,
-        selectors=selectors,
+        devices=devices,
         creates_extended_claims=creates_extended_claims,
     )
 
@@ -54,15 +54,18 @@ def run_session(
     *,
     timings: Timings | None = None,
     on_commit: CommitHandler | None = None,
+    devices: DeviceMemo | None = None,
     creates_extended_claims: bool = True,
 ) -> Decisions:
     """The scheduling core: a snapshot in, decisions out, no I/O; `timings` are filled in
-    and `on_commit` hears each job's bindings as soon as they are final."""
+    and `on_commit` hears each job's bindings as soon as they are final; `devices`, as
+    open_session's."""
     session = open_session(
         snapshot,
         config,
         timings=timings,
         on_commit=on_commit,
+        devices=devices,
         creates_extended_claims=creates_extended_claims,
     )
     return run_actions(session, config.actions)

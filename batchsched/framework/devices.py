@@ -33,6 +33,7 @@ from batchsched.api.dra import (
     Device,
     DeviceClass,
     DeviceRequest,
+    Devices,
     DeviceTaintRule,
     NodeScope,
     NodeTerms,
@@ -848,10 +849,6 @@ class CelSelectors:
         return converted
 
 
-# One evaluator for the process, so that its cache outlives each session.
-_SELECTORS = CelSelectors()
-
-
 class InventoryMemo:
     """The last inventory built, reused while the slices, nodes and evaluator are the
     very objects it was built from: an operator's sessions follow each other on a
@@ -873,9 +870,6 @@ class InventoryMemo:
             self._inventory = Inventory(slices, nodes, matcher)
             self._key, self._held = key, (matcher, *slices, *nodes)
         return self._inventory
-
-
-INVENTORIES = InventoryMemo()
 
 
 class TaintedSlices:
@@ -904,9 +898,18 @@ class TaintedSlices:
         return found
 
 
-TAINTED = TaintedSlices()
+class DeviceMemo:
+    """What device allocation keeps from one session to the next: the CEL evaluator
+    with its results, the slices with the DeviceTaintRules' taints, and the last
+    inventory. Whoever runs sessions one after another (the operator's loop, the
+    simulator) holds one and gives it to each; a session given none starts cold."""
 
+    def __init__(self, selectors: SelectorMatcher | None = None) -> None:
+        self.selectors: SelectorMatcher = selectors or CelSelectors()
+        self._tainted = TaintedSlices()
+        self._inventories = InventoryMemo()
 
-def default_selectors() -> SelectorMatcher:
-    """The CEL evaluator sessions use for DRA selectors."""
-    return _SELECTORS
+    def inventory(self, devices: Devices, nodes: Sequence[Node]) -> Inventory:
+        """The inventory of the slices (tainted by the rules) over the nodes."""
+        slices = self._tainted.get(devices.slices, devices.taint_rules)
+        return self._inventories.get(slices, nodes, self.selectors)
