@@ -194,6 +194,9 @@ class DeviceClaims(CheckedFilter):
         # numbered as first seen: see _searched.
         self._specs: dict[tuple[ClaimSpec, ...], int] = {}
         self._verdicts: dict[tuple[int, int], _Verdict] = {}
+        # And what it picks there, per claim (request, position in the node's search
+        # order), or None: see _chosen.
+        self._positions: dict[tuple[int, int], list[list[tuple[str, int]]] | None] = {}
         # Free devices (see _Free) per devices picked, tolerations and admin access:
         # alternatives alike in these but for their count share them.
         self._free: dict[tuple[int, object, bool], _Free] = {}
@@ -682,10 +685,7 @@ class DeviceClaims(CheckedFilter):
             return
         chosen = self._first_fit(pending[0], row) if self._counted_exactly(tuple(pending)) else None
         if chosen is None:
-            try:
-                chosen = self.allocator.allocate(pending, row)
-            except AllocationError:
-                chosen = None
+            chosen = self._chosen(tuple(pending), row)
         if chosen is None:
             # Only room held for a nomination is taken without asking the filters; the
             # pod is placed afresh (and its claims allocated) when it is bound.
@@ -719,6 +719,29 @@ class DeviceClaims(CheckedFilter):
                 )
             )
         self.allocated[task.key] = tuple(made)
+
+    def _chosen(self, pending: tuple[Pending, ...], row: int) -> list[list[tuple[str, int]]] | None:
+        """What the search picks on the node (None: nothing). On a node of a class of
+        alike nodes it picks the devices at the positions in search order it picked on
+        the first node of the class it ran on for these claims' specs."""
+        alike = int(self._alike.classes(np.array([row], dtype=np.int64))[0])
+        key = (self._specs.setdefault(tuple(p.spec for p in pending), len(self._specs)), alike)
+        devices = self.inventory.on_node(row)
+        if alike < 0 or key not in self._positions:
+            try:
+                chosen = self.allocator.allocate(pending, row)
+            except AllocationError:
+                chosen = None
+            if alike < 0:
+                return chosen
+            at = {device: position for position, device in enumerate(devices)}
+            self._positions[key] = (
+                None if chosen is None else [[(n, at[d]) for n, d in claim] for claim in chosen]
+            )
+        positions = self._positions[key]
+        if positions is None:
+            return None
+        return [[(name, devices[p]) for name, p in claim] for claim in positions]
 
     def _first_fit(self, claim: Pending, row: int) -> list[list[tuple[str, int]]] | None:
         """What the search picks for a lone ExactCount request over plain devices: the
