@@ -31,7 +31,7 @@ TAINT = {"key": "maintenance", "value": "yes", "effect": "NoSchedule"}
 TOLERATION = {"key": "maintenance", "operator": "Exists"}
 
 
-def _gpu(rng: random.Random, index: int, *, shape: int) -> dict[str, Any]:
+def _gpu(index: int, *, shape: int) -> dict[str, Any]:
     """A GPU of one of a few kinds; `shape` picks the node's layout, so that nodes of
     one shape are alike until their devices change hands."""
     attributes: dict[str, dict[str, Any]] = {
@@ -51,7 +51,7 @@ def _cluster(rng: random.Random) -> list[dict[str, Any]]:
         name = f"n{n:02d}"
         objects.append(node(name, labels={"rack": str(n % 2)}))
         shape = rng.randrange(4)
-        devices = [_gpu(rng, i, shape=shape) for i in range(2 + shape)]
+        devices = [_gpu(i, shape=shape) for i in range(2 + shape)]
         count = 1
         odd = rng.random()
         if odd < 0.1:
