@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from batchsched.actions import ACTIONS
 from batchsched.config.load import SchedulerConfig
-from batchsched.framework.devices import SelectorMatcher
+from batchsched.framework.devices import DeviceMemo
 from batchsched.framework.session import CommitHandler, Session, Timings
 from batchsched.model.decisions import Decisions
 from batchsched.model.snapshot import Snapshot
@@ -19,10 +19,10 @@ def open_session(
     *,
     timings: Timings | None = None,
     on_commit: CommitHandler | None = None,
-    selectors: SelectorMatcher | None = None,
+    devices: DeviceMemo | None = None,
 ) -> Session:
-    """A session over `snapshot` with the configuration's plugins opened on it; DRA
-    selectors evaluated by `selectors` (by default, the process's evaluator)."""
+    """A session over `snapshot` with the configuration's plugins opened on it; what
+    device allocation keeps between sessions in `devices` (none: built afresh)."""
     return Session(
         snapshot,
         tiers=config.tiers,
@@ -31,7 +31,7 @@ def open_session(
         on_commit=on_commit,
         evict_other_schedulers=config.preempt_other_schedulers,
         topology_tiers=config.topology_tiers,
-        selectors=selectors,
+        devices=devices,
     )
 
 
@@ -50,13 +50,16 @@ def run_session(
     *,
     timings: Timings | None = None,
     on_commit: CommitHandler | None = None,
+    devices: DeviceMemo | None = None,
 ) -> Decisions:
     """The scheduling core: a snapshot in, decisions out, no I/O; `timings` are filled in
-    and `on_commit` hears each job's bindings as soon as they are final."""
+    and `on_commit` hears each job's bindings as soon as they are final; `devices`, as
+    open_session's."""
     session = open_session(
         snapshot,
         config,
         timings=timings,
         on_commit=on_commit,
+        devices=devices,
     )
     return run_actions(session, config.actions)

@@ -4,6 +4,7 @@ Usage: python -m bench.core [--nodes 5000] [--pods 20000] [--seed 1] [--anti-aff
     [--zone-spread DoNotSchedule|ScheduleAnyway] [--placeable] [--caught-up K]
     [--topology hard|soft] [--rack-size 40]
        python -m bench.core --dra [--nodes 1000] [--gangs 100] [--repeat 7] [--seed 1]
+    [--dra-kind plain|match|first-available]
 Prints one JSON object. Nodes are a mix of CPU and 8-GPU machines; pods come in gangs
 of 1 to 32 members sharing one shape (plus a CPU launcher for GPU gangs), sized so
 that most, but not all, fit. With --anti-affinity every pod keeps away from the other
@@ -27,7 +28,9 @@ arrival, and `caught_up_jobs_set_aside` how many waiting jobs they skipped.
 With --dra the workload is the one of DRA's throughput target instead: --nodes nodes
 (1,000 unless given) of 8 GPUs and --gangs gangs of 8 pods asking 1 to 8 GPUs a pod, as
 ResourceClaims and as `nvidia.com/gpu`, in --repeat interleaved rounds (bench/dra.py
-says how): pods decided per CPU second of each, median and min..max, and their ratios.
+says how): pods decided per CPU second of each, median and min..max, and their ratios;
+--dra-kind asks the GPUs with a matchAttribute constraint or firstAvailable instead of
+one plain request, which sends every claim through the exact allocator.
 """
 
 import argparse
@@ -217,11 +220,15 @@ def main() -> None:
     parser.add_argument("--dra", action="store_true", help="DRA's target: claims vs extended")
     parser.add_argument("--gangs", type=int, default=100, help="with --dra: gangs of 8")
     parser.add_argument("--repeat", type=int, default=7, help="with --dra: rounds")
+    parser.add_argument(
+        "--dra-kind", choices=dra.KINDS, default="plain", help="with --dra: how claims ask"
+    )
     args = parser.parse_args()
     if args.dra:
         nodes = args.nodes or 1000
-        found = dra.compare(nodes, args.gangs, 8, args.repeat, args.seed)
-        print(json.dumps({"nodes": nodes, "gangs": args.gangs, "size": 8, **found}))
+        found = dra.compare(nodes, args.gangs, 8, args.repeat, args.seed, args.dra_kind)
+        shown = {"nodes": nodes, "gangs": args.gangs, "size": 8, "kind": args.dra_kind}
+        print(json.dumps({**shown, **found}))
         return
     args.nodes = args.nodes or 5000
     if args.placeable and (args.anti_affinity or args.zone_spread):

@@ -2,12 +2,20 @@
 asked as extended resources.
 
 Usage: python -m bench.dra [--nodes 1000] [--gangs 100] [--size 8] [--repeat 7] [--seed 1]
-(also `python -m bench.core --dra`, which runs this comparison). Prints one JSON object.
+    [--kind plain|match|first-available]
+(also `python -m bench.core --dra [--dra-kind KIND]`, which runs this comparison). Prints
+one JSON object.
 Every node has 8 GPUs: published by a driver as one ResourceSlice per node (DRA), or as 8
 `nvidia.com/gpu` in its allocatable (extended). Gangs of `size` pods ask 1 to 8 GPUs a
 pod (one count per gang): through a ResourceClaim per pod (made from one template, as
 the resource-claim controller makes them) whose class selects the driver's GPUs, or
 through `nvidia.com/gpu` requests.
+
+`--kind` says how a claim asks for its GPUs: `plain`, one `exactly` request; `match`,
+that request with a matchAttribute constraint on the GPUs' model; `first-available`,
+firstAvailable of the same count of B200s (which no node has) then of any GPU. Every
+GPU is an H100, so the three place alike; but counting free devices settles only a plain
+claim, and the others go through the exact allocator: the figure is its cost.
 
 Each of `repeat` rounds runs, in an order that alternates from round to round, one
 session per variant on its snapshot: extended; DRA `cold`, as the first session after
@@ -29,13 +37,14 @@ from batchsched.api.groups import OUR_API
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
 from batchsched.config.load import SchedulerConfig, default_config
-from batchsched.framework.devices import CelSelectors, SelectorMatcher, default_selectors
+from batchsched.framework.devices import DeviceMemo
 from batchsched.model.snapshot import Snapshot
 from batchsched.scheduler import open_session, run_actions
 
 SCHEDULER = "batch-scheduler"
 DRIVER = "gpu.example.com"
 GPUS = 8
+KINDS = ("plain", "match", "first-available")
 
 
 def nodes(count: int, *, dra: bool) -> list[dict[str, Any]]:
@@ -76,7 +85,25 @@ def nodes(count: int, *, dra: bool) -> list[dict[str, Any]]:
     return found
 
 
-def workload(gangs: int, size: int, rng: random.Random, *, dra: bool) -> list[dict[str, Any]]:
+def claim_devices(cards: int, kind: str) -> dict[str, Any]:
+    """spec.devices of a claim for `cards` GPUs asked the `kind` way (the module says)."""
+    exactly = {"deviceClassName": "gpu", "count": cards}
+    if kind == "first-available":
+        model = {"cel": {"expression": f"device.attributes['{DRIVER}'].model == 'B200'"}}
+        alternatives = [
+            {"name": "b200", **exactly, "selectors": [model]},
+            {"name": "any", **exactly},
+        ]
+        return {"requests": [{"name": "gpu", "firstAvailable": alternatives}]}
+    found: dict[str, Any] = {"requests": [{"name": "gpu", "exactly": exactly}]}
+    if kind == "match":
+        found["constraints"] = [{"requests": ["gpu"], "matchAttribute": f"{DRIVER}/model"}]
+    return found
+
+
+def workload(
+    gangs: int, size: int, rng: random.Random, *, dra: bool, kind: str = "plain"
+) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     if dra:
         objects.append(
@@ -114,16 +141,7 @@ def workload(gangs: int, size: int, rng: random.Random, *, dra: bool) -> list[di
                             "namespace": "default",
                             "ownerReferences": [{"uid": pod_name, "controller": True}],
                         },
-                        "spec": {
-                            "devices": {
-                                "requests": [
-                                    {
-                                        "name": "gpu",
-                                        "exactly": {"deviceClassName": "gpu", "count": cards},
-                                    }
-                                ]
-                            }
-                        },
+                        "spec": {"devices": claim_devices(cards, kind)},
                     }
                 )
             else:
@@ -153,29 +171,31 @@ def snapshot_of(objects: list[dict[str, Any]], config: SchedulerConfig) -> Snaps
 
 
 def session_seconds(
-    snapshot: Snapshot, config: SchedulerConfig, selectors: SelectorMatcher | None
+    snapshot: Snapshot, config: SchedulerConfig, devices: DeviceMemo | None
 ) -> tuple[float, int]:
     """CPU seconds of one session (the machine the bench runs on may be shared), and
     how many pods it bound."""
     gc.collect()
     started = time.process_time()
-    decisions = run_actions(open_session(snapshot, config, selectors=selectors), config.actions)
+    decisions = run_actions(open_session(snapshot, config, devices=devices), config.actions)
     return time.process_time() - started, len(decisions.bindings)
 
 
-def compare(nodes_count: int, gangs: int, size: int, repeat: int, seed: int) -> dict[str, Any]:
+def compare(
+    nodes_count: int, gangs: int, size: int, repeat: int, seed: int, kind: str = "plain"
+) -> dict[str, Any]:
     """The comparison the module describes, as one JSON-ready dict."""
     config = default_config()
     snapshots = {}
     for variant, dra in (("extended", False), ("dra", True)):
         rng = random.Random(seed)
-        objects = nodes(nodes_count, dra=dra) + workload(gangs, size, rng, dra=dra)
+        objects = nodes(nodes_count, dra=dra) + workload(gangs, size, rng, dra=dra, kind=kind)
         snapshots[variant] = snapshot_of(objects, config)
     pods = sum(len(job.pending) for job in snapshots["extended"].jobs.values())
-    warm = default_selectors()
+    warm = DeviceMemo()
     # The warm variant's first session fills the inventory and CEL results it keeps.
     session_seconds(snapshots["dra"], config, warm)
-    runs: dict[str, tuple[Snapshot, SelectorMatcher | None]] = {
+    runs: dict[str, tuple[Snapshot, DeviceMemo | None]] = {
         "extended": (snapshots["extended"], None),
         "dra_cold": (snapshots["dra"], None),
         "dra_warm": (snapshots["dra"], warm),
@@ -185,10 +205,9 @@ def compare(nodes_count: int, gangs: int, size: int, repeat: int, seed: int) -> 
     for round_index in range(repeat):
         order = list(runs) if round_index % 2 == 0 else list(reversed(runs))
         for name in order:
-            snapshot, selectors = runs[name]
-            # Cold: a new evaluator, which no inventory or result was kept for.
-            fresh = CelSelectors() if name == "dra_cold" else selectors
-            elapsed, bound[name] = session_seconds(snapshot, config, fresh)
+            snapshot, devices = runs[name]
+            # Cold: nothing kept (None: the session builds the inventory afresh).
+            elapsed, bound[name] = session_seconds(snapshot, config, devices)
             seconds[name].append(elapsed)
     result: dict[str, Any] = {"pods": pods}
     for name, taken in seconds.items():
@@ -214,8 +233,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kind", choices=KINDS, default="plain", help="how claims ask")
     args = parser.parse_args()
-    found = compare(args.nodes, args.gangs, args.size, args.repeat, args.seed)
+    found = compare(args.nodes, args.gangs, args.size, args.repeat, args.seed, args.kind)
     print(json.dumps({**vars(args), **found}))
 
 

@@ -189,6 +189,9 @@ class ClusterCache:
         self.extended_claims: dict[str, str] = {}
         # Pod uid -> the key of that claim while the binder has yet to create it.
         self._to_create: dict[str, str] = {}
+        # Pod uid -> the keys of the assumed claims its bind holds: what settle_claims
+        # visits, so that a gang settles in time proportional to its own claims.
+        self._assumed_by_pod: dict[str, set[str]] = {}
         # By "ns/name": which pods preemption should spare (api/budgets.py).
         self.budgets: dict[str, DisruptionBudget] = {}
         # Kubernetes' Workloads by "ns/name", for display only (api/nativegroups.py).
@@ -487,6 +490,7 @@ class ClusterCache:
             assumed.allocation,
             uid,
         )
+        self._assumed_by_pod.setdefault(uid, set()).add(made)
         self._own_extended(assumed, replace(assumed, name=name, uid=claim_uid))
         if held.seen is not None:
             self._show_claim(made, held)
@@ -500,6 +504,7 @@ class ClusterCache:
                 uid = "" if seen is None else seen.uid
                 assumed = self.assumed_claims[key] = AssumedClaim(seen, uid)
             assumed.pods.add(task.uid)
+            self._assumed_by_pod.setdefault(task.uid, set()).add(key)
             found = made.get(key)
             if found is not None:
                 assumed.allocation = Allocation(found.devices, found.terms)
@@ -516,9 +521,8 @@ class ClusterCache:
             self._own_extended(self.resource_claims.pop(never, None), None)
             if self.changes is not None:
                 self.changes.devices = True
-        for key, assumed in list(self.assumed_claims.items()):
-            if uid not in assumed.pods:
-                continue
+        for key in sorted(self._assumed_by_pod.pop(uid, ())):
+            assumed = self.assumed_claims[key]
             before = self._context("ResourceClaim", key)
             assumed.pods.discard(uid)
             if assumed.allocator == uid:

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from enum import IntEnum
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from batchsched.api.dra import (
     ALL,
     MAX_CONSUMERS,
     AllocatedDevice,
+    ClaimSpec,
     DeviceClass,
     DeviceRequest,
     Devices,
@@ -38,6 +40,7 @@ from batchsched.api.dra import (
     extended_resource_classes,
 )
 from batchsched.api.objects import Task
+from batchsched.framework.alike import AlikeNodes
 from batchsched.framework.devices import (
     AllocationError,
     Allocator,
@@ -98,6 +101,21 @@ class _Free:
     # Per node, how many devices are eligible at all; whether some share counters.
     total: IntArray
     consuming: bool
+
+
+class _Verdict(IntEnum):
+    """What the search found on a node for a pod's claims."""
+
+    ALLOCATED = 0
+    CANNOT = 1
+    # AllocationError: its words name the node's devices.
+    ERROR = 2
+
+
+def _verdict(reason: str | None) -> _Verdict:
+    if reason is None:
+        return _Verdict.ALLOCATED
+    return _Verdict.CANNOT if reason == CANNOT_ALLOCATE else _Verdict.ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +184,13 @@ class DeviceClaims(CheckedFilter):
         self.version = np.zeros(self.size, dtype=np.int64)
         self.shared_version = 0
         self._memo: dict[tuple[tuple[str, ...], int], tuple[tuple[int, int], str | None]] = {}
+        # The search's verdict per (claims' specs, class of alike nodes), the specs
+        # numbered as first seen: see _searched.
+        self._specs: dict[tuple[ClaimSpec, ...], int] = {}
+        self._verdicts: dict[tuple[int, int], _Verdict] = {}
+        # And what it picks there, per claim (request, position in the node's search
+        # order), or None: see _chosen.
+        self._positions: dict[tuple[int, int], list[list[tuple[str, int]]] | None] = {}
         # Free devices (see _Free) per devices picked, tolerations and admin access:
         # alternatives alike in these but for their count share them.
         self._free: dict[tuple[int, object, bool], _Free] = {}
@@ -181,6 +206,7 @@ class DeviceClaims(CheckedFilter):
                 self._unusable_reach |= reach
             if pool.invalid:
                 self._invalid.append((pool.invalid, reach))
+        self._alike = AlikeNodes(inventory, self.usage.taken, self._unusable_reach)
         # Per node, how many shared counters its pools hold (per pool, set and counter)
         # and the fractions of them consumed, summed: how far its partitionable devices
         # are broken up, which packing reads.
@@ -286,23 +312,18 @@ class DeviceClaims(CheckedFilter):
         self, pending: tuple[Pending, ...], where: BoolArray
     ) -> list[tuple[str, BoolArray]]:
         """Where the claims cannot be allocated, by reason: counting free devices rules
-        out most nodes at numpy speed; the search settles the rest, remembered per node
-        until devices there change hands."""
+        out most nodes at numpy speed; the search settles the rest (_searched)."""
         possible = where & self.enough(pending)
         failing: dict[str, BoolArray] = {}
         cannot: BoolArray = ~possible & where
         if not self._counted_exactly(pending):
-            keys = tuple(p.claim.key for p in pending)
-            for row in np.flatnonzero(possible).tolist():
-                reason = self._search(keys, pending, row)
-                if reason is None:
-                    continue
-                if reason == CANNOT_ALLOCATE:
-                    cannot[row] = True
-                    continue
+            rows = np.flatnonzero(possible)
+            failed, error = self._searched(pending, rows)
+            if error is not None:
                 # Upstream's Filter returns an Error here, which ends the pod's
                 # scheduling cycle on every node, not only this one.
-                return [(reason, where.copy())]
+                return [(error, where.copy())]
+            cannot[rows[failed]] = True
         # A node that cannot allocate and reaches an invalid pool says so, as upstream
         # does: the pool may be what is missing.
         for invalid, reach in self._invalid:
@@ -312,6 +333,49 @@ class DeviceClaims(CheckedFilter):
                 failing[invalid] |= blamed
                 cannot &= ~blamed
         return [(CANNOT_ALLOCATE, cannot), *failing.items()]
+
+    def _searched(
+        self, pending: tuple[Pending, ...], rows: IntArray
+    ) -> tuple[BoolArray, str | None]:
+        """Which of the rows cannot allocate the claims; or the error of the first row
+        that fails with one, as the search node by node in row order would find it. The
+        search runs once per class of alike nodes (framework/alike.py) and is
+        remembered for those claims' specs: pods asking alike are decided once per
+        class, not once per node; the other nodes are searched one by one."""
+        keys = tuple(p.claim.key for p in pending)
+        classes = self._alike.classes(rows)
+        grouped = classes >= 0
+        failed: BoolArray = np.zeros(len(rows), dtype=np.bool_)
+        # The first row erring (len(rows): none so far), by its index in rows.
+        first_error = len(rows)
+        if grouped.any():
+            specs = self._specs.setdefault(tuple(p.spec for p in pending), len(self._specs))
+            at = np.flatnonzero(grouped)
+            found, first, inverse = np.unique(classes[at], return_index=True, return_inverse=True)
+            verdicts: IntArray = np.empty(len(found), dtype=np.int64)
+            for index, (alike, one) in enumerate(zip(found.tolist(), first.tolist(), strict=True)):
+                verdict = self._verdicts.get((specs, alike))
+                if verdict is None:
+                    verdict = _verdict(self._search(keys, pending, int(rows[at[one]])))
+                    self._verdicts[(specs, alike)] = verdict
+                verdicts[index] = verdict
+            per_row = verdicts[np.asarray(inverse).reshape(-1)]
+            failed[at] = per_row == _Verdict.CANNOT
+            erring = at[per_row == _Verdict.ERROR]
+            if len(erring):
+                first_error = int(erring[0])
+        for index in np.flatnonzero(~grouped).tolist():
+            if index > first_error:
+                break
+            reason = self._search(keys, pending, int(rows[index]))
+            if reason == CANNOT_ALLOCATE:
+                failed[index] = True
+            elif reason is not None:
+                return failed, reason
+        if first_error < len(rows):
+            # Alike nodes err alike, but the words name the node's own device.
+            return failed, self._search(keys, pending, int(rows[first_error]))
+        return failed, None
 
     def _search(self, keys: tuple[str, ...], pending: tuple[Pending, ...], row: int) -> str | None:
         stamp = (int(self.version[row]), self.shared_version)
@@ -511,6 +575,7 @@ class DeviceClaims(CheckedFilter):
         # Counters are shared across the pool, which may reach other nodes too.
         if row >= 0 and not self._consuming[device]:
             self.version[row] += 1
+            self._alike.changed(row)
         else:
             self.shared_version += 1
 
@@ -608,10 +673,7 @@ class DeviceClaims(CheckedFilter):
             return
         chosen = self._first_fit(pending[0], row) if self._counted_exactly(tuple(pending)) else None
         if chosen is None:
-            try:
-                chosen = self.allocator.allocate(pending, row)
-            except AllocationError:
-                chosen = None
+            chosen = self._chosen(tuple(pending), row)
         if chosen is None:
             # Only room held for a nomination is taken without asking the filters; the
             # pod is placed afresh (and its claims allocated) when it is bound.
@@ -646,6 +708,29 @@ class DeviceClaims(CheckedFilter):
                 )
             )
         self.allocated[task.key] = tuple(made)
+
+    def _chosen(self, pending: tuple[Pending, ...], row: int) -> list[list[tuple[str, int]]] | None:
+        """What the search picks on the node (None: nothing). On a node of a class of
+        alike nodes it picks the devices at the positions in search order it picked on
+        the first node of the class it ran on for these claims' specs."""
+        alike = int(self._alike.classes(np.array([row], dtype=np.int64))[0])
+        key = (self._specs.setdefault(tuple(p.spec for p in pending), len(self._specs)), alike)
+        devices = self.inventory.on_node(row)
+        if alike < 0 or key not in self._positions:
+            try:
+                chosen = self.allocator.allocate(pending, row)
+            except AllocationError:
+                chosen = None
+            if alike < 0:
+                return chosen
+            at = {device: position for position, device in enumerate(devices)}
+            self._positions[key] = (
+                None if chosen is None else [[(n, at[d]) for n, d in claim] for claim in chosen]
+            )
+        positions = self._positions[key]
+        if positions is None:
+            return None
+        return [[(name, devices[p]) for name, p in claim] for claim in positions]
 
     def _first_fit(self, claim: Pending, row: int) -> list[list[tuple[str, int]]] | None:
         """What the search picks for a lone ExactCount request over plain devices: the

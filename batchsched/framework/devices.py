@@ -33,6 +33,7 @@ from batchsched.api.dra import (
     Device,
     DeviceClass,
     DeviceRequest,
+    Devices,
     DeviceTaintRule,
     NodeScope,
     NodeTerms,
@@ -222,7 +223,7 @@ class Inventory:
         # Per (class selectors, request selectors): where each device matches, and the
         # evaluation errors by device.
         self._picks: dict[object, Picks] = {}
-        # Usable devices by kind (see _kinds), built when first asked.
+        # Usable devices by kind (see kinds), built when first asked.
         self._kind_first: list[int] = []
         self._kind_of: IntArray | None = None
 
@@ -294,7 +295,7 @@ class Inventory:
         found = self._picks.get(key)
         if found is not None:
             return found
-        kinds, kind_of = self._kinds()
+        kinds, kind_of = self.kinds()
         # One slot more, never picked, for the devices of no kind (-1: not usable).
         picked_kind: BoolArray = np.zeros(len(kinds) + 1, dtype=np.bool_)
         failed_kind: dict[int, SelectorFailure] = {}
@@ -313,11 +314,11 @@ class Inventory:
         self._picks[key] = found = (picked, errors)
         return found
 
-    def _kinds(self) -> tuple[list[int], IntArray]:
+    def kinds(self) -> tuple[list[int], IntArray]:
         """The usable devices grouped by what a selector can see of them (all but pool
         and name, which DRA's CEL environment leaves out): one device of each kind, and
-        each device's kind. A cluster's thousands of GPUs are a handful of kinds, and a
-        selector is evaluated once per kind."""
+        each device's kind (-1: not usable). A cluster's thousands of GPUs are a handful
+        of kinds, and a selector is evaluated once per kind."""
         if self._kind_of is None:
             first: dict[Hashable, int] = {}
             kind_of: IntArray = np.full(len(self.devices), -1, dtype=np.int64)
@@ -848,10 +849,6 @@ class CelSelectors:
         return converted
 
 
-# One evaluator for the process, so that its cache outlives each session.
-_SELECTORS = CelSelectors()
-
-
 class InventoryMemo:
     """The last inventory built, reused while the slices, nodes and evaluator are the
     very objects it was built from: an operator's sessions follow each other on a
@@ -873,9 +870,6 @@ class InventoryMemo:
             self._inventory = Inventory(slices, nodes, matcher)
             self._key, self._held = key, (matcher, *slices, *nodes)
         return self._inventory
-
-
-INVENTORIES = InventoryMemo()
 
 
 class TaintedSlices:
@@ -904,9 +898,18 @@ class TaintedSlices:
         return found
 
 
-TAINTED = TaintedSlices()
+class DeviceMemo:
+    """What device allocation keeps from one session to the next: the CEL evaluator
+    with its results, the slices with the DeviceTaintRules' taints, and the last
+    inventory. Whoever runs sessions one after another (the operator's loop, the
+    simulator) holds one and gives it to each; a session given none starts cold."""
 
+    def __init__(self, selectors: SelectorMatcher | None = None) -> None:
+        self.selectors: SelectorMatcher = selectors or CelSelectors()
+        self._tainted = TaintedSlices()
+        self._inventories = InventoryMemo()
 
-def default_selectors() -> SelectorMatcher:
-    """The CEL evaluator sessions use for DRA selectors."""
-    return _SELECTORS
+    def inventory(self, devices: Devices, nodes: Sequence[Node]) -> Inventory:
+        """The inventory of the slices (tainted by the rules) over the nodes."""
+        slices = self._tainted.get(devices.slices, devices.taint_rules)
+        return self._inventories.get(slices, nodes, self.selectors)

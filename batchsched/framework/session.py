@@ -16,12 +16,7 @@ from batchsched.api.objects import Constraints, Task
 from batchsched.api.resources import MAX_UNITS
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.deviceclaims import DeviceClaims, backed_resources
-from batchsched.framework.devices import (
-    INVENTORIES,
-    TAINTED,
-    SelectorMatcher,
-    default_selectors,
-)
+from batchsched.framework.devices import DeviceMemo
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import Explained, Hook, NodeFilter, NodeScorer, Opening
 from batchsched.framework.reservations import Reservations
@@ -143,7 +138,7 @@ class Session:
         timings: Timings | None = None,
         on_commit: CommitHandler | None = None,
         evict_other_schedulers: bool = False,
-        selectors: SelectorMatcher | None = None,
+        devices: DeviceMemo | None = None,
         topology_tiers: Sequence[LabelTier] = (),
     ) -> None:
         self.snapshot = snapshot
@@ -279,12 +274,11 @@ class Session:
         # Resource claims, which no configuration may leave out either.
         self.device_claims: DeviceClaims | None = None
         if DeviceClaims.needed(self.placing, self.backed):
-            self._open_device_claims(selectors or default_selectors())
+            self._open_device_claims(devices or DeviceMemo())
 
-    def _open_device_claims(self, selectors: SelectorMatcher) -> None:
+    def _open_device_claims(self, memo: DeviceMemo) -> None:
         snapshot = self.snapshot
-        slices = TAINTED.get(snapshot.devices.slices, snapshot.devices.taint_rules)
-        inventory = INVENTORIES.get(slices, snapshot.nodes, selectors)
+        inventory = memo.inventory(snapshot.devices, snapshot.nodes)
         claims = self.device_claims = DeviceClaims(
             devices=snapshot.devices,
             inventory=inventory,

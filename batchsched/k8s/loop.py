@@ -58,6 +58,7 @@ from batchsched.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, ResourceLis
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import SnapshotKeeper
 from batchsched.config.load import SchedulerConfig
+from batchsched.framework.devices import DeviceMemo
 from batchsched.framework.session import Timings
 from batchsched.k8s.binder import Binder
 from batchsched.k8s.evictor import Evictor
@@ -124,6 +125,9 @@ class SessionLoop:
         self.leading = leading
         self.revisit_seconds = revisit_seconds
         self.keeper = SnapshotKeeper(self.cache, scheduler_names=config.scheduler_names)
+        # The CEL results and device inventory kept from session to session (a forked
+        # session's own additions end with it).
+        self.devices = DeviceMemo()
         self._last: float | None = None
         # When every job set aside was last tried again (monotonic).
         self._retried = -math.inf
@@ -209,10 +213,13 @@ class SessionLoop:
                 self._retried = now
             snapshot = self.keeper.take(now=time.time(), retry_all=retry_all)
             if _small(snapshot):
-                decisions, usage, timings = _decide(snapshot, self.config, self._accept)
+                decisions, usage, timings = _decide(
+                    snapshot, self.config, self.devices, self._accept
+                )
             else:
                 finished = await run_forked(
-                    partial(_decide, snapshot, self.config), on_message=self._accept
+                    partial(_decide, snapshot, self.config, self.devices),
+                    on_message=self._accept,
                 )
                 decisions, usage, timings = finished.result
                 self._peak_rss = max(self._peak_rss, finished.peak_rss_bytes)
@@ -317,13 +324,14 @@ def _small(snapshot: Snapshot) -> bool:
 def _decide(
     snapshot: Snapshot,
     config: SchedulerConfig,
+    devices: DeviceMemo,
     commit: Callable[[Sequence[Binding]], None],
 ) -> tuple[Decisions, Usage, Timings]:
     """The session, in a forked child (the event loop goes on meanwhile) or, when small,
     in the event loop itself. The bindings reached the loop job by job (`commit`), so
     they do not travel again."""
     timings = Timings()
-    decisions = run_session(snapshot, config, timings=timings, on_commit=commit)
+    decisions = run_session(snapshot, config, timings=timings, on_commit=commit, devices=devices)
     return replace(decisions, bindings=[]), summarize(snapshot, decisions), timings
 
 

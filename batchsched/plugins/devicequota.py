@@ -15,6 +15,7 @@ many devices it takes is known only where it is allocated.
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 
 from batchsched.api.dra import ALL, ClaimRequest, Devices, ResourceClaim, claim_keys
@@ -23,6 +24,14 @@ from batchsched.api.queues import DEVICE_CLASS_QUOTA, is_device_class_quota
 from batchsched.model.snapshot import Snapshot
 
 Amounts = dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Uncounted:
+    """A claim with an unallocated `All` request: how many devices of its class it takes
+    is known only once it is allocated."""
+
+    class_name: str
 
 
 class DeviceQuota:
@@ -39,7 +48,7 @@ class DeviceQuota:
         self.used: dict[str, Amounts] = {name: {} for name in snapshot.queues}
         # Per queue, how many of its placed pods use each claim.
         self.refs: dict[str, dict[str, int]] = {name: {} for name in snapshot.queues}
-        self._claims: dict[str, Amounts | str] = {}
+        self._claims: dict[str, Amounts | Uncounted] = {}
         if not self.bounded:
             return
         for _, task in snapshot.placed:
@@ -61,8 +70,8 @@ class DeviceQuota:
                 if before == 0 or refs.get(key, 0) == 0:
                     self._add(name, self.claim(key), step)
 
-    def _add(self, queue: str, amounts: Amounts | str, step: int) -> None:
-        if isinstance(amounts, str):
+    def _add(self, queue: str, amounts: Amounts | Uncounted, step: int) -> None:
+        if isinstance(amounts, Uncounted):
             return
         used = self.used[queue]
         for key, amount in amounts.items():
@@ -85,12 +94,13 @@ class DeviceQuota:
                         continue
                     seen.add(key)
                     amounts = self.claim(key)
-                    if isinstance(amounts, str):
-                        if any(k.endswith(f"{DEVICE_CLASS_QUOTA}{amounts}") for k in limits):
+                    if isinstance(amounts, Uncounted):
+                        bounded = f"{DEVICE_CLASS_QUOTA}{amounts.class_name}"
+                        if any(k.endswith(bounded) for k in limits):
                             return (
                                 f"queue {name}: {what} has claim {key} asking all devices "
-                                f"of class {amounts}, which its capability bounds: how many "
-                                "that is is known only once allocated"
+                                f"of class {amounts.class_name}, which its capability "
+                                "bounds: how many that is is known only once allocated"
                             )
                         continue
                     for limit_key, amount in amounts.items():
@@ -105,9 +115,9 @@ class DeviceQuota:
                     )
         return None
 
-    def claim(self, key: str) -> Amounts | str:
-        """What the claim counts under each device key, or the class of an unallocated
-        `All` request (uncountable before allocation); {} for a claim not seen."""
+    def claim(self, key: str) -> Amounts | Uncounted:
+        """What the claim counts under each device key, or Uncounted for an unallocated
+        `All` request; {} for a claim not seen."""
         found = self._claims.get(key)
         if found is None:
             claim = self.devices.claims.get(key)
@@ -121,7 +131,7 @@ def _device_keys(queue: Queue) -> Amounts:
     }
 
 
-def _amounts(claim: ResourceClaim) -> Amounts | str:
+def _amounts(claim: ResourceClaim) -> Amounts | Uncounted:
     requests = {r.name: r for r in claim.spec.requests}
     found: dict[str, Decimal] = {}
     if claim.allocation is not None:
@@ -133,18 +143,18 @@ def _amounts(claim: ResourceClaim) -> Amounts | str:
         return _whole(found)
     for request in requests.values():
         counted = _request(request)
-        if isinstance(counted, str):
+        if isinstance(counted, Uncounted):
             return counted
         for key, amount in counted.items():
             found[key] = found.get(key, Decimal(0)) + amount
     return _whole(found)
 
 
-def _request(request: ClaimRequest) -> dict[str, Decimal] | str:
+def _request(request: ClaimRequest) -> dict[str, Decimal] | Uncounted:
     most: dict[str, Decimal] = {}
     for alternative in request.alternatives:
         if alternative.mode == ALL:
-            return alternative.class_name
+            return Uncounted(alternative.class_name)
         counted: dict[str, Decimal] = {}
         _count(counted, alternative.class_name, alternative.count, alternative.capacity)
         for key, amount in counted.items():

@@ -45,6 +45,7 @@ from batchsched.api.volumes import ClaimRef, NodeTerms, Volume
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
 from batchsched.config.load import SchedulerConfig
+from batchsched.framework.devices import DeviceMemo
 from batchsched.model.decisions import ClaimBinding, Decisions, Eviction, Nomination
 from batchsched.model.snapshot import Snapshot
 from batchsched.scheduler import run_session
@@ -106,6 +107,8 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
     sessions = 0
     # The cache's sequence at the last session's snapshot: what arrived since is new.
     seen: float | None = None
+    # Devices are evaluated once and kept while slices do not change, as in the operator.
+    devices = DeviceMemo()
     while True:
         events.advance(now)
         started = time.perf_counter()
@@ -113,7 +116,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
             events.cache, now=now, scheduler_names=config.scheduler_names, seen=seen
         )
         seen = events.cache.sequence
-        decisions = run_session(snapshot, config)
+        decisions = run_session(snapshot, config, devices=devices)
         elapsed += time.perf_counter() - started
         sessions += 1
         # Before the bindings: a cleared nomination re-applies the pod as the input gave

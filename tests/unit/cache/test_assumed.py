@@ -94,3 +94,23 @@ def test_a_claim_replaced_under_an_assumed_bind_shows_as_the_watch_shows_it() ->
     cache.apply(again)
     shown = cache.resource_claims["default/c"]
     assert shown.uid == "new" and shown.allocation is None and shown.reserved_for == ()
+
+
+def test_settling_a_pod_leaves_the_claims_only_other_binds_hold() -> None:
+    """Each pod's claims are settled by its uid: another pod's claims keep what their
+    binds assumed."""
+    objects: list[Obj] = [node("n1")]
+    for name in ("a", "b"):
+        manifest = _claimed(name, uid=name)
+        manifest["spec"]["resourceClaims"].append({"name": "own", "resourceClaimName": name})
+        objects += [manifest, resource_claim(name, exactly("gpu", "gpu"))]
+    objects.append(resource_claim("c", exactly("gpu", "gpu")))
+    cache = cache_of(objects)
+    cache.assume("default/a", "n1")
+    cache.assume("default/b", "n1")
+    cache.settle_claims("a")
+    assert sorted(cache.assumed_claims) == ["default/b", "default/c"]
+    assert cache.resource_claims["default/c"].reserved_for == ("b",)
+    assert cache.resource_claims["default/b"].reserved_for == ("b",)
+    cache.settle_claims("b")
+    assert cache.assumed_claims == {}
