@@ -269,6 +269,25 @@ def test_the_simulator_is_given_a_steps_objects_one_after_the_other() -> None:
     assert [state["a"].bound for state in simulated(scenario).states] == [2, 4]
 
 
+def test_the_simulator_is_given_a_late_node_when_it_comes() -> None:
+    """As the operator sees it: a gang that fits only with the late node waits, a basic
+    group takes the room there is, and the node that comes after is too small for the
+    gang. Given the node from the start, the simulator placed the gang first and left
+    the basic group one pod, fewer than it had bound after the step before."""
+    gang, basic = Group("a", 3), Group("b", None)
+    waiting = (native_group(gang), *(one(f"a-{i}", "a") for i in range(3)))
+    taking = (native_group(basic), one("b-0", "b"), one("b-1", "b"))
+    late = node("n1", cpu="2")
+    scenario = Scenario(0, (node("n0", cpu="2"),), (), (waiting, taking, (late,)), (gang, basic))
+    run = simulated(scenario)
+    assert [{k: s.bound for k, s in state.items()} for state in run.states] == [
+        {"a": 0},
+        {"a": 0, "b": 2},
+        {"a": 0, "b": 2},
+    ]
+    assert violations(scenario, run) == []
+
+
 def test_most_scenarios_ask_the_same_cpu_of_every_pod() -> None:
     for scenario in scenarios():
         sizes = {
