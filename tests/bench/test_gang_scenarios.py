@@ -5,7 +5,7 @@ from collections import Counter
 
 import yaml
 
-from bench.gang_parity import MIXED, SIZES, STARTED_BEFORE, UNKNOWN, cause
+from bench.gang_parity import LATE_ROOM, MIXED, SIZES, STARTED_BEFORE, UNKNOWN, cause
 from bench.gang_scenarios import (
     KUBE,
     LONE,
@@ -316,3 +316,23 @@ def test_a_disagreement_is_put_down_to_its_known_cause() -> None:
     mixed_sizes = Scenario(0, scenario.nodes, placed, ((),), scenario.groups, uniform=False)
     found = disagreement(mixed_sizes, Run(({"c": GroupState(1, None)},)), Run(({},)))
     assert found is not None and cause(mixed_sizes, found) == SIZES
+
+
+def test_room_that_comes_to_another_waiting_group_is_a_known_cause() -> None:
+    """A node comes while two groups wait; each side binds one pod, of another group."""
+    first, second = Group("a", None), Group("b", None)
+    waiting = ((one("a-0", "a"), one("b-0", "b")), (node("n1", cpu="1"),))
+    scenario = Scenario(0, (node("n0", cpu="1"),), (), waiting, (first, second))
+    before = {"a": GroupState(0, "False"), "b": GroupState(0, "False")}
+    kube = Run((before, {"a": GroupState(0, "False"), "b": GroupState(1, "True")}))
+    ours = Run((before, {"a": GroupState(1, "True"), "b": GroupState(0, "False")}))
+    found = disagreement(scenario, kube, ours)
+    assert found is not None and cause(scenario, found) == LATE_ROOM
+    # Fewer bound on one side is not the queue's order: it stays unexplained.
+    fewer = Run((before, before))
+    found = disagreement(scenario, kube, fewer)
+    assert found is not None and cause(scenario, found) == UNKNOWN
+    # Nor is a difference after a step that brought pods.
+    brought = Scenario(0, scenario.nodes, (), (waiting[1], waiting[0]), scenario.groups)
+    found = disagreement(brought, kube, ours)
+    assert found is not None and cause(brought, found) == UNKNOWN
