@@ -120,8 +120,12 @@ STARTED_BEFORE = "gang started before its PodGroup"
 # Or in a scenario whose pods ask for different CPUs, where the two schedulers' node
 # scoring leaves different room for later pods (gang_scenarios.generate).
 SIZES = "pods of different sizes"
+# Or a node that comes while several groups wait, and as many pods bound on both
+# sides after it, but of other groups: batchsched gives the room to the group that came
+# first (its queue orders jobs by priority, then creation), kube-scheduler to another.
+LATE_ROOM = "room that comes, given to another waiting group"
 # The causes docs/conformance.md explains, where batchsched's answer is kept.
-EXPLAINED = (MIXED, STARTED_BEFORE)
+EXPLAINED = (MIXED, STARTED_BEFORE, LATE_ROOM)
 UNKNOWN = "other"
 # How much longer than --settle a disagreement is given when it is run again: several
 # backoffs of kube-scheduler's (parity's factor, 10, would take minutes a scenario).
@@ -451,6 +455,9 @@ def cause(scenario: Scenario, finding: Finding) -> str:
         and bound_before(scenario, group) >= group.min_count
     ):
         return STARTED_BEFORE
+    came = scenario.steps[finding.step]
+    if finding.total_alike and all(obj["kind"] == "Node" for obj in came):
+        return LATE_ROOM
     return UNKNOWN if scenario.uniform else SIZES
 
 

@@ -338,6 +338,9 @@ class Finding:
     text: str
     # Both had as many of the group's pods bound: only the condition differs.
     bound_alike: bool = False
+    # The step after which they differ, and whether both had as many pods bound in all.
+    step: int = 0
+    total_alike: bool = False
 
     def __str__(self) -> str:
         return self.text
@@ -365,8 +368,13 @@ def disagreement(
             text = (
                 f"after step {step}, {what}: {names[0]} bound {_state(a)}, {names[1]} {_state(b)}"
             )
-            return Finding(name, text, bound_alike=a.bound == b.bound)
+            total_alike = _total(theirs) == _total(mine)
+            return Finding(name, text, a.bound == b.bound, step, total_alike)
     return None
+
+
+def _total(state: State) -> int:
+    return sum(group.bound for group in state.values())
 
 
 def violations(scenario: Scenario, run: Run) -> list[str]:

@@ -6,13 +6,14 @@ settles are bound at once, standing in for the PersistentVolume controller and t
 provisioner: to the volume chosen for them, or to a new one made for the chosen node
 (reachable from the nodes sharing its values of the class's allowedTopologies keys).
 
-Time starts at the input's earliest creationTimestamp; Pods and PodGroups created later
-arrive then. A pod the simulator binds with a DURATION_ANNOTATION (its own, or else its
-PodGroup's) succeeds that long after, freeing its node; one whose activeDeadlineSeconds
-pass first fails then (DeadlineExceeded), as the kubelet ends it. Its status.startTime
-is when it was bound. Sessions run every
-schedulePeriod; when one changes nothing (binds, evicts or nominates nothing), time
-jumps to the next arrival or finish, and the run ends when none is left.
+Time starts at the earliest creationTimestamp of the input's Pods and PodGroups; Pods,
+PodGroups and Nodes created later arrive then (a node a pod of the input is on is there
+from the start, as that pod is). A pod the simulator binds with a DURATION_ANNOTATION
+(its own, or else its PodGroup's) succeeds that long after, freeing its node; one whose
+activeDeadlineSeconds pass first fails then (DeadlineExceeded), as the kubelet ends it.
+Its status.startTime is when it was bound. Sessions run every schedulePeriod; when one
+changes nothing (binds, evicts or nominates nothing), time jumps to the next arrival or
+finish, and the run ends when none is left.
 
 Preempt and reclaim are carried out as the cluster would carry them out:
 
@@ -54,8 +55,13 @@ from batchsched.sim.claims import release, write_allocations
 # A guard against a plugin that keeps binding forever; real inputs settle far sooner.
 MAX_SESSIONS = 10_000
 DURATION_ANNOTATION = "simulation.batchsched.io/duration"
-# The kinds that arrive at their creationTimestamp; everything else is there from the start.
-ARRIVING_KINDS = ("Pod", "PodGroup")
+# The kinds of work: their earliest creation starts simulated time, and they may carry
+# a duration. A cluster's nodes are mostly older than its work, and time starting at
+# the first of them would only run idle until the first pod.
+WORK_KINDS = ("Pod", "PodGroup")
+# The kinds that arrive at their creationTimestamp; everything else is there from the
+# start. A node created later is room that comes then, as it comes to the operator.
+ARRIVING_KINDS = (*WORK_KINDS, "Node")
 
 Obj = dict[str, Any]
 
@@ -178,11 +184,14 @@ def _arrivals(objects: list[Obj]) -> tuple[float | None, list[Obj], list[tuple[f
     """The start of simulated time (None when nothing states its creation), the objects
     present then in input order, and a heap of the later ones by arrival.
 
-    Time starts at the earliest creation, or later if the input already has a pod on a
-    node created later: the cluster held that pod, so it was at least that late.
+    Time starts at the earliest creation of a Pod or PodGroup, or later if the input
+    already has a pod on a node created later: the cluster held that pod, so it was at
+    least that late.
     """
-    stamped = [(_creation(obj), index, obj) for index, obj in enumerate(objects)]
-    times = [created for created, _, _ in stamped if created is not None]
+    # A node a pod of the input is on held that pod from the start, whatever its stamp.
+    held = {str(obj["spec"]["nodeName"]) for obj in objects if _on_node(obj)}
+    stamped = [(_creation(obj, held), index, obj) for index, obj in enumerate(objects)]
+    times = [t for t, _, obj in stamped if t is not None and obj.get("kind") in WORK_KINDS]
     if not times:
         return None, objects, []
     running = [created for created, _, obj in stamped if created is not None and _on_node(obj)]
@@ -195,11 +204,13 @@ def _arrivals(objects: list[Obj]) -> tuple[float | None, list[Obj], list[tuple[f
     return start, present, later
 
 
-def _creation(obj: Obj) -> float | None:
+def _creation(obj: Obj, held: set[str]) -> float | None:
     """An arriving object's stated creation; one without (or with a malformed one, which
-    applying it reports) is there from the start."""
+    applying it reports), and a node in `held`, is there from the start."""
     meta = obj.get("metadata")
     if obj.get("kind") not in ARRIVING_KINDS or not isinstance(meta, dict):
+        return None
+    if obj.get("kind") == "Node" and meta.get("name") in held:
         return None
     if meta.get("creationTimestamp") is None:
         return None
@@ -245,7 +256,7 @@ class _Events:
             self.errors.append(str(error))
             return
         kind = str(obj.get("kind"))
-        if kind not in ARRIVING_KINDS:
+        if kind not in WORK_KINDS:
             return
         key = f"{namespace_of(obj)}/{name_of(obj)}"
         if kind == "Pod":

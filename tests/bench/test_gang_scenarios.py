@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from bench import gang_scenarios
-from bench.gang_parity import MIXED, SIZES, STARTED_BEFORE, UNKNOWN, cause
+from bench.gang_parity import LATE_ROOM, MIXED, SIZES, STARTED_BEFORE, UNKNOWN, cause
 from bench.gang_scenarios import (
     KUBE,
     LONE,
@@ -287,6 +287,25 @@ def test_a_steps_objects_in_one_session_leave_the_groups_as_a_session_apart(
     assert simulated(scenario) == apart
 
 
+def test_the_simulator_is_given_a_late_node_when_it_comes() -> None:
+    """As the operator sees it: a gang that fits only with the late node waits, a basic
+    group takes the room there is, and the node that comes after is too small for the
+    gang. Given the node from the start, the simulator placed the gang first and left
+    the basic group one pod, fewer than it had bound after the step before."""
+    gang, basic = Group("a", 3), Group("b", None)
+    waiting = (native_group(gang), *(one(f"a-{i}", "a") for i in range(3)))
+    taking = (native_group(basic), one("b-0", "b"), one("b-1", "b"))
+    late = node("n1", cpu="2")
+    scenario = Scenario(0, (node("n0", cpu="2"),), (), (waiting, taking, (late,)), (gang, basic))
+    run = simulated(scenario)
+    assert [{k: s.bound for k, s in state.items()} for state in run.states] == [
+        {"a": 0},
+        {"a": 0, "b": 2},
+        {"a": 0, "b": 2},
+    ]
+    assert violations(scenario, run) == []
+
+
 def test_most_scenarios_ask_the_same_cpu_of_every_pod() -> None:
     for scenario in scenarios():
         sizes = {
@@ -315,3 +334,23 @@ def test_a_disagreement_is_put_down_to_its_known_cause() -> None:
     mixed_sizes = Scenario(0, scenario.nodes, placed, ((),), scenario.groups, uniform=False)
     found = disagreement(mixed_sizes, Run(({"c": GroupState(1, None)},)), Run(({},)))
     assert found is not None and cause(mixed_sizes, found) == SIZES
+
+
+def test_room_that_comes_to_another_waiting_group_is_a_known_cause() -> None:
+    """A node comes while two groups wait; each side binds one pod, of another group."""
+    first, second = Group("a", None), Group("b", None)
+    waiting = ((one("a-0", "a"), one("b-0", "b")), (node("n1", cpu="1"),))
+    scenario = Scenario(0, (node("n0", cpu="1"),), (), waiting, (first, second))
+    before = {"a": GroupState(0, "False"), "b": GroupState(0, "False")}
+    kube = Run((before, {"a": GroupState(0, "False"), "b": GroupState(1, "True")}))
+    ours = Run((before, {"a": GroupState(1, "True"), "b": GroupState(0, "False")}))
+    found = disagreement(scenario, kube, ours)
+    assert found is not None and cause(scenario, found) == LATE_ROOM
+    # Fewer bound on one side is not the queue's order: it stays unexplained.
+    fewer = Run((before, before))
+    found = disagreement(scenario, kube, fewer)
+    assert found is not None and cause(scenario, found) == UNKNOWN
+    # Nor is a difference after a step that brought pods.
+    brought = Scenario(0, scenario.nodes, (), (waiting[1], waiting[0]), scenario.groups)
+    found = disagreement(brought, kube, ours)
+    assert found is not None and cause(brought, found) == UNKNOWN

@@ -15,11 +15,12 @@ def stamp(seconds: int) -> str:
     return EPOCH.format(minute=seconds // 60, second=seconds % 60)
 
 
-def node(cpu: int) -> str:
+def node(cpu: int, *, name: str = "n1", created: int | None = None) -> str:
+    stamped = "" if created is None else f', creationTimestamp: "{stamp(created)}"'
     return f"""---
 apiVersion: v1
 kind: Node
-metadata: {{name: n1}}
+metadata: {{name: {name}{stamped}}}
 status: {{allocatable: {{cpu: "{cpu}", memory: 8Gi}}}}
 """
 
@@ -32,6 +33,7 @@ def pod(
     group: str | None = None,
     cpu: int = 1,
     deadline: int | None = None,
+    on: str | None = None,
 ) -> str:
     notes = {}
     if duration is not None:
@@ -48,6 +50,7 @@ metadata:
   annotations: {{{annotations}}}
 spec:
   schedulerName: batch-scheduler
+  nodeName: {on or "null"}
   activeDeadlineSeconds: {"null" if deadline is None else deadline}
   containers: [{{name: c, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
 """
@@ -100,6 +103,31 @@ def test_a_gang_arriving_later_binds_when_it_arrives(
     assert run.pods["default/early"]["bound_at"] == 0
     assert [run.pods[f"default/g-{i}"]["bound_at"] for i in range(3)] == [300, 300, 300]
     assert run.podgroups["default/g"]["phase"] == "Running"
+
+
+def test_a_node_created_later_arrives_then(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Room that comes late is not there before: the operator only sees a node once
+    it is created. A node older than the first pod is simply there, and does not start
+    the clock early."""
+    nodes = node(1, created=0) + node(2, name="n2", created=300)
+    pods = pod("small", created=60) + pod("big", created=60, cpu=2)
+    run = simulate_text(capsys, tmp_path, nodes + pods)
+    # Seconds since the start, which is the first pod's creation.
+    assert (run.pods["default/small"]["node"], run.pods["default/small"]["bound_at"]) == ("n1", 0)
+    assert (run.pods["default/big"]["node"], run.pods["default/big"]["bound_at"]) == ("n2", 240)
+
+
+def test_a_node_holding_a_pod_is_there_from_the_start(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Whatever its stamp says (a node registered again keeps its pods): the pod on it
+    was there from the start, and so was its node."""
+    held = pod("running", on="n1")
+    run = simulate_text(capsys, tmp_path, node(2, created=300) + held + pod("waiting"))
+    assert run.bound() == {"default/running": "n1", "default/waiting": "n1"}
+    assert run.pods["default/waiting"]["bound_at"] == 0
 
 
 def test_a_bad_duration_is_reported_and_the_rest_simulated(
