@@ -64,18 +64,24 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         if error:
             session.job_reasons[job.key] = _invalid(job, error)
             return False
+        # A soft ask within its wait is tried as a hard ask of the tier it waits for.
+        awaited = session.topology.awaited(job, ask, ordered)
+        if awaited is not None:
+            domains = (d for d in domains if d.tier.number == awaited.number)
         head = _held_for(session, job, ask, ordered)
-        if head is not None:
+        if head is not None and (awaited is None or head.tier.number == awaited.number):
             # Its room was held or made in a domain (a recorded placement, a
             # preemption): that one first, so that it does not take another's.
             domains = (d for d in domains if (d.tier.name, d.index) != (head.tier.name, head.index))
         else:
             head = next(domains, None)
-        if head is None and ask.required:
+        waits = ask.required or awaited is not None
+        if head is None and waits:
             # None has room: the one closest to it is tried, to say what it holds.
             closest, _ = session.topology.domains(ask, ordered, job.hosts, None, roomiest=True)
-            head = next(closest, None)
-        outer = chain([head] if head else [], domains, [] if ask.required else [None])
+            tier = None if awaited is None else awaited.number
+            head = next((d for d in closest if tier in (None, d.tier.number)), None)
+        outer = chain([head] if head else [], domains, [] if waits else [None])
     best: tuple[int, str] | None = None
     first = Reason(Code.UNSCHEDULABLE, SESSION, "no domain of its tiers holds a node for it")
     # Members refused wherever they go (their queue, their own error): once too few are
@@ -87,7 +93,9 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         statement = Statement(session, job)
         failures = _place_plan(session, job, ordered, plan, statement, domain, refused)
         if domain is None:
-            return _conclude(session, job, statement, failures, _wanted(session, ask, best, job))
+            return _conclude(
+                session, job, statement, failures, _wanted(session, ask, best, job, ordered)
+            )
         placed = len(statement.placed)
         if placed and session.ready(job, placed):
             statement.commit()
@@ -97,7 +105,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
             best = (placed, domain.name)
             first = next(iter(failures.values()), first)
         statement.discard()
-    wanted = _wanted(session, ask, best, job)
+    wanted = _wanted(session, ask, best, job, ordered)
     session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {wanted}; {first}")
     return False
 
@@ -116,19 +124,27 @@ def _held_for(
 
 
 def _wanted(
-    session: Session, ask: TopologyAsk | None, best: tuple[int, str] | None, job: JobInfo
+    session: Session,
+    ask: TopologyAsk | None,
+    best: tuple[int, str] | None,
+    job: JobInfo,
+    ordered: list[TaskInfo],
 ) -> str | None:
     """What a waiting gang's topology ask needs (the tiers it may take a domain of), and
     the domain that came closest; kept for explain (TopologyPlanner.waits)."""
     if ask is None:
         return None
     placed, closest = best if best is not None else (0, None)
+    awaited = session.topology.awaited(job, ask, ordered)
     wait = DomainWait(
         ask=ask,
-        tiers=session.topology.tier_names(ask),
+        tiers=session.topology.tier_names(ask) if awaited is None else awaited.name,
         closest=closest,
         holds=job.bound + placed,
         needs=job.min_member,
+        spans_in=None
+        if awaited is None
+        else job.creation + session.topology.soft_wait - session.snapshot.now,
     )
     session.topology.waits[job.key] = wait
     return str(wait)

@@ -145,6 +145,7 @@ class Session:
         evict_other_schedulers: bool = False,
         selectors: SelectorMatcher | None = None,
         topology_tiers: Sequence[LabelTier] = (),
+        topology_soft_wait: float = 0.0,
         creates_extended_claims: bool = True,
     ) -> None:
         self.snapshot = snapshot
@@ -202,7 +203,7 @@ class Session:
         # The domains gangs asking for one are tried in; while one is tried, `within`
         # holds its nodes and no node outside it is chosen.
         self.topology = TopologyPlanner(
-            snapshot, self.requested, self.free, topology_tiers, self.touched
+            snapshot, self.requested, self.free, topology_tiers, self.touched, topology_soft_wait
         )
         self.within: BoolArray | None = None
         # Filters in the order they explain a node (see explain); the card filter, which
