@@ -6,7 +6,7 @@ holds the gang wins. Its parts (sub-groups, pod sets, slices) are each tried in 
 domains of their own ask inside the job's, and a part counts only whole.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from itertools import chain
 
 from batchsched.api.topology import TopologyAsk
@@ -68,7 +68,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         awaited = session.topology.awaited(job, ask, ordered)
         if awaited is not None:
             domains = (d for d in domains if d.tier.number == awaited.number)
-        head = _held_for(session, job, ask, ordered)
+        head = _held_for(session, ask, ordered, job.hosts, None)
         if head is not None and (awaited is None or head.tier.number == awaited.number):
             # Its room was held or made in a domain (a recorded placement, a
             # preemption): that one first, so that it does not take another's.
@@ -111,16 +111,37 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
 
 
 def _held_for(
-    session: Session, job: JobInfo, ask: TopologyAsk, ordered: list[TaskInfo]
+    session: Session,
+    ask: TopologyAsk,
+    members: list[TaskInfo],
+    hosts: list[str],
+    within: BoolArray | None,
 ) -> Domain | None:
-    """The domain holding the nodes held for the job's members (and its running ones),
-    if they share one that has room for it."""
+    """The domain holding the nodes held for the members (and `hosts`, those of their
+    running ones), if they share one that has room for them."""
     nodes = session.snapshot.nodes
-    held = [nodes[row].name for t in ordered if (row := preferred_node(t)) is not None]
+    held = [nodes[row].name for t in members if (row := preferred_node(t)) is not None]
     if not held:
         return None
-    found, _ = session.topology.domains(ask, ordered, [*job.hosts, *held], None)
+    found, _ = session.topology.domains(ask, members, [*hosts, *held], within)
     return next(found, None)
+
+
+def _held_first(
+    session: Session,
+    ask: TopologyAsk,
+    members: list[TaskInfo],
+    hosts: list[str],
+    within: BoolArray | None,
+    domains: Iterator[Domain],
+) -> Iterator[Domain]:
+    """`domains` with the one holding the members' held nodes first: its room was made
+    or recorded for them, and another domain's may have been made for another job."""
+    head = _held_for(session, ask, members, hosts, within)
+    if head is None:
+        return domains
+    key = (head.tier.name, head.index)
+    return chain([head], (d for d in domains if (d.tier.name, d.index) != key))
 
 
 def _wanted(
@@ -175,6 +196,7 @@ def _place_plan(
                 invalid = Reason(Code.INVALID, SESSION, error)
                 failures.update(dict.fromkeys((t.key for t in members), invalid))
                 continue
+            found = _held_first(session, part.ask, members, part.hosts, outer, found)
             candidates = chain(found, [] if part.ask.required else [None])
         for inner in candidates:
             trial = Statement(session, job)
