@@ -238,7 +238,9 @@ class TopologyPlanner:
         """The tier a soft ask still waits for a domain of (its `softWait` not yet run
         out): the lowest of its tiers with a domain whose nodes could hold the members'
         requests in sum once empty; None for a hard ask, or once the wait is over."""
-        if ask.required or not members or self.snapshot.now - job.creation >= self.soft_wait:
+        if not self.soft_wait or ask.required or not members:
+            return None
+        if self.snapshot.now - job.creation >= self.soft_wait:
             return None
         tiers, error = self._tiers(ask)
         if error:

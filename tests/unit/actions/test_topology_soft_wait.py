@@ -79,3 +79,10 @@ def test_a_soft_gang_within_its_wait_holds_no_room_past_the_starvation_threshold
     decisions = decide(objects, f"starvationThreshold: 60s\n{WAITING}", now=at(120))
     assert "room is held" not in decisions.pending["default/g-0"].message
     assert "default/small" in placements(decisions)
+
+
+def test_without_a_soft_wait_a_gang_created_after_the_clock_spans_at_once() -> None:
+    """A creation time ahead of the session's clock (another machine's) leaves no wait
+    when none is configured."""
+    objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), *soft_gang(2)]
+    assert len(placements(decide(objects, SPANNING, now=at(-30)))) == 2
