@@ -31,6 +31,7 @@ def open_session(
         on_commit=on_commit,
         evict_other_schedulers=config.preempt_other_schedulers,
         topology_tiers=config.topology_tiers,
+        topology_soft_wait=config.topology_soft_wait,
         devices=devices,
     )
 

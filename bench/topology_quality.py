@@ -3,6 +3,7 @@
 Usage: python -m bench.topology_quality [--spines 2] [--racks-per-spine 4]
            [--nodes-per-rack 8] [--gangs 400] [--load 1.0] [--seeds 1-5]
            [--asks off,soft,hard] [--workers 2] [--config examples/config/binpack.yaml]
+           [--soft-wait 30m]
 Prints one JSON object: every run (ask, seed) with its figures (bench/topology_workload.py
 says what each means), then per ask the median, min and max over the seeds, and per
 seed the difference to today's placement (ask `off`) in GPU allocation. A table goes to
@@ -12,12 +13,15 @@ Each seed draws one workload (bench/topology_workload.py: gangs of 1 to 16 pods 
 to 8 GPUs arriving at random and running for a random time), run three ways through
 `batchsched simulate`'s simulator with the same scheduler configuration: no gang asks
 for a domain (today), every gang of 2 or more pods asks `networkTopology` soft, or hard
-with `highestTierAllowed` the lowest tier (rack, else spine) that holds its GPUs.
+with `highestTierAllowed` the lowest tier (rack, else spine) that holds its GPUs. The
+configuration's `topology.softWait` is set to `--soft-wait` (0: a soft ask spans
+domains at once, as Volcano's and Kueue's do).
 The domains come from the HyperNodes (rack over the nodes' rack label, spine over its
 racks), as Volcano users describe them. The figures are taken over the arrivals' span.
 """
 
 import argparse
+import dataclasses
 import json
 import random
 import sys
@@ -26,6 +30,7 @@ from multiprocessing import Pool
 from pathlib import Path
 from typing import Any
 
+from batchsched.api.groups import parse_duration
 from batchsched.config.load import read_config
 from batchsched.sim.simulator import simulate
 
@@ -52,11 +57,11 @@ SHOWN = ("one_rack_share", "mean_racks", "gpu_allocation", "gangs_per_hour", "wa
 
 
 def simulate_run(
-    cluster: Cluster, workload: list[Gang], ask: Ask, config_path: str
+    cluster: Cluster, workload: list[Gang], ask: Ask, config_path: str, soft_wait: float
 ) -> tuple[Run, float]:
     """The workload through the simulator; where and when each pod ran, and the CPU
     seconds its sessions took."""
-    config = read_config(config_path)
+    config = dataclasses.replace(read_config(config_path), topology_soft_wait=soft_wait)
     objects: list[dict[str, Any]] = [*nodes(cluster), *hypernodes(cluster), *queues()]
     for gang in workload:
         objects += gang_objects(
@@ -77,11 +82,11 @@ def simulate_run(
     return Run(placed, started, ended, until), sim.elapsed_seconds
 
 
-def one(job: tuple[Cluster, int, int, float, Ask, str]) -> dict[str, Any]:
-    cluster, seed, count, load, ask, config = job
+def one(job: tuple[Cluster, int, int, float, Ask, str, float]) -> dict[str, Any]:
+    cluster, seed, count, load, ask, config, soft_wait = job
     workload = gangs(cluster, count, load, random.Random(seed))
     started = time.perf_counter()
-    run, session_seconds = simulate_run(cluster, workload, ask, config)
+    run, session_seconds = simulate_run(cluster, workload, ask, config, soft_wait)
     rack_of = {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in nodes(cluster)}
     return {
         "ask": str(ask),
@@ -144,11 +149,17 @@ def main() -> None:
     parser.add_argument("--asks", default="off,soft,hard")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--config", default=str(CONFIG))
+    parser.add_argument("--soft-wait", default="30m", help="topology.softWait; 0: none")
     args = parser.parse_args()
+    soft_wait = (
+        0.0
+        if args.soft_wait in ("0", "0s")
+        else parse_duration(args.soft_wait, where="--soft-wait")
+    )
     cluster = Cluster(args.spines, args.racks_per_spine, args.nodes_per_rack)
     asks = [Ask(a) for a in args.asks.split(",")]
     jobs = [
-        (cluster, seed, args.gangs, args.load, ask, args.config)
+        (cluster, seed, args.gangs, args.load, ask, args.config, soft_wait)
         for seed in seeds(args.seeds)
         for ask in asks
     ]
@@ -167,6 +178,7 @@ def main() -> None:
         "gangs": args.gangs,
         "load": args.load,
         "config": args.config,
+        "soft_wait_seconds": soft_wait,
         "summary": summary,
         "runs": runs,
         "elapsed_seconds": round(time.perf_counter() - started, 1),

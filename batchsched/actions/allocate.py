@@ -100,6 +100,10 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
         return False
     if job.bound >= job.min_member:
         return False
+    if _awaits_domain(session, job):
+        # It could start now across domains and waits for one by its own choice
+        # (topology.softWait); room held in one domain would idle till all of it came.
+        return False
     packing = _pack_drained_cluster(session, job)
     if packing is None:
         return False
@@ -118,6 +122,12 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
         f"{waiting} It has waited past {waited}: room is held for it on node(s) {names}.",
     )
     return True
+
+
+def _awaits_domain(session: Session, job: JobInfo) -> bool:
+    """Whether the job's soft topology ask is still within its softWait."""
+    ask = job.group.network_topology if job.group is not None else None
+    return ask is not None and session.topology.awaited(job, ask, job.pending) is not None
 
 
 def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:

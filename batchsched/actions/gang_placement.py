@@ -6,7 +6,7 @@ holds the gang wins. Its parts (sub-groups, pod sets, slices) are each tried in 
 domains of their own ask inside the job's, and a part counts only whole.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from itertools import chain
 
 from batchsched.api.topology import TopologyAsk
@@ -64,18 +64,24 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         if error:
             session.job_reasons[job.key] = _invalid(job, error)
             return False
-        head = _held_for(session, job, ask, ordered)
-        if head is not None:
+        # A soft ask within its wait is tried as a hard ask of the tier it waits for.
+        awaited = session.topology.awaited(job, ask, ordered)
+        if awaited is not None:
+            domains = (d for d in domains if d.tier.number == awaited.number)
+        head = _held_for(session, ask, ordered, job.hosts, None)
+        if head is not None and (awaited is None or head.tier.number == awaited.number):
             # Its room was held or made in a domain (a recorded placement, a
             # preemption): that one first, so that it does not take another's.
             domains = (d for d in domains if (d.tier.name, d.index) != (head.tier.name, head.index))
         else:
             head = next(domains, None)
-        if head is None and ask.required:
+        waits = ask.required or awaited is not None
+        if head is None and waits:
             # None has room: the one closest to it is tried, to say what it holds.
             closest, _ = session.topology.domains(ask, ordered, job.hosts, None, roomiest=True)
-            head = next(closest, None)
-        outer = chain([head] if head else [], domains, [] if ask.required else [None])
+            tier = None if awaited is None else awaited.number
+            head = next((d for d in closest if tier in (None, d.tier.number)), None)
+        outer = chain([head] if head else [], domains, [] if waits else [None])
     best: tuple[int, str] | None = None
     first = Reason(Code.UNSCHEDULABLE, SESSION, "no domain of its tiers holds a node for it")
     # Members refused wherever they go (their queue, their own error): once too few are
@@ -87,7 +93,9 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         statement = Statement(session, job)
         failures = _place_plan(session, job, ordered, plan, statement, domain, refused)
         if domain is None:
-            return _conclude(session, job, statement, failures, _wanted(session, ask, best, job))
+            return _conclude(
+                session, job, statement, failures, _wanted(session, ask, best, job, ordered)
+            )
         placed = len(statement.placed)
         if placed and session.ready(job, placed):
             statement.commit()
@@ -97,38 +105,67 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
             best = (placed, domain.name)
             first = next(iter(failures.values()), first)
         statement.discard()
-    wanted = _wanted(session, ask, best, job)
+    wanted = _wanted(session, ask, best, job, ordered)
     session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {wanted}; {first}")
     return False
 
 
 def _held_for(
-    session: Session, job: JobInfo, ask: TopologyAsk, ordered: list[TaskInfo]
+    session: Session,
+    ask: TopologyAsk,
+    members: list[TaskInfo],
+    hosts: list[str],
+    within: BoolArray | None,
 ) -> Domain | None:
-    """The domain holding the nodes held for the job's members (and its running ones),
-    if they share one that has room for it."""
+    """The domain holding the nodes held for the members (and `hosts`, those of their
+    running ones), if they share one that has room for them."""
     nodes = session.snapshot.nodes
-    held = [nodes[row].name for t in ordered if (row := preferred_node(t)) is not None]
+    held = [nodes[row].name for t in members if (row := preferred_node(t)) is not None]
     if not held:
         return None
-    found, _ = session.topology.domains(ask, ordered, [*job.hosts, *held], None)
+    found, _ = session.topology.domains(ask, members, [*hosts, *held], within)
     return next(found, None)
 
 
+def _held_first(
+    session: Session,
+    ask: TopologyAsk,
+    members: list[TaskInfo],
+    hosts: list[str],
+    within: BoolArray | None,
+    domains: Iterator[Domain],
+) -> Iterator[Domain]:
+    """`domains` with the one holding the members' held nodes first: its room was made
+    or recorded for them, and another domain's may have been made for another job."""
+    head = _held_for(session, ask, members, hosts, within)
+    if head is None:
+        return domains
+    key = (head.tier.name, head.index)
+    return chain([head], (d for d in domains if (d.tier.name, d.index) != key))
+
+
 def _wanted(
-    session: Session, ask: TopologyAsk | None, best: tuple[int, str] | None, job: JobInfo
+    session: Session,
+    ask: TopologyAsk | None,
+    best: tuple[int, str] | None,
+    job: JobInfo,
+    ordered: list[TaskInfo],
 ) -> str | None:
     """What a waiting gang's topology ask needs (the tiers it may take a domain of), and
     the domain that came closest; kept for explain (TopologyPlanner.waits)."""
     if ask is None:
         return None
     placed, closest = best if best is not None else (0, None)
+    awaited = session.topology.awaited(job, ask, ordered)
     wait = DomainWait(
         ask=ask,
-        tiers=session.topology.tier_names(ask),
+        tiers=session.topology.tier_names(ask) if awaited is None else awaited.name,
         closest=closest,
         holds=job.bound + placed,
         needs=job.min_member,
+        spans_in=None
+        if awaited is None
+        else job.creation + session.topology.soft_wait - session.snapshot.now,
     )
     session.topology.waits[job.key] = wait
     return str(wait)
@@ -159,6 +196,7 @@ def _place_plan(
                 invalid = Reason(Code.INVALID, SESSION, error)
                 failures.update(dict.fromkeys((t.key for t in members), invalid))
                 continue
+            found = _held_first(session, part.ask, members, part.hosts, outer, found)
             candidates = chain(found, [] if part.ask.required else [None])
         for inner in candidates:
             trial = Statement(session, job)

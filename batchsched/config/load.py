@@ -78,6 +78,9 @@ class SchedulerConfig:
     # Topology tiers from node labels, finest first (framework/topology.py); none:
     # the HyperNodes' tiers.
     topology_tiers: tuple[LabelTier, ...] = ()
+    # How long a soft topology ask waits for a domain of the lowest tier that could
+    # hold it before it may span domains (framework/topology.py); 0: not at all.
+    topology_soft_wait: float = 0.0
 
     @property
     def scheduler_name(self) -> str:
@@ -140,16 +143,29 @@ def load_config(text: str, *, source: str = "config") -> SchedulerConfig:
             merged["preemptOtherSchedulers"], where=f"{source}.preemptOtherSchedulers"
         ),
         topology_tiers=_topology_tiers(raw.get("topology"), source=f"{source}.topology"),
+        topology_soft_wait=_soft_wait(raw.get("topology"), source=f"{source}.topology"),
     )
 
 
-def _topology_tiers(raw: object, *, source: str) -> tuple[LabelTier, ...]:
-    """`topology: {tiers: [...]}`: each tier a node label key, or {name, nodeLabel}."""
+def _topology(raw: object, *, source: str) -> Mapping[str, object]:
+    """`topology: {tiers, softWait}`, both optional."""
     if raw is None:
-        return ()
-    if not isinstance(raw, Mapping) or set(raw) - {"tiers"}:
-        raise InvalidObject(f"{source}: expected a map with the one key 'tiers'")
-    entries = raw.get("tiers") or []
+        return {}
+    if not isinstance(raw, Mapping) or set(raw) - {"tiers", "softWait"}:
+        raise InvalidObject(f"{source}: expected a map with the keys 'tiers' and 'softWait'")
+    return raw
+
+
+def _soft_wait(raw: object, *, source: str) -> float:
+    wait = _topology(raw, source=source).get("softWait")
+    if wait in (0, "0", "0s", None):
+        return 0.0
+    return parse_duration(wait, where=f"{source}.softWait")
+
+
+def _topology_tiers(raw: object, *, source: str) -> tuple[LabelTier, ...]:
+    """`topology.tiers`: each tier a node label key, or {name, nodeLabel}."""
+    entries = _topology(raw, source=source).get("tiers") or []
     if not isinstance(entries, list):
         raise InvalidObject(f"{source}.tiers: expected a list of node label keys, finest first")
     tiers: list[LabelTier] = []

@@ -324,7 +324,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
             "ending before then may use the held room",
         )
     wait = session.topology.waits.get(job.key)
-    if wait is not None and wait.ask.required:
+    if wait is not None and (wait.ask.required or wait.spans_in is not None):
         return (reason or session.explain(task)).message, _domain_remedy(wait)
     found = remedies.room(ran, job, task, wanted)
     if found is not None:
@@ -336,6 +336,8 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
 def _domain_remedy(wait: DomainWait) -> str:
     """What lets a gang waiting for a domain in: room in the closest one, or a looser ask."""
     looser = f"or loosen {wait.ask.where} (a higher tier, or mode soft)"
+    if wait.spans_in is not None:
+        looser = f"or it spans domains in {wait.spans_in:.0f}s (topology.softWait)"
     if wait.closest is None:
         return f"no domain of {wait.tiers} has a node for it: add nodes to one, {looser}"
     more = wait.needs - wait.holds

@@ -140,6 +140,7 @@ class Session:
         evict_other_schedulers: bool = False,
         devices: DeviceMemo | None = None,
         topology_tiers: Sequence[LabelTier] = (),
+        topology_soft_wait: float = 0.0,
     ) -> None:
         self.snapshot = snapshot
         # Which plugin the callbacks registered now belong to (framework/plugin.Hook).
@@ -195,7 +196,7 @@ class Session:
         # The domains gangs asking for one are tried in; while one is tried, `within`
         # holds its nodes and no node outside it is chosen.
         self.topology = TopologyPlanner(
-            snapshot, self.requested, self.free, topology_tiers, self.touched
+            snapshot, self.requested, self.free, topology_tiers, self.touched, topology_soft_wait
         )
         self.within: BoolArray | None = None
         # Filters in the order they explain a node (see explain); the card filter, which

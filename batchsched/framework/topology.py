@@ -6,7 +6,11 @@ inside the whole's. Candidate domains come tier by tier, lowest first (the close
 domains), and within a tier the fullest first, by the share of the gang's resources
 already requested there, as Volcano's and kube-scheduler's bin-packing scores rank
 placements; a domain whose free room falls short of what the members ask in sum is
-never tried. A soft ask ends with the whole cluster; a hard one waits.
+never tried. A soft ask ends with the whole cluster; a hard one waits. For the
+configured `softWait` after it is created, a soft ask is tried only in the lowest tier
+whose domains could hold it, as a hard ask of that tier (Slurm's
+`--switches=count@max-time`): room freed in a domain then goes to it whole, rather than
+the gang starting across domains the moment the cluster has room anywhere.
 
 The tiers are the configured node labels (`topology.tiers`, finest first) when the
 configuration names some, else the HyperNodes' tiers (model/topology.py).
@@ -81,9 +85,16 @@ class DomainWait:
     closest: str | None
     holds: int
     needs: int
+    # A soft ask within its softWait: the seconds left before it may span domains.
+    spans_in: float | None = None
 
     def __str__(self) -> str:
         what = f"{self.ask.where} asks its members in one domain of {self.tiers} ({self.ask.mode})"
+        if self.spans_in is not None:
+            what += (
+                f" and waits {self.spans_in:.0f}s more for one before spanning domains "
+                "(topology.softWait)"
+            )
         if self.closest is None:
             return what
         return f"{what}; the best, {self.closest}, holds {self.holds} of {self.needs}"
@@ -106,8 +117,10 @@ class TopologyPlanner:
         free: IntArray,
         label_tiers: Sequence[LabelTier] = (),
         touched: list[int] | None = None,
+        soft_wait: float = 0.0,
     ) -> None:
         self.snapshot = snapshot
+        self.soft_wait = soft_wait
         self.topology = snapshot.topology
         self.nodes = snapshot.nodes
         self.allocatable = snapshot.allocatable
@@ -220,6 +233,26 @@ class TopologyPlanner:
             for tier in tiers
         )
         return found, None
+
+    def awaited(self, job: JobInfo, ask: TopologyAsk, members: Sequence[TaskInfo]) -> Tier | None:
+        """The tier a soft ask still waits for a domain of (its `softWait` not yet run
+        out): the lowest of its tiers with a domain whose nodes could hold the members'
+        requests in sum once empty; None for a hard ask, or once the wait is over."""
+        if not self.soft_wait or ask.required or not members:
+            return None
+        if self.snapshot.now - job.creation >= self.soft_wait:
+            return None
+        tiers, error = self._tiers(ask)
+        if error:
+            return None
+        need = np.sum([t.vec for t in members], axis=0)
+        columns = np.flatnonzero(need > 0)
+        for tier in tiers:
+            # The last row is the nodes in no domain of the tier.
+            total = self._domain_total(tier)[:-1, columns]
+            if (total >= need[columns]).all(axis=1).any():
+                return tier
+        return None
 
     def placed_in(self, job: JobInfo, nodes: Iterable[str]) -> TopologyDomain | None:
         """The domain a gang that asked for one as a whole has its members in (`nodes`:

@@ -86,6 +86,24 @@ def test_a_gang_nominated_in_a_rack_takes_that_rack() -> None:
     assert where == {"default/g-0": "r2-0", "default/g-1": "r2-1"}
 
 
+def test_each_slice_nominated_in_a_rack_takes_that_rack() -> None:
+    """A gang of slices, each nominated where its preemption made room (the first in r2,
+    the second in r1): each goes there, not the first to the fuller r1, which would push
+    the second onto nodes another preemptor may have been given."""
+    notes = {
+        "scheduling.batchsched.io/group-name": "k",
+        "kueue.x-k8s.io/podset-slice-required-topology": RACK,
+        "kueue.x-k8s.io/podset-slice-size": "2",
+    }
+    labels = {"kueue.x-k8s.io/podset": "workers"}
+    held = ("r2-0", "r2-1", "r1-1", "r1-1")
+    members = [member(f"k-{i}", labels=labels, annotations=notes) for i in range(4)]
+    for obj, node_name in zip(members, held, strict=True):
+        obj["status"] = {"phase": "Pending", "nominatedNodeName": node_name}
+    where = placements(decide([*cluster(), pod_group("k", 4), *members], TIERS))
+    assert where == {f"default/k-{i}": node_name for i, node_name in enumerate(held)}
+
+
 def test_a_gang_placed_in_a_domain_names_it_in_its_status() -> None:
     """By configured tier (the label's value) and by HyperNode (its name); a running
     gang's status keeps naming it in later sessions, from its members' nodes."""

@@ -104,7 +104,14 @@ def test_settings(text: str, starvation: float | None, actions: tuple[str, ...])
     ("text", "message"),
     [
         ("tier: []", f"config: unknown key 'tier' (allowed: {TOP_KEYS})"),
-        ("topology: [rack]", "config.topology: expected a map with the one key 'tiers'"),
+        (
+            "topology: [rack]",
+            "config.topology: expected a map with the keys 'tiers' and 'softWait'",
+        ),
+        (
+            "topology: {softWait: soon}",
+            "config.topology.softWait: 'soon' is not a duration like 30s, 5m or 1h30m",
+        ),
         (
             "topology: {tiers: [rack, {nodeLabel: ''}]}",
             "config.topology.tiers[1].nodeLabel: expected a non-empty node label key",

@@ -406,3 +406,28 @@ def test_a_gang_waiting_for_a_rack_names_the_tier_the_best_rack_and_what_it_hold
         "nodes are added to it), or loosen PodGroup default/train.spec.networkTopology (a "
         "higher tier, or mode soft)"
     )
+
+
+def test_a_soft_gang_waiting_for_a_rack_says_when_it_spans_racks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Rack r1 (two nodes, one busy) could hold the gang of two 32-CPU pods, r2 (one node)
+    could not: within its softWait the soft ask waits for r1 rather than span both."""
+    rack = "topology.kubernetes.io/rack"
+    text = "".join(
+        node(name, labels=f"{{{rack}: {name[:2]}}}") for name in ("r1-0", "r1-1", "r2-0")
+    )
+    text += pod("busy", cpu=32, node="r1-1")
+    text += group("train", 2).replace(
+        "spec: {minMember: 2,", "spec: {networkTopology: {mode: soft}, minMember: 2,"
+    )
+    text += "".join(pod(f"train-{i}", group="train", cpu=32) for i in range(2))
+    config = f"topology: {{tiers: [{{name: rack, nodeLabel: {rack}}}], softWait: 100000h}}\n"
+    code, lines = explain(capsys, tmp_path, text, "pg/train", config=config)
+    assert code == 0
+    assert "asks its members in one domain of rack (soft) and waits" in lines[1], lines[1]
+    assert lines[2].startswith(
+        "remedy: it runs once rack r1 has room for 1 more member(s) (as its pods end, or "
+        "nodes are added to it), or it spans domains in "
+    ), lines[2]
+    assert lines[2].endswith("s (topology.softWait)")
