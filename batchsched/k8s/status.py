@@ -6,8 +6,11 @@ status for an object replaces a queued older one, and a few workers send them, s
 cluster full of pending pods costs writes when their reasons change, not every session,
 and status never competes with binding: writes wait while binds are queued or in
 flight, or a session may send more (at most `defer_seconds`, so a steady stream of
-binds cannot starve them). Like the binder, the writer is fenced: nothing is sent
-once the lease cannot be proven ours (`valid_for`), and what is queued then is dropped.
+binds cannot starve them). Writes to one object go one at a time: two in flight at
+once may land in either order, and an older reason landing last would stay, as the
+newer one is what the writer remembers writing. Like the binder, the writer is fenced:
+nothing is sent once the lease cannot be proven ours (`valid_for`), and what is queued
+then is dropped.
 """
 
 import asyncio
@@ -282,6 +285,8 @@ class StatusWriter:
         self._unsent_since: dict[tuple[str, str], str] = {}
         # Queued writes by target, oldest first; an event's target is unique to it.
         self._queue: dict[tuple[str, str], tuple[str, Write]] = {}
+        # Targets a worker is writing: their queued writes wait until it is done.
+        self._sending: set[tuple[str, str]] = set()
         # Writes that failed, to be sent again: how many times in a row, and the last.
         self._failed: dict[tuple[str, str], tuple[int, str, Write]] = {}
         self._wake = asyncio.Event()
@@ -566,45 +571,60 @@ class StatusWriter:
                 await asyncio.sleep(SERIES_FLUSH_SECONDS)
                 self.recorder.flush()
 
+    def _next(self) -> tuple[str, str] | None:
+        """The oldest queued target no worker is writing."""
+        return next((target for target in self._queue if target not in self._sending), None)
+
     async def _work(self) -> None:
         while True:
-            while not self._queue:
+            while self._next() is None:
                 self._wake.clear()
                 await self._wake.wait()
             # asyncio.timeout, not wait_for: in 3.11 wait_for can swallow a cancellation.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.defer_seconds):
                     await self.binds_idle.wait()
-            if not self._queue:
+            target = self._next()
+            if target is None:
                 continue
             if self.valid_for() <= 0:
                 self._drop_queued()
                 continue
-            target = next(iter(self._queue))
             what, write = self._queue.pop(target)
+            self._sending.add(target)
             try:
-                await with_retries(partial(self._fenced, write), seconds=self.retry_seconds)
-            except Fenced:
-                self._drop_queued()
-                API_WRITES.labels(what, "fenced").inc()
-            except ApiError as error:
-                if NAMESPACE_TERMINATING in error.causes:
-                    # Every namespaced target's key is "namespace/name".
-                    self.namespace_terminating(target[1].partition("/")[0])
-                elif error.status != 404:
-                    log.error("writing %s of %s/%s failed: %s", what, *target, error)
-                    self._retry_later(target, what, write)
-                API_WRITES.labels(what, "gone" if error.status == 404 else error_code(error)).inc()
-            except Unwritable as error:
-                log.error("writing %s of %s/%s cannot land: %s", what, *target, error)
-                API_WRITES.labels(what, "unwritable").inc()
-            except TRANSPORT_ERRORS as error:
-                log.error("writing %s of %s/%s failed: %r", what, *target, error)
+                await self._send(target, what, write)
+            finally:
+                self._sending.discard(target)
+                if target in self._queue:
+                    self._wake.set()
+
+    async def _send(self, target: tuple[str, str], what: str, write: Write) -> None:
+        try:
+            await with_retries(partial(self._fenced, write), seconds=self.retry_seconds)
+        except Fenced:
+            # Perhaps not written: leading again, the next session compares with the watch.
+            self._written.pop(target, None)
+            self._drop_queued()
+            API_WRITES.labels(what, "fenced").inc()
+        except ApiError as error:
+            if NAMESPACE_TERMINATING in error.causes:
+                # Every namespaced target's key is "namespace/name".
+                self.namespace_terminating(target[1].partition("/")[0])
+            elif error.status != 404:
+                log.error("writing %s of %s/%s failed: %s", what, *target, error)
                 self._retry_later(target, what, write)
-                API_WRITES.labels(what, error_code(error)).inc()
-            else:
-                self._failed.pop(target, None)
-                API_WRITES.labels(what, "ok").inc()
+            API_WRITES.labels(what, "gone" if error.status == 404 else error_code(error)).inc()
+        except Unwritable as error:
+            log.error("writing %s of %s/%s cannot land: %s", what, *target, error)
+            API_WRITES.labels(what, "unwritable").inc()
+        except TRANSPORT_ERRORS as error:
+            log.error("writing %s of %s/%s failed: %r", what, *target, error)
+            self._retry_later(target, what, write)
+            API_WRITES.labels(what, error_code(error)).inc()
+        else:
+            self._failed.pop(target, None)
+            API_WRITES.labels(what, "ok").inc()
 
     def _retry_later(self, target: tuple[str, str], what: str, write: Write) -> None:
         """A write that failed is sent again later, backing off: otherwise the object
@@ -616,10 +636,10 @@ class StatusWriter:
         asyncio.get_running_loop().call_later(delay, self._send_again, target)
 
     def _send_again(self, target: tuple[str, str]) -> None:
-        # The last write that failed, unless a newer one is queued or went through, or
-        # the object was forgotten.
+        # The last write that failed, unless a newer one is queued, being sent or went
+        # through, or the object was forgotten.
         failed = self._failed.get(target)
-        if failed is not None and target not in self._queue:
+        if failed is not None and target not in self._queue and target not in self._sending:
             self._enqueue(target, *failed[1:])
 
     async def _patch_status(self, path: str, body: JSON, content_type: str = MERGE_PATCH) -> object:
@@ -650,6 +670,9 @@ class StatusWriter:
                 # Not written: leading again, the next session compares with the watch.
                 self._written.pop(target, None)
             self._queue.clear()
+        # Nor are those that failed, which are not sent again.
+        for target in self._failed:
+            self._written.pop(target, None)
         self._failed.clear()
 
 
