@@ -278,8 +278,11 @@ class StatusWriter:
         self._observed: dict[tuple[str, str], Any] = {}
         self._generations: dict[tuple[str, str], int] = {}
         self._written: dict[tuple[str, str], Any] = {}
-        # PodGroup -> the domain last written to its annotation (Volcano's form).
+        # PodGroup -> the domain its annotation was last written with (Volcano's form),
+        # once the write landed; and the one the latest write asked for, which counts
+        # instead while that write is queued, being sent or to be sent again.
         self._annotated: dict[tuple[str, str], str | None] = {}
+        self._annotating: dict[tuple[str, str], str | None] = {}
         # Pod -> when it became unschedulable, while the write saying so is not sent: a
         # newer reason that replaces that write in the queue must carry the time along.
         self._unsent_since: dict[tuple[str, str], str] = {}
@@ -317,6 +320,7 @@ class StatusWriter:
             self._written,
             self._unsent_since,
             self._annotated,
+            self._annotating,
         )
         for store in (*stores, self._queue, self._failed):
             store.pop((kind, key), None)
@@ -422,7 +426,7 @@ class StatusWriter:
                 desired["topologyDomain"] = domain and {"tier": domain.tier, "name": domain.name}
             hypernode = domain.name if domain is not None else None
             annotated = form.domain == "annotation"
-            moved = annotated and self._annotated.get(target) != hypernode
+            moved = annotated and self._annotation(target) != hypernode
             if form.conditions is not None and condition is not None:
                 generation = self._generations.get(target) if form.generations else None
                 desired["conditions"] = [_condition(condition, shown, generation)]
@@ -436,13 +440,16 @@ class StatusWriter:
             if form.status_subresource:
                 path += "/status"
             body: JSON = {"status": desired}
-            if annotated and (hypernode is not None or target in self._annotated):
+            write = partial(self._patch_status, path, body, form.patch_type)
+            if annotated and (
+                hypernode is not None or target in self._annotated or target in self._annotating
+            ):
                 # Volcano's PodGroup has no status subresource: one patch of the object.
                 # Every write carries the annotation, as it may replace a queued one that
                 # carried it and was not sent.
                 body["metadata"] = {"annotations": {VOLCANO_DOMAIN_ANNOTATION: hypernode}}
-                self._annotated[target] = hypernode
-            write = partial(self._patch_status, path, body, form.patch_type)
+                self._annotating[target] = hypernode
+                write = partial(self._annotate, target, hypernode, write)
             self._enqueue(target, "podgroup_status", write)
             # News: a changed condition, or for a form without conditions a changed phase.
             if form.conditions is not None:
@@ -451,6 +458,23 @@ class StatusWriter:
                 news = desired.get("phase") != shown.get("phase")
             if status.condition is not None and news:
                 self.event(_group_ref(group), *_group_event(status.condition))
+
+    def _annotation(self, target: tuple[str, str]) -> str | None:
+        """The domain a group's annotation shows once the write on its way, if one is,
+        has landed. A write dropped (the lease lost) or failed for good is not on its
+        way: the annotation is then as last written."""
+        on_its_way = target in self._queue or target in self._sending or target in self._failed
+        if on_its_way and target in self._annotating:
+            return self._annotating[target]
+        return self._annotated.get(target)
+
+    async def _annotate(
+        self, target: tuple[str, str], hypernode: str | None, write: Write
+    ) -> object:
+        """A write carrying the annotation: it shows `hypernode` once the write landed."""
+        answer = await write()
+        self._annotated[target] = hypernode
+        return answer
 
     def group_disrupted(self, group: PodGroup, preemptor: str) -> None:
         """Kubernetes' own PodGroup, whose members preemption is evicting below what it

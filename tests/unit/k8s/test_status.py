@@ -793,6 +793,53 @@ async def test_the_hypernode_annotation_survives_a_newer_status_queued_over_it()
     assert patch["status"]["running"] == 2
 
 
+@pytest.mark.parametrize("failed", [False, True])
+async def test_the_hypernode_annotation_is_written_again_when_its_write_was_dropped(
+    failed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group's status already shows what the session says, and only its domain is
+    new: the write carrying the annotation is dropped with the lease, while queued or
+    (`failed`) while waiting to be sent again. Leading again, the annotation is written,
+    though the status did not change."""
+    monkeypatch.setattr("batchsched.k8s.status.RETRY_LATER_SECONDS", 3600.0)
+    lease = [30.0]
+    path = "/apis/scheduling.volcano.sh/v1beta1/namespaces/ns/podgroups/g"
+
+    def answer(method: str, path: str, body: object) -> dict[str, object]:
+        if failed and method == "PATCH" and len(api.sent("PATCH", path)) == 2:
+            raise ApiError(method, path, 422, {"message": "refused once"})
+        return {}
+
+    api = RecordingApi(answer)
+    status = writer(api)
+    status.valid_for = lambda: lease[0]
+    volcano = peer_group("scheduling.volcano.sh/v1beta1")
+    status.groups({"ns/g": in_rack(None)}, volcano)
+    await settle(status)
+    [first] = api.sent("PATCH", path)
+    assert "metadata" not in first
+    # The watch saw that write land.
+    status.observe("PodGroup scheduling.volcano.sh/v1beta1", "ns/g", first["status"])
+    status.groups({"ns/g": in_rack()}, volcano)
+    if failed:
+        await settle(status)
+    lease[0] = 0.0
+    # Something else to write, which finds the lease lost.
+    status.pods({"ns/p": waiting("waiting")}, {})
+    await settle(status)
+    assert len(api.sent("PATCH", path)) == 1 + failed
+    lease[0] = 30.0
+    status.groups({"ns/g": in_rack()}, volcano)
+    status.groups({"ns/g": in_rack()}, volcano)
+    await settle(status)
+    again = api.sent("PATCH", path)[-1]
+    assert again["metadata"] == {"annotations": {"volcano.sh/job-allocated-hypernode": "r1"}}
+    # Written, it is not written again.
+    status.groups({"ns/g": in_rack()}, volcano)
+    await settle(status)
+    assert len(api.sent("PATCH", path)) == 2 + failed
+
+
 async def test_a_native_group_names_its_domain_in_its_scheduled_message() -> None:
     api = RecordingApi()
     status = writer(api)
