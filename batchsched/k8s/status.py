@@ -41,7 +41,14 @@ from batchsched.k8s.events import EventRecorder, ObjectRef, Write, rfc3339
 from batchsched.k8s.fence import Fenced, fenced, unbounded
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES
-from batchsched.model.decisions import Binding, Condition, JobStatus, TopologyDomain
+from batchsched.model.decisions import (
+    SCHEDULED,
+    UNSCHEDULABLE,
+    Binding,
+    Condition,
+    JobStatus,
+    TopologyDomain,
+)
 from batchsched.model.reasons import Code, Reason
 
 log = logging.getLogger(__name__)
@@ -70,11 +77,11 @@ SCHEDULER_ERROR_REASON = "SchedulerError"
 # How often event series are looked at for counts to write (events.py).
 SERIES_FLUSH_SECONDS = 10.0
 # kube-scheduler's conditions (v1.36): a victim pod's, and Kubernetes' own PodGroup's
-# (scheduling.k8s.io/v1alpha2), with the reasons and the message it writes.
+# (scheduling.k8s.io/v1alpha2), with the reasons and the message it writes; placed,
+# the reason is SCHEDULED, as our own groups' condition says.
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_REASON = "PreemptionByScheduler"
 POD_GROUP_SCHEDULED = "PodGroupScheduled"
-POD_GROUP_SCHEDULED_REASON = "Scheduled"
 POD_GROUP_UNSCHEDULABLE_REASON = "Unschedulable"
 POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
 # Where Volcano records the HyperNode a job was placed in (its scheduler's
@@ -702,10 +709,10 @@ class StatusWriter:
 
 def _group_event(condition: Condition) -> tuple[str, str, str]:
     """A group's condition as an event: its type, reason and note."""
-    if condition.type == "Unschedulable":
+    if condition.type == UNSCHEDULABLE:
         return "Warning", "FailedScheduling", condition.message
     if condition.status == "True":
-        return "Normal", "Scheduled", condition.message
+        return "Normal", SCHEDULED, condition.message
     return "Normal", condition.reason, condition.message
 
 
@@ -721,11 +728,11 @@ def _pod_group_scheduled(
     (its status has no field for it, and kube-scheduler leaves the message empty)."""
     if condition is None:
         return None
-    if condition.type == "Scheduled" and condition.status == "True":
+    if condition.type == SCHEDULED and condition.status == "True":
         placed = "" if domain is None else f"{TOPOLOGY_DOMAIN_MESSAGE} {domain.tier}={domain.name}"
-        return Condition(POD_GROUP_SCHEDULED, POD_GROUP_SCHEDULED_REASON, placed)
+        return Condition(POD_GROUP_SCHEDULED, SCHEDULED, placed)
     if (
-        condition.type != "Unschedulable"
+        condition.type != UNSCHEDULABLE
         or _shown_condition(shown, POD_GROUP_SCHEDULED).get("status") == "True"
     ):
         return None
