@@ -81,7 +81,7 @@ from batchsched.metrics import (
     POD_CREATION_TO_BOUND,
     SCHEDULE_ATTEMPTS,
 )
-from batchsched.model.decisions import Binding, ClaimBinding, Condition, JobStatus
+from batchsched.model.decisions import SCHEDULED, Binding, ClaimBinding, Condition, JobStatus
 from batchsched.plugins.volumefilters import awaited
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class VolumeWait:
         waits = sorted(set(self.members.values()))
         message = f"{len(self.members)} member(s) placed, waiting for volume binding: "
         message += "; ".join(waits)
-        condition = Condition("Scheduled", VOLUME_BINDING_REASON, message, status="False")
+        condition = Condition(SCHEDULED, VOLUME_BINDING_REASON, message, status="False")
         return replace(job, phase="Inqueue", scheduled=scheduled, condition=condition)
 
 

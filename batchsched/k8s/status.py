@@ -6,8 +6,11 @@ status for an object replaces a queued older one, and a few workers send them, s
 cluster full of pending pods costs writes when their reasons change, not every session,
 and status never competes with binding: writes wait while binds are queued or in
 flight, or a session may send more (at most `defer_seconds`, so a steady stream of
-binds cannot starve them). Like the binder, the writer is fenced: nothing is sent
-once the lease cannot be proven ours (`valid_for`), and what is queued then is dropped.
+binds cannot starve them). Writes to one object go one at a time: two in flight at
+once may land in either order, and an older reason landing last would stay, as the
+newer one is what the writer remembers writing. Like the binder, the writer is fenced:
+nothing is sent once the lease cannot be proven ours (`valid_for`), and what is queued
+then is dropped.
 """
 
 import asyncio
@@ -38,7 +41,14 @@ from batchsched.k8s.events import EventRecorder, ObjectRef, Write, rfc3339
 from batchsched.k8s.fence import Fenced, fenced, unbounded
 from batchsched.k8s.workers import run_workers
 from batchsched.metrics import API_WRITES
-from batchsched.model.decisions import Binding, Condition, JobStatus, TopologyDomain
+from batchsched.model.decisions import (
+    SCHEDULED,
+    UNSCHEDULABLE,
+    Binding,
+    Condition,
+    JobStatus,
+    TopologyDomain,
+)
 from batchsched.model.reasons import Code, Reason
 
 log = logging.getLogger(__name__)
@@ -67,11 +77,11 @@ SCHEDULER_ERROR_REASON = "SchedulerError"
 # How often event series are looked at for counts to write (events.py).
 SERIES_FLUSH_SECONDS = 10.0
 # kube-scheduler's conditions (v1.36): a victim pod's, and Kubernetes' own PodGroup's
-# (scheduling.k8s.io/v1alpha2), with the reasons and the message it writes.
+# (scheduling.k8s.io/v1alpha2), with the reasons and the message it writes; placed,
+# the reason is SCHEDULED, as our own groups' condition says.
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_REASON = "PreemptionByScheduler"
 POD_GROUP_SCHEDULED = "PodGroupScheduled"
-POD_GROUP_SCHEDULED_REASON = "Scheduled"
 POD_GROUP_UNSCHEDULABLE_REASON = "Unschedulable"
 POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
 # Where Volcano records the HyperNode a job was placed in (its scheduler's
@@ -275,13 +285,18 @@ class StatusWriter:
         self._observed: dict[tuple[str, str], Any] = {}
         self._generations: dict[tuple[str, str], int] = {}
         self._written: dict[tuple[str, str], Any] = {}
-        # PodGroup -> the domain last written to its annotation (Volcano's form).
+        # PodGroup -> the domain its annotation was last written with (Volcano's form),
+        # once the write landed; and the one the latest write asked for, which counts
+        # instead while that write is queued, being sent or to be sent again.
         self._annotated: dict[tuple[str, str], str | None] = {}
+        self._annotating: dict[tuple[str, str], str | None] = {}
         # Pod -> when it became unschedulable, while the write saying so is not sent: a
         # newer reason that replaces that write in the queue must carry the time along.
         self._unsent_since: dict[tuple[str, str], str] = {}
         # Queued writes by target, oldest first; an event's target is unique to it.
         self._queue: dict[tuple[str, str], tuple[str, Write]] = {}
+        # Targets a worker is writing: their queued writes wait until it is done.
+        self._sending: set[tuple[str, str]] = set()
         # Writes that failed, to be sent again: how many times in a row, and the last.
         self._failed: dict[tuple[str, str], tuple[int, str, Write]] = {}
         self._wake = asyncio.Event()
@@ -312,6 +327,7 @@ class StatusWriter:
             self._written,
             self._unsent_since,
             self._annotated,
+            self._annotating,
         )
         for store in (*stores, self._queue, self._failed):
             store.pop((kind, key), None)
@@ -417,7 +433,7 @@ class StatusWriter:
                 desired["topologyDomain"] = domain and {"tier": domain.tier, "name": domain.name}
             hypernode = domain.name if domain is not None else None
             annotated = form.domain == "annotation"
-            moved = annotated and self._annotated.get(target) != hypernode
+            moved = annotated and self._annotation(target) != hypernode
             if form.conditions is not None and condition is not None:
                 generation = self._generations.get(target) if form.generations else None
                 desired["conditions"] = [_condition(condition, shown, generation)]
@@ -431,13 +447,16 @@ class StatusWriter:
             if form.status_subresource:
                 path += "/status"
             body: JSON = {"status": desired}
-            if annotated and (hypernode is not None or target in self._annotated):
+            write = partial(self._patch_status, path, body, form.patch_type)
+            if annotated and (
+                hypernode is not None or target in self._annotated or target in self._annotating
+            ):
                 # Volcano's PodGroup has no status subresource: one patch of the object.
                 # Every write carries the annotation, as it may replace a queued one that
                 # carried it and was not sent.
                 body["metadata"] = {"annotations": {VOLCANO_DOMAIN_ANNOTATION: hypernode}}
-                self._annotated[target] = hypernode
-            write = partial(self._patch_status, path, body, form.patch_type)
+                self._annotating[target] = hypernode
+                write = partial(self._annotate, target, hypernode, write)
             self._enqueue(target, "podgroup_status", write)
             # News: a changed condition, or for a form without conditions a changed phase.
             if form.conditions is not None:
@@ -446,6 +465,23 @@ class StatusWriter:
                 news = desired.get("phase") != shown.get("phase")
             if status.condition is not None and news:
                 self.event(_group_ref(group), *_group_event(status.condition))
+
+    def _annotation(self, target: tuple[str, str]) -> str | None:
+        """The domain a group's annotation shows once the write on its way, if one is,
+        has landed. A write dropped (the lease lost) or failed for good is not on its
+        way: the annotation is then as last written."""
+        on_its_way = target in self._queue or target in self._sending or target in self._failed
+        if on_its_way and target in self._annotating:
+            return self._annotating[target]
+        return self._annotated.get(target)
+
+    async def _annotate(
+        self, target: tuple[str, str], hypernode: str | None, write: Write
+    ) -> object:
+        """A write carrying the annotation: it shows `hypernode` once the write landed."""
+        answer = await write()
+        self._annotated[target] = hypernode
+        return answer
 
     def group_disrupted(self, group: PodGroup, preemptor: str) -> None:
         """Kubernetes' own PodGroup, whose members preemption is evicting below what it
@@ -566,45 +602,60 @@ class StatusWriter:
                 await asyncio.sleep(SERIES_FLUSH_SECONDS)
                 self.recorder.flush()
 
+    def _next(self) -> tuple[str, str] | None:
+        """The oldest queued target no worker is writing."""
+        return next((target for target in self._queue if target not in self._sending), None)
+
     async def _work(self) -> None:
         while True:
-            while not self._queue:
+            while self._next() is None:
                 self._wake.clear()
                 await self._wake.wait()
             # asyncio.timeout, not wait_for: in 3.11 wait_for can swallow a cancellation.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.defer_seconds):
                     await self.binds_idle.wait()
-            if not self._queue:
+            target = self._next()
+            if target is None:
                 continue
             if self.valid_for() <= 0:
                 self._drop_queued()
                 continue
-            target = next(iter(self._queue))
             what, write = self._queue.pop(target)
+            self._sending.add(target)
             try:
-                await with_retries(partial(self._fenced, write), seconds=self.retry_seconds)
-            except Fenced:
-                self._drop_queued()
-                API_WRITES.labels(what, "fenced").inc()
-            except ApiError as error:
-                if NAMESPACE_TERMINATING in error.causes:
-                    # Every namespaced target's key is "namespace/name".
-                    self.namespace_terminating(target[1].partition("/")[0])
-                elif error.status != 404:
-                    log.error("writing %s of %s/%s failed: %s", what, *target, error)
-                    self._retry_later(target, what, write)
-                API_WRITES.labels(what, "gone" if error.status == 404 else error_code(error)).inc()
-            except Unwritable as error:
-                log.error("writing %s of %s/%s cannot land: %s", what, *target, error)
-                API_WRITES.labels(what, "unwritable").inc()
-            except TRANSPORT_ERRORS as error:
-                log.error("writing %s of %s/%s failed: %r", what, *target, error)
+                await self._send(target, what, write)
+            finally:
+                self._sending.discard(target)
+                if target in self._queue:
+                    self._wake.set()
+
+    async def _send(self, target: tuple[str, str], what: str, write: Write) -> None:
+        try:
+            await with_retries(partial(self._fenced, write), seconds=self.retry_seconds)
+        except Fenced:
+            # Perhaps not written: leading again, the next session compares with the watch.
+            self._written.pop(target, None)
+            self._drop_queued()
+            API_WRITES.labels(what, "fenced").inc()
+        except ApiError as error:
+            if NAMESPACE_TERMINATING in error.causes:
+                # Every namespaced target's key is "namespace/name".
+                self.namespace_terminating(target[1].partition("/")[0])
+            elif error.status != 404:
+                log.error("writing %s of %s/%s failed: %s", what, *target, error)
                 self._retry_later(target, what, write)
-                API_WRITES.labels(what, error_code(error)).inc()
-            else:
-                self._failed.pop(target, None)
-                API_WRITES.labels(what, "ok").inc()
+            API_WRITES.labels(what, "gone" if error.status == 404 else error_code(error)).inc()
+        except Unwritable as error:
+            log.error("writing %s of %s/%s cannot land: %s", what, *target, error)
+            API_WRITES.labels(what, "unwritable").inc()
+        except TRANSPORT_ERRORS as error:
+            log.error("writing %s of %s/%s failed: %r", what, *target, error)
+            self._retry_later(target, what, write)
+            API_WRITES.labels(what, error_code(error)).inc()
+        else:
+            self._failed.pop(target, None)
+            API_WRITES.labels(what, "ok").inc()
 
     def _retry_later(self, target: tuple[str, str], what: str, write: Write) -> None:
         """A write that failed is sent again later, backing off: otherwise the object
@@ -616,10 +667,10 @@ class StatusWriter:
         asyncio.get_running_loop().call_later(delay, self._send_again, target)
 
     def _send_again(self, target: tuple[str, str]) -> None:
-        # The last write that failed, unless a newer one is queued or went through, or
-        # the object was forgotten.
+        # The last write that failed, unless a newer one is queued, being sent or went
+        # through, or the object was forgotten.
         failed = self._failed.get(target)
-        if failed is not None and target not in self._queue:
+        if failed is not None and target not in self._queue and target not in self._sending:
             self._enqueue(target, *failed[1:])
 
     async def _patch_status(self, path: str, body: JSON, content_type: str = MERGE_PATCH) -> object:
@@ -650,15 +701,18 @@ class StatusWriter:
                 # Not written: leading again, the next session compares with the watch.
                 self._written.pop(target, None)
             self._queue.clear()
+        # Nor are those that failed, which are not sent again.
+        for target in self._failed:
+            self._written.pop(target, None)
         self._failed.clear()
 
 
 def _group_event(condition: Condition) -> tuple[str, str, str]:
     """A group's condition as an event: its type, reason and note."""
-    if condition.type == "Unschedulable":
+    if condition.type == UNSCHEDULABLE:
         return "Warning", "FailedScheduling", condition.message
     if condition.status == "True":
-        return "Normal", "Scheduled", condition.message
+        return "Normal", SCHEDULED, condition.message
     return "Normal", condition.reason, condition.message
 
 
@@ -674,11 +728,11 @@ def _pod_group_scheduled(
     (its status has no field for it, and kube-scheduler leaves the message empty)."""
     if condition is None:
         return None
-    if condition.type == "Scheduled" and condition.status == "True":
+    if condition.type == SCHEDULED and condition.status == "True":
         placed = "" if domain is None else f"{TOPOLOGY_DOMAIN_MESSAGE} {domain.tier}={domain.name}"
-        return Condition(POD_GROUP_SCHEDULED, POD_GROUP_SCHEDULED_REASON, placed)
+        return Condition(POD_GROUP_SCHEDULED, SCHEDULED, placed)
     if (
-        condition.type != "Unschedulable"
+        condition.type != UNSCHEDULABLE
         or _shown_condition(shown, POD_GROUP_SCHEDULED).get("status") == "True"
     ):
         return None

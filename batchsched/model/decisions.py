@@ -124,6 +124,12 @@ class Nomination(_PickledAsFields):
         return f"{self.namespace}/{self.name}"
 
 
+# A PodGroup condition's types. A Scheduled one's reason is Scheduled too, as is the
+# reason kube-scheduler gives Kubernetes' PodGroupScheduled condition once placed.
+SCHEDULED = "Scheduled"
+UNSCHEDULABLE = "Unschedulable"
+
+
 @dataclass(frozen=True, slots=True)
 class Condition(_PickledAsFields):
     """A PodGroup condition: type Scheduled or Unschedulable, with a reason a user can act

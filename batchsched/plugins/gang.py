@@ -28,7 +28,14 @@ from batchsched.api.nativegroups import NATIVE_API, awaiting_members
 from batchsched.api.objects import GroupPhase
 from batchsched.framework.session import Session
 from batchsched.framework.topology import whole_ask
-from batchsched.model.decisions import Condition, Decisions, JobStatus, TopologyDomain
+from batchsched.model.decisions import (
+    SCHEDULED,
+    UNSCHEDULABLE,
+    Condition,
+    Decisions,
+    JobStatus,
+    TopologyDomain,
+)
 from batchsched.model.reasons import Code
 from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.plugins.arguments import check_keys
@@ -201,7 +208,7 @@ class Gang:
         )
         if phase == "Running":
             status.condition = Condition(
-                "Scheduled", "Scheduled", f"{scheduled}/{job.min_member} members scheduled"
+                SCHEDULED, SCHEDULED, f"{scheduled}/{job.min_member} members scheduled"
             )
         elif overdue is not None:
             status.condition = self._timed_out(job, overdue)
@@ -210,7 +217,7 @@ class Gang:
             admitted = job.awaits_pods and phase == "Inqueue"
             waiting = AWAITING_PODS if admitted else "waiting to be scheduled"
             message = session.job_reasons.get(job.key, waiting)
-            status.condition = Condition("Unschedulable", reason, message)
+            status.condition = Condition(UNSCHEDULABLE, reason, message)
         return status
 
     def _timed_out(self, job: JobInfo, timeout: float) -> Condition:
@@ -222,9 +229,7 @@ class Gang:
             if reason is not None and reason.code is not Code.GATED:
                 pending[task.key] = reason.reworded(self._after_timeout(job, timeout, reason))
         message = self.session.job_reasons.get(job.key, "waiting to be scheduled")
-        return Condition(
-            "Unschedulable", TIMEOUT_REASON, self._after_timeout(job, timeout, message)
-        )
+        return Condition(UNSCHEDULABLE, TIMEOUT_REASON, self._after_timeout(job, timeout, message))
 
     def _after_timeout(self, job: JobInfo, timeout: float, message: str) -> str:
         if self.fail_on_timeout:
@@ -245,7 +250,7 @@ def _landed(decisions: Decisions) -> dict[str, list[str]]:
 
 def _in_domain(condition: Condition, domain: TopologyDomain) -> Condition:
     """A running gang's condition names the domain holding it."""
-    if condition.type != "Scheduled":
+    if condition.type != SCHEDULED:
         return condition
     return replace(condition, message=f"{condition.message} in {domain.tier} {domain.name}")
 

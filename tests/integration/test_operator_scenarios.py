@@ -166,13 +166,6 @@ def settles(kube: Kube, namespace: str, expected: Simulated, what: str) -> None:
 
 CONFIGS = {"binpack-tfjob.yaml": "examples/config/binpack-seed.yaml"}
 EXAMPLES = sorted(path.name for path in (REPO / "examples").glob("*.yaml"))
-# An open race, seen once in three runs: a gang member's waiting message can keep the
-# words of a session before the resource-claim controller made its partner's claim
-# ("ResourceClaim not created yet") while the partner's is rewritten. Not strict: the
-# example must pass whenever the race is not hit.
-RACES = {
-    "dra-gpus.yaml": "a member's waiting message may stay from before its partner's claim was made"
-}
 
 
 @pytest.fixture(scope="session")
@@ -185,15 +178,7 @@ def claim_controller(control_plane: ControlPlane) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "example",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(reason=RACES[name], strict=False))
-        if name in RACES
-        else name
-        for name in EXAMPLES
-    ],
-)
+@pytest.mark.parametrize("example", EXAMPLES)
 def test_an_example_ends_as_the_simulator_says(
     example: str,
     kube: Kube,

@@ -9,6 +9,7 @@ from prometheus_client import REGISTRY
 from batchsched.api.objects import GroupPhase, PodGroup, Queue, Task
 from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.k8s.client import ApiError
+from batchsched.k8s.fence import Fenced
 from batchsched.k8s.status import QueueUsage, StatusWriter, quantity
 from batchsched.model.decisions import Binding, Condition, JobStatus, TopologyDomain
 from batchsched.model.reasons import SESSION, Code, Reason
@@ -463,6 +464,107 @@ async def test_a_write_that_failed_is_sent_again_later(monkeypatch: pytest.Monke
     assert first == again
 
 
+class LandingApi(RecordingApi):
+    """An API server whose writes land when they are answered, and whose first write to
+    pod p's status is slow: it is answered only once a request about pod q comes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown: dict[str, str] = {}
+        self.landed = 0
+        self._q_came = asyncio.Event()
+
+    async def request(
+        self, method: str, path: str, body: object = None, *, content_type: str = ""
+    ) -> dict[str, object]:
+        self.requests.append((method, path, body))
+        if "/pods/q/" in path:
+            self._q_came.set()
+        elif path.endswith("/pods/p/status") and len(self.sent("PATCH", "/pods/p/")) == 1:
+            await self._q_came.wait()
+        if method == "PATCH" and path.endswith("/status") and isinstance(body, dict):
+            self.shown[path] = body["status"]["conditions"][0]["message"]
+            self.landed += 1
+        return {}
+
+
+async def test_a_newer_reason_waits_for_an_older_one_on_its_way_to_the_same_pod() -> None:
+    """Two writes to one pod on their way at once may land in either order; the older,
+    landing last, would stay for good, as what the writer remembers writing is the
+    newer. So a gang member told it waits for its partner's claim kept those words after
+    a later session (the claim made) found no node with room for their claims."""
+    api = LandingApi()
+    status = writer(api)
+    claim = "gang ns/g: 1 of 2 members may be placed; ns/q: ResourceClaim not created yet"
+    room = "0/3 nodes are available: 3 cannot allocate all claims."
+    status.pods({"ns/p": waiting(claim)}, {})
+    task = asyncio.create_task(status.run())
+    async with asyncio.timeout(30):
+        while not api.sent("PATCH", "/pods/p/status"):
+            await asyncio.sleep(0.001)
+        status.pods({"ns/p": waiting(room), "ns/q": waiting(room)}, {})
+        while api.landed < 3:
+            await asyncio.sleep(0.001)
+    task.cancel()
+    assert api.shown["/api/v1/namespaces/ns/pods/p/status"] == room
+    sent = [body["status"]["conditions"][0]["message"] for body in api.sent("PATCH", "/pods/p/")]
+    assert sent == [claim, room]
+
+
+async def test_a_reason_whose_write_failed_is_written_again_once_leading_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A write that failed waits to be sent again; the lease lost meanwhile, it is
+    dropped, and the pod shows what it showed before: the same reason from a later
+    session must be written, not taken for written."""
+    monkeypatch.setattr("batchsched.k8s.status.RETRY_LATER_SECONDS", 3600.0)
+    lease = [30.0]
+    refused = [True]
+
+    def answer(method: str, path: str, body: object) -> dict[str, object]:
+        if method == "PATCH" and refused[0]:
+            refused[0] = False
+            raise ApiError(method, path, 422, {"message": "refused once"})
+        return {}
+
+    api = RecordingApi(answer)
+    status = writer(api)
+    status.valid_for = lambda: lease[0]
+    reason = waiting("0/2 nodes are available: 2 Insufficient cpu.")
+    status.pods({"ns/p": reason}, {})
+    await settle(status)
+    lease[0] = 0.0
+    status.pods({"ns/q": reason}, {})
+    await settle(status)
+    lease[0] = 30.0
+    status.pods({"ns/p": reason}, {})
+    await settle(status)
+    assert len(api.sent("PATCH", "/pods/p/status")) == 2
+
+
+async def test_a_reason_whose_write_was_fenced_on_its_way_is_written_again() -> None:
+    """The lease ran out while the write was on its way, and the client refused to send
+    it: leading again, the same reason is written."""
+    lease = [30.0]
+
+    def answer(method: str, path: str, body: object) -> dict[str, object]:
+        if method == "PATCH" and len(api.sent("PATCH")) == 1:
+            lease[0] = 0.0
+            raise Fenced
+        return {}
+
+    api = RecordingApi(answer)
+    status = writer(api)
+    status.valid_for = lambda: lease[0]
+    reason = waiting("0/2 nodes are available: 2 Insufficient cpu.")
+    status.pods({"ns/p": reason}, {})
+    await settle(status)
+    lease[0] = 30.0
+    status.pods({"ns/p": reason}, {})
+    await settle(status)
+    assert len(api.sent("PATCH", "/pods/p/status")) == 2
+
+
 def writes(result: str) -> float:
     labels = {"kind": "podgroup_status", "result": result}
     return REGISTRY.get_sample_value("batchsched_api_writes_total", labels) or 0.0
@@ -689,6 +791,53 @@ async def test_the_hypernode_annotation_survives_a_newer_status_queued_over_it()
     [patch] = api.sent("PATCH", "/apis/scheduling.volcano.sh/v1beta1/namespaces/ns/podgroups/g")
     assert patch["metadata"] == {"annotations": {"volcano.sh/job-allocated-hypernode": "r1"}}
     assert patch["status"]["running"] == 2
+
+
+@pytest.mark.parametrize("failed", [False, True])
+async def test_the_hypernode_annotation_is_written_again_when_its_write_was_dropped(
+    failed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group's status already shows what the session says, and only its domain is
+    new: the write carrying the annotation is dropped with the lease, while queued or
+    (`failed`) while waiting to be sent again. Leading again, the annotation is written,
+    though the status did not change."""
+    monkeypatch.setattr("batchsched.k8s.status.RETRY_LATER_SECONDS", 3600.0)
+    lease = [30.0]
+    path = "/apis/scheduling.volcano.sh/v1beta1/namespaces/ns/podgroups/g"
+
+    def answer(method: str, path: str, body: object) -> dict[str, object]:
+        if failed and method == "PATCH" and len(api.sent("PATCH", path)) == 2:
+            raise ApiError(method, path, 422, {"message": "refused once"})
+        return {}
+
+    api = RecordingApi(answer)
+    status = writer(api)
+    status.valid_for = lambda: lease[0]
+    volcano = peer_group("scheduling.volcano.sh/v1beta1")
+    status.groups({"ns/g": in_rack(None)}, volcano)
+    await settle(status)
+    [first] = api.sent("PATCH", path)
+    assert "metadata" not in first
+    # The watch saw that write land.
+    status.observe("PodGroup scheduling.volcano.sh/v1beta1", "ns/g", first["status"])
+    status.groups({"ns/g": in_rack()}, volcano)
+    if failed:
+        await settle(status)
+    lease[0] = 0.0
+    # Something else to write, which finds the lease lost.
+    status.pods({"ns/p": waiting("waiting")}, {})
+    await settle(status)
+    assert len(api.sent("PATCH", path)) == 1 + failed
+    lease[0] = 30.0
+    status.groups({"ns/g": in_rack()}, volcano)
+    status.groups({"ns/g": in_rack()}, volcano)
+    await settle(status)
+    again = api.sent("PATCH", path)[-1]
+    assert again["metadata"] == {"annotations": {"volcano.sh/job-allocated-hypernode": "r1"}}
+    # Written, it is not written again.
+    status.groups({"ns/g": in_rack()}, volcano)
+    await settle(status)
+    assert len(api.sent("PATCH", path)) == 2 + failed
 
 
 async def test_a_native_group_names_its_domain_in_its_scheduled_message() -> None:
