@@ -63,7 +63,6 @@ from bench.e2e import start_operator
 from bench.gang_parity import (
     POLL_SECONDS,
     SCHEDULER_CONFIG,
-    _condition,
     operator_check,
     wait_synced,
 )
@@ -88,7 +87,7 @@ from bench.parity import (
     scenario_rng,
 )
 from tests.support import ControlPlane, Kube, component_binary, find_assets
-from tests.support.kube import JSON
+from tests.support.kube import JSON, condition
 from tests.support.objects import load_manifests, pod
 
 CONTROLLER_BINARY = "kube-controller-manager"
@@ -198,7 +197,7 @@ class SideRunner:
         self.kube.create(scenario.for_side(fence, self.side))
         path = f"/api/v1/namespaces/{namespace}/pods/{BARRIER}"
         deadline = time.monotonic() + STEP_TIMEOUT
-        while not _condition(self.kube.get(path).expect(200), "PodScheduled"):
+        while not condition(self.kube.get(path).expect(200), "PodScheduled"):
             self._check(deadline, f"{self.side.name} never answered {path}")
         seen, since = self._state(namespace), time.monotonic()
         while time.monotonic() - since < settle:
@@ -225,7 +224,7 @@ class SideRunner:
         for name in scenario.pods:
             obj = self.kube.get(f"/api/v1/namespaces/{namespace}/pods/{name}").expect(200)
             node = obj["spec"].get("nodeName")
-            message = str((_condition(obj, "PodScheduled") or {}).get("message", ""))
+            message = str((condition(obj, "PodScheduled") or {}).get("message", ""))
             if not node:
                 found[name] = PodAnswer(None, message=message)
                 continue
