@@ -87,6 +87,7 @@ BINDING_CONDITION = "Attached"
 BINDING_FAILURE = "AttachFailed"
 # Keeps a deleted claim, being deleted, until the run's teardown takes it off.
 HOLD_FINALIZER = "draconf.batchsched.io/hold"
+DELETED_AT = "2026-01-01T00:00:00Z"
 
 
 @dataclass(frozen=True)
@@ -200,8 +201,12 @@ class Scenario:
     def case_objects(self, side: Side) -> list[JSON]:
         """The scenario as one input for `batchsched simulate`: the namespace, the
         cluster, the devices in use and the unit."""
-        objects = (*self.cluster, *self.existing, *self.unit)
-        return [self.namespace_object(side), *(self.for_side(o, side) for o in objects)]
+        found = [self.for_side(o, side) for o in (*self.cluster, *self.existing, *self.unit)]
+        for obj in found:
+            if obj["kind"] == "ResourceClaim" and obj["metadata"]["name"] in self.deleted:
+                # As the API server shows it once deleted, its finalizer holding it.
+                obj["metadata"]["deletionTimestamp"] = DELETED_AT
+        return [self.namespace_object(side), *found]
 
 
 # What a side answered, per pod of the unit.
