@@ -751,7 +751,7 @@ def _consumable_capacity(rng: random.Random, draft: _Draft) -> str | None:
         )
     ]
     devices.pop("constraints", None)
-    return f"consumable capacity: {count} x {amount or 'the default'}"
+    return f"instead, consumable capacity: {count} x {amount or 'the default'}"
 
 
 def _binding_conditions(rng: random.Random, draft: _Draft) -> str | None:
@@ -797,12 +797,13 @@ def _per_device_nodes(rng: random.Random, draft: _Draft) -> str | None:
     fabric["spec"]["perDeviceNodeSelection"] = True
     draft.cluster.objects.append(fabric)
     count = rng.randint(1, 2)
-    if rng.random() < 0.5:
+    alone = rng.random() < 0.5
+    if alone:
         # Links alone, so that which nodes they reach decides.
         devices["requests"] = []
         devices.pop("constraints", None)
     devices["requests"].append(exactly("link", NIC_CLASS, count=count))
-    return f"per-device node selection, {count} link(s)"
+    return f"{'instead, ' if alone else ''}{count} link(s) of per-device node selection"
 
 
 def _taint_rule(rng: random.Random, draft: _Draft) -> str | None:
