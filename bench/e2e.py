@@ -113,7 +113,7 @@ from typing import Any
 
 from batchsched.api.groups import OUR_API
 from batchsched.api.nativegroups import NATIVE_API
-from batchsched.k8s.client import JSON, Api
+from batchsched.k8s.client import JSON, Api, ApiError
 from batchsched.k8s.credentials import Credentials, load_credentials
 from batchsched.k8s.protobuf import PROTOBUF
 
@@ -155,6 +155,9 @@ from tests.support.objects import load_manifests, pod, pod_group
 FLOOR = REPO / "bench" / "floor.py"
 NOBODY = "no-scheduler"
 DELETE_BATCH = 1000
+# A collection's deletion timed out by the API server, and how often it is asked again.
+TIMEOUT_STATUS = 504
+DELETE_TRIES = 5
 BATCH_LABEL = "bench-batch"
 END_TO_END = "end_to_end"
 KUBE_PHASE = "kube_scheduler"
@@ -322,11 +325,19 @@ async def delete_pods(api: Api, namespace: str, pods: int) -> None:
     """Delete the namespace's pods and wait until they are gone, leaving the nodes free."""
 
     async def delete(batch: int) -> None:
-        await api.request(
-            "DELETE",
-            f"/api/v1/namespaces/{namespace}/pods?labelSelector={BATCH_LABEL}%3D{batch}",
-            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
-        )
+        for attempt in range(DELETE_TRIES):
+            try:
+                await api.request(
+                    "DELETE",
+                    f"/api/v1/namespaces/{namespace}/pods?labelSelector={BATCH_LABEL}%3D{batch}",
+                    {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                )
+                return
+            except ApiError as error:
+                # On a loaded machine the server may time out a collection's deletion
+                # (504) while it goes on; asking again deletes what is left.
+                if error.status != TIMEOUT_STATUS or attempt == DELETE_TRIES - 1:
+                    raise
 
     # In batches: the API server gives up on deleting tens of thousands in one call.
     await bounded(4, delete, range(pods // DELETE_BATCH + 1))
