@@ -13,6 +13,9 @@ Then one unit arrives: a pod, or a gang of pods (a Kubernetes PodGroup whose min
 its size), with claims from a template or by name (new, or one already allocated and
 shared), whose requests mix ExactCount and All, firstAvailable, selectors on attributes,
 capacity and versions, matchAttribute and distinctAttribute constraints and tolerations.
+Last, one kind of scenario drawn by weight (KINDS) may add to it: admin access,
+consumable capacity, devices with binding conditions, per-device node selection, a
+DeviceTaintRule, a claim being deleted.
 
 bench/dra_parity.py runs the scenario through both schedulers on one API server. Each
 side has its own copy: nodes named apart and labelled with the side (every pod selects
