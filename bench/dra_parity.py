@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from batchsched.api.dra import TAINT_RULE_API
 from batchsched.config.load import default_config
 from batchsched.sim.simulator import simulate
 
@@ -62,7 +63,6 @@ from bench.e2e import start_operator
 from bench.gang_parity import (
     POLL_SECONDS,
     SCHEDULER_CONFIG,
-    _condition,
     operator_check,
     wait_synced,
 )
@@ -87,7 +87,7 @@ from bench.parity import (
     scenario_rng,
 )
 from tests.support import ControlPlane, Kube, component_binary, find_assets
-from tests.support.kube import JSON
+from tests.support.kube import JSON, condition
 from tests.support.objects import load_manifests, pod
 
 CONTROLLER_BINARY = "kube-controller-manager"
@@ -98,6 +98,11 @@ PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{}/podgroups"
 CONFIRM_FACTOR = 3
 # The longest the controller may take to make a pod's claims, or a scheduler to answer.
 STEP_TIMEOUT = 60.0
+# The gang run's control plane, serving DeviceTaintRules too (off by default in 1.36).
+TAINT_RULES_GATE = {"DRADeviceTaintRules": True}
+DRA_GATES = {**GATES, **TAINT_RULES_GATE}
+DRA_SCHEDULER_GATES = {**SCHEDULER_GATES, **TAINT_RULES_GATE}
+DRA_RUNTIME_CONFIG = {**RUNTIME_CONFIG, TAINT_RULE_API: True}
 # Verdicts of a scenario.
 SAME = "same"
 ALTERNATIVES = "both valid"
@@ -126,9 +131,7 @@ class SideRunner:
             self.teardown(scenario)
 
     def create(self, scenario: Scenario) -> None:
-        namespace = scenario.namespace(self.side)
-        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-        self.kube.post("/api/v1/namespaces", body).expect(201, 409)
+        self.kube.post("/api/v1/namespaces", scenario.namespace_object(self.side)).expect(201, 409)
         for obj in scenario.cluster:
             found = scenario.for_side(obj, self.side)
             if found["kind"] == "Node":
@@ -150,11 +153,19 @@ class SideRunner:
             status["reservedFor"] = [
                 {"resource": "pods", "name": holder["name"], "uid": holder["uid"]}
             ]
-            path = f"{self._path(found)}/status"
-            self.kube.patch(path, {"status": status}).expect(200)
+            path = self._path(found)
+            self.kube.patch(f"{path}/status", {"status": status}).expect(200)
+            self._delete_if_asked(scenario, found)
         for obj in scenario.unit:
-            self.kube.create(scenario.for_side(obj, self.side))
+            found = scenario.for_side(obj, self.side)
+            self.kube.create(found)
+            self._delete_if_asked(scenario, found)
         self._claims_made(scenario)
+
+    def _delete_if_asked(self, scenario: Scenario, obj: JSON) -> None:
+        """A claim the scenario deletes, at once: its finalizer keeps it, being deleted."""
+        if obj["kind"] == "ResourceClaim" and obj["metadata"]["name"] in scenario.deleted:
+            self.kube.delete(self._path(obj)).expect(200)
 
     def _claims_made(self, scenario: Scenario) -> None:
         """Until the resource-claim controller has made every claim of the unit's pods
@@ -186,7 +197,7 @@ class SideRunner:
         self.kube.create(scenario.for_side(fence, self.side))
         path = f"/api/v1/namespaces/{namespace}/pods/{BARRIER}"
         deadline = time.monotonic() + STEP_TIMEOUT
-        while not _condition(self.kube.get(path).expect(200), "PodScheduled"):
+        while not condition(self.kube.get(path).expect(200), "PodScheduled"):
             self._check(deadline, f"{self.side.name} never answered {path}")
         seen, since = self._state(namespace), time.monotonic()
         while time.monotonic() - since < settle:
@@ -213,7 +224,7 @@ class SideRunner:
         for name in scenario.pods:
             obj = self.kube.get(f"/api/v1/namespaces/{namespace}/pods/{name}").expect(200)
             node = obj["spec"].get("nodeName")
-            message = str((_condition(obj, "PodScheduled") or {}).get("message", ""))
+            message = str((condition(obj, "PodScheduled") or {}).get("message", ""))
             if not node:
                 found[name] = PodAnswer(None, message=message)
                 continue
@@ -273,10 +284,12 @@ class SideRunner:
         ]
         nodes = self.kube.get("/api/v1/nodes", query={"labelSelector": f"{SIDE_LABEL}={namespace}"})
         found.extend(_items(nodes.expect(200), "v1", "Node"))
-        for kind, plural in (("DeviceClass", "deviceclasses"), ("ResourceSlice", "resourceslices")):
-            listed = _items(
-                self.kube.get(f"{DRA}/{plural}").expect(200), "resource.k8s.io/v1", kind
-            )
+        for api, kind, plural in (
+            ("resource.k8s.io/v1", "DeviceClass", "deviceclasses"),
+            ("resource.k8s.io/v1", "ResourceSlice", "resourceslices"),
+            (TAINT_RULE_API, "DeviceTaintRule", "devicetaintrules"),
+        ):
+            listed = _items(self.kube.get(f"/apis/{api}/{plural}").expect(200), api, kind)
             found.extend(o for o in listed if _of_domain(o, domain))
         for api, kind, path in (
             ("v1", "Pod", f"/api/v1/namespaces/{namespace}/pods"),
@@ -326,7 +339,13 @@ def _items(listed: JSON, api: str, kind: str) -> list[JSON]:
 
 
 def _of_domain(obj: JSON, domain: str) -> bool:
-    name = obj["spec"].get("driver") if obj["kind"] == "ResourceSlice" else obj["metadata"]["name"]
+    spec = obj["spec"]
+    if obj["kind"] == "ResourceSlice":
+        name = spec.get("driver")
+    elif obj["kind"] == "DeviceTaintRule":
+        name = spec["deviceSelector"].get("driver")
+    else:
+        name = obj["metadata"]["name"]
     return str(name).endswith(domain)
 
 
@@ -420,7 +439,9 @@ def schedulers(
         component_binary(assets, CONTROLLER_BINARY), controllers=CONTROLLERS
     )
     plane.start_scheduler(
-        component_binary(assets, SCHEDULER_BINARY), SCHEDULER_CONFIG, feature_gates=SCHEDULER_GATES
+        component_binary(assets, SCHEDULER_BINARY),
+        SCHEDULER_CONFIG,
+        feature_gates=DRA_SCHEDULER_GATES,
     )
     kube = plane.kube()
     with tempfile.TemporaryDirectory() as scratch:
@@ -453,8 +474,8 @@ def start_plane(assets: Path) -> ControlPlane:
     return ControlPlane.start(
         assets,
         crds=load_manifests(REPO / "crds"),
-        feature_gates=GATES,
-        runtime_config=RUNTIME_CONFIG,
+        feature_gates=DRA_GATES,
+        runtime_config=DRA_RUNTIME_CONFIG,
     )
 
 
@@ -475,6 +496,12 @@ def run(args: argparse.Namespace) -> JSON:
 
 def summary(args: argparse.Namespace, results: list[Outcome], out: Path, seconds: float) -> JSON:
     verdicts: Counter[str] = Counter(r.verdict for r in results)
+    kinds: dict[str, Counter[str]] = {}
+    for r in results:
+        counts = kinds.setdefault(r.scenario.kind, Counter())
+        counts[r.verdict] += 1
+        counts["pods"] += len(r.kube)
+        counts["placed by kube-scheduler"] += sum(a.node is not None for a in r.kube.values())
     cases: list[str] = []
     pods = placed_kube = placed_ours = placed_alike = devices_compared = 0
     for r in results:
@@ -503,6 +530,8 @@ def summary(args: argparse.Namespace, results: list[Outcome], out: Path, seconds
         # Scenarios alike (same nodes and devices), alike but for the node where more
         # than one is right (each valid for the other), and different.
         "verdicts": dict(verdicts),
+        # The same per kind of scenario (bench/dra_scenarios.py, KINDS), with its pods.
+        "by_kind": {k: dict(v) for k, v in sorted(kinds.items())},
         "devices_compared": devices_compared,
         "disagreements": len(cases),
         "cases": cases,

@@ -13,6 +13,9 @@ Then one unit arrives: a pod, or a gang of pods (a Kubernetes PodGroup whose min
 its size), with claims from a template or by name (new, or one already allocated and
 shared), whose requests mix ExactCount and All, firstAvailable, selectors on attributes,
 capacity and versions, matchAttribute and distinctAttribute constraints and tolerations.
+Last, one kind of scenario drawn by weight (KINDS) may add to it: admin access,
+consumable capacity, devices with binding conditions, per-device node selection, a
+DeviceTaintRule, a claim being deleted.
 
 bench/dra_parity.py runs the scenario through both schedulers on one API server. Each
 side has its own copy: nodes named apart and labelled with the side (every pod selects
@@ -25,11 +28,14 @@ from __future__ import annotations
 import copy
 import json
 import random
+import uuid
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 import yaml
+
+from batchsched.api.dra import ADMIN_ACCESS_LABEL, TAINT_RULE_API
 
 from bench.gang_scenarios import OURS, OWN, Side
 from tests.support.kube import JSON
@@ -73,6 +79,18 @@ WHOLE_GPU = (7, "80Gi")
 POD_CLAIM = "devices"
 # The first claim in use, which a unit may share.
 SHARED = "used-0"
+# The kind of a scenario none of KINDS changed.
+PLAIN = "plain"
+# GPUs several claims share, each consuming part of their memory (consumable capacity).
+SHARED_CLASS = f"shared.{GPU}"
+SHARED_MEMORY = "40Gi"
+MEMORY_POLICY = {"default": "10Gi", "validRange": {"min": "10Gi", "step": "10Gi"}}
+# What a device with binding conditions waits for (set by its driver, never here).
+BINDING_CONDITION = "Attached"
+BINDING_FAILURE = "AttachFailed"
+# Keeps a deleted claim, being deleted, until the run's teardown takes it off.
+HOLD_FINALIZER = "draconf.batchsched.io/hold"
+DELETED_AT = "2026-01-01T00:00:00Z"
 
 
 @dataclass(frozen=True)
@@ -90,6 +108,12 @@ class Scenario:
     # The unit asks for All the devices of a kind.
     all_mode: bool = False
     round: int = 0
+    # Labels of the scenario's namespace (admin access needs one).
+    namespace_labels: tuple[tuple[str, str], ...] = ()
+    # Claims deleted as soon as they are made (a finalizer keeps them, being deleted).
+    deleted: tuple[str, ...] = ()
+    # The kind of scenario (KINDS), for the report.
+    kind: str = PLAIN
 
     @property
     def pods(self) -> list[str]:
@@ -119,10 +143,14 @@ class Scenario:
             meta["labels"]["kubernetes.io/hostname"] = meta["name"]
         elif kind == "ResourceSlice":
             meta["name"] = f"{self.namespace(side)}-{meta['name']}"
-            if "nodeName" in spec:
-                spec["nodeName"] = self.node_name(side, spec["nodeName"])
-            for term in (spec.get("nodeSelector") or {}).get("nodeSelectorTerms", ()):
-                term["matchExpressions"].append(self._side_requirement(side))
+            # Under perDeviceNodeSelection each device says which nodes it reaches.
+            for reach in (spec, *spec.get("devices", ())):
+                if "nodeName" in reach:
+                    reach["nodeName"] = self.node_name(side, reach["nodeName"])
+                for term in (reach.get("nodeSelector") or {}).get("nodeSelectorTerms", ()):
+                    term["matchExpressions"].append(self._side_requirement(side))
+        elif kind == "DeviceTaintRule":
+            meta["name"] = f"{self.namespace(side)}-{meta['name']}"
         elif kind != "DeviceClass":
             meta["namespace"] = self.namespace(side)
         if kind == "Pod":
@@ -160,38 +188,28 @@ class Scenario:
                 resources["requests"] = {**resources["requests"], **pin}
                 resources["limits"] = pin
             unit.append(found)
-        return Scenario(
-            self.index,
-            self.cluster,
-            self.existing,
-            tuple(unit),
-            self.traits,
-            self.all_mode,
-            self.round + 1,
-        )
+        return replace(self, unit=tuple(unit), round=self.round + 1)
 
     def again(self) -> Scenario:
         """The same scenario under new names, to run it a second time."""
-        return Scenario(
-            self.index,
-            self.cluster,
-            self.existing,
-            self.unit,
-            self.traits,
-            self.all_mode,
-            self.round + 1,
-        )
+        return replace(self, round=self.round + 1)
+
+    def namespace_object(self, side: Side) -> JSON:
+        return {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": self.namespace(side), "labels": dict(self.namespace_labels)},
+        }
 
     def case_objects(self, side: Side) -> list[JSON]:
         """The scenario as one input for `batchsched simulate`: the namespace, the
         cluster, the devices in use and the unit."""
-        namespace: JSON = {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": self.namespace(side)},
-        }
-        objects = (*self.cluster, *self.existing, *self.unit)
-        return [namespace, *(self.for_side(o, side) for o in objects)]
+        found = [self.for_side(o, side) for o in (*self.cluster, *self.existing, *self.unit)]
+        for obj in found:
+            if obj["kind"] == "ResourceClaim" and obj["metadata"]["name"] in self.deleted:
+                # As the API server shows it once deleted, its finalizer holding it.
+                obj["metadata"]["deletionTimestamp"] = DELETED_AT
+        return [self.namespace_object(side), *found]
 
 
 # What a side answered, per pod of the unit.
@@ -334,7 +352,21 @@ def generate(rng: random.Random, index: int) -> Scenario:
     existing = _existing(cluster)
     shared = any(o["metadata"]["name"] == SHARED for o in existing)
     unit, traits, all_mode = _unit(rng, shared, vf)
-    return Scenario(index, tuple(cluster.objects), tuple(existing), tuple(unit), traits, all_mode)
+    draft = _Draft(cluster, existing, unit, list(traits))
+    # Drawn from a stream of its own, so that adding a kind leaves the scenarios of the
+    # others as they were.
+    kind = _add_kind(random.Random(rng.random()), draft)
+    return Scenario(
+        index,
+        tuple(cluster.objects),
+        tuple(existing),
+        tuple(unit),
+        tuple(draft.traits),
+        all_mode,
+        namespace_labels=tuple(sorted(draft.labels.items())),
+        deleted=tuple(draft.deleted),
+        kind=kind,
+    )
 
 
 def _add_node(cluster: _Cluster, name: str) -> None:
@@ -468,24 +500,28 @@ def _existing(cluster: _Cluster) -> list[JSON]:
         klass = MIG_CLASS if all(partitions) else GPU_CLASS
         if any(partitions) and not all(partitions):
             picked = [d for d in picked if "mig" not in d]
-        claim = f"used-{i}"
         results = [{"request": "gpu", "driver": GPU, "pool": name, "device": d} for d in picked]
-        allocation = {
-            "devices": {"results": results},
-            "nodeSelector": {
-                "nodeSelectorTerms": [
-                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}
-                ]
-            },
-        }
-        holder = _pod(f"user-{i}", node_name=name, claims={POD_CLAIM: {"resourceClaimName": claim}})
-        found.append(holder)
-        found.append(
-            resource_claim(
-                claim, exactly("gpu", klass, count=len(picked)), status={"allocation": allocation}
-            )
-        )
+        request = exactly("gpu", klass, count=len(picked))
+        found.extend(_in_use(f"used-{i}", f"user-{i}", name, request, results))
     return found
+
+
+def _in_use(
+    claim: str, holder: str, node_name: str, request: JSON, results: list[JSON]
+) -> list[JSON]:
+    """A pod bound to `node_name` and its claim of `request`, allocated `results` there."""
+    allocation = {
+        "devices": {"results": results},
+        "nodeSelector": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+            ]
+        },
+    }
+    return [
+        _pod(holder, node_name=node_name, claims={POD_CLAIM: {"resourceClaimName": claim}}),
+        resource_claim(claim, request, status={"allocation": allocation}),
+    ]
 
 
 def _unit(rng: random.Random, shared: bool, vf: bool) -> tuple[list[JSON], tuple[str, ...], bool]:
@@ -618,6 +654,219 @@ def _selectors(rng: random.Random) -> list[str]:
     if roll < 0.52:
         return [f'"{GPU}" in device.attributes && device.attributes["{GPU}"].index % 2 == 0']
     return []
+
+
+# Kinds of scenario beyond the plain one, each a change to a drafted scenario.
+
+
+@dataclass
+class _Draft:
+    """A scenario being built: the lists are changed in place."""
+
+    cluster: _Cluster
+    existing: list[JSON]
+    unit: list[JSON]
+    traits: list[str]
+    labels: dict[str, str] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted(self.cluster.racks)
+
+    def unit_devices(self) -> JSON | None:
+        """The `devices` of the unit's own claim or template (None: it shares a claim in
+        use)."""
+        for obj in self.unit:
+            if obj["kind"] == "ResourceClaim":
+                found: JSON = obj["spec"]["devices"]
+                return found
+            if obj["kind"] == "ResourceClaimTemplate":
+                found = obj["spec"]["spec"]["devices"]
+                return found
+        return None
+
+
+def _admin_access(rng: random.Random, draft: _Draft) -> str | None:
+    """A request with admin access to GPUs, which may take devices in use."""
+    devices = draft.unit_devices()
+    if devices is None:
+        return None
+    if rng.random() < 0.3:
+        request = exactly("watch", GPU_CLASS, mode="All", admin=True)
+    else:
+        request = exactly("watch", GPU_CLASS, count=rng.randint(1, 2), admin=True)
+    devices["requests"].append(request)
+    # The API server refuses a claim asking admin access in a namespace without it.
+    draft.labels[ADMIN_ACCESS_LABEL] = "true"
+    return "admin access"
+
+
+def _consumable_capacity(rng: random.Random, draft: _Draft) -> str | None:
+    """GPUs shared by several claims (allowMultipleAllocations), each claim consuming
+    part of their memory, rounded by a requestPolicy; some already partly consumed."""
+    devices = draft.unit_devices()
+    if devices is None:
+        return None
+    draft.cluster.objects.append(
+        device_class(
+            SHARED_CLASS,
+            f'device.driver == "{GPU}" && device.attributes["{GPU}"].type == "shared"',
+        )
+    )
+    for i, name in enumerate(draft.nodes):
+        if rng.random() < 0.4:
+            continue
+        pool = f"{name}-shared"
+        shared = [
+            device(
+                f"shared-{d}",
+                attributes={"type": {"string": "shared"}, "index": {"int": d}},
+                capacity={"memory": SHARED_MEMORY},
+                multiple=True,
+                policies={"memory": MEMORY_POLICY},
+            )
+            for d in range(rng.randint(1, 2))
+        ]
+        draft.cluster.objects.append(
+            resource_slice(pool, driver=GPU, pool=pool, devices=shared, node_name=name)
+        )
+        if rng.random() < 0.5:
+            used = rng.choice(("10Gi", "20Gi", "30Gi"))
+            result = {
+                "request": "share",
+                "driver": GPU,
+                "pool": pool,
+                "device": "shared-0",
+                "shareID": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                "consumedCapacity": {"memory": used},
+            }
+            request = exactly("share", SHARED_CLASS, capacity={"memory": used})
+            draft.existing.extend(_in_use(f"sharing-{i}", f"sharer-{i}", name, request, [result]))
+    amount = rng.choice(("5Gi", "10Gi", "15Gi", "30Gi", "40Gi", ""))
+    count = rng.randint(1, 2)
+    devices["requests"] = [
+        exactly(
+            "share",
+            SHARED_CLASS,
+            count=count,
+            capacity={"memory": amount} if amount else None,
+        )
+    ]
+    devices.pop("constraints", None)
+    return f"instead, consumable capacity: {count} x {amount or 'the default'}"
+
+
+def _binding_conditions(rng: random.Random, draft: _Draft) -> str | None:
+    """One node's whole GPUs (some or all) wait for their driver's conditions before
+    a pod may use them."""
+    name = rng.choice(draft.nodes)
+    gpu_slice = next(o for o in draft.cluster.objects if o["metadata"]["name"] == f"{name}-gpu")
+    for d in gpu_slice["spec"]["devices"]:
+        if d["attributes"]["type"] == {"string": "gpu"} and rng.random() < 0.7:
+            d["bindingConditions"] = [BINDING_CONDITION]
+            d["bindingFailureConditions"] = [BINDING_FAILURE]
+    return f"binding conditions on {name}"
+
+
+def _per_device_nodes(rng: random.Random, draft: _Draft) -> str | None:
+    """A NIC pool whose devices each say which nodes they reach (perDeviceNodeSelection):
+    a node, a rack, or all; and a request for one of its kind."""
+    devices = draft.unit_devices()
+    if devices is None:
+        return None
+    links = []
+    for i in range(rng.randint(2, 4)):
+        link = device(
+            f"link-{i}",
+            attributes={
+                "type": {"string": "nic"},
+                "rdma": {"bool": True},
+                PCIE_ROOT: {"string": f"pci{i % 2}"},
+            },
+        )
+        roll = rng.random()
+        if roll < 0.5:
+            link["nodeName"] = rng.choice(draft.nodes)
+        elif roll < 0.8:
+            rack = rng.choice(("r0", "r1"))
+            terms = [{"matchExpressions": [{"key": RACK, "operator": "In", "values": [rack]}]}]
+            link["nodeSelector"] = {"nodeSelectorTerms": terms}
+        else:
+            link["allNodes"] = True
+        links.append(link)
+    fabric = resource_slice("fabric", driver=NIC, pool="fabric", devices=links)
+    del fabric["spec"]["allNodes"]
+    fabric["spec"]["perDeviceNodeSelection"] = True
+    draft.cluster.objects.append(fabric)
+    count = rng.randint(1, 2)
+    alone = rng.random() < 0.5
+    if alone:
+        # Links alone, so that which nodes they reach decides.
+        devices["requests"] = []
+        devices.pop("constraints", None)
+    devices["requests"].append(exactly("link", NIC_CLASS, count=count))
+    return f"{'instead, ' if alone else ''}{count} link(s) of per-device node selection"
+
+
+def _taint_rule(rng: random.Random, draft: _Draft) -> str | None:
+    """A DeviceTaintRule tainting one node's GPU pool, or one device of it."""
+    name = rng.choice(draft.nodes)
+    selector = {"driver": GPU, "pool": name}
+    if rng.random() < 0.5:
+        selector["device"] = "gpu-0"
+    effect = rng.choice(("NoSchedule", "NoSchedule", "NoExecute", "None"))
+    draft.cluster.objects.append(
+        {
+            "apiVersion": TAINT_RULE_API,
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": "taint"},
+            "spec": {
+                "deviceSelector": selector,
+                "taint": {"key": TAINT_KEY, "value": "rule", "effect": effect},
+            },
+        }
+    )
+    return f"DeviceTaintRule {effect} on {'/'.join(selector.values())}"
+
+
+def _claim_deleted(rng: random.Random, draft: _Draft) -> str | None:
+    """A claim being deleted (a finalizer holds it): the unit's own claim, which its
+    pods may not use, or one in use, whose devices stay taken."""
+    candidates = [o for o in draft.unit if o["kind"] == "ResourceClaim"]
+    if not candidates or rng.random() < 0.4:
+        candidates.extend(o for o in draft.existing if o["kind"] == "ResourceClaim")
+    if not candidates:
+        return None
+    claim = rng.choice(candidates)
+    claim["metadata"]["finalizers"] = [HOLD_FINALIZER]
+    draft.deleted.append(claim["metadata"]["name"])
+    return f"claim {claim['metadata']['name']} being deleted"
+
+
+Kind = Callable[[random.Random, _Draft], str | None]
+# Each kind by name, and its weight; the plain scenario (None) changes nothing. A kind
+# that does not apply to the unit drawn (e.g. one sharing a claim in use) leaves it plain.
+KINDS: dict[str, tuple[Kind | None, float]] = {
+    PLAIN: (None, 0.5),
+    "admin access": (_admin_access, 0.08),
+    "consumable capacity": (_consumable_capacity, 0.09),
+    "binding conditions": (_binding_conditions, 0.07),
+    "per-device node selection": (_per_device_nodes, 0.09),
+    "DeviceTaintRule": (_taint_rule, 0.09),
+    "claim being deleted": (_claim_deleted, 0.08),
+}
+
+
+def _add_kind(rng: random.Random, draft: _Draft) -> str:
+    """Apply a kind drawn by weight to `draft`; its name, PLAIN if it did not apply."""
+    (name,) = rng.choices(list(KINDS), weights=[w for _, w in KINDS.values()])
+    change = KINDS[name][0]
+    said = change(rng, draft) if change is not None else None
+    if said is None:
+        return PLAIN
+    draft.traits.append(said)
+    return name
 
 
 def _pod(

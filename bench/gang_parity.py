@@ -79,7 +79,7 @@ from bench.parity import (
 )
 from bench.parity_scenarios import KUBE_SCHEDULER
 from tests.support import ControlPlane, ControlPlaneError, Kube, component_binary, find_assets
-from tests.support.kube import JSON
+from tests.support.kube import JSON, condition
 from tests.support.objects import load_manifests, member, node
 
 # kube-scheduler scores nodes as batchsched's default does (binpack is MostAllocated
@@ -190,7 +190,7 @@ class SideRunner:
         self._create(fence)
         path = f"/api/v1/namespaces/{namespace}/pods/{fence['metadata']['name']}"
         deadline = time.monotonic() + STEP_TIMEOUT
-        while not _condition(self.kube.get(path).expect(200), "PodScheduled"):
+        while not condition(self.kube.get(path).expect(200), "PodScheduled"):
             self._check(deadline, f"{self.side.name} never answered {path}", POLL_SECONDS)
         seen, since = self._read(namespace), time.monotonic()
         while time.monotonic() - since < settle:
@@ -232,19 +232,11 @@ class SideRunner:
                 self.kube.delete(f"/api/v1/nodes/{name}").expect(200, 404)
 
 
-def _condition(obj: JSON, kind: str) -> JSON | None:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition["type"] == kind:
-            found: JSON = condition
-            return found
-    return None
-
-
 def _decided(obj: JSON, kind: str) -> JSON:
     """What read_state and the quiet check look at: the spec, and the one condition
     (which carries no times, as a rewrite of the same answer changes nothing)."""
-    condition = _condition(obj, kind)
-    status = {"conditions": [{"type": kind, "status": condition["status"]}]} if condition else {}
+    found = condition(obj, kind)
+    status = {"conditions": [{"type": kind, "status": found["status"]}]} if found else {}
     return {"metadata": {"name": obj["metadata"]["name"]}, "spec": obj["spec"], "status": status}
 
 
@@ -267,7 +259,7 @@ def refusal(runner: SideRunner) -> str | None:
         runner.teardown(probe)
     if found["spec"].get("nodeName"):
         return None
-    return str((_condition(found, "PodScheduled") or {}).get("message", "not placed"))
+    return str((condition(found, "PodScheduled") or {}).get("message", "not placed"))
 
 
 class Sides:

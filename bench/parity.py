@@ -50,7 +50,7 @@ from tests.support import (
     component_binary,
     find_assets,
 )
-from tests.support.kube import JSON
+from tests.support.kube import JSON, condition
 
 SCHEDULER_BINARY = "kube-scheduler"
 # kube-scheduler's own configuration: every node is scored (the pinned question needs
@@ -105,10 +105,10 @@ class KubeSide:
             node = found["spec"].get("nodeName")
             if node:
                 return Answer(node)
-            for condition in found.get("status", {}).get("conditions") or []:
-                if condition["type"] == "PodScheduled" and condition["reason"] == "Unschedulable":
-                    self.kube.delete(path, grace_period_seconds=0).expect(200, 404)
-                    return Answer(None, condition.get("message", ""))
+            scheduled = condition(found, "PodScheduled")
+            if scheduled is not None and scheduled["reason"] == "Unschedulable":
+                self.kube.delete(path, grace_period_seconds=0).expect(200, 404)
+                return Answer(None, scheduled.get("message", ""))
             if waiting:
                 decided = self._claims_decided(pod, waiting, pin)
                 if decided is not None:

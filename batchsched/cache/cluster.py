@@ -317,12 +317,15 @@ class ClusterCache:
             self.refusals.pop(key, None)
             return
         try:
+            before = store.get(key)
             store[key] = parsed = parse()
             if kind == "Pod":
                 self._keep_assumption(key, parsed)
                 made = self.extended_claims.get(parsed.uid)
                 if made is not None:
                     parsed.extended_claim = made.partition("/")[2]
+            elif kind == "ResourceSlice":
+                _note_binding_conditions(before, parsed)
         except InvalidObject as error:
             store.pop(key, None)
             if kind == "Pod":
@@ -653,3 +656,21 @@ class ClusterCache:
 
 def _queue_rank(api_version: str) -> int:
     return QUEUE_APIS.index(api_version) if api_version in QUEUE_APIS else len(QUEUE_APIS)
+
+
+def _note_binding_conditions(before: ResourceSlice | None, found: ResourceSlice) -> None:
+    """One line when a slice's devices with bindingConditions change: batchsched binds
+    without waiting for a driver's conditions, so it never allocates such a device."""
+    waiting = tuple(d.name for d in found.devices if d.binding_conditions)
+    if not waiting:
+        return
+    if before is not None and waiting == tuple(
+        d.name for d in before.devices if d.binding_conditions
+    ):
+        return
+    log.warning(
+        "ResourceSlice %s: devices %s set bindingConditions; batchsched does not wait for a "
+        "driver's binding conditions before binding, so it never allocates them",
+        found.name,
+        ", ".join(waiting),
+    )

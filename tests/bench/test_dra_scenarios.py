@@ -5,15 +5,20 @@ from pathlib import Path
 
 import pytest
 
+from batchsched.api.dra import ADMIN_ACCESS_LABEL
 from batchsched.config.load import default_config
 from batchsched.sim.loader import load_files
 from batchsched.sim.simulator import simulate
 
+from bench import dra_scenarios
 from bench.dra_scenarios import (
     DOMAIN,
+    KINDS,
     PIN,
+    PLAIN,
     SIDE_LABEL,
     PodAnswer,
+    Scenario,
     case_yaml,
     compare,
     generate,
@@ -75,6 +80,80 @@ def test_scenarios_cover_what_the_run_compares() -> None:
         "a missing class",
     ):
         assert expected in said, expected
+
+
+def _first_of(kind: str) -> Scenario:
+    return next(s for s in (generate(scenario_rng(1, i), i) for i in range(200)) if s.kind == kind)
+
+
+def test_every_kind_is_drawn() -> None:
+    scenarios = [generate(scenario_rng(1, index), index) for index in range(200)]
+    assert {s.kind for s in scenarios} == set(KINDS)
+
+
+def test_a_kind_leaves_the_rest_of_the_scenario_as_the_plain_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    drawn = [generate(scenario_rng(1, index), index) for index in range(60)]
+    monkeypatch.setattr(dra_scenarios, "KINDS", {PLAIN: (None, 1.0)})
+    plain = [generate(scenario_rng(1, index), index) for index in range(60)]
+    for scenario, base in zip(drawn, plain, strict=True):
+        assert base.kind == PLAIN
+        if scenario.kind == PLAIN:
+            assert scenario == base
+        else:
+            # What the kind changed, in words after the plain scenario's.
+            assert scenario.traits[: len(base.traits)] == base.traits
+            assert len(scenario.traits) == len(base.traits) + 1
+            assert {o["metadata"]["name"] for o in base.cluster} <= {
+                o["metadata"]["name"] for o in scenario.cluster
+            }
+
+
+def test_per_device_node_selection_and_taint_rules_are_the_sides_own() -> None:
+    for kind in ("per-device node selection", "DeviceTaintRule"):
+        scenario = _first_of(kind)
+        for side, other in ((KUBE, OURS), (OURS, KUBE)):
+            objects = scenario.case_objects(side)
+            assert scenario.domain(other) not in json.dumps(objects)
+            for obj in objects:
+                if obj["kind"] == "DeviceTaintRule":
+                    assert obj["metadata"]["name"].startswith(scenario.namespace(side))
+                    assert obj["spec"]["deviceSelector"]["driver"].endswith(scenario.domain(side))
+                if obj["kind"] != "ResourceSlice" or not obj["spec"].get("perDeviceNodeSelection"):
+                    continue
+                for device in obj["spec"]["devices"]:
+                    if "nodeName" in device:
+                        assert device["nodeName"].startswith(scenario.namespace(side))
+                    for term in (device.get("nodeSelector") or {}).get("nodeSelectorTerms", ()):
+                        assert {
+                            "key": SIDE_LABEL,
+                            "operator": "In",
+                            "values": [scenario.namespace(side)],
+                        } in term["matchExpressions"]
+
+
+def test_admin_access_labels_the_namespace_and_a_deleted_claim_is_shown_deleted() -> None:
+    admin = _first_of("admin access")
+    assert admin.namespace_object(OURS)["metadata"]["labels"] == {ADMIN_ACCESS_LABEL: "true"}
+    assert admin.pinned({}).namespace_labels == admin.namespace_labels
+    deleted = _first_of("claim being deleted")
+    claims = {
+        o["metadata"]["name"]: o for o in deleted.case_objects(OURS) if o["kind"] == "ResourceClaim"
+    }
+    for name in deleted.deleted:
+        assert "deletionTimestamp" in claims[name]["metadata"]
+        assert claims[name]["metadata"]["finalizers"]
+    assert deleted.again().deleted == deleted.deleted
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_simulator_reads_every_object_of_each_kind(kind: str, tmp_path: Path) -> None:
+    scenario = _first_of(kind)
+    case = tmp_path / "case.yaml"
+    case.write_text(case_yaml(scenario, seed=1, finding="none", kube={}, ours={}))
+    result = simulate(load_files([str(case)]).objects, default_config())
+    assert result.errors == []
 
 
 @pytest.mark.parametrize("index", range(12))

@@ -293,10 +293,19 @@ def _any(_: JSON) -> bool:
     return True
 
 
+def condition(obj: JSON, kind: str) -> JSON | None:
+    """The object's status condition of type `kind`, if it has one."""
+    # An object just created may show `conditions: null` until the server fills them in.
+    for entry in (obj.get("status") or {}).get("conditions") or []:
+        if entry.get("type") == kind:
+            found: JSON = entry
+            return found
+    return None
+
+
 def _established_at(crd: JSON) -> float | None:
     """Unix time (whole seconds, as the server keeps it) the CRD became Established."""
-    # A CRD just created may show `conditions: null` until the server fills them in.
-    for condition in (crd.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Established" and condition.get("status") == "True":
-            return datetime.datetime.fromisoformat(condition["lastTransitionTime"]).timestamp()
-    return None
+    established = condition(crd, "Established")
+    if established is None or established.get("status") != "True":
+        return None
+    return datetime.datetime.fromisoformat(established["lastTransitionTime"]).timestamp()
