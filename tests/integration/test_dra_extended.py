@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from batchsched.api.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from batchsched.api.dra import DEVICE_CLASS_RESOURCE_PREFIX, EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from batchsched.k8s.allocations import FINALIZER
 
 from .conftest import PROJECT_CRDS, kube_controller_manager, kube_scheduler, start_control_plane
@@ -187,6 +187,31 @@ def test_a_pod_asking_an_extended_resource_gets_its_claim_before_its_binding(
     ]
     found = iter(done)
     assert all(step in found for step in steps), done
+
+
+def test_a_class_asked_by_its_implicit_resource_name_gets_its_claim(dra: Dra) -> None:
+    """Every DeviceClass is also the extended resource
+    `deviceclass.resource.kubernetes.io/<class>`, with no `extendedResourceName`: asked
+    so, the pod gets the claim for it as kube-scheduler's own pod does."""
+    ours, theirs = dra.add_nodes(2)
+    for node in (ours, theirs):
+        dra.devices(node, *gpus(3))
+    dra.objects.create(device_class(dra.name("gpu"), f"device.driver == '{DRIVER}'"))
+    resource = f"{DEVICE_CLASS_RESOURCE_PREFIX}{dra.name('gpu')}"
+    dra.start_scheduler()
+    made = asking(dra, "implicit", resource, ours)
+    upstream = asking(dra, "upstream", resource, theirs, scheduler="default-scheduler")
+    assert dra.bound("implicit", "upstream") == {"implicit": ours, "upstream": theirs}
+
+    [claim] = extended_claims(dra, made)
+    [reference] = extended_claims(dra, upstream)
+    assert shape(claim, made, ours) == shape(reference, upstream, theirs)
+    assert len(claim["status"]["allocation"]["devices"]["results"]) == 2
+    assert named_claim(dra, "implicit")["resourceClaimName"] == claim["metadata"]["name"]
+    assert (
+        named_claim(dra, "upstream")["requestMappings"]
+        == named_claim(dra, "implicit")["requestMappings"]
+    )
 
 
 def test_a_refused_bind_deletes_the_claim_and_the_next_attempt_makes_one(
