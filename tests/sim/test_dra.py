@@ -261,3 +261,41 @@ status:
     )
     run = simulate_text(capsys, tmp_path, text)
     assert run.bound() == {"default/first": "n1"}
+
+
+def test_a_claim_allocated_for_a_full_node_is_deallocated_and_its_pod_binds_elsewhere(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The claim holds n2's GPU, where the pod's cpu does not fit, and is reserved for
+    nobody: it is deallocated, as kube-scheduler's PostFilter does, and the pod binds
+    on n1 with n1's GPU."""
+    text = (
+        NODE_AND_GPUS.replace("name: n1", "name: n2")
+        .replace(": n1", ": n2")
+        .replace('cpu: "8"', 'cpu: "1"')
+        .split("---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass")[0]
+        + NODE_AND_GPUS
+        + """---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: held}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu, count: 1}}]}}
+status:
+  allocation:
+    devices:
+      results: [{request: gpu, driver: gpu.example.com, pool: n2, device: gpu-0}]
+    nodeSelector:
+      nodeSelectorTerms:
+      - matchFields: [{key: metadata.name, operator: In, values: [n2]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  schedulerName: batch-scheduler
+  containers: [{name: main, resources: {requests: {cpu: "2"}}}]
+  resourceClaims: [{name: gpu, resourceClaimName: held}]
+"""
+    )
+    run = simulate_text(capsys, tmp_path, text)
+    assert run.bound() == {"default/p": "n1"}
