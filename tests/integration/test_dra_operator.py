@@ -780,3 +780,35 @@ def test_two_claims_share_a_device_allowing_multiple_allocations(dra: Dra) -> No
             "consumedCapacity": {"memory": "16Gi"},
         }
     assert len(share_ids) == 2
+
+
+def test_a_claim_allocated_for_a_node_now_full_is_deallocated_and_its_pod_binds_elsewhere(
+    dra: Dra,
+) -> None:
+    """The claim is allocated on n0 and reserved for its pending pod (what a leader lost
+    between the claim's write and the Binding leaves), and n0 has since been filled by
+    another pod: the pod fits no node, so its claim is deallocated, as kube-scheduler's
+    DynamicResources PostFilter does, and the pod is then allocated and bound on n1."""
+    full, free = dra.add_nodes(2)
+    for node_name in (full, free):
+        dra.devices(node_name, *gpus(1))
+    dra.claim("c", exactly("gpu", dra.device_class()))
+    create(dra.kube, dra.namespace, pod("filler", ROOM, node_name=full))
+    waiting = dra.pod("p", claim="c")
+    path = claims_path(dra.namespace, "c")
+    claim = dra.read_claim("c")
+    claim["metadata"]["finalizers"] = [FINALIZER]
+    dra.kube.put(path, claim).expect(200)
+    result = {"request": "gpu", "driver": DRIVER, "pool": full, "device": "gpu-0"}
+    status = {
+        "allocation": {"devices": {"results": [result]}, "nodeSelector": on_node(full)},
+        "reservedFor": [consumer(waiting)],
+    }
+    dra.kube.patch(f"{path}/status", {"status": status}).expect(200)
+    dra.start_scheduler()
+    assert dra.bound("p") == {"p": free}
+    claim = dra.read_claim("c")
+    assert [(r["pool"], r["device"]) for r in results(claim)] == [(free, "gpu-0")]
+    assert claim["status"]["allocation"]["nodeSelector"] == on_node(free)
+    assert claim["status"]["reservedFor"] == [consumer(waiting)]
+    assert FINALIZER in claim["metadata"]["finalizers"]
