@@ -782,13 +782,10 @@ def test_two_claims_share_a_device_allowing_multiple_allocations(dra: Dra) -> No
     assert len(share_ids) == 2
 
 
-def test_a_claim_allocated_for_a_node_now_full_is_deallocated_and_its_pod_binds_elsewhere(
-    dra: Dra,
-) -> None:
-    """The claim is allocated on n0 and reserved for its pending pod (what a leader lost
-    between the claim's write and the Binding leaves), and n0 has since been filled by
-    another pod: the pod fits no node, so its claim is deallocated, as kube-scheduler's
-    DynamicResources PostFilter does, and the pod is then allocated and bound on n1."""
+def _pinned_to_full_node(dra: Dra) -> tuple[str, str, JSON]:
+    """Nodes `full` and `free` with a GPU each, `full` filled by a pod; the claim `c`
+    allocated `full`'s GPU, given the finalizer and reserved for the pending pod `p`
+    using it (what a leader lost between the claim's write and the Binding leaves)."""
     full, free = dra.add_nodes(2)
     for node_name in (full, free):
         dra.devices(node_name, *gpus(1))
@@ -805,6 +802,16 @@ def test_a_claim_allocated_for_a_node_now_full_is_deallocated_and_its_pod_binds_
         "reservedFor": [consumer(waiting)],
     }
     dra.kube.patch(f"{path}/status", {"status": status}).expect(200)
+    return full, free, waiting
+
+
+def test_a_claim_allocated_for_a_node_now_full_is_deallocated_and_its_pod_binds_elsewhere(
+    dra: Dra,
+) -> None:
+    """The pod fits no node: `full` has no room and its claim's devices are nowhere
+    else, so the claim is deallocated, as kube-scheduler's DynamicResources PostFilter
+    does, and the pod is then allocated and bound on `free`."""
+    _, free, waiting = _pinned_to_full_node(dra)
     dra.start_scheduler()
     assert dra.bound("p") == {"p": free}
     claim = dra.read_claim("c")
@@ -812,3 +819,32 @@ def test_a_claim_allocated_for_a_node_now_full_is_deallocated_and_its_pod_binds_
     assert claim["status"]["allocation"]["nodeSelector"] == on_node(free)
     assert claim["status"]["reservedFor"] == [consumer(waiting)]
     assert FINALIZER in claim["metadata"]["finalizers"]
+
+
+def test_a_claim_reserved_for_another_pod_while_its_deallocation_is_sent_is_kept(
+    dra: Dra, scheduler_accounts: SchedulerAccounts, start_proxy: StartProxy
+) -> None:
+    """The deallocation is held on its way while another pod (of another scheduler) is
+    reserved on the claim: the write, over the version the session's watch showed, is
+    in conflict, and read again the claim is no longer reserved for the waiting pod
+    alone, so its allocation stays; only the waiting pod leaves reservedFor."""
+    full, _, waiting = _pinned_to_full_node(dra)
+    proxy = start_proxy()
+    held = proxy.hang(f"{claims_path(dra.namespace, 'c')}/status")
+    dra.start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("scheduler", server=proxy.url))
+    eventually(lambda: held.held, what="the deallocation sent")
+    other = dra.pod("other", claim="c", scheduler="someone-else")
+    reserved = {"reservedFor": [consumer(waiting), consumer(other)]}
+    path = f"{claims_path(dra.namespace, 'c')}/status"
+    dra.kube.patch(path, {"status": reserved}).expect(200)
+    held.release()
+
+    def settled() -> JSON | None:
+        claim = dra.read_claim("c")
+        return claim if claim["status"].get("reservedFor") == [consumer(other)] else None
+
+    claim = eventually(settled, what="the waiting pod out of reservedFor")
+    assert [(r["pool"], r["device"]) for r in results(claim)] == [(full, "gpu-0")]
+    assert FINALIZER in claim["metadata"]["finalizers"]
+    dra.waiting("p", "resourceclaim not available on the node")
+    assert not placements(dra.kube, dra.namespace)["p"]
