@@ -259,6 +259,7 @@ def _place_tasks(
                     statement.allocate(task, node)
                     continue
                 reason = session.explain(task)
+                session.post_filter(task)
             failed[kind] = reason
             task_failures[task.key] = reason
             if len(statement.placed) - start + len(ordered) - index - 1 < needed:

@@ -290,6 +290,13 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
             f"preempting: room is being made for it on node(s) {some(nominated)}",
             "it binds once the evicted pods have terminated",
         )
+    released = [d.key for d in decisions.deallocations if d.pod in keys]
+    if released:
+        return (
+            f"claim(s) {some(released)} hold devices on nodes where the pod no longer fits, "
+            "so no node takes it; deallocated now, as kube-scheduler's PostFilter does",
+            "nothing to do: the next attempt allocates the claim again where the pod fits",
+        )
     wanted = _wanted(job, task)
     queue = _queue_limit(ran, job, task, wanted)
     if queue is not None:

@@ -54,7 +54,7 @@ from batchsched.framework.devices import (
 )
 from batchsched.framework.plugin import CheckedFilter
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
-from batchsched.model.decisions import DeviceAllocation
+from batchsched.model.decisions import Deallocation, DeviceAllocation
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 
 log = logging.getLogger(__name__)
@@ -754,6 +754,28 @@ class DeviceClaims(CheckedFilter):
         for device in devices:
             where = where & self.inventory.reaches(device)
         return where
+
+    def idle_allocated(self, task: TaskInfo) -> list[tuple[ResourceClaim, BoolArray]]:
+        """The task's claims allocated before the session and reserved for nobody or for
+        the task alone, each with the nodes its allocation may be used on: those
+        kube-scheduler's PostFilter may deallocate."""
+        resolved = self.claims_of(task)
+        if isinstance(resolved, str):
+            return []
+        found = []
+        for key in resolved.keys:
+            claim, held = self.devices.claims.get(key), self.held.get(key)
+            if claim is None or claim.allocation is None or held is None:
+                continue
+            if set(claim.reserved_for) <= {task.pod.uid}:
+                found.append((claim, held.where))
+        return found
+
+    def still_idle(self, deallocation: Deallocation) -> bool:
+        """Whether no pod placed by the session uses the claim (it was decided for a
+        pod that may have been placed since, or shares it with one)."""
+        held = self.held.get(deallocation.key)
+        return held is not None and not held.users
 
     def released_by(self, job: JobInfo, task: TaskInfo, row: int) -> None:
         """The task leaves `row` (its placement undone, or it is evicted): claims no

@@ -26,6 +26,7 @@ from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.decisions import (
     Binding,
     ClaimBinding,
+    Deallocation,
     Decisions,
     DeviceAllocation,
     Unplaced,
@@ -182,6 +183,8 @@ class Session:
                 self.job_reasons[key] = unplaced.job_reason
         # Jobs allocate tried and could place nowhere.
         self.unplaced: set[str] = set()
+        # Task key -> the claim to deallocate for it (post_filter), as first decided.
+        self.deallocations: dict[str, Deallocation] = {}
         # When a job's outcome changes with time alone, if it will (plugins' hooks).
         self.deadlines: Hook[Callable[[JobInfo], float | None]] = Hook(opening)
         self.enqueued: set[str] = set()
@@ -482,6 +485,44 @@ class Session:
         why = ", ".join(sorted(f"{n} {why}" for why, n in reasons.items()))
         return Reason(Code.UNSCHEDULABLE, first, self.unavailable(why, total))
 
+    def post_filter(self, task: TaskInfo) -> None:
+        """For a task no node takes, kube-scheduler's DynamicResources PostFilter
+        (v1.36.3): one of its claims allocated already, whose allocation cannot be used
+        on some node that passed every other filter and which is reserved for nobody or
+        for this pod alone, is to be deallocated, so that the next attempt may allocate
+        it elsewhere (a node gone, or full). Upstream picks at random; the pod's order
+        here keeps sessions reproducible. Once per pod per session, and only when no node
+        takes it: one tried within a topology domain may fit outside it."""
+        claims = self.device_claims
+        if claims is None or task.key in self.deallocations or not claims.concerns(task):
+            return
+        idle = claims.idle_allocated(task)
+        if not idle:
+            return
+        nodes = self.all_nodes
+        reaching: BoolArray = np.ones(self.node_count, dtype=np.bool_)
+        for node_filter in self.filters.callbacks:
+            reaching &= node_filter.filter(task, nodes)
+        for fresh in self.fresh_filters.callbacks:
+            allowed = None if fresh is claims else fresh.mask(task)
+            if allowed is not None:
+                reaching &= allowed
+        allowed = claims.mask(task)
+        if allowed is not None and (reaching & allowed).any():
+            return
+        for claim, where in idle:
+            if (reaching & ~where).any():
+                assert claim.allocation is not None
+                self.deallocations[task.key] = Deallocation(
+                    claim.namespace,
+                    claim.name,
+                    claim.uid,
+                    task.key,
+                    task.pod.uid,
+                    claim.allocation.devices,
+                )
+                return
+
     def unavailable(self, why: str, total: int | None = None) -> str:
         """kube-scheduler's message for a pod no node takes (of `total`, by default
         all), and why."""
@@ -568,6 +609,10 @@ class Session:
                         or NOT_ATTEMPTED
                     )
         self._report_unplaced()
+        claims = self.device_claims
+        self.decisions.deallocations = [
+            d for d in self.deallocations.values() if claims is not None and claims.still_idle(d)
+        ]
         for closer in self.closers:
             closer()
         return self.decisions

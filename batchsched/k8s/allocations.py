@@ -39,6 +39,13 @@ writes nothing, not even an undo. What it leaves (a claim allocated and reserved
 not bound) is what the next leader finds: the pod goes where its claim's devices are, and
 nothing needs writing again.
 
+A claim the session decides to deallocate for a pod no node takes (Decisions.deallocations,
+kube-scheduler's PostFilter) gets the same undo write: its allocation and reservedFor
+cleared over the resourceVersion the watch last showed, then the finalizer taken off;
+only while it is still the claim the session saw, allocated with the same devices,
+reserved for nobody or for that pod alone, and no write of ours is at it (after a
+conflict it is read again and checked again). Fenced as every other write.
+
 Each reply goes to the watch at once (Watch.written), so that the cache shows what was
 written before the watch does; the writes of jobs sharing a claim go one job at a time.
 """
@@ -73,7 +80,7 @@ from batchsched.k8s.client import (
 from batchsched.k8s.events import rfc3339
 from batchsched.k8s.fence import Fenced, fenced
 from batchsched.k8s.watch import DRA_API, RESOURCE_CLAIMS, Watch, resource_version, version_key
-from batchsched.model.decisions import Binding, DeviceAllocation
+from batchsched.model.decisions import Binding, Deallocation, DeviceAllocation
 
 log = logging.getLogger(__name__)
 
@@ -365,6 +372,39 @@ class ClaimWriter:
     async def delete(self, writes: Iterable[ClaimWrite]) -> None:
         await asyncio.gather(*map(self._delete, writes))
 
+    async def deallocate(self, deallocations: Iterable[Deallocation]) -> None:
+        await asyncio.gather(*map(self._deallocate, deallocations))
+
+    async def _deallocate(self, deallocation: Deallocation) -> None:
+        """Clear one claim's allocation and reservedFor, as the module's docstring says."""
+        key, pod = deallocation.key, deallocation.pod_uid
+        if key in self._locks or key in self.cache.assumed_claims:
+            # A pod is being bound with it since the session decided.
+            return
+        write = ClaimWrite(
+            deallocation.namespace,
+            deallocation.claim,
+            deallocation.uid,
+            ((deallocation.pod.partition("/")[2], pod),),
+            None,
+            frozenset(_keys(deallocation.devices)),
+        )
+        try:
+            async with self._lock(key):
+                seen = self._shown(write) or _Seen.of(await self._read(write))
+                if (
+                    seen.uid != write.uid
+                    or seen.deleting
+                    or seen.devices != write.devices
+                    or not seen.reserved <= {pod}
+                ):
+                    return
+                await self._unreserve(write, seen.version, {pod}, deallocate=True)
+        except (Fenced, AllocationFailed, ApiError, *TRANSPORT_ERRORS) as error:
+            log.warning("claim %s: cannot deallocate it: %s", key, error)
+            return
+        log.info("claim %s deallocated: pod %s fits no node with it", key, deallocation.pod)
+
     def _shown(self, write: ClaimWrite) -> _Seen | None:
         """The claim as the watch showed it, when its version is known."""
         claim = self.cache.seen_claim(write.key)
@@ -475,7 +515,12 @@ class ClaimWriter:
                 seen = _Seen.of(await self._read(write))
                 if seen.uid != write.uid:
                     return
-                deallocate = deallocate and seen.reserved <= leaving
+                # Allocated again, or for others since: only the pods leave, if there.
+                deallocate = (
+                    deallocate and seen.reserved <= leaving and seen.devices == write.devices
+                )
+                if not deallocate and not seen.reserved & leaving:
+                    return
                 version = seen.version
                 continue
             self.watch.written(RESOURCE_CLAIMS, reply)

@@ -80,7 +80,7 @@ from batchsched.metrics import (
     SESSION_PEAK_RSS,
     SESSIONS,
 )
-from batchsched.model.decisions import Binding, Decisions
+from batchsched.model.decisions import Binding, Deallocation, Decisions
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import Snapshot
 from batchsched.scheduler import run_session
@@ -138,6 +138,7 @@ class SessionLoop:
         # Jobs of the running session that _accept did not send.
         self._dropped: set[str] = set()
         self._sweep: asyncio.Task[None] | None = None
+        self._releasing: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         """Runs sessions until cancelled; started before the informers' first pages."""
@@ -231,6 +232,7 @@ class SessionLoop:
             self.watch.changes.note(urgent=True)
         self.evictor.submit(decisions.evictions, decisions.nominations)
         self._delete_leftovers()
+        self._deallocate(decisions.deallocations)
         seconds = time.perf_counter() - started
         SESSION_DURATION.observe(seconds)
         SESSIONS.labels("ran").inc()
@@ -252,6 +254,14 @@ class SessionLoop:
         self._sweep = (
             asyncio.create_task(self.binder.devices.delete(leftovers)) if leftovers else None
         )
+
+    def _deallocate(self, deallocations: list[Deallocation]) -> None:
+        """Clear, in the background, the claims the session decided to deallocate for
+        pods no node took (kube-scheduler's PostFilter). While an earlier session's are
+        still being written, this one's wait: the next session decides them again."""
+        if not deallocations or (self._releasing is not None and not self._releasing.done()):
+            return
+        self._releasing = asyncio.create_task(self.binder.devices.deallocate(deallocations))
 
     def _accept(self, bindings: Sequence[Binding]) -> None:
         """Assume and send one job's bindings, unless the cluster moved under them."""

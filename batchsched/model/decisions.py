@@ -66,6 +66,27 @@ class DeviceAllocation(_PickledAsFields):
         return f"{self.namespace}/{self.claim}"
 
 
+@dataclass(frozen=True, slots=True)
+class Deallocation(_PickledAsFields):
+    """A ResourceClaim allocated already for nodes where its pending pod cannot go,
+    reserved for nobody or for that pod alone, to be deallocated (allocation and
+    reservedFor cleared) so that the pod's next attempt may allocate it elsewhere: what
+    kube-scheduler's DynamicResources PostFilter does for a pod no node takes."""
+
+    namespace: str
+    claim: str
+    uid: str
+    # The pod it was decided for ("ns/name") and its uid.
+    pod: str
+    pod_uid: str
+    # The devices the session saw allocated: the claim is left alone if they changed.
+    devices: tuple[AllocatedDevice, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.claim}"
+
+
 @dataclass(slots=True)
 class Binding(_PickledAsFields):
     namespace: str
@@ -198,6 +219,8 @@ class Decisions:
     # Pods to evict, and pending pods' nominated nodes to write (preempt and reclaim).
     evictions: list[Eviction] = field(default_factory=list)
     nominations: list[Nomination] = field(default_factory=list)
+    # Claims of pods no node took, to deallocate (at most one per pod).
+    deallocations: list[Deallocation] = field(default_factory=list)
     # Jobs allocate tried and could place nowhere, that made no room by evicting and
     # hold none (starving): nothing in this session would place them.
     unplaced: dict[str, Unplaced] = field(default_factory=dict)

@@ -10,6 +10,8 @@ resource-claim controller and for the claim writes of the scheduler.
   status.reservedFor), and a claim already allocated gets the pod added to reservedFor.
 - A pod that finishes or is evicted leaves its claims' reservedFor, and a claim no pod
   is reserved for loses its allocation: its devices are free again.
+- A claim the session decides to deallocate for a pod no node takes (kube-scheduler's
+  PostFilter) loses its allocation and reservedFor, if it is still as the session saw it.
 - The claim for a pod's extended resources backed by devices is made as kube-scheduler
   makes it in PreBind (owned by the pod, named `<pod>-extended-resources-<5
   characters>`), allocated and reserved for the pod; it goes with the pod.
@@ -33,7 +35,7 @@ from batchsched.api.objects import Task
 from batchsched.api.pods import pod_uid
 from batchsched.cache.cluster import ClusterCache
 from batchsched.framework.deviceclaims import EXTENDED_CLAIM_SUFFIX
-from batchsched.model.decisions import DeviceAllocation
+from batchsched.model.decisions import Deallocation, DeviceAllocation
 
 # The characters Kubernetes' generated names draw from (no vowels, no look-alikes).
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -170,6 +172,23 @@ def release(cache: ClusterCache, task: Task) -> None:
             continue
         reserved = tuple(uid for uid in claim.reserved_for if uid != task.uid)
         cache.resource_claims[key] = _cleared(claim, reserved)
+
+
+def deallocate(cache: ClusterCache, deallocation: Deallocation) -> bool:
+    """The scheduler's PostFilter write: the claim's allocation and reservedFor cleared,
+    if it is still the claim the session saw, allocated with the same devices and
+    reserved for nobody or for that pod alone; whether it was."""
+    claim = cache.resource_claims.get(deallocation.key)
+    if (
+        claim is None
+        or claim.uid != deallocation.uid
+        or claim.allocation is None
+        or claim.allocation.devices != deallocation.devices
+        or not set(claim.reserved_for) <= {deallocation.pod_uid}
+    ):
+        return False
+    cache.resource_claims[deallocation.key] = _cleared(claim, ())
+    return True
 
 
 def _cleared(claim: ResourceClaim, reserved: tuple[str, ...]) -> ResourceClaim:

@@ -50,7 +50,7 @@ from batchsched.framework.devices import DeviceMemo
 from batchsched.model.decisions import ClaimBinding, Decisions, Eviction, Nomination
 from batchsched.model.snapshot import Snapshot
 from batchsched.scheduler import run_session
-from batchsched.sim.claims import release, write_allocations
+from batchsched.sim.claims import deallocate, release, write_allocations
 
 # A guard against a plugin that keeps binding forever; real inputs settle far sooner.
 MAX_SESSIONS = 10_000
@@ -135,6 +135,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
                 _settle(events.cache, claim)
             write_allocations(events.cache, events.cache.tasks[binding.key], binding.devices)
             events.bind(binding.key, binding.node, binding.gpu_index, now=now)
+        released = [d for d in decisions.deallocations if deallocate(events.cache, d)]
         for status in decisions.jobs.values():
             group = events.cache.pod_groups.get(status.key)
             if group is not None:
@@ -153,6 +154,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
             or decisions.evictions
             or any(nominated)
             or leftovers
+            or released
             or snapshot.held_back
         ):
             now += config.schedule_period

@@ -65,6 +65,7 @@ CPU = {"cpu": "100m", "memory": "64Mi"}
 ROOM = {"cpu": "8", "memory": "16Gi"}
 GROUP_KEY = "scheduling.batchsched.io/group-name"
 ADMIN_LABEL = "resource.kubernetes.io/admin-access"
+HOSTNAME = "kubernetes.io/hostname"
 RBAC = Path(__file__).resolve().parents[2] / "manifests" / "rbac.yaml"
 
 
@@ -780,3 +781,77 @@ def test_two_claims_share_a_device_allowing_multiple_allocations(dra: Dra) -> No
             "consumedCapacity": {"memory": "16Gi"},
         }
     assert len(share_ids) == 2
+
+
+def pinned_to_full_node(
+    dra: Dra, name: str = "p", *, reserved: bool = True, **options: Any
+) -> tuple[str, str, JSON]:
+    """Nodes `full` and `free` with a GPU each, `full` filled by a pod; the claim `name`
+    allocated `full`'s GPU and given the finalizer, then the pending pod `name` using
+    it, kept to these two nodes, and, when `reserved`, the pod in the claim's
+    reservedFor (what a leader lost between the claim's write and the Binding leaves);
+    `options` go to the pod (its scheduler)."""
+    full, free = dra.add_nodes(2)
+    for node_name in (full, free):
+        dra.devices(node_name, *gpus(1))
+    dra.claim(name, exactly("gpu", dra.device_class(f"gpu-{name}")))
+    create(dra.kube, dra.namespace, pod(f"{name}-filler", ROOM, node_name=full))
+    path = claims_path(dra.namespace, name)
+    claim = dra.read_claim(name)
+    claim["metadata"]["finalizers"] = [FINALIZER]
+    dra.kube.put(path, claim).expect(200)
+    result = {"request": "gpu", "driver": DRIVER, "pool": full, "device": "gpu-0"}
+    allocation = {"devices": {"results": [result]}, "nodeSelector": on_node(full)}
+    dra.kube.patch(f"{path}/status", {"status": {"allocation": allocation}}).expect(200)
+    term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [full, free]}]}
+    nodes = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    waiting = dra.pod(name, claim=name, spec={"affinity": {"nodeAffinity": nodes}}, **options)
+    if reserved:
+        status = {"reservedFor": [consumer(waiting)]}
+        dra.kube.patch(f"{path}/status", {"status": status}).expect(200)
+    return full, free, waiting
+
+
+def test_a_claim_allocated_for_a_node_now_full_is_deallocated_and_its_pod_binds_elsewhere(
+    dra: Dra,
+) -> None:
+    """The pod fits no node: `full` has no room and its claim's devices are nowhere
+    else, so the claim is deallocated, as kube-scheduler's DynamicResources PostFilter
+    does, and the pod is then allocated and bound on `free`."""
+    _, free, waiting = pinned_to_full_node(dra)
+    dra.start_scheduler()
+    assert dra.bound("p") == {"p": free}
+    claim = dra.read_claim("p")
+    assert [(r["pool"], r["device"]) for r in results(claim)] == [(free, "gpu-0")]
+    assert claim["status"]["allocation"]["nodeSelector"] == on_node(free)
+    assert claim["status"]["reservedFor"] == [consumer(waiting)]
+    assert FINALIZER in claim["metadata"]["finalizers"]
+
+
+def test_a_claim_reserved_for_another_pod_while_its_deallocation_is_sent_is_kept(
+    dra: Dra, scheduler_accounts: SchedulerAccounts, start_proxy: StartProxy
+) -> None:
+    """The deallocation is held on its way while another pod (of another scheduler) is
+    reserved on the claim: the write, over the version the session's watch showed, is
+    in conflict, and read again the claim is no longer reserved for the waiting pod
+    alone, so its allocation stays; only the waiting pod leaves reservedFor."""
+    full, _, waiting = pinned_to_full_node(dra)
+    proxy = start_proxy()
+    held = proxy.hang(f"{claims_path(dra.namespace, 'p')}/status")
+    dra.start_scheduler(kubeconfig=scheduler_accounts.kubeconfig("scheduler", server=proxy.url))
+    eventually(lambda: held.held, what="the deallocation sent")
+    other = dra.pod("other", claim="p", scheduler="someone-else")
+    reserved = {"reservedFor": [consumer(waiting), consumer(other)]}
+    path = f"{claims_path(dra.namespace, 'p')}/status"
+    dra.kube.patch(path, {"status": reserved}).expect(200)
+    held.release()
+
+    def settled() -> JSON | None:
+        claim = dra.read_claim("p")
+        return claim if claim["status"].get("reservedFor") == [consumer(other)] else None
+
+    claim = eventually(settled, what="the waiting pod out of reservedFor")
+    assert [(r["pool"], r["device"]) for r in results(claim)] == [(full, "gpu-0")]
+    assert FINALIZER in claim["metadata"]["finalizers"]
+    dra.waiting("p", "resourceclaim not available on the node")
+    assert not placements(dra.kube, dra.namespace)["p"]

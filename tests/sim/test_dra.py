@@ -5,10 +5,16 @@ with their pods, and `explain` naming what no node meets."""
 from pathlib import Path
 
 import pytest
+import yaml
 
 from batchsched.cli import main
+from batchsched.config.load import default_config
+from batchsched.explain.analysis import explain
+from batchsched.explain.session import run_once
+from batchsched.explain.target import Target
 
 from .harness import EXAMPLES, simulate_text
+from tests.support.objects import at, cache_of
 
 NODE_AND_GPUS = """---
 apiVersion: v1
@@ -261,3 +267,58 @@ status:
     )
     run = simulate_text(capsys, tmp_path, text)
     assert run.bound() == {"default/first": "n1"}
+
+
+PINNED_TO_FULL_NODE = (
+    NODE_AND_GPUS.replace("name: n1", "name: n2")
+    .replace(": n1", ": n2")
+    .replace('cpu: "8"', 'cpu: "1"')
+    .split("---\napiVersion: resource.k8s.io/v1\nkind: DeviceClass")[0]
+    + NODE_AND_GPUS
+    + """---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: held}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu, count: 1}}]}}
+status:
+  allocation:
+    devices:
+      results: [{request: gpu, driver: gpu.example.com, pool: n2, device: gpu-0}]
+    nodeSelector:
+      nodeSelectorTerms:
+      - matchFields: [{key: metadata.name, operator: In, values: [n2]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  schedulerName: batch-scheduler
+  containers: [{name: main, resources: {requests: {cpu: "2"}}}]
+  resourceClaims: [{name: gpu, resourceClaimName: held}]
+"""
+)
+
+
+def test_a_claim_allocated_for_a_full_node_is_deallocated_and_its_pod_binds_elsewhere(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The claim holds n2's GPU, where the pod's cpu does not fit, and is reserved for
+    nobody: it is deallocated, as kube-scheduler's PostFilter does, and the pod binds
+    on n1 with n1's GPU."""
+    run = simulate_text(capsys, tmp_path, PINNED_TO_FULL_NODE)
+    assert run.bound() == {"default/p": "n1"}
+
+
+def test_explain_on_a_cluster_says_a_claim_pinned_to_a_full_node_is_deallocated() -> None:
+    """As `batchsched explain` runs one session over a live cluster (a simulation has
+    applied the deallocation by its end)."""
+    cache = cache_of(yaml.safe_load_all(PINNED_TO_FULL_NODE))
+    ran = run_once(cache, default_config(), now=at(0))
+    found = explain(ran, Target(kind="pod", namespace="default", name="p"))
+    assert found.cause == (
+        "claim(s) default/held hold devices on nodes where the pod no longer fits, "
+        "so no node takes it; deallocated now, as kube-scheduler's PostFilter does"
+    )
+    assert found.remedy == (
+        "nothing to do: the next attempt allocates the claim again where the pod fits"
+    )

@@ -21,6 +21,7 @@ from tests.support.objects import (
     node,
     placements,
     pod,
+    pod_group,
     resource_claim,
     resource_slice,
 )
@@ -693,3 +694,153 @@ def test_a_waiting_pod_whose_claim_is_left_from_an_earlier_attempt_waits_for_its
         f"ResourceClaim default/p-extended-resources-left1 {LEFT_FROM_EARLIER}"
         in decisions.pending["default/p"]
     )
+
+
+# kube-scheduler's DynamicResources PostFilter: a claim allocated for a node where its
+# pod cannot go is deallocated, so that it may be allocated elsewhere next time.
+
+
+def _pinned_to_full(status: dict[str, Any], *more: dict[str, Any]) -> Decisions:
+    """Claim `held` allocated n2's GPU with `status`; n2 has no cpu left for the pod
+    `p` using it, n1 has a free GPU and room."""
+    pinned = claimed("p", "held", created=1)
+    pinned["metadata"]["uid"] = "uid-p"
+    pinned["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "2"}}
+    objects = [
+        node("n1"),
+        node("n2", cpu="1"),
+        gpus("n1", 1),
+        gpus("n2", 1),
+        GPU_CLASS,
+        gpu_claim("held", status=status),
+        pinned,
+        *more,
+    ]
+    return decide(objects)
+
+
+def _released(decisions: Decisions) -> list[tuple[str, str]]:
+    return [(d.key, d.pod) for d in decisions.deallocations]
+
+
+def test_a_claim_allocated_where_its_pod_does_not_fit_is_deallocated() -> None:
+    status = _allocated_on("n2", "gpu-0", "x")
+    del status["reservedFor"]
+    decisions = _pinned_to_full(status)
+    assert placements(decisions) == {}
+    assert decisions.pending["default/p"] == (
+        "0/2 nodes are available: 1 Insufficient cpu, 1 resourceclaim not available on the node."
+    )
+    assert _released(decisions) == [("default/held", "default/p")]
+    (deallocation,) = decisions.deallocations
+    assert [d.id for d in deallocation.devices] == [f"{DRIVER}/n2/gpu-0"]
+    assert deallocation.pod_uid == "uid-p"
+
+
+def test_a_claim_reserved_for_its_pod_alone_is_deallocated_and_one_of_another_is_not() -> None:
+    assert _released(_pinned_to_full(_allocated_on("n2", "gpu-0", "uid-p"))) == [
+        ("default/held", "default/p")
+    ]
+    assert _released(_pinned_to_full(_allocated_on("n2", "gpu-0", "other"))) == []
+
+
+def test_a_claim_allocated_for_a_node_gone_is_deallocated() -> None:
+    status = _allocated_on("gone", "gpu-0", "uid-p")
+    pinned = claimed("p", "held")
+    pinned["metadata"]["uid"] = "uid-p"
+    decisions = decide(
+        [node("n1"), gpus("n1", 1), GPU_CLASS, gpu_claim("held", status=status), pinned]
+    )
+    assert decisions.pending["default/p"] == (
+        "0/1 nodes are available: 1 resourceclaim not available on the node."
+    )
+    assert _released(decisions) == [("default/held", "default/p")]
+
+
+def test_no_claim_is_deallocated_when_no_other_node_passes_the_other_filters() -> None:
+    """n1 is full too: the claim is not what keeps the pod waiting (upstream's Filter
+    never saw a node its node selector fails on)."""
+    status = _allocated_on("n2", "gpu-0", "x")
+    del status["reservedFor"]
+    filler = pod("filler", {"cpu": "8"}, node_name="n1", phase="Running")
+    decisions = _pinned_to_full(status, filler)
+    assert decisions.pending["default/p"] == "0/2 nodes are available: 2 Insufficient cpu."
+    assert _released(decisions) == []
+
+
+def test_no_claim_is_deallocated_for_a_pod_that_fits_where_it_is_allocated() -> None:
+    decisions = decide(
+        [
+            node("n1"),
+            node("n2"),
+            gpus("n1", 1),
+            gpus("n2", 1),
+            GPU_CLASS,
+            gpu_claim("held", status=_allocated_on("n2", "gpu-0", "uid-p")),
+            claimed("p", "held"),
+        ]
+    )
+    assert placements(decisions) == {"default/p": "n2"}
+    assert decisions.deallocations == []
+
+
+def test_a_claim_another_pod_of_the_session_is_placed_with_is_kept() -> None:
+    """`first` is placed on n2 with the shared claim and fills it; `p` then fits no
+    node, but the claim is now in use."""
+    status = _allocated_on("n2", "gpu-0", "x")
+    del status["reservedFor"]
+    first = claimed("first", "held", created=0)
+    first["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    decisions = _pinned_to_full(status, first)
+    assert placements(decisions) == {"default/first": "n2"}
+    assert "default/p" in decisions.pending
+    assert decisions.deallocations == []
+
+
+def test_one_claim_per_pod_is_deallocated() -> None:
+    status = _allocated_on("n2", "gpu-0", "uid-p")
+    second = _allocated_on("n2", "gpu-1", "uid-p")
+    pinned = claimed("p", "held", "also")
+    pinned["metadata"]["uid"] = "uid-p"
+    decisions = decide(
+        [
+            node("n1"),
+            gpus("n1", 2),
+            gpus("n2", 2),
+            GPU_CLASS,
+            gpu_claim("held", status=status),
+            gpu_claim("also", status=second),
+            pinned,
+        ]
+    )
+    assert _released(decisions) == [("default/held", "default/p")]
+
+
+def test_a_gang_member_pinned_to_a_full_node_has_its_claim_deallocated() -> None:
+    """The gang's first member fits n1; the second's claim holds n2's GPU, n2 has no
+    room for it: the gang waits whole this session, the claim is deallocated, and the
+    member then takes n1's other GPU with it."""
+    status = _allocated_on("n2", "gpu-0", "x")
+    del status["reservedFor"]
+    members = []
+    for index, claim in enumerate(("free", "held")):
+        member = claimed(f"m{index}", claim, group="g", created=index)
+        member["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "2"}}
+        members.append(member)
+    objects = [
+        node("n1"),
+        node("n2", cpu="1"),
+        gpus("n1", 2),
+        gpus("n2", 1),
+        GPU_CLASS,
+        pod_group("g", 2),
+        gpu_claim("free"),
+        gpu_claim("held", status=status),
+        *members,
+    ]
+    decisions = decide(objects)
+    assert placements(decisions) == {}
+    assert _released(decisions) == [("default/held", "default/m1")]
+    objects[7] = gpu_claim("held")
+    again = decide(objects)
+    assert placements(again) == {"default/m0": "n1", "default/m1": "n1"}
