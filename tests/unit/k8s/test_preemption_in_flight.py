@@ -143,7 +143,7 @@ async def test_writes_still_queued_once_the_preemptor_is_bound_are_dropped() -> 
     cluster(loop.watch)
     cache = loop.cache
     handed_over(loop.evictor)
-    assert cache.tasks["default/nightly-4"].deleting
+    assert cache.evicting == {"default/nightly-4": "uid-nightly-4"}
     assert cache.tasks["default/train-0"].nominated_node == "node-b"
     # A session binds train before the evictor's workers get to the writes.
     cache.assume("default/train-0", "node-b")
