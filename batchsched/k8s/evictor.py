@@ -84,7 +84,8 @@ class _Refused(Exception):
 
 
 class _Moot(Exception):
-    """The preemptor the eviction was for has been placed meanwhile."""
+    """The preemptor a write was for (its victim's eviction, its own nomination) has
+    been bound meanwhile."""
 
 
 class Evictor:
