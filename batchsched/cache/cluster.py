@@ -213,6 +213,15 @@ class ClusterCache:
         # nodeName. They outlive updates of the pod, which would otherwise make a decided
         # pod look pending again.
         self.assumed: dict[str, tuple[str, tuple[int, ...]]] = {}
+        # "ns/name" -> uid of a pod whose eviction the evictor was handed: it shows as
+        # being deleted until the watch shows it so (or gone), or the eviction is not
+        # carried out, so that no session counts it as a victim still to take, nor its
+        # preemptor as a pod still to make room for.
+        self.evicting: dict[str, str] = {}
+        # "ns/name" -> (uid, node or "" to clear, the nominated node the watch shows) of
+        # a nomination the evictor was handed: the pod shows it until the watch does, or
+        # the write fails, as kube-scheduler's nominator holds a preemptor's node.
+        self.nominating: dict[str, tuple[str, str, str | None]] = {}
         # "ns/name" -> the last refusal of a bind of the pod, kept until the pod is gone.
         self.refusals: dict[str, Refusal] = {}
         # "ns/name" -> the sequence (below) at which the pod first reached the cache:
@@ -314,6 +323,8 @@ class ClusterCache:
         if deleted:
             store.pop(key, None)
             self.assumed.pop(key, None)
+            self.evicting.pop(key, None)
+            self.nominating.pop(key, None)
             self.refusals.pop(key, None)
             return
         try:
@@ -321,6 +332,7 @@ class ClusterCache:
             store[key] = parsed = parse()
             if kind == "Pod":
                 self._keep_assumption(key, parsed)
+                self._keep_writes(key, parsed)
                 made = self.extended_claims.get(parsed.uid)
                 if made is not None:
                     parsed.extended_claim = made.partition("/")[2]
@@ -647,6 +659,64 @@ class ClusterCache:
             task.node_name, task.gpu_index = assumed
         else:
             self.assumed.pop(key, None)
+
+    def assume_evicted(self, task_key: str, uid: str) -> None:
+        """An eviction handed to the evictor: the pod shows as being deleted at once,
+        as kube-scheduler counts a preemption in flight, so that a session before the
+        watch shows it neither preempts for the same pods again nor takes other victims."""
+        task = self.tasks.get(task_key)
+        if task is None or task.uid != uid or task.deleting:
+            return
+        task.deleting = True
+        self.evicting[task_key] = uid
+        self._changed_pod(task_key)
+
+    def spare(self, task_key: str) -> None:
+        """Undo an assumed eviction that was not carried out."""
+        uid = self.evicting.pop(task_key, None)
+        task = self.tasks.get(task_key)
+        if uid is not None and task is not None and task.uid == uid:
+            task.deleting = False
+            self._changed_pod(task_key)
+
+    def assume_nominated(self, task_key: str, uid: str, node: str) -> None:
+        """A nomination handed to the evictor (`node` "" clears it): the pod shows it at
+        once, so the next session holds the room for it while its victims go."""
+        task = self.tasks.get(task_key)
+        if task is None or task.uid != uid:
+            return
+        held = self.nominating.get(task_key)
+        seen = task.nominated_node if held is None else held[2]
+        self.nominating[task_key] = (uid, node, seen)
+        task.nominated_node = node or None
+        self._changed_pod(task_key)
+
+    def unnominate(self, task_key: str) -> None:
+        """Undo an assumed nomination that was not written: the pod shows what the
+        watch does."""
+        held = self.nominating.pop(task_key, None)
+        task = self.tasks.get(task_key)
+        if held is not None and task is not None and task.uid == held[0]:
+            task.nominated_node = held[2]
+            self._changed_pod(task_key)
+
+    def _keep_writes(self, key: str, task: Task) -> None:
+        """An update that does not show an assumed eviction or nomination yet keeps it;
+        one that shows it, a pod bound or another pod of the name ends it."""
+        uid = self.evicting.get(key)
+        if uid is not None:
+            if uid != task.uid or task.deleting:
+                del self.evicting[key]
+            else:
+                task.deleting = True
+        held = self.nominating.get(key)
+        if held is not None:
+            uid, node, _ = held
+            if uid != task.uid or task.node_name is not None or (task.nominated_node or "") == node:
+                del self.nominating[key]
+            else:
+                self.nominating[key] = (uid, node, task.nominated_node)
+                task.nominated_node = node or None
 
     @staticmethod
     def _key(obj: Obj, *, namespaced: bool) -> str:

@@ -24,9 +24,15 @@ and bounds how long it may take; once the lease cannot be proven, each write sti
 queued is dropped when its turn comes, unsent. Requests run `concurrency` at a time and
 do not wait behind binds: the room they free is what the preemptors wait for.
 
-A victim is sent once: until the watch shows it deleting or gone, later sessions that
-choose it again (they may run before the watch catches up) do not send it again; a
-nomination the watch does not show yet is not written again either.
+What is handed over shows in the cache at once (cache.assume_evicted and
+assume_nominated), as an assumed bind does: the victims as being deleted, the
+preemptors nominated, until the watch shows it or the write is not made. So a session
+that runs before the watch catches up (sessions run on any change, and the writes take
+a while under load) holds the nominated room while the victims go, rather than taking
+the preemptor for one still without room and choosing more victims for it; nor does
+it choose a victim again. An eviction still queued or retried once every pod nominated
+for its preemptor is bound (the room came free meanwhile) is dropped, as is a
+nomination of a pod bound meanwhile: the API server refuses to nominate a bound pod.
 """
 
 import asyncio
@@ -77,6 +83,11 @@ class _Refused(Exception):
         super().__init__("; ".join((error.message, *error.explanations)))
 
 
+class _Moot(Exception):
+    """The preemptor a write was for (its victim's eviction, its own nomination) has
+    been bound meanwhile."""
+
+
 class Evictor:
     def __init__(
         self,
@@ -114,24 +125,34 @@ class Evictor:
         (as the cache shows it now) or an earlier session's writes have done already."""
         now = time.monotonic()
         self._forget_settled(now)
-        sent = set()
+        # The pods each preemptor has nominated: its evictions are moot once they are
+        # all bound.
+        preempting: dict[str, list[str]] = {}
+        for nomination in nominations:
+            if nomination.node:
+                preempting.setdefault(nomination.job, []).append(nomination.key)
+        sent = {}
         for eviction in evictions:
             if self._current(eviction.key, eviction.uid) is None or eviction.key in self._sent:
                 continue
             self._sent[eviction.key] = (eviction.uid, math.inf)
-            sent.add(eviction.key)
-            self._put(partial(self._evict, eviction))
+            sent[eviction.key] = eviction.uid
+            preemptor = tuple(preempting.get(eviction.preemptor, ()))
+            self._put(partial(self._evict, eviction, preemptor))
         if sent:
             disrupted = self._disrupted(evictions).items()
             self._disrupting.update((key, group) for key, group in disrupted if key in sent)
+        for key, uid in sent.items():
+            self.cache.assume_evicted(key, uid)
         for nomination in nominations:
             task = self._current(nomination.key, nomination.uid)
             written = (nomination.uid, nomination.node)
-            if task is None or _shown(task) == nomination.node:
+            if task is None or task.node_name is not None or _shown(task) == nomination.node:
                 continue
             if self._nominated.get(nomination.key) == written:
                 continue
             self._nominated[nomination.key] = written
+            self.cache.assume_nominated(nomination.key, nomination.uid, nomination.node)
             self._put(partial(self._nominate, nomination))
 
     def _disrupted(self, evictions: Sequence[Eviction]) -> dict[str, PodGroup]:
@@ -200,11 +221,14 @@ class Evictor:
                 if not self._unsettled:
                     self.idle.set()
 
-    async def _send(self, request: Work) -> None:
+    async def _send(self, request: Work, *, moot: Callable[[], bool] = lambda: False) -> None:
         """One request, retried while it fails transiently; each attempt is sent only
-        while the lease is ours and given up before it may not be."""
+        while the lease is ours and given up before it may not be, and only while what
+        it is for is still to do (`moot`)."""
 
         async def attempt() -> None:
+            if moot():
+                raise _Moot
             async with fenced(self.valid_for):
                 await request()
 
@@ -212,15 +236,25 @@ class Evictor:
 
     # Victims.
 
-    async def _evict(self, eviction: Eviction) -> None:
+    async def _evict(self, eviction: Eviction, preemptor: tuple[str, ...]) -> None:
+        """Evict one victim; `preemptor` holds the keys of the pods nominated for the
+        job it is evicted for. Once marked (a victim past its budget) it is deleted
+        even if they were bound meanwhile, so that the condition does not lie."""
         group = self._disrupting.pop(eviction.key, None)
+        moot = partial(self._placed, preemptor)
         try:
             if eviction.budget:
-                await self._send(partial(self._mark, eviction))
+                await self._send(partial(self._mark, eviction), moot=moot)
                 await self._send(partial(self._delete, eviction))
             else:
-                await self._send(partial(self._post_eviction, eviction))
+                await self._send(partial(self._post_eviction, eviction), moot=moot)
+        except _Moot:
+            self._sent.pop(eviction.key, None)
+            self.cache.spare(eviction.key)
+            log.info("%s: not evicted: %s was placed meanwhile", eviction.key, eviction.preemptor)
+            return
         except Fenced:
+            self.cache.spare(eviction.key)
             PREEMPTION_FAILURES.labels("fenced").inc()
             log.warning("%s: not evicted: %s", eviction.key, LEASE_LOST)
             return
@@ -248,8 +282,8 @@ class Evictor:
             action="Preempting",
         )
         if group is not None:
-            preemptor = "podgroup" if eviction.preemptor in self.cache.pod_groups else "pod"
-            self.status.group_disrupted(group, preemptor)
+            kind = "podgroup" if eviction.preemptor in self.cache.pod_groups else "pod"
+            self.status.group_disrupted(group, kind)
         if not eviction.budget:
             await self._relabel(eviction)
 
@@ -310,8 +344,17 @@ class Evictor:
         else:
             API_WRITES.labels("disruption_target", "ok").inc()
 
+    def _placed(self, keys: tuple[str, ...]) -> bool:
+        """Whether the pods of these keys (a preemptor's nominated pods) are all bound
+        or assumed bound."""
+        tasks = self.cache.tasks
+        return bool(keys) and all(
+            (task := tasks.get(key)) is not None and task.node_name is not None for key in keys
+        )
+
     def _refused(self, eviction: Eviction, refused: _Refused) -> None:
         PREEMPTION_FAILURES.labels("refused").inc()
+        self.cache.spare(eviction.key)
         self._sent[eviction.key] = (eviction.uid, time.monotonic() + self.refused_seconds)
         message = f"not evicted for {eviction.preemptor}: {refused}"
         log.warning("%s: %s", eviction.key, message)
@@ -325,6 +368,7 @@ class Evictor:
 
     def _failed(self, eviction: Eviction, why: str) -> None:
         PREEMPTION_FAILURES.labels("error").inc()
+        self.cache.spare(eviction.key)
         self._sent.pop(eviction.key, None)
         log.error("%s: could not be evicted for %s: %s", eviction.key, eviction.preemptor, why)
 
@@ -337,13 +381,22 @@ class Evictor:
         }
         path = f"/api/v1/namespaces/{nomination.namespace}/pods/{nomination.name}/status"
         try:
-            await self._send(partial(self.api.patch, path, body))
+            await self._send(
+                partial(self.api.patch, path, body), moot=partial(self._placed, (nomination.key,))
+            )
+        except _Moot:
+            self._nominated.pop(nomination.key, None)
+            self.cache.unnominate(nomination.key)
+            log.info("%s: not nominated: it was bound meanwhile", nomination.key)
+            return
         except Fenced:
             self._nominated.pop(nomination.key, None)
+            self.cache.unnominate(nomination.key)
             API_WRITES.labels("nomination", "fenced").inc()
             return
         except (ApiError, *TRANSPORT_ERRORS) as error:
             self._nominated.pop(nomination.key, None)
+            self.cache.unnominate(nomination.key)
             gone = isinstance(error, ApiError) and error.status == 404
             if not gone:
                 log.error("%s: nominated node not written: %s", nomination.key, error)

@@ -86,6 +86,41 @@ def waves(objects: list[JSON]) -> list[list[JSON]]:
     return [arrivals[stamp] for stamp in sorted(arrivals)]
 
 
+def as_stamped(wave: list[JSON], made: list[JSON | None]) -> list[JSON]:
+    """The wave as the simulator is to read it: each object the API server made stamped,
+    on the example's clock, as many seconds after the wave's first as the API server
+    stamped it. Its stamps are whole seconds, so a wave created across a second's turn
+    has its later objects created later, which orders preemption's victims (the most
+    recently created go first): both runs must read the same."""
+    seconds = {id(obj): _created(shown) for obj, shown in zip(wave, made, strict=True) if shown}
+    if not seconds:
+        return wave
+    first = min(seconds.values())
+    stamped = []
+    for obj in wave:
+        stamp = obj["metadata"].get("creationTimestamp")
+        if stamp is None or id(obj) not in seconds:
+            stamped.append(obj)
+            continue
+        late = datetime.timedelta(seconds=seconds[id(obj)] - first)
+        moved = {**obj, "metadata": dict(obj["metadata"])}
+        moved["metadata"]["creationTimestamp"] = _stamp(_parse(str(stamp)) + late)
+        stamped.append(moved)
+    return stamped
+
+
+def _parse(stamp: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def _stamp(when: datetime.datetime) -> str:
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _created(obj: JSON) -> float:
+    return _parse(str(obj["metadata"]["creationTimestamp"])).timestamp()
+
+
 @dataclass(frozen=True)
 class Outcome:
     """Of a scenario's pods: the nodes each gang's (or lone pod's) bound pods are on,
@@ -199,14 +234,17 @@ def test_an_example_ends_as_the_simulator_says(
     scheduler = start_scheduler(config=Path(config) if config else None)
     arrived: list[JSON] = []
     for wave in waves(objects):
+        made: list[JSON | None] = []
         for obj in wave:
             if obj["kind"] == "Node":
                 ready_node(cluster_objects, kube, obj)
             elif obj["kind"] in CLUSTER_SCOPED:
                 cluster_objects.create(obj)
             else:
-                kube.create(obj)
-        arrived += wave
+                made.append(kube.create(obj))
+                continue
+            made.append(None)
+        arrived += as_stamped(wave, made)
         expected = simulated(arrived, config, namespace, tmp_path / "arrived.yaml")
         settles(kube, namespace, expected, f"{len(arrived)} objects: {expected.outcome}")
     ticks_pass(scheduler)  # more sessions: nothing else may be bound, evicted or told otherwise

@@ -54,12 +54,14 @@ def nomination(name: str = "high-0", node: str = "n1") -> Nomination:
     return Nomination("default", name, f"uid-{name}", node, "default/high")
 
 
-def running(watch: Watch, name: str, *, nominated: str | None = None) -> JSON:
-    obj = pod(
-        name, requests={"cpu": "1"}, node_name=None if nominated else "n1", namespace="default"
-    )
+def running(
+    watch: Watch, name: str, *, nominated: str | None = None, pending: bool = False
+) -> JSON:
+    """The pod as the watch shows it: running on n1, or `pending` (so when nominated)."""
+    pending = pending or nominated is not None
+    obj = pod(name, requests={"cpu": "1"}, node_name=None if pending else "n1", namespace="default")
     obj["metadata"]["uid"] = f"uid-{name}"
-    obj["status"] = {"phase": "Pending" if nominated else "Running"}
+    obj["status"] = {"phase": "Pending" if pending else "Running"}
     if nominated:
         obj["status"]["nominatedNodeName"] = nominated
     watch.apply(PODS, obj)
@@ -68,8 +70,9 @@ def running(watch: Watch, name: str, *, nominated: str | None = None) -> JSON:
 
 def evictor_over(api: RecordingApi, **options: Any) -> tuple[Evictor, Watch]:
     watch = watch_over(api)
-    for name in ("low-0", "low-1", "low-2", "high-0"):
+    for name in ("low-0", "low-1", "low-2"):
         running(watch, name)
+    running(watch, "high-0", pending=True)
     options.setdefault("valid_for", unbounded)
     return Evictor(api, watch, scheduler_name="batch-scheduler", **options), watch
 
