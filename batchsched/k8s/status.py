@@ -82,7 +82,6 @@ SERIES_FLUSH_SECONDS = 10.0
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_REASON = "PreemptionByScheduler"
 POD_GROUP_SCHEDULED = "PodGroupScheduled"
-POD_GROUP_UNSCHEDULABLE_REASON = "Unschedulable"
 POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
 # Where Volcano records the HyperNode a job was placed in (its scheduler's
 # JobAllocatedHyperNode, v1.15.1): the PodGroup's status has no field for it.
@@ -739,7 +738,7 @@ def _pod_group_scheduled(
     if group.error is not None:
         return Condition(POD_GROUP_SCHEDULED, SCHEDULER_ERROR_REASON, condition.message, "False")
     message = f"{POD_GROUP_UNSCHEDULABLE}: {condition.message}"
-    return Condition(POD_GROUP_SCHEDULED, POD_GROUP_UNSCHEDULABLE_REASON, message, "False")
+    return Condition(POD_GROUP_SCHEDULED, UNSCHEDULABLE, message, "False")
 
 
 def _group_ref(group: PodGroup) -> ObjectRef:
