@@ -7,10 +7,14 @@ domains of their own ask inside the job's, and a part counts only whole. A try's
 waiting reasons (Session.explain, a pass over the domain's nodes per filter) are worked
 out only for the try they are reported from: a failed domain's try leaves them out, and
 the one reported is tried again with them (tries are undone, so it places as before).
+Once a try placed no member, a domain with no node any member could go to is passed
+over: its try would do just what that one did.
 """
 
 from collections.abc import Iterable, Iterator
 from itertools import chain
+
+import numpy as np
 
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
@@ -97,9 +101,22 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
     # Members refused wherever they go (their queue, their own error): once too few are
     # left to reach the minimum, no other domain is tried.
     refused: set[str] = set()
+    # Once a try placed no one: where some member could go. A try in a domain with none
+    # of those nodes would place no one either, and do what that try did (tries start
+    # from the same state and take the members in one order), so it is passed over.
+    # Not for parts (tried in domains of their own, found afresh in each domain), nor
+    # for members with a node held, which they take whatever its score.
+    nobody = False
+    reach: BoolArray | None = None
+    passes = not plan.parts and all(preferred_node(t) is None for t in ordered)
     for domain in outer:
         if domain is not None and len(ordered) - len(refused) < job.min_member - job.bound:
             continue
+        if nobody and domain is not None:
+            if reach is None:
+                reach = _reach(session, ordered)
+            if not reach[domain.nodes].any():
+                continue
         statement = Statement(session, job)
         # Only these tries are sure to be the ones reported.
         explained = domain is None or domain is alone
@@ -121,6 +138,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
             best = (placed, domain.name)
             if failures:
                 first, reported = next(iter(failures.values())), domain
+        nobody = nobody or (passes and not placed)
         statement.discard()
     if first is UNEXPLAINED and reported is not None:
         statement = Statement(session, job)
@@ -130,6 +148,16 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
     wanted = _wanted(session, ask, best, job, ordered)
     session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {wanted}; {first}")
     return False
+
+
+def _reach(session: Session, members: list[TaskInfo]) -> BoolArray:
+    """The nodes some member could be placed on now, by the filters asked once per
+    shape (those asked afresh only rule out more)."""
+    shapes = {t.pod.fit_key or t.pod.shape_key: t for t in members}
+    reach: BoolArray = np.zeros(session.node_count, dtype=np.bool_)
+    for task in shapes.values():
+        reach |= session.scores(task) >= 0
+    return reach
 
 
 def _held_for(

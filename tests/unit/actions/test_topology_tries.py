@@ -1,9 +1,13 @@
 """A gang asking for a domain is tried in each candidate domain in turn; the reasons its
 members wait (Session.explain) are worked out only for the try they are reported from,
-and are the same as if every try had worked them out."""
+and are the same as if every try had worked them out; of the domains where no member
+could go, one is tried."""
+
+from typing import Any
 
 import pytest
 
+from batchsched.actions import gang_placement
 from batchsched.framework.session import Session
 from batchsched.model.reasons import Reason
 from batchsched.model.snapshot import TaskInfo
@@ -83,3 +87,27 @@ def test_a_placed_gang_keeps_the_reasons_of_its_members_left_out(
         "2 Insufficient cpu."
     )
     assert explained == ["default/g-2"]
+
+
+def test_a_domain_no_member_could_go_to_is_tried_once_for_all_such_domains(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """r4 and r3 (the fullest) have no ssd node: a try in either places no one, so r3
+    is passed over once r4 was tried; the reason is r2's, as when every rack was tried
+    (its try made again to work out the reason)."""
+    tried: list[str | None] = []
+    real = gang_placement._place_plan
+
+    def recording(*args: Any) -> dict[str, Reason]:
+        domain = args[5]
+        tried.append(None if domain is None else domain.name)
+        return real(*args)
+
+    monkeypatch.setattr(gang_placement, "_place_plan", recording)
+    objects = racks({"r1": 1, "r2": 1, "r3": 0})
+    objects += [node(f"r4-{i}", cpu="4", labels={RACK: "r4"}) for i in range(3)]
+    objects.append(pod("busy-r4", {"cpu": "2"}, node_name="r4-2", scheduler="other"))
+    decisions = decide([*objects, *ssd_gang(2)], TIERS)
+    assert not placements(decisions)
+    assert "the best, rack r2, holds 1 of 2; 0/3 nodes" in decisions.pending["default/g-0"].message
+    assert tried == ["rack r4", "rack r2", "rack r1", "rack r2"]
