@@ -108,7 +108,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
     # for members with a node held, which they take whatever its score.
     nobody = False
     reach: BoolArray | None = None
-    passes = not plan.parts and all(preferred_node(t) is None for t in ordered)
+    by_scores = not plan.parts and all(preferred_node(t) is None for t in ordered)
     for domain in outer:
         if domain is not None and len(ordered) - len(refused) < job.min_member - job.bound:
             continue
@@ -138,7 +138,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
             best = (placed, domain.name)
             if failures:
                 first, reported = next(iter(failures.values())), domain
-        nobody = nobody or (passes and not placed)
+        nobody = nobody or (by_scores and not placed)
         statement.discard()
     if first is UNEXPLAINED and reported is not None:
         statement = Statement(session, job)
