@@ -3,11 +3,18 @@
 A job asking for topology (framework/topology.py) is tried domain by domain, in the
 planner's order, each try undone unless the gang is ready in it: the first domain that
 holds the gang wins. Its parts (sub-groups, pod sets, slices) are each tried in the
-domains of their own ask inside the job's, and a part counts only whole.
+domains of their own ask inside the job's, and a part counts only whole. A try's
+waiting reasons (Session.explain, a pass over the domain's nodes per filter) are worked
+out only for the try they are reported from: a failed domain's try leaves them out, and
+the one reported is tried again with them (tries are undone, so it places as before).
+Once a try placed no member, a domain with no node any member could go to is passed
+over: its try would do just what that one did.
 """
 
 from collections.abc import Iterable, Iterator
 from itertools import chain
+
+import numpy as np
 
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
@@ -19,6 +26,9 @@ from batchsched.model.snapshot import JobInfo, TaskInfo
 
 # Why a job none of whose members was tried is not placed.
 NO_PENDING = Reason(Code.UNSCHEDULABLE, SESSION, "no pending pods")
+# A member no node took in a try whose reasons are not reported: never shown, the try
+# is made again with the reasons worked out before any of its reasons is kept.
+UNEXPLAINED = Reason(Code.UNSCHEDULABLE, SESSION, "no node takes it (reasons not worked out)")
 
 
 def eligible(session: Session, job: JobInfo) -> bool:
@@ -59,6 +69,8 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
     """The job in each of its candidate domains in turn, until one holds it."""
     ask = plan.ask
     outer: Iterable[Domain | None] = [None]
+    # The one domain tried when none has room for the gang: its try is reported.
+    alone: Domain | None = None
     if ask is not None:
         domains, error = session.topology.domains(ask, ordered, job.hosts, None)
         if error:
@@ -80,34 +92,72 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
             # None has room: the one closest to it is tried, to say what it holds.
             closest, _ = session.topology.domains(ask, ordered, job.hosts, None, roomiest=True)
             tier = None if awaited is None else awaited.number
-            head = next((d for d in closest if tier in (None, d.tier.number)), None)
+            head = alone = next((d for d in closest if tier in (None, d.tier.number)), None)
         outer = chain([head] if head else [], domains, [] if waits else [None])
     best: tuple[int, str] | None = None
     first = Reason(Code.UNSCHEDULABLE, SESSION, "no domain of its tiers holds a node for it")
+    # The try `first` comes from: the last to raise `best` with a member left out.
+    reported: Domain | None = None
     # Members refused wherever they go (their queue, their own error): once too few are
     # left to reach the minimum, no other domain is tried.
     refused: set[str] = set()
+    # Once a try placed no one: where some member could go. A try in a domain with none
+    # of those nodes would place no one either, and do what that try did (tries start
+    # from the same state and take the members in one order), so it is passed over.
+    # Not for parts (tried in domains of their own, found afresh in each domain), nor
+    # for members with a node held, which they take whatever its score.
+    nobody = False
+    reach: BoolArray | None = None
+    by_scores = not plan.parts and all(preferred_node(t) is None for t in ordered)
     for domain in outer:
         if domain is not None and len(ordered) - len(refused) < job.min_member - job.bound:
             continue
+        if nobody and domain is not None:
+            if reach is None:
+                reach = _reach(session, ordered)
+            if not reach[domain.nodes].any():
+                continue
         statement = Statement(session, job)
-        failures = _place_plan(session, job, ordered, plan, statement, domain, refused)
+        # Only these tries are sure to be the ones reported.
+        explained = domain is None or domain is alone
+        failures = _place_plan(session, job, ordered, plan, statement, domain, refused, explained)
         if domain is None:
             return _conclude(
                 session, job, statement, failures, _wanted(session, ask, best, job, ordered)
             )
         placed = len(statement.placed)
         if placed and session.ready(job, placed):
+            if any(reason is UNEXPLAINED for reason in failures.values()):
+                # Its left-out members' reasons are kept: the same try, explained.
+                statement.discard()
+                failures = _place_plan(session, job, ordered, plan, statement, domain, refused)
             statement.commit()
             session.task_reasons.update(failures)
             return True
         if best is None or placed > best[0]:
             best = (placed, domain.name)
-            first = next(iter(failures.values()), first)
+            if failures:
+                first, reported = next(iter(failures.values())), domain
+        nobody = nobody or (by_scores and not placed)
         statement.discard()
+    if first is UNEXPLAINED and reported is not None:
+        statement = Statement(session, job)
+        failures = _place_plan(session, job, ordered, plan, statement, reported, refused)
+        statement.discard()
+        first = next(iter(failures.values()))
     wanted = _wanted(session, ask, best, job, ordered)
     session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {wanted}; {first}")
     return False
+
+
+def _reach(session: Session, members: list[TaskInfo]) -> BoolArray:
+    """The nodes some member could be placed on now, by the filters asked once per
+    shape (those asked afresh only rule out more)."""
+    shapes = {t.pod.fit_key or t.pod.shape_key: t for t in members}
+    reach: BoolArray = np.zeros(session.node_count, dtype=np.bool_)
+    for task in shapes.values():
+        reach |= session.scores(task) >= 0
+    return reach
 
 
 def _held_for(
@@ -179,9 +229,11 @@ def _place_plan(
     statement: Statement,
     domain: Domain | None,
     refused: set[str],
+    explained: bool = True,
 ) -> dict[str, Reason]:
     """The plan's parts, each whole in a domain of its own inside `domain`, then the
-    members in no part; the failures of the members left out, by task key."""
+    members in no part; the failures of the members left out, by task key (UNEXPLAINED
+    for those no node took, unless `explained`)."""
     outer = None if domain is None else domain.nodes
     failures: dict[str, Reason] = {}
     in_parts: set[str] = set()
@@ -201,7 +253,9 @@ def _place_plan(
         for inner in candidates:
             trial = Statement(session, job)
             within = outer if inner is None else inner.nodes
-            failed = _place_tasks(session, job, members, trial, part.size, within, refused)
+            failed = _place_tasks(
+                session, job, members, trial, part.size, within, refused, explained
+            )
             if len(trial.placed) >= part.size:
                 statement.placed.extend(trial.placed)
                 break
@@ -216,7 +270,7 @@ def _place_plan(
             failures.update({t.key: why for t in members if t.key not in failures})
     rest = [t for t in ordered if t.key not in in_parts]
     needed = job.min_member - job.bound - len(statement.placed)
-    failures.update(_place_tasks(session, job, rest, statement, needed, outer, refused))
+    failures.update(_place_tasks(session, job, rest, statement, needed, outer, refused, explained))
     return failures
 
 
@@ -228,11 +282,13 @@ def _place_tasks(
     needed: int,
     within: BoolArray | None,
     refused: set[str],
+    explained: bool = True,
 ) -> dict[str, Reason]:
     """Each task on its best node (within `within`, when given), until too few are left
-    to place `needed`; why each task left unplaced was, and in `refused` those refused
-    whatever the nodes. A shape that failed once is not tried again: within one attempt
-    nodes only fill up, so it would fail again."""
+    to place `needed`; why each task left unplaced was (UNEXPLAINED where no node took
+    it, unless `explained`), and in `refused` those refused whatever the nodes. A shape
+    that failed once is not tried again: within one attempt nodes only fill up, so it
+    would fail again."""
     failed: dict[object, Reason] = {}
     anywhere: set[object] = set()
     task_failures: dict[str, Reason] = {}
@@ -258,7 +314,7 @@ def _place_tasks(
                 if node is not None:
                     statement.allocate(task, node)
                     continue
-                reason = session.explain(task)
+                reason = session.explain(task) if explained else UNEXPLAINED
                 session.post_filter(task)
             failed[kind] = reason
             task_failures[task.key] = reason

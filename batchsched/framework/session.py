@@ -401,20 +401,9 @@ class Session:
 
     def best_node(self, task: TaskInfo) -> int | None:
         """The highest-scoring feasible node (lowest index on ties), or None."""
-        key = task.pod.fit_key or task.pod.shape_key
-        cache = self._shapes.get(key)
-        if cache is None:
-            cache = _ShapeCache(scores=self._evaluate(task, self.all_nodes), seen=0)
-            cache.seen = len(self.touched)
-            self._shapes[key] = cache
-        elif cache.seen < len(self.touched):
-            changed = self.touched[cache.seen :]
-            stale = np.array(changed if len(changed) == 1 else sorted(set(changed)))
-            cache.scores[stale] = self._evaluate(task, stale)
-            cache.seen = len(self.touched)
         if self.node_count == 0:
             return None
-        scores = cache.scores
+        scores = self.scores(task)
         for fresh in self.fresh_filters.callbacks:
             allowed = fresh.mask(task)
             if allowed is not None:
@@ -430,6 +419,23 @@ class Session:
             # Already inside the domain its gang asked for: the nodes are ranked alike.
             return best
         return self.topology.fullest(task, scores == scores[best], best)
+
+    def scores(self, task: TaskInfo) -> IntArray:
+        """The task's score per node by the filters and scorers asked once per shape
+        (-1 where it cannot go), kept current from the nodes changed since; the filters
+        asked afresh only rule out more. Not to be changed by the caller."""
+        key = task.pod.fit_key or task.pod.shape_key
+        cache = self._shapes.get(key)
+        if cache is None:
+            cache = _ShapeCache(scores=self._evaluate(task, self.all_nodes), seen=0)
+            cache.seen = len(self.touched)
+            self._shapes[key] = cache
+        elif cache.seen < len(self.touched):
+            changed = self.touched[cache.seen :]
+            stale = np.array(changed if len(changed) == 1 else sorted(set(changed)))
+            cache.scores[stale] = self._evaluate(task, stale)
+            cache.seen = len(self.touched)
+        return cache.scores
 
     def _normalized(self, task: TaskInfo, scores: IntArray) -> IntArray:
         """`scores` (-1 where the task does not fit) plus each normalized scorer's."""

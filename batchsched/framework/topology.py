@@ -16,7 +16,7 @@ The tiers are the configured node labels (`topology.tiers`, finest first) when t
 configuration names some, else the HyperNodes' tiers (model/topology.py).
 """
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
@@ -130,9 +130,10 @@ class TopologyPlanner:
         # The session's list of nodes whose requests changed, appended as it places and
         # undoes pods; the domain sums `fullest` ranks by follow it.
         self.touched = [] if touched is None else touched
-        self._used: list[FloatArray] | None = None
-        self._synced = requested
-        self._seen = 0
+        # Per tier's ids (and shape): per-node values summed per domain, kept current
+        # from `touched` (requests; slots for one shape).
+        self._tracked: dict[tuple[int, bytes], _Tracked] = {}
+        self._present: dict[tuple[int, bytes], BoolArray] = {}
         # Per tier's ids and resource columns: allocatable summed per domain; and per
         # tier's ids, the ids with the nodes of no domain in an extra one.
         self._totals: dict[tuple[int, bytes], FloatArray] = {}
@@ -293,8 +294,8 @@ class TopologyPlanner:
         if not columns.size:
             return first
         rows = np.flatnonzero(tied)
-        for tier, used in zip(self.tiers, self._domain_used(), strict=True):
-            total = self._domain_total(tier)
+        for tier in self.tiers:
+            used, total = self._domain_used(tier), self._domain_total(tier)
             share = (used[:, columns] / np.maximum(total[:, columns], 1)).mean(axis=1)
             # The extra bin holds the nodes in no domain of the tier: they come last.
             share[-1] = -1.0
@@ -313,6 +314,14 @@ class TopologyPlanner:
             self._binned[id(tier.ids)] = binned
         return binned
 
+    def _has_nodes(self, tier: Tier) -> BoolArray:
+        """Per domain of the tier, whether any node is in it (not to be changed)."""
+        key = (id(tier.ids), b"nodes")
+        found = self._present.get(key)
+        if found is None:
+            found = self._present[key] = _has_nodes(self._bins(tier), len(tier.domains))
+        return found
+
     def _domain_total(self, tier: Tier) -> FloatArray:
         """Allocatable summed per domain (and the extra bin), every resource column."""
         key = (id(tier.ids), b"all")
@@ -322,23 +331,37 @@ class TopologyPlanner:
             total = self._totals[key] = _per_bin(self._bins(tier), self.allocatable, bins)
         return total
 
-    def _domain_used(self) -> list[FloatArray]:
-        """Requests summed per domain of each tier, kept current from the nodes the
-        session changed since the last call (`touched`) instead of summed afresh."""
-        if self._used is None:
-            self._used = [
-                _per_bin(self._bins(t), self.requested, len(t.domains) + 1) for t in self.tiers
-            ]
-            self._synced = self.requested.copy()
-            self._seen = len(self.touched)
-        elif self._seen < len(self.touched):
-            nodes = np.unique(np.array(self.touched[self._seen :], dtype=np.int64))
-            self._seen = len(self.touched)
-            delta = self.requested[nodes] - self._synced[nodes]
-            self._synced[nodes] = self.requested[nodes]
-            for tier, used in zip(self.tiers, self._used, strict=True):
-                np.add.at(used, self._bins(tier)[nodes], delta)
-        return self._used
+    def _domain_used(self, tier: Tier) -> IntArray:
+        """Requests summed per domain of the tier (and the extra bin), every column."""
+        return self._track(tier, b"used", lambda rows: self.requested[rows])
+
+    def _domain_slots(self, tier: Tier, vec: IntArray) -> IntArray:
+        """Per domain of the tier (and the extra bin): how many pods asking `vec` its
+        nodes' free room holds, a node at a time."""
+        return self._track(tier, vec.tobytes(), lambda rows: _slots(self.free[rows], vec))
+
+    def _track(
+        self, tier: Tier, what: bytes, values: Callable[[IntArray | slice], IntArray]
+    ) -> IntArray:
+        """`values` of the nodes (rows given) summed per bin of the tier, kept current
+        from the nodes the session changed since the last call (`touched`) instead of
+        summed afresh: a session asks for them at every gang, and changes few nodes
+        between two gangs."""
+        key = (id(tier.ids), what)
+        tracked = self._tracked.get(key)
+        bins = self._bins(tier)
+        if tracked is None:
+            per_node = values(slice(None)).copy()
+            per_bin = np.zeros((len(tier.domains) + 1, *per_node.shape[1:]), dtype=np.int64)
+            np.add.at(per_bin, bins, per_node)
+            tracked = self._tracked[key] = _Tracked(per_node, per_bin, len(self.touched))
+        elif tracked.seen < len(self.touched):
+            rows = np.unique(np.array(self.touched[tracked.seen :], dtype=np.int64))
+            tracked.seen = len(self.touched)
+            fresh = values(rows)
+            np.add.at(tracked.per_bin, bins[rows], fresh - tracked.per_node[rows])
+            tracked.per_node[rows] = fresh
+        return tracked.per_bin
 
     def tier_names(self, ask: TopologyAsk) -> str:
         """The tiers whose domains the ask may take, lowest first, for waiting reasons."""
@@ -422,21 +445,23 @@ class TopologyPlanner:
             """Sums over each domain's nodes, one column per resource the members ask."""
             return _per_bin(binned, values, count + 1, columns)[:count]
 
-        # What a domain holds changes with nothing a session does: summed once per tier
-        # (but for the narrowed ids of a part, summed afresh).
+        # The whole tier's sums are kept current from the session's changes (but for
+        # the narrowed ids of a part, or room that evictions would free: afresh).
+        tracked = within is None and freeable is None
+        # What a domain holds changes with nothing a session does: summed once per tier.
         key = (id(ids), columns.tobytes())
         total = self._totals.get(key) if within is None else None
         if total is None:
             total = per_domain(self.allocatable)
             if within is None:
                 self._totals[key] = total
-        used = per_domain(self.requested)
+        used = self._domain_used(tier)[:count, columns] if tracked else per_domain(self.requested)
         free = total - used
         node_free = self.free
         if freeable is not None:
             free = free + per_domain(freeable)
             node_free = node_free + freeable
-        room = np.bincount(binned, minlength=count + 1)[:count] > 0
+        room = self._has_nodes(tier) if within is None else _has_nodes(binned, count)
         if roomiest:
             # The share of the members' asks the domain's free room covers.
             rank = (
@@ -445,14 +470,17 @@ class TopologyPlanner:
                 else free.sum(axis=1)
             )
         else:
-            room &= (free >= need[columns]).all(axis=1)
+            room = room & (free >= need[columns]).all(axis=1)
             for vec, number in shapes:
                 # Members of one shape each need a node with room for them: the slots
                 # for that shape summed per domain must reach their number.
-                asked = np.flatnonzero(vec > 0)
-                if asked.size:
-                    slots = np.maximum((node_free[:, asked] // vec[asked]).min(axis=1), 0)
-                    room &= np.bincount(binned, slots, count + 1)[:count] >= number
+                if not vec.any():
+                    continue
+                if tracked:
+                    slots = self._domain_slots(tier, vec)
+                else:
+                    slots = np.bincount(binned, _slots(node_free, vec), count + 1)
+                room &= slots[:count] >= number
             rank = (used / np.maximum(total, 1)).mean(axis=1) if columns.size else np.zeros(count)
         candidates = candidates[room[candidates]]
         for index in candidates[np.lexsort((candidates, -rank[candidates]))]:
@@ -548,6 +576,29 @@ def _podsets(plan: Plan, tasks: Sequence[TaskInfo], running: Sequence[Task]) -> 
 
 def _by_name(member: tuple[Task, TaskInfo | None]) -> str:
     return member[0].name
+
+
+@dataclass(slots=True)
+class _Tracked:
+    """Per-node values as last summed, their sums per bin, and how much of the session's
+    `touched` they reflect."""
+
+    per_node: IntArray
+    per_bin: IntArray
+    seen: int
+
+
+def _slots(free: IntArray, vec: IntArray) -> IntArray:
+    """Per node of `free`, how many pods asking `vec` (some resource) its room holds."""
+    asked = np.flatnonzero(vec > 0)
+    slots: IntArray = np.maximum((free[:, asked] // vec[asked]).min(axis=1), 0)
+    return slots
+
+
+def _has_nodes(binned: IntArray, count: int) -> BoolArray:
+    """Per domain (of `count`, the nodes in none binned past them), whether any node is."""
+    present: BoolArray = np.bincount(binned, minlength=count + 1)[:count] > 0
+    return present
 
 
 def _per_bin(
