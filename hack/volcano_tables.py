@@ -308,6 +308,110 @@ def volume(name: str, class_name: str, capacity: Mapping[str, str]) -> Obj:
     }
 
 
+DRA_API = "resource.k8s.io/v1"
+# DeviceAttribute's Go fields, by their JSON names (not the fields' own in lowerCamel).
+ATTRIBUTE_FIELDS = {
+    "IntValue": "int",
+    "BoolValue": "bool",
+    "StringValue": "string",
+    "VersionValue": "version",
+}
+
+
+def json_name(field: str) -> str:
+    """A Kubernetes API Go field's JSON name: lowerCamel, a leading acronym lowered
+    whole (CEL: cel)."""
+    return re.sub(r"^[A-Z]+(?=[A-Z][a-z]|$)|^[A-Z]", lambda m: m.group().lower(), field)
+
+
+def as_json(value: Any) -> Any:
+    """A Go struct literal's value (dicts keyed by Go field names) as the API's JSON."""
+    if isinstance(value, dict):
+        return {json_name(k): as_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_json(v) for v in value]
+    return value
+
+
+def pod_with_resource_claim(*args: Any) -> Obj:
+    """util.BuildPodWithResourceClaim: the pod's claims, and its container's requests
+    of them."""
+    built = pod(*args[:8])
+    built["spec"]["resourceClaims"] = as_json(args[9])
+    container = built["spec"]["containers"][0]
+    container.setdefault("resources", {})["claims"] = as_json(args[8])
+    return built
+
+
+def device_request(
+    name: str, class_name: str, selectors: Any, mode: str | None, count: int | None
+) -> Obj:
+    """util.BuildDeviceRequest: an exact request, ExactCount of one unless told."""
+    exactly: Obj = {
+        "deviceClassName": class_name,
+        "count": 1 if count is None else count,
+        "allocationMode": mode or "ExactCount",
+    }
+    if selectors is not None:
+        exactly["selectors"] = as_json(selectors)
+    return {"name": name, "exactly": exactly}
+
+
+def resource_claim(
+    namespace: str, name: str, requests: list[Obj], constraints: Any, config: Any
+) -> Obj:
+    """util.BuildResourceClaim."""
+    devices: Obj = {"requests": requests}
+    if constraints is not None:
+        devices["constraints"] = as_json(constraints)
+    if config is not None:
+        devices["config"] = as_json(config)
+    meta = {"name": name, "namespace": namespace, "resourceVersion": "1"}
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaim",
+        "metadata": meta,
+        "spec": {"devices": devices},
+    }
+
+
+def resource_slice(name: str, driver: str, node_name: str, pool: Obj, devices: list[Obj]) -> Obj:
+    """util.BuildResourceSlice: the node's own slice of the driver's pool."""
+    spec = {"nodeName": node_name, "driver": driver, "pool": as_json(pool), "devices": devices}
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def device(name: str, attributes: Mapping[str, Obj] | None, capacity: Any) -> Obj:
+    """util.BuildDevice."""
+    built: Obj = {"name": name}
+    if attributes is not None:
+        built["attributes"] = {
+            key: {ATTRIBUTE_FIELDS[field]: value for field, value in attribute.items()}
+            for key, attribute in attributes.items()
+        }
+    if capacity is not None:
+        built["capacity"] = as_json(capacity)
+    return built
+
+
+def device_class(name: str, selectors: Any, config: Any) -> Obj:
+    """util.BuildDeviceClass."""
+    spec: Obj = {"selectors": as_json(selectors)}
+    if config is not None:
+        spec["config"] = as_json(config)
+    return {"apiVersion": DRA_API, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+def sprintf(form: str, *args: Any) -> str:
+    """fmt.Sprintf with the verbs the tables use (%s, %d, %v)."""
+    return form.replace("%v", "%s") % args
+
+
 HELPERS: dict[str, Any] = {
     "BuildResourceList": resources,
     "BuildNode": node,
@@ -317,6 +421,13 @@ HELPERS: dict[str, Any] = {
     "BuildPodWithPreemptionPolicy": _with_spec("preemptionPolicy"),
     "buildPodWithPodAntiAffinity": pod_with_anti_affinity,
     "BuildPodWithPVC": pod_with_claim,
+    "BuildPodWithResourceClaim": pod_with_resource_claim,
+    "BuildResourceClaim": resource_claim,
+    "BuildDeviceRequest": device_request,
+    "BuildResourceSlice": resource_slice,
+    "BuildDevice": device,
+    "BuildDeviceClass": device_class,
+    "Sprintf": sprintf,
     "BuildPodGroup": pod_group,
     "BuildPodGroupWithPrio": pod_group_with_priority,
     "BuildPodGroupWithMinResources": pod_group_with_min_resources,
@@ -351,6 +462,11 @@ CONSTANTS = [
     (r"\bsets\.New\[string\]\(", "setof("),
     (r"\bv1\.PreemptLowerPriority\b", '"PreemptLowerPriority"'),
     (r"\b(?:schedulingapi|api)\.(Pending|Allocated|Pipelined|Binding|Bound|Running)\b", r'"\1"'),
+    # Conversions and pointers to a value are the value; a struct literal of the DRA
+    # API is a struct like any other.
+    (r"\bptr\.To\(|\bresourcev1\.QualifiedName\(", "("),
+    (r"(?<![\]*])(?:&|\b)resourcev1\.\w+\{", "{"),
+    (r"\bfmt\.Sprintf\(", "Sprintf("),
     (r"\bnil\b", "None"),
     (r"\btrue\b", "True"),
     (r"\bfalse\b", "False"),
@@ -403,9 +519,24 @@ def case_literals(body: str) -> list[str]:
     return out
 
 
+def brace(go_type: str) -> tuple[str, str]:
+    """A literal of the Go type: list, map or struct, and its elements' type. A named
+    map's elements (HyperNodeTierNameMap's) are plain values."""
+    if go_type.startswith("[]"):
+        return "list", go_type[2:].lstrip("*")
+    if go_type.startswith("map["):
+        return "map", go_type[go_type.index("]") + 1 :].lstrip("*")
+    if go_type in ("v1.ResourceList", "HyperNodeTierNameMap"):
+        return "map", ""
+    return "struct", ""
+
+
 def to_python(literal: str) -> str:
     """A Go composite literal as a Python expression: slices become lists, maps and
     structs dicts (a struct's field names quoted), constants their values."""
+    # A raw string (none of the tables' holds a backtick or needs escapes kept) as
+    # a quoted one, which the rest reads.
+    literal = re.sub(r"`([^`]*)`", lambda m: json.dumps(m.group(1)), literal)
     literal = re.sub(
         r"\[\]api\.ScalarResource\{((?:\{[^{}]*\},?\s*)*)\}\.\.\.", r"*scalars(\1)", literal
     )
@@ -416,7 +547,9 @@ def to_python(literal: str) -> str:
             parts[n] = re.sub(pattern, replacement, parts[n])
     text = "".join(parts)
     out: list[str] = []
-    stack: list[str] = []
+    # Each open brace's kind, and the type of its elements (a literal whose type is
+    # left out is one of these).
+    stack: list[tuple[str, str]] = []
     at = 0
     while at < len(text):
         if text[at] == '"':
@@ -425,20 +558,19 @@ def to_python(literal: str) -> str:
             out.append(string.group())
             at = string.end()
         elif composite := COMPOSITE.match(text, at):
-            stack.append("list" if composite.group(1).startswith("[]") else "map")
-            out.append("[" if stack[-1] == "list" else "{")
+            stack.append(brace(composite.group(1)))
+            out.append("[" if stack[-1][0] == "list" else "{")
             at = composite.end()
         elif text[at] == "{":
-            # An element of a map literal with its type left out is a map too.
-            stack.append("map" if stack and stack[-1] == "map" else "struct")
-            out.append("{")
+            stack.append(brace(stack[-1][1] if stack else ""))
+            out.append("[" if stack[-1][0] == "list" else "{")
             at += 1
         elif text[at] == "}":
-            out.append("]" if stack.pop() == "list" else "}")
+            out.append("]" if stack.pop()[0] == "list" else "}")
             at += 1
         elif (
             stack
-            and stack[-1] == "struct"
+            and stack[-1][0] == "struct"
             and not (out and out[-1][-1:].isalnum())
             and (field := re.match(r"([A-Z]\w*)\s*:", text[at:]))
         ):
@@ -524,9 +656,17 @@ GO_FLAGS = {
 PLUGIN_NAMES = {"networktopologyaware": "network-topology-aware"}
 
 
-def go_tiers(body: str) -> list[list[Obj]]:
+def go_constant(plugins: Path, package: str, name: str) -> str:
+    """A string constant of a plugin's Go package."""
+    for source in sorted((plugins / package).glob("*.go")):
+        if found := re.search(rf'\b{name}\s*=\s*"([^"]*)"', source.read_text()):
+            return found.group(1)
+    raise KeyError(f"{package}.{name}")
+
+
+def go_tiers(body: str, plugins: Path) -> list[list[Obj]]:
     """The function's `tiers := []conf.Tier{...}`: each plugin's name, the flags the test
-    sets and its string arguments."""
+    sets and its arguments (string ones, and switches keyed by a plugin's constant)."""
     start = body.index("{", body.index("tiers := []conf.Tier{"))
     tiers = []
     for tier in re.finditer(
@@ -534,18 +674,21 @@ def go_tiers(body: str) -> list[list[Obj]]:
     ):
         open_ = start + tier.end() - 1
         entries = body[open_ + 1 : closing(body, open_)]
-        plugins = []
+        options: list[Obj] = []
         for entry in re.finditer(r"\{\s*Name:\s*(\w+)\.PluginName,", entries):
             block = entries[entry.start() : closing(entries, entry.start())]
             flags = re.findall(r"(Enabl\w+):\s*&(true|false)Value", block)
-            plugins.append(
+            arguments: Obj = dict(re.findall(r'"([\w-]+)":\s*"([^"]*)"', block))
+            for package, key, value in re.findall(r"\b(\w+)\.(\w+):\s*(true|false)Value", block):
+                arguments[go_constant(plugins, package, key)] = value == "true"
+            options.append(
                 {
                     "name": entry.group(1),
                     "flags": {GO_FLAGS[k]: v == "true" for k, v in flags},
-                    "arguments": dict(re.findall(r'"([\w-]+)":\s*"([^"]*)"', block)),
+                    "arguments": arguments,
                 }
             )
-        tiers.append(plugins)
+        tiers.append(options)
     return tiers
 
 
@@ -662,6 +805,15 @@ TABLES: list[
     ),
     (
         "allocate/allocate_test.go",
+        "TestAllocateWithDRA",
+        "allocate",
+        {"gang", "predicates"},
+        None,
+        {},
+        "dra-",
+    ),
+    (
+        "allocate/allocate_test.go",
         "TestFareShareAllocate",
         "allocate",
         {"drf", "proportion", "predicates", "nodeorder"},
@@ -708,6 +860,9 @@ KINDS = (
     "Queues",
     "Nodes",
     "HyperNodeObjects",
+    "DeviceClasses",
+    "ResourceSlices",
+    "ResourceClaims",
     "PodGroups",
     "Pods",
 )
@@ -1227,7 +1382,7 @@ def main(out: Path) -> None:
     written: set[Path] = set()
     for rel, test, action, plugins, arguments, names, prefix in TABLES:
         body = function(strip_comments((root / rel).read_text()), test)
-        tiers = go_tiers(body)
+        tiers = go_tiers(body, root.parent / "plugins")
         for literal in case_literals(body):
             case = evaluate(literal, names)
             case.setdefault("PriClass", CLASSES.get(test, []))
