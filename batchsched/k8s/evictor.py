@@ -254,6 +254,7 @@ class Evictor:
             log.info("%s: not evicted: %s was placed meanwhile", eviction.key, eviction.preemptor)
             return
         except Fenced:
+            self._sent.pop(eviction.key, None)
             self.cache.spare(eviction.key)
             PREEMPTION_FAILURES.labels("fenced").inc()
             log.warning("%s: not evicted: %s", eviction.key, LEASE_LOST)

@@ -244,6 +244,18 @@ async def test_the_lease_lost_after_the_condition_stops_the_deletion() -> None:
     assert [m for m, _, _ in api.requests] == ["PATCH"]
 
 
+async def test_a_victim_fenced_is_sent_again_once_the_lease_is_regained() -> None:
+    lease = 0.0
+    api = RecordingApi()
+    evictor, _ = evictor_over(api, valid_for=lambda: lease)
+    await carry_out(evictor, [victim()])
+    assert api.requests == []
+    # No session ran while the lease was lost; leading again, the same decision is sent.
+    lease = 5.0
+    await carry_out(evictor, [victim()])
+    assert len(api.sent("POST", "/eviction")) == 1
+
+
 async def test_a_victim_is_sent_once_until_the_watch_shows_it_deleting() -> None:
     api = RecordingApi()
     evictor, watch = evictor_over(api)
