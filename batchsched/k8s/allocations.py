@@ -515,9 +515,13 @@ class ClaimWriter:
                 seen = _Seen.of(await self._read(write))
                 if seen.uid != write.uid:
                     return
-                # Allocated again, or for others since: only the pods leave, if there.
+                # Allocated again, or for others since, or being deleted (the claim
+                # controller deallocates it once no pod holds it): only the pods leave.
                 deallocate = (
-                    deallocate and seen.reserved <= leaving and seen.devices == write.devices
+                    deallocate
+                    and not seen.deleting
+                    and seen.reserved <= leaving
+                    and seen.devices == write.devices
                 )
                 if not deallocate and not seen.reserved & leaving:
                     return

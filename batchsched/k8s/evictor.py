@@ -17,7 +17,10 @@ from a budget (the session read a stale status.disruptionsAllowed) leaves the po
 a warning event quoting the budget, and it is not tried again for `refused_seconds`;
 any other error is logged, and the next session may choose it again.
 
-A preemptor's status.nominatedNodeName is written with a merge patch (null clears it).
+A preemptor's status.nominatedNodeName is written with a merge patch (null clears it),
+one write per pod at a time: a nomination decided while an earlier one for the pod is
+on its way replaces any still queued and is sent after it, so the write that lands last
+is the one decided last, which the cache assumes meanwhile.
 
 Fencing, as in the binder: `valid_for` is asked before every request and every retry,
 and bounds how long it may take; once the lease cannot be proven, each write still
@@ -117,6 +120,10 @@ class Evictor:
         self._sent: dict[str, tuple[str, float]] = {}
         # Pod key -> (uid, node) last written as its nominated node.
         self._nominated: dict[str, tuple[str, str]] = {}
+        # Pods with a nomination queued or in flight, and the newest one decided for
+        # each not yet sent: one write per pod at a time, so the last decided lands last.
+        self._nominating: set[str] = set()
+        self._next: dict[str, Nomination] = {}
         # Victim key -> the Kubernetes PodGroup its eviction is part of preempting.
         self._disrupting: dict[str, PodGroup] = {}
 
@@ -153,7 +160,10 @@ class Evictor:
                 continue
             self._nominated[nomination.key] = written
             self.cache.assume_nominated(nomination.key, nomination.uid, nomination.node)
-            self._put(partial(self._nominate, nomination))
+            self._next[nomination.key] = nomination
+            if nomination.key not in self._nominating:
+                self._nominating.add(nomination.key)
+                self._put(partial(self._nominate_next, nomination.key))
 
     def _disrupted(self, evictions: Sequence[Eviction]) -> dict[str, PodGroup]:
         """Victim key -> its Kubernetes PodGroup, for groups these evictions leave with
@@ -254,6 +264,7 @@ class Evictor:
             log.info("%s: not evicted: %s was placed meanwhile", eviction.key, eviction.preemptor)
             return
         except Fenced:
+            self._sent.pop(eviction.key, None)
             self.cache.spare(eviction.key)
             PREEMPTION_FAILURES.labels("fenced").inc()
             log.warning("%s: not evicted: %s", eviction.key, LEASE_LOST)
@@ -374,6 +385,25 @@ class Evictor:
 
     # Preemptors.
 
+    async def _nominate_next(self, key: str) -> None:
+        """Write the newest nomination decided for the pod; one decided meanwhile is
+        queued after it."""
+        try:
+            await self._nominate(self._next.pop(key))
+        finally:
+            if key in self._next:
+                self._put(partial(self._nominate_next, key))
+            else:
+                self._nominating.discard(key)
+
+    def _unwritten(self, nomination: Nomination) -> None:
+        """A nomination not written: the pod shows what the watch does again, unless a
+        newer one is queued, which then holds it."""
+        if nomination.key in self._next:
+            return
+        self._nominated.pop(nomination.key, None)
+        self.cache.unnominate(nomination.key)
+
     async def _nominate(self, nomination: Nomination) -> None:
         body = {
             "metadata": {"uid": nomination.uid},
@@ -385,18 +415,15 @@ class Evictor:
                 partial(self.api.patch, path, body), moot=partial(self._placed, (nomination.key,))
             )
         except _Moot:
-            self._nominated.pop(nomination.key, None)
-            self.cache.unnominate(nomination.key)
+            self._unwritten(nomination)
             log.info("%s: not nominated: it was bound meanwhile", nomination.key)
             return
         except Fenced:
-            self._nominated.pop(nomination.key, None)
-            self.cache.unnominate(nomination.key)
+            self._unwritten(nomination)
             API_WRITES.labels("nomination", "fenced").inc()
             return
         except (ApiError, *TRANSPORT_ERRORS) as error:
-            self._nominated.pop(nomination.key, None)
-            self.cache.unnominate(nomination.key)
+            self._unwritten(nomination)
             gone = isinstance(error, ApiError) and error.status == 404
             if not gone:
                 log.error("%s: nominated node not written: %s", nomination.key, error)

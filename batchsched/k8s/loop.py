@@ -139,6 +139,9 @@ class SessionLoop:
         self._dropped: set[str] = set()
         self._sweep: asyncio.Task[None] | None = None
         self._releasing: asyncio.Task[None] | None = None
+        # Claim key -> the deallocation decided for it, to write once the batch being
+        # written is done.
+        self._deallocations: dict[str, Deallocation] = {}
 
     async def run(self) -> None:
         """Runs sessions until cancelled; started before the informers' first pages."""
@@ -257,11 +260,20 @@ class SessionLoop:
 
     def _deallocate(self, deallocations: list[Deallocation]) -> None:
         """Clear, in the background, the claims the session decided to deallocate for
-        pods no node took (kube-scheduler's PostFilter). While an earlier session's are
-        still being written, this one's wait: the next session decides them again."""
-        if not deallocations or (self._releasing is not None and not self._releasing.done()):
+        pods no node took (kube-scheduler's PostFilter), as the simulator does. While an
+        earlier batch is being written, this one's wait and go after it: their pods
+        may not come back to a session before a device changes. The newest decision
+        for a claim stands; each is checked against the claim when written."""
+        self._deallocations.update((d.key, d) for d in deallocations)
+        if not self._deallocations or (self._releasing is not None and not self._releasing.done()):
             return
-        self._releasing = asyncio.create_task(self.binder.devices.deallocate(deallocations))
+        self._releasing = asyncio.create_task(self._write_deallocations())
+
+    async def _write_deallocations(self) -> None:
+        while self._deallocations:
+            batch = list(self._deallocations.values())
+            self._deallocations.clear()
+            await self.binder.devices.deallocate(batch)
 
     def _accept(self, bindings: Sequence[Binding]) -> None:
         """Assume and send one job's bindings, unless the cluster moved under them."""

@@ -176,12 +176,13 @@ def release(cache: ClusterCache, task: Task) -> None:
 
 def deallocate(cache: ClusterCache, deallocation: Deallocation) -> bool:
     """The scheduler's PostFilter write: the claim's allocation and reservedFor cleared,
-    if it is still the claim the session saw, allocated with the same devices and
+    if it is still the claim the session saw, not being deleted, allocated with the same devices and
     reserved for nobody or for that pod alone; whether it was."""
     claim = cache.resource_claims.get(deallocation.key)
     if (
         claim is None
         or claim.uid != deallocation.uid
+        or claim.deleting
         or claim.allocation is None
         or claim.allocation.devices != deallocation.devices
         or not set(claim.reserved_for) <= {deallocation.pod_uid}

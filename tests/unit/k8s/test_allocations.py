@@ -266,6 +266,31 @@ async def test_a_member_not_bound_gives_back_the_claim_allocated_for_it() -> Non
     assert binder.cache.tasks["default/p0"].node_name == "n1"
 
 
+async def test_a_claim_deleted_while_it_is_given_back_only_loses_the_pod() -> None:
+    """The undo meets a conflict: the claim is being deleted since. The pod leaves
+    reservedFor; the allocation and finalizer are left for the claim controller."""
+
+    class DeletedMeanwhile(Claims):
+        def __call__(self, method: str, path: str, body: Any) -> JSON:
+            claim = self.claims["c1"]
+            if "$patch" in str(body) and "deletionTimestamp" not in claim["metadata"]:
+                claim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                bump(claim)
+            return super().__call__(method, path, body)
+
+    claims = DeletedMeanwhile("c0", "c1")
+    claims.refuse_binds.add("p1")
+    binder, api, bindings = setup(claims, members=2)
+    await settle(binder, bindings)
+    undo = [body for body in api.sent("PATCH", "c1/status") if "$patch" in str(body)]
+    assert [body["status"] for body in undo] == [
+        {"reservedFor": [{"$patch": "delete", "uid": "uid-1"}], "allocation": None},
+        {"reservedFor": [{"$patch": "delete", "uid": "uid-1"}]},
+    ]
+    assert claims.claims["c1"]["metadata"]["finalizers"] == [FINALIZER]
+    assert claims.claims["c1"]["status"]["allocation"]
+
+
 async def test_a_write_the_api_server_refuses_backs_the_pods_off_with_its_reason() -> None:
     def refusing(method: str, path: str, body: Any) -> JSON:
         if path.endswith("/status"):

@@ -244,6 +244,18 @@ async def test_the_lease_lost_after_the_condition_stops_the_deletion() -> None:
     assert [m for m, _, _ in api.requests] == ["PATCH"]
 
 
+async def test_a_victim_fenced_is_sent_again_once_the_lease_is_regained() -> None:
+    lease = 0.0
+    api = RecordingApi()
+    evictor, _ = evictor_over(api, valid_for=lambda: lease)
+    await carry_out(evictor, [victim()])
+    assert api.requests == []
+    # No session ran while the lease was lost; leading again, the same decision is sent.
+    lease = 5.0
+    await carry_out(evictor, [victim()])
+    assert len(api.sent("POST", "/eviction")) == 1
+
+
 async def test_a_victim_is_sent_once_until_the_watch_shows_it_deleting() -> None:
     api = RecordingApi()
     evictor, watch = evictor_over(api)
@@ -323,6 +335,44 @@ async def test_a_nomination_is_written_once_and_not_when_the_pod_shows_it() -> N
     running(watch, "high-0", nominated="n1")
     await carry_out(evictor, [], [nomination("high-0", "n3")])
     assert len(api.requests) == 2
+
+
+async def test_a_nomination_decided_while_one_is_on_its_way_lands_last() -> None:
+    held = asyncio.Event()
+
+    class HoldingApi(RecordingApi):
+        """Holds the first write in flight until the test lets it land."""
+
+        async def request(
+            self, method: str, path: str, body: object = None, *, content_type: str = ""
+        ) -> JSON:
+            first = not self.requests
+            self.requests.append((method, path, body))
+            if first:
+                await held.wait()
+            return self.answer(method, path, body)
+
+    api = HoldingApi()
+    evictor, watch = evictor_over(api)
+    runner = asyncio.create_task(evictor.run())
+    evictor.submit([], [nomination("high-0", "n1")])
+    async with asyncio.timeout(30):
+        while not api.requests:
+            await asyncio.sleep(0)
+    # Two later sessions decide again while the first write is on its way: the newer
+    # replaces the older still queued, and it is sent once the first has landed.
+    evictor.submit([], [nomination("high-0", "n2")])
+    evictor.submit([], [nomination("high-0", "n3")])
+    for _ in range(5):
+        await asyncio.sleep(0)
+    held.set()
+    await asyncio.wait_for(evictor.idle.wait(), 30)
+    runner.cancel()
+    landed = [body["status"]["nominatedNodeName"] for _, _, body in api.requests]
+    assert landed == ["n1", "n3"]
+    # The watch shows the first write: the cache keeps the one that landed last.
+    running(watch, "high-0", nominated="n1")
+    assert watch.cache.tasks["default/high-0"].nominated_node == "n3"
 
 
 def native_members(watch: Watch, min_count: int | None, names: list[str]) -> None:

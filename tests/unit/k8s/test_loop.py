@@ -21,7 +21,7 @@ from batchsched.k8s.fence import unbounded
 from batchsched.k8s.forked import run_forked
 from batchsched.k8s.loop import SessionLoop
 from batchsched.k8s.watch import PODS, WATCHED
-from batchsched.model.decisions import Binding
+from batchsched.model.decisions import Binding, Deallocation
 
 from .recording_api import RecordingApi, WaitedFor, settle, watch_over
 from tests.support.objects import gang, node, pod, pod_group
@@ -355,3 +355,31 @@ async def test_a_gang_starts_a_session_once_its_members_are_all_there(
     await no_session_after(loop, started, 2)
     loop.watch.apply(PODS, pod("h-2", group="h", namespace="default"))
     await sessions(started, 3)
+
+
+async def test_deallocations_decided_while_a_batch_is_written_are_written_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loop, _ = setup()
+    written: list[list[str]] = []
+    landed = asyncio.Event()
+
+    async def deallocate(batch: Sequence[Deallocation]) -> None:
+        written.append([d.claim for d in batch])
+        if len(written) == 1:
+            await landed.wait()
+
+    monkeypatch.setattr(loop.binder.devices, "deallocate", deallocate)
+
+    def decided(claim: str) -> Deallocation:
+        return Deallocation("default", claim, f"uid-{claim}", "default/g-0", "uid-0", ())
+
+    loop._deallocate([decided("c0")])
+    await asyncio.sleep(0)
+    # Two sessions decide while the first batch is on its way: both wait for it.
+    loop._deallocate([decided("c1")])
+    loop._deallocate([decided("c2"), decided("c1")])
+    landed.set()
+    assert loop._releasing is not None
+    await asyncio.wait_for(loop._releasing, 30)
+    assert written == [["c0"], ["c1", "c2"]]
