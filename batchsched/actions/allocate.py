@@ -27,7 +27,7 @@ from batchsched.actions.nominations import keep_or_clear, terminating_rows
 from batchsched.api.objects import Constraints, Dequeue
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
-from batchsched.framework.topology import CANDIDATE_DOMAINS, Plan
+from batchsched.framework.topology import CANDIDATE_DOMAINS, Plan, whole_ask
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
@@ -126,7 +126,7 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
 
 def _awaits_domain(session: Session, job: JobInfo) -> bool:
     """Whether the job's soft topology ask is still within its softWait."""
-    ask = job.group.network_topology if job.group is not None else None
+    ask = whole_ask(job)
     return ask is not None and session.topology.awaited(job, ask, job.pending) is not None
 
 

@@ -23,6 +23,7 @@ from batchsched.framework.topology import Domain, DomainWait, Plan
 from batchsched.model.arrays import BoolArray
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
+from batchsched.model.topology import Tier
 
 # Why a job none of whose members was tried is not placed.
 NO_PENDING = Reason(Code.UNSCHEDULABLE, SESSION, "no pending pods")
@@ -71,6 +72,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
     outer: Iterable[Domain | None] = [None]
     # The one domain tried when none has room for the gang: its try is reported.
     alone: Domain | None = None
+    awaited: Tier | None = None
     if ask is not None:
         domains, error = session.topology.domains(ask, ordered, job.hosts, None)
         if error:
@@ -123,7 +125,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         failures = _place_plan(session, job, ordered, plan, statement, domain, refused, explained)
         if domain is None:
             return _conclude(
-                session, job, statement, failures, _wanted(session, ask, best, job, ordered)
+                session, job, statement, failures, _wanted(session, ask, best, job, awaited)
             )
         placed = len(statement.placed)
         if placed and session.ready(job, placed):
@@ -145,7 +147,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         failures = _place_plan(session, job, ordered, plan, statement, reported, refused)
         statement.discard()
         first = next(iter(failures.values()))
-    wanted = _wanted(session, ask, best, job, ordered)
+    wanted = _wanted(session, ask, best, job, awaited)
     session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {wanted}; {first}")
     return False
 
@@ -199,14 +201,13 @@ def _wanted(
     ask: TopologyAsk | None,
     best: tuple[int, str] | None,
     job: JobInfo,
-    ordered: list[TaskInfo],
+    awaited: Tier | None,
 ) -> str | None:
     """What a waiting gang's topology ask needs (the tiers it may take a domain of), and
     the domain that came closest; kept for explain (TopologyPlanner.waits)."""
     if ask is None:
         return None
     placed, closest = best if best is not None else (0, None)
-    awaited = session.topology.awaited(job, ask, ordered)
     wait = DomainWait(
         ask=ask,
         tiers=session.topology.tier_names(ask) if awaited is None else awaited.name,

@@ -159,7 +159,10 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
         ):
             now += config.schedule_period
             continue
-        upcoming = events.upcoming()
+        # A job set aside until a deadline (a soft topology wait, a gang's timeout, the
+        # starvation threshold) is tried again then, as the operator's keeper wakes it.
+        woken = [u.until for u in decisions.unplaced.values() if u.until is not None]
+        upcoming = min([t for t in (events.upcoming(), *woken) if t is not None], default=None)
         if upcoming is None:
             break
         now = upcoming

@@ -377,3 +377,21 @@ def test_bad_input_is_named_and_the_rest_scheduled(
     assert result.pods["default/lone"]["node"] is not None
     waiting = [p["reason"] for key, p in result.pods.items() if key != "default/lone"]
     assert waiting and all(message in reason for reason in waiting), waiting
+
+
+def test_a_soft_gang_spans_racks_once_its_soft_wait_runs_out(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Each of three racks has one node free: a soft gang of two waits its softWait for
+    one rack, and the simulator wakes it when the wait ends to place it across racks,
+    as the operator's keeper does; nothing else happens in between to wake it."""
+    objects: list[dict[str, Any]] = [*racks({"r1": 2, "r2": 2, "r3": 2})]
+    objects += [
+        pod(f"hog-{rack}", {"cpu": "4"}, node_name=f"{rack}-0", scheduler="other", created=0)
+        for rack in ("r1", "r2", "r3")
+    ]
+    objects.append(pod_group("g", 2, created=0, networkTopology={"mode": "soft"}))
+    objects += [pod(f"g-{i}", {"cpu": "4"}, group="g", created=0) for i in range(2)]
+    result = run(capsys, tmp_path, objects, f"{RACK_TIERS}  softWait: 10m\n")
+    assert len(domains_of(result, "default/g-")) == 2
+    assert {result.pods[f"default/g-{i}"]["bound_at"] for i in range(2)} == {600.0}

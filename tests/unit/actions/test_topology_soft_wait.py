@@ -81,6 +81,32 @@ def test_a_soft_gang_within_its_wait_holds_no_room_past_the_starvation_threshold
     assert "default/small" in placements(decisions)
 
 
+def test_a_kueue_preferred_pod_set_within_its_wait_holds_no_room_either() -> None:
+    """The same, the soft ask stated on the pod set by Kueue's annotation."""
+    objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), pod_group("k", 2, created=0)]
+    notes = {
+        "scheduling.batchsched.io/group-name": "k",
+        "kueue.x-k8s.io/podset-preferred-topology": RACK,
+    }
+    labels = {"kueue.x-k8s.io/podset": "workers"}
+    objects += [
+        pod(f"k-{i}", {"cpu": "4"}, labels=labels, annotations=notes, created=0) for i in range(2)
+    ]
+    objects.append(pod("small", {"cpu": "4"}, created=110))
+    decisions = decide(objects, f"starvationThreshold: 60s\n{WAITING}", now=at(120))
+    assert "waits 480s more" in decisions.pending["default/k-0"].message
+    assert "room is held" not in decisions.pending["default/k-0"].message
+    assert "default/small" in placements(decisions)
+
+
+def test_a_soft_gang_set_aside_within_its_wait_is_woken_when_it_ends() -> None:
+    """Its outcome changes when the wait runs out, though nothing else does (the
+    starvation threshold set past it)."""
+    objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), *soft_gang(2)]
+    decisions = decide(objects, f"starvationThreshold: 1h\n{WAITING}", now=at(60))
+    assert decisions.unplaced["default/g"].until == at(600)
+
+
 def test_without_a_soft_wait_a_gang_created_after_the_clock_spans_at_once() -> None:
     """A creation time ahead of the session's clock (another machine's) leaves no wait
     when none is configured."""

@@ -2,11 +2,20 @@
 the first three lines (summary, cause, remedy), and `-o json` carries the same."""
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from batchsched.cli import main
+from batchsched.config.load import load_config
+from batchsched.explain.analysis import explain as analyse
+from batchsched.explain.render import to_text
+from batchsched.explain.session import run_once
+from batchsched.explain.target import parse_target
+
+from tests.support.objects import cache_of
 
 SCHEDULER = "schedulerName: batch-scheduler"
 
@@ -408,11 +417,10 @@ def test_a_gang_waiting_for_a_rack_names_the_tier_the_best_rack_and_what_it_hold
     )
 
 
-def test_a_soft_gang_waiting_for_a_rack_says_when_it_spans_racks(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_a_soft_gang_waiting_for_a_rack_says_when_it_spans_racks() -> None:
     """Rack r1 (two nodes, one busy) could hold the gang of two 32-CPU pods, r2 (one node)
-    could not: within its softWait the soft ask waits for r1 rather than span both."""
+    could not: within its softWait the soft ask waits for r1 rather than span both. Read
+    a minute after its creation, as from a cluster: `-f` simulates past the wait."""
     rack = "topology.kubernetes.io/rack"
     text = "".join(
         node(name, labels=f"{{{rack}: {name[:2]}}}") for name in ("r1-0", "r1-1", "r2-0")
@@ -422,12 +430,13 @@ def test_a_soft_gang_waiting_for_a_rack_says_when_it_spans_racks(
         "spec: {minMember: 2,", "spec: {networkTopology: {mode: soft}, minMember: 2,"
     )
     text += "".join(pod(f"train-{i}", group="train", cpu=32) for i in range(2))
-    config = f"topology: {{tiers: [{{name: rack, nodeLabel: {rack}}}], softWait: 100000h}}\n"
-    code, lines = explain(capsys, tmp_path, text, "pg/train", config=config)
-    assert code == 0
+    config = load_config(f"topology: {{tiers: [{{name: rack, nodeLabel: {rack}}}], softWait: 10m}}")
+    created = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+    ran = run_once(cache_of(yaml.safe_load_all(text)), config, now=created + 60)
+    lines = to_text(analyse(ran, parse_target("pg/train", namespace="default"))).splitlines()
     assert "asks its members in one domain of rack (soft) and waits" in lines[1], lines[1]
     assert lines[2].startswith(
         "remedy: it runs once rack r1 has room for 1 more member(s) (as its pods end, or "
         "nodes are added to it), or it spans domains in "
     ), lines[2]
-    assert lines[2].endswith("s (topology.softWait)")
+    assert lines[2].endswith(" 540s (topology.softWait)"), lines[2]
