@@ -34,8 +34,16 @@ from .operator_support import (  # noqa: F401 (fixtures)
     start_proxy_fixture,
     start_scheduler_fixture,
 )
-from .test_dra_operator import CPU, DRIVER, Dra, claims_path, gpus
-from tests.support import JSON, ClusterObjects, ControlPlane, Kube
+from .test_dra_operator import (  # noqa: F401 (fixtures)
+    CPU,
+    DRIVER,
+    Dra,
+    claims_path,
+    dra_fixture,
+    gpus,
+    kube_fixture,
+)
+from tests.support import JSON, ControlPlane
 from tests.support.objects import device_class, load_manifests, pod
 
 pytestmark = pytest.mark.integration
@@ -54,18 +62,6 @@ def control_plane() -> Iterator[ControlPlane]:
         plane.start_controller_manager(manager, controllers=controllers)
         plane.start_scheduler(scheduler, {})
         yield plane
-
-
-@pytest.fixture(scope="module")
-def kube(control_plane: ControlPlane) -> Kube:
-    return control_plane.kube()
-
-
-@pytest.fixture
-def dra(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
-) -> Dra:
-    return Dra(kube, namespace, cluster_objects, start_scheduler)
 
 
 def backed(dra: Dra) -> str:

@@ -77,8 +77,9 @@ def control_plane() -> Any:
         yield plane
 
 
-@pytest.fixture(scope="module")
-def kube(control_plane: ControlPlane) -> Kube:
+# Imported by the other DRA modules under their own control planes.
+@pytest.fixture(name="kube", scope="module")
+def kube_fixture(control_plane: ControlPlane) -> Kube:
     return control_plane.kube()
 
 
@@ -179,8 +180,8 @@ def scheduled_message(manifest: JSON) -> str | None:
     return None
 
 
-@pytest.fixture
-def dra(
+@pytest.fixture(name="dra")
+def dra_fixture(
     kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
 ) -> Dra:
     return Dra(kube, namespace, cluster_objects, start_scheduler)

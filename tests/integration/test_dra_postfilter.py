@@ -5,45 +5,26 @@ either scheduler alike."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from batchsched.k8s.allocations import FINALIZER
 
-from .conftest import PROJECT_CRDS, kube_controller_manager, kube_scheduler, start_control_plane
 from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
     scheduler_kubeconfig_fixture,
     start_scheduler_fixture,
 )
-from .test_dra_operator import Dra, on_node, pinned_to_full_node, results
-from tests.support import ClusterObjects, ControlPlane, Kube
-from tests.support.objects import load_manifests
+from .test_dra_extended import control_plane  # noqa: F401 (fixture)
+from .test_dra_operator import (  # noqa: F401 (fixtures)
+    Dra,
+    dra_fixture,
+    kube_fixture,
+    on_node,
+    pinned_to_full_node,
+    results,
+)
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def control_plane() -> Iterator[ControlPlane]:
-    controllers = ("resourceclaim-controller", "garbage-collector-controller")
-    manager, scheduler = kube_controller_manager(), kube_scheduler()
-    with start_control_plane(crds=load_manifests(PROJECT_CRDS)) as plane:
-        plane.start_controller_manager(manager, controllers=controllers)
-        plane.start_scheduler(scheduler, {})
-        yield plane
-
-
-@pytest.fixture(scope="module")
-def kube(control_plane: ControlPlane) -> Kube:
-    return control_plane.kube()
-
-
-@pytest.fixture
-def dra(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
-) -> Dra:
-    return Dra(kube, namespace, cluster_objects, start_scheduler)
 
 
 def test_a_claim_pinned_to_a_full_node_is_deallocated_and_moved_as_kube_scheduler_does(

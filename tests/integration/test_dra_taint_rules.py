@@ -17,8 +17,15 @@ from .operator_support import (  # noqa: F401 (fixtures)
     scheduler_kubeconfig_fixture,
     start_scheduler_fixture,
 )
-from .test_dra_operator import DRIVER, Dra, devices_of, gpus
-from tests.support import ClusterObjects, ControlPlane, Kube
+from .test_dra_operator import (  # noqa: F401 (fixtures)
+    DRIVER,
+    Dra,
+    devices_of,
+    dra_fixture,
+    gpus,
+    kube_fixture,
+)
+from tests.support import ControlPlane
 from tests.support.objects import exactly, load_manifests
 
 pytestmark = pytest.mark.integration
@@ -32,18 +39,6 @@ def control_plane() -> Iterator[ControlPlane]:
         runtime_config={TAINT_RULE_API: True},
     ) as plane:
         yield plane
-
-
-@pytest.fixture(scope="module")
-def kube(control_plane: ControlPlane) -> Kube:
-    return control_plane.kube()
-
-
-@pytest.fixture
-def dra(
-    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
-) -> Dra:
-    return Dra(kube, namespace, cluster_objects, start_scheduler)
 
 
 def test_a_device_tainted_by_a_rule_is_kept_from_pods_not_tolerating_it(dra: Dra) -> None:
