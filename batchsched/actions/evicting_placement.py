@@ -654,9 +654,31 @@ def place_by_evicting(
     if layout is not None and layout.error is not None:
         # The ask cannot be kept as written: allocate said so, and no eviction helps.
         return False
-    kind = _kind(job, layout)
-    if kind in failed:
-        return False
+    # A starving gang's own held room is its to take: held against it, the room would be
+    # made elsewhere at the cost of more victims. Holding room, it is like no other job.
+    held = session.unreserve(job.key)
+    kind = None if held is not None else _kind(job, layout)
+    placed = kind not in failed and _place(
+        session, job, layout, action=action, checks=checks, scope=scope
+    )
+    if not placed:
+        if held is not None:
+            session.reserve(job.key, *held)
+        elif kind is not None:
+            failed.add(kind)
+    return placed
+
+
+def _place(
+    session: Session,
+    job: JobInfo,
+    layout: Plan | None,
+    *,
+    action: EvictionAction,
+    checks: Iterable[VictimCheck],
+    scope: Scope,
+) -> bool:
+    """place_by_evicting's search for one job; whether it was placed."""
     victims = session.victims
 
     def allowed() -> BoolArray:
@@ -667,18 +689,13 @@ def place_by_evicting(
 
     if not allowed().any():
         # Nothing it may evict: allocate already placed it if it could be placed.
-        if kind is not None:
-            failed.add(kind)
         return False
     plan = _Plan(session, job, action=action, allowed=allowed, layout=layout)
     ask = None if layout is None else layout.ask
     found = _search(plan) if ask is None else _in_domains(plan, ask)
-    if not found:
-        if kind is not None:
-            failed.add(kind)
-        return False
-    plan.commit()
-    return True
+    if found:
+        plan.commit()
+    return found
 
 
 def _search(plan: _Plan) -> bool:

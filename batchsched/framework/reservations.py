@@ -39,12 +39,31 @@ class Reservations:
         self.ready_at: FloatArray = np.full(len(free), math.inf)
         # Node row -> the gangs holding room there, for pending reasons.
         self.holders: dict[int, dict[str, None]] = {}
+        # Gang -> the rows and requests it holds, one per member, to give them back.
+        self.held_by: dict[str, tuple[list[int], list[IntArray]]] = {}
 
     def hold(self, job: str, rows: list[int], vecs: list[IntArray]) -> None:
         for row, vec in zip(rows, vecs, strict=True):
             self.held[row] += vec
             self.holders.setdefault(row, {})[job] = None
+        self.held_by[job] = (rows, vecs)
         self._settle_times(set(rows))
+
+    def release(self, job: str) -> tuple[list[int], list[IntArray]] | None:
+        """Give back the room held for `job`; what it held (None: nothing), to hold again."""
+        holding = self.held_by.pop(job, None)
+        if holding is None:
+            return None
+        rows, vecs = holding
+        for row, vec in zip(rows, vecs, strict=True):
+            self.held[row] -= vec
+        for row in set(rows):
+            gangs = self.holders[row]
+            del gangs[job]
+            if not gangs:
+                del self.holders[row]
+        self._settle_times(set(rows))
+        return holding
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         wanted = task.vec > 0

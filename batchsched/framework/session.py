@@ -566,6 +566,14 @@ class Session:
         self.reservations.hold(job, rows, vecs)
         self.touched.extend(rows)
 
+    def unreserve(self, job: str) -> tuple[list[int], list[IntArray]] | None:
+        """Give back the room held for `job`, which its own members may then take; what
+        was held (None: nothing), for `reserve` to hold again."""
+        held = None if self.reservations is None else self.reservations.release(job)
+        if held is not None:
+            self.touched.extend(held[0])
+        return held
+
     @property
     def victims(self) -> Victims:
         """The running pods preempt and reclaim may evict, built when first asked."""

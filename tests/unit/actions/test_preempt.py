@@ -7,7 +7,7 @@ import pytest
 
 from batchsched.model.decisions import Decisions
 
-from tests.support.objects import Obj, decide, node, pod, pod_group, priority_class, queue
+from tests.support.objects import Obj, at, decide, node, pod, pod_group, priority_class, queue
 
 FOUR_CPU = {"cpu": "4"}
 
@@ -434,3 +434,97 @@ def test_a_group_held_back_preempts_only_for_minresources_the_cluster_could_hold
         ]
     )
     assert len(decisions.evictions) == evictions
+
+
+DAY = 86400
+
+
+def nightly_and_train(train_created: float | None, **train_spec: Any) -> list[Obj]:
+    """Two 4-CPU nodes; `nightly` (minMember 4) runs six 1-CPU members, four on n1 and
+    two on n2; `train` (minMember 4, four 1-CPU members created at 120) asks for four
+    CPUs where two are free. Evicting two of nightly is enough, and leaves it four."""
+    return [
+        node("n1", cpu="4"),
+        node("n2", cpu="4"),
+        *running_gang("nightly", 6, min_member=4, nodes=["n1"] * 4 + ["n2"] * 2, cpu="1"),
+        pod_group("train", 4, created=train_created, **train_spec),
+        *(
+            pod(
+                f"train-{i}",
+                requests={"cpu": "1"},
+                group="train",
+                created=120,
+                spec={"priority": 1000},
+            )
+            for i in range(4)
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    "train_created",
+    [120, None, 120 - 3 * DAY],
+    ids=["just-created", "no-creationTimestamp", "waited-three-days"],
+)
+def test_a_starving_gang_makes_room_in_the_room_held_for_it(train_created: float | None) -> None:
+    """A gang past the starvation threshold has room held for it by allocate, on the
+    node with the most room free (n2); preempt then lets it take that room rather than
+    hold it against the gang itself, which would leave n1 to evict and all six of
+    nightly to go whole."""
+    decisions = decide(nightly_and_train(train_created))
+    # The two most recently created, on n2, where the four then go.
+    assert evicted(decisions) == {"default/nightly-4", "default/nightly-5"}
+    assert nominated(decisions) == {f"default/train-{i}": "n2" for i in range(4)}
+
+
+SLA = """tiers:
+- plugins: [{name: priority}, {name: gang}, {name: sla}]
+- plugins: [{name: predicates}, {name: proportion}]
+"""
+
+
+def test_a_gang_that_failed_for_want_of_held_room_does_not_stop_its_holder() -> None:
+    """Two alike gangs of four 1-CPU members: `first` states an SLA waiting time not yet
+    run out, so it goes first; `starving`, older, is past the starvation threshold and
+    has n1's room held for it. n2 is taken by a pod of equal priority. `first` can make
+    no room outside the held room and fails; `starving`, for which that room is held,
+    is not taken to fail like it, and evicts n1's gang."""
+
+    def alike(name: str, created: float) -> list[Obj]:
+        return [
+            pod_group(name, 4, created=created),
+            *(
+                pod(
+                    f"{name}-{i}",
+                    requests={"cpu": "1"},
+                    group=name,
+                    created=created,
+                    spec={"priority": 1000},
+                )
+                for i in range(4)
+            ),
+        ]
+
+    first = alike("first", 200)
+    first[0]["metadata"]["annotations"] = {"volcano.sh/sla-waiting-time": "1h"}
+    decisions = decide(
+        [
+            node("n1", cpu="4"),
+            node("n2", cpu="4"),
+            *running_gang("nightly", 2, min_member=2, nodes=["n1"], cpu="1"),
+            pod(
+                "equal",
+                requests=FOUR_CPU,
+                node_name="n2",
+                phase="Running",
+                created=0,
+                spec={"priority": 1000},
+            ),
+            *first,
+            *alike("starving", 0),
+        ],
+        SLA,
+        now=at(400),
+    )
+    assert evicted(decisions) == {"default/nightly-0", "default/nightly-1"}
+    assert nominated(decisions) == {f"default/starving-{i}": "n1" for i in range(4)}

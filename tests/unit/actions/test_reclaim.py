@@ -2,7 +2,9 @@
 
 from typing import Any
 
-from .test_preempt import evicted, nominated
+import pytest
+
+from .test_preempt import DAY, evicted, nominated, running_gang
 from tests.support.objects import Obj, decide, node, pod, pod_group, queue
 
 EIGHT_NODES = [node(f"n{i}", cpu="4") for i in range(4)]
@@ -99,3 +101,34 @@ def test_several_victims_for_one_pod_never_take_a_queue_below_its_guarantee() ->
         *(pod(f"b1-{i}", requests={"cpu": "1"}, group="b1", created=100) for i in range(2)),
     ]
     assert len(decide([*objects, *pods]).evictions) == 2
+
+
+@pytest.mark.parametrize(
+    "created",
+    [120, None, 120 - 3 * DAY],
+    ids=["just-created", "no-creationTimestamp", "waited-three-days"],
+)
+def test_a_starving_gang_reclaims_into_the_room_held_for_it(created: float | None) -> None:
+    """Queue a runs six 1-CPU members of a gang of minMember 4 over two 4-CPU nodes,
+    four on n1; b's gang of four asks for its share. Past the starvation threshold its
+    room is held on n2, the freest node: that room is b's gang's own to reclaim into,
+    not held against it, which left n1 alone, and a kept what it borrowed."""
+    decisions = decide(
+        [
+            queue("a"),
+            queue("b"),
+            node("n1", cpu="4"),
+            node("n2", cpu="4"),
+            *running_gang(
+                "nightly", 6, min_member=4, nodes=["n1"] * 4 + ["n2"] * 2, cpu="1", queue="a"
+            ),
+            pod_group("train", 4, created=created, queue="b"),
+            *(
+                pod(f"train-{i}", requests={"cpu": "1"}, group="train", created=120)
+                for i in range(4)
+            ),
+        ]
+    )
+    assert evicted(decisions) == {"default/nightly-4", "default/nightly-5"}
+    assert {e.action for e in decisions.evictions} == {"reclaim"}
+    assert nominated(decisions) == {f"default/train-{i}": "n2" for i in range(4)}
