@@ -12,6 +12,10 @@ Slurm's backfill the deadlines stand for when pods end, so what shares the room 
 delays the time the gang was promised; on a node where a pod that must leave has no
 deadline, that time is unknown, and nothing shares the room.
 
+Preempt and reclaim give a gang's held room back while they make room for that gang
+(`release`, held again if it cannot be placed): the room is its own, and held against
+it, more victims would go elsewhere.
+
 The filter joins the session at its first reservation, so sessions without a starving
 gang pay nothing for it.
 """
@@ -57,12 +61,16 @@ class Reservations:
         rows, vecs = holding
         for row, vec in zip(rows, vecs, strict=True):
             self.held[row] -= vec
+        still: set[int] = set()
         for row in set(rows):
             gangs = self.holders[row]
             del gangs[job]
-            if not gangs:
+            if gangs:
+                still.add(row)
+            else:
                 del self.holders[row]
-        self._settle_times(set(rows))
+                self.ready_at[row] = math.inf
+        self._settle_times(still)
         return holding
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:

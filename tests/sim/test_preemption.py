@@ -79,17 +79,25 @@ spec:
 
 
 def gang(
-    name: str, size: int, min_member: int, *, created: int = 0, priority: str | None = None
+    name: str,
+    size: int,
+    min_member: int,
+    *,
+    created: int = 0,
+    priority: str | None = None,
+    pods_created: int | None = None,
 ) -> str:
-    """Our PodGroup `name` and its `size` one-CPU pods."""
+    """Our PodGroup `name` and its `size` one-CPU pods, created with it unless
+    `pods_created` says when."""
     group = f"""---
 apiVersion: scheduling.batchsched.io/v1alpha1
 kind: PodGroup
 metadata: {{name: {name}, creationTimestamp: "{stamp(created)}"}}
 spec: {{minMember: {min_member}, priorityClassName: {priority or '""'}}}
 """
+    members = created if pods_created is None else pods_created
     return group + "".join(
-        pod(f"{name}-{i}", created=created, priority=priority, group=name) for i in range(size)
+        pod(f"{name}-{i}", created=members, priority=priority, group=name) for i in range(size)
     )
 
 
@@ -178,6 +186,31 @@ def test_a_gang_above_min_member_loses_only_its_extra_members(
     assert running == {"default/wide": 2, "default/high": 2}
     assert run.podgroups["default/wide"]["phase"] == "Running"
     assert all("evicted whole" not in str(e["message"]) for e in gone.values())
+
+
+def test_a_starving_gang_evicts_only_what_min_member_spares(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The high gang's PodGroup was created ten minutes before its pods (as Volcano's
+    job controller creates pods once the group is admitted), so it arrives past the
+    starvation threshold, with room held for it on the freest node. Two of the six
+    low members are all it needs: the room held for it is its own to preempt into."""
+    arrives = 600
+    run = run_input(
+        capsys,
+        tmp_path,
+        HIGH
+        + LOW
+        + node("n1", 4)
+        + node("n2", 4)
+        + gang("low", 6, 4, priority="low")
+        + gang("high", 4, 4, priority="high", pods_created=arrives),
+    )
+    gone = evicted(run)
+    assert len(gone) == 2
+    assert {e["at"] for e in gone.values()} == {arrives}
+    assert running_by_group(run) == {"default/low": 4, "default/high": 4}
+    assert {run.pods[f"default/high-{i}"]["bound_at"] for i in range(4)} == {arrives + 1}
 
 
 def budget(name: str, allowed: int) -> str:

@@ -119,6 +119,21 @@ async def test_a_session_before_the_watch_shows_a_preemption_chooses_no_more_vic
     assert not api.sent("POST", "/binding")
 
 
+async def test_a_gang_that_has_waited_days_evicts_only_what_min_member_spares() -> None:
+    """train's PodGroup created three days ago: past the starvation threshold, room is
+    held for it, which is its own to preempt into. The operator's session evicts two of
+    nightly, as the simulator's does (tests/sim/test_preemption.py), not all six."""
+    api = RecordingApi()
+    loop = session_loop(api)
+    cluster(loop.watch)
+    days_ago = time.time() - at(0) - 3 * 86400
+    group = pod_group("train", 4, namespace="default", created=days_ago, priorityClassName="high")
+    loop.watch.apply(GROUPS, group)
+    await loop.session()
+    await carried_out(loop.evictor)
+    assert len(evicted(api)) == 2 and len(nominated(api)) == 4
+
+
 def handed_over(evictor: Evictor) -> None:
     """A session's decision: nightly-4 evicted for train, whose train-0 is nominated."""
     evictor.submit(
