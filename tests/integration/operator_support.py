@@ -91,6 +91,33 @@ def ticks_pass(
     meanwhile()
 
 
+def account_token(kube: Kube, namespace: str, name: str) -> str:
+    """A token of ServiceAccount `name`, created in `namespace` first."""
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
+    kube.create(account, namespace)
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+    return str(kube.post(path, request).expect(201)["status"]["token"])
+
+
+def token_kubeconfig(path: Path, client: Kube) -> Path:
+    """A kubeconfig at `path` for `client`'s server, CA and token."""
+    cluster = {
+        "server": client.server,
+        "certificate-authority-data": base64.b64encode(client.ca_file.read_bytes()).decode(),
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": {"token": client.token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 class SchedulerAccounts:
     """ServiceAccounts with the scheduler's ClusterRole and lease Role from
     manifests/rbac.yaml, under names of their own so that the RBAC tests can create the
