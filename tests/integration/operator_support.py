@@ -100,6 +100,17 @@ def account_token(kube: Kube, namespace: str, name: str) -> str:
     return str(kube.post(path, request).expect(201)["status"]["token"])
 
 
+def cluster_role_binding(name: str, role: str, subject: JSON) -> JSON:
+    """A ClusterRoleBinding `name` granting ClusterRole `role` to `subject`."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [subject],
+    }
+
+
 def token_kubeconfig(path: Path, client: Kube) -> Path:
     """A kubeconfig at `path` for `client`'s server, CA and token."""
     cluster = {
@@ -144,23 +155,12 @@ class SchedulerAccounts:
         for index, role in enumerate(roles):
             name = f"batchsched-test-{suffix}-{index}"
             role["metadata"] = {"name": name}
-            binding = {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": name},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": name,
-                },
-                "subjects": [
-                    {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "Group",
-                        "name": f"system:serviceaccounts:{self.namespace}",
-                    }
-                ],
+            group = {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Group",
+                "name": f"system:serviceaccounts:{self.namespace}",
             }
+            binding = cluster_role_binding(name, name, group)
             self._cluster_scoped += [kube.create(role), kube.create(binding)]
 
     def username(self, account: str) -> str:

@@ -32,6 +32,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     StartScheduler,
     account_token,
     add_nodes,
+    cluster_role_binding,
     create,
     eventually,
     placements,
@@ -660,19 +661,8 @@ def test_without_resourceclaims_binding_the_allocation_is_refused(dra: Dra, tmp_
         }
     )
     token = account_token(dra.kube, dra.namespace, "limited")
-    dra.objects.create(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "limited", "namespace": dra.namespace}],
-        }
-    )
+    limited_account = {"kind": "ServiceAccount", "name": "limited", "namespace": dra.namespace}
+    dra.objects.create(cluster_role_binding(name, name, limited_account))
     limited = token_kubeconfig(tmp_path / "limited", dra.kube.with_token(token))
     dra.start_scheduler(kubeconfig=limited)
     dra.pod("p", claim="c")

@@ -16,7 +16,7 @@ from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.endpoints import MetricsAuth, serve
 
-from .operator_support import account_token, eventually, token_kubeconfig
+from .operator_support import account_token, cluster_role_binding, eventually, token_kubeconfig
 from tests.support import JSON, ClusterObjects, Kube, KubeError
 from tests.support.objects import load_manifests, native_pod_group, node, pod, pod_group
 
@@ -532,19 +532,8 @@ async def test_metrics_auth_with_the_schedulers_token(
     assert any(d["metadata"]["name"] == METRICS_READER for d in rbac_docs)
     reader = kube.with_token(account_token(kube, namespace, "prometheus"))
     stranger = kube.with_token(account_token(kube, namespace, "stranger"))
-    cluster_objects.create(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": f"{namespace}-metrics"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": METRICS_READER,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
-        }
-    )
+    prometheus = {"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}
+    cluster_objects.create(cluster_role_binding(f"{namespace}-metrics", METRICS_READER, prometheus))
     # RBAC takes a moment to see a new binding: once it lets the reader in, it has seen
     # it, and what it says of the scheduler is its verdict with the binding in place.
     eventually(lambda: _may_read_metrics(reader), what="the reader's binding seen by RBAC")
