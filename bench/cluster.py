@@ -1,5 +1,6 @@
 """What the end-to-end benches share: a control plane's nodes and namespaces made in
-bulk, a watch timing when pods are bound, and the CPUs the control plane runs on.
+bulk, a watch timing when pods are bound, the CPUs the control plane runs on, and the
+client a run talks to it through.
 
 `bench/e2e.py` and `bench/latency.py` import it; run them as modules from the
 repository root (`python -m bench.e2e`), so that `bench` and `tests.support` resolve.
@@ -7,17 +8,21 @@ repository root (`python -m bench.e2e`), so that `bench` and `tests.support` res
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
+import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from batchsched.k8s.client import Api
+from batchsched.k8s.credentials import load_credentials
 
+from tests.support import ControlPlane
 from tests.support.objects import node
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,6 +130,34 @@ def pin(control_plane: list[int], cpus: set[int]) -> None:
         for thread in os.listdir(f"/proc/{pid}/task"):
             os.sched_setaffinity(int(thread), cpus)
     os.sched_setaffinity(0, rest)
+
+
+def add_cpus_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--control-plane-cpus",
+        type=cpu_set,
+        metavar="0[,1...]|shared",
+        help="CPUs for the API server and etcd, the rest for everything else (default: "
+        "the first CPU if there are more); shared: every process on every CPU",
+    )
+
+
+@contextlib.asynccontextmanager
+async def plane_api(plane: ControlPlane, cpus: set[int], operator_log: Path) -> AsyncIterator[Api]:
+    """A client of the control plane, once its processes are pinned to `cpus` (none: left
+    where they are). A run that fails writes the operator log's tail to stderr first: the
+    error alone seldom says why the operator fell behind or stopped."""
+    if cpus:
+        pin(plane.pids, cpus)
+    api = Api(load_credentials(str(plane.kubeconfig)), connections=256, timeout=120)
+    try:
+        yield api
+    except Exception:
+        if operator_log.exists():
+            sys.stderr.write(operator_log.read_text()[-5000:])
+        raise
+    finally:
+        await api.close()
 
 
 def cpu_set(text: str) -> set[int]:

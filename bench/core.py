@@ -39,6 +39,7 @@ import random
 import resource
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -128,15 +129,23 @@ def pod(
     }
 
 
-def workload(
-    pods: int, rng: random.Random, *, apart: bool = False, spread: str | None = None
-) -> list[dict[str, Any]]:
-    objects: list[dict[str, Any]] = []
+def _jobs(pods: int, rng: random.Random) -> Iterator[tuple[str, int]]:
+    """Gangs of 1 to 32 until there are `pods` pods: each one's name and size, the size
+    drawn just before the gang is yielded (so that each gang's own draws follow it)."""
     made = 0
     job = 0
     while made < pods:
         size = min(rng.randint(1, 32), pods - made)
-        group = f"job-{job:05d}"
+        yield f"job-{job:05d}", size
+        made += size
+        job += 1
+
+
+def workload(
+    pods: int, rng: random.Random, *, apart: bool = False, spread: str | None = None
+) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = []
+    for group, size in _jobs(pods, rng):
         members: list[dict[str, Any]] = []
         if rng.random() < 0.5:
             gpus, cpu, memory = rng.choice(GPU_SHAPES)
@@ -154,8 +163,6 @@ def workload(
             for i in range(size - len(members))
         ]
         objects += [pod_group(group, size), *members]
-        made += size
-        job += 1
     return objects
 
 
@@ -163,11 +170,7 @@ def placeable_workload(pods: int, rng: random.Random) -> list[dict[str, Any]]:
     """Gangs that all fit (the module says how); CPU jobs kept off the GPU nodes, whose
     cores the GPU jobs need beside their cards."""
     objects: list[dict[str, Any]] = []
-    made = 0
-    job = 0
-    while made < pods:
-        size = min(rng.randint(1, 32), pods - made)
-        group = f"job-{job:05d}"
+    for group, size in _jobs(pods, rng):
         on: dict[str, str] | None = None
         if rng.random() < PLACEABLE_GPU_JOBS:
             gpus, cpu, memory = rng.choice(PLACEABLE_GPU_SHAPES)
@@ -180,8 +183,6 @@ def placeable_workload(pods: int, rng: random.Random) -> list[dict[str, Any]]:
             for i in range(size)
         ]
         objects += [pod_group(group, size), *members]
-        made += size
-        job += 1
     return objects
 
 

@@ -64,6 +64,7 @@ from bench.gang_parity import (
     POLL_SECONDS,
     SCHEDULER_CONFIG,
     operator_check,
+    settled_parser,
     wait_synced,
 )
 from bench.gang_scenarios import (
@@ -83,7 +84,6 @@ from bench.parity import (
     each_scenario,
     report,
     scenario_indices,
-    scenario_parser,
     scenario_rng,
 )
 from tests.support import ControlPlane, Kube, component_binary, find_assets
@@ -541,14 +541,12 @@ def summary(args: argparse.Namespace, results: list[Outcome], out: Path, seconds
 
 
 def main() -> None:
-    parser = scenario_parser(
+    parser = settled_parser(
         __doc__.splitlines()[0],
         out="dra-cases",
-        settle=1.5,
-        settle_help="seconds nothing may change in a namespace before a scheduler's answer "
-        "is read (longer than kube-scheduler's backoff, 1 s here)",
+        decided="a scheduler's answer is read",
+        parallel=2,
     )
-    parser.add_argument("--parallel", type=int, default=2, help="scenarios run at once")
     parser.add_argument(
         "--operator",
         action="store_true",

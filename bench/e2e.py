@@ -114,7 +114,7 @@ from typing import Any
 from batchsched.api.groups import OUR_API
 from batchsched.api.nativegroups import NATIVE_API
 from batchsched.k8s.client import JSON, Api, with_retries
-from batchsched.k8s.credentials import Credentials, load_credentials
+from batchsched.k8s.credentials import Credentials
 from batchsched.k8s.protobuf import PROTOBUF
 
 from bench.cluster import (
@@ -123,13 +123,13 @@ from bench.cluster import (
     POD_REQUESTS,
     REPO,
     SCHEDULER,
+    add_cpus_argument,
     bounded,
     control_plane_cpus,
-    cpu_set,
     create_namespace,
     create_nodes,
     free_port,
-    pin,
+    plane_api,
     watch_bound,
 )
 from bench.dra_e2e import (
@@ -684,13 +684,9 @@ async def run(args: argparse.Namespace) -> JSON:
     )
     with plane, tempfile.TemporaryDirectory() as scratch:
         cpus = control_plane_cpus(args.control_plane_cpus)
-        if cpus:
-            pin(plane.pids, cpus)
-        credentials = load_credentials(str(plane.kubeconfig))
-        api = Api(credentials, connections=256, timeout=120)
         log = Path(scratch) / "operator.log"
         rounds: list[JSON] = []
-        try:
+        async with plane_api(plane, cpus, log) as api:
             nodes = await create_nodes(api, args.nodes)
             if args.dra:
                 await create_devices(api, nodes, args.dra)
@@ -709,7 +705,7 @@ async def run(args: argparse.Namespace) -> JSON:
                     "raw_bind": partial(
                         raw_ceiling,
                         api,
-                        credentials,
+                        api.credentials,
                         nodes,
                         args.pods,
                         args.concurrency,
@@ -754,12 +750,6 @@ async def run(args: argparse.Namespace) -> JSON:
                 order = names[shift:] + names[:shift]
                 done = {name: await phases[name]() for name in order}
                 rounds.append({"order": order, **done, **ratios(done)})
-        except Exception:
-            if log.exists():
-                sys.stderr.write(log.read_text()[-5000:])
-            raise
-        finally:
-            await api.close()
     return {
         "nodes": args.nodes,
         "pods": args.pods,
@@ -852,13 +842,7 @@ def main() -> None:
         "ask 1 to GPUS of them through claims from templates (bench/dra_e2e.py; needs "
         "kube-controller-manager in KUBEBUILDER_ASSETS)",
     )
-    parser.add_argument(
-        "--control-plane-cpus",
-        type=cpu_set,
-        metavar="0[,1...]|shared",
-        help="CPUs for the API server and etcd, the rest for everything else (default: "
-        "the first CPU if there are more); shared: every process on every CPU",
-    )
+    add_cpus_argument(parser)
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args)), indent=2))
 

@@ -4,7 +4,7 @@ The gangs are Kubernetes' own (scheduling.k8s.io/v1alpha2 PodGroups), and kube-s
 schedules them with its GangScheduling plugin.
 
 Usage: python -m bench.gang_parity [--scenarios 500] [--seed 1] [--first 0] [--out gang-cases]
-                                   [--only INDEX | --indices I...] [--settle 0.5] [--parallel 4]
+                                   [--only INDEX | --indices I...] [--settle 1.5] [--parallel 8]
 Needs KUBEBUILDER_ASSETS holding etcd, kube-apiserver and kube-scheduler:
     bash hack/envtest.sh && export KUBEBUILDER_ASSETS=$(bash hack/kube-scheduler.sh)
 Prints one JSON object; see docs/conformance.md.
@@ -311,6 +311,23 @@ def wait_synced(log: Path, alive: Callable[[], None], timeout: float) -> None:
         time.sleep(POLL_SECONDS)
 
 
+def settled_parser(
+    description: str, *, out: str, decided: str, parallel: int
+) -> argparse.ArgumentParser:
+    """The arguments of a run against kube-scheduler with SCHEDULER_CONFIG: --settle
+    outlasts its backoff, so a namespace that quiet has had its retry; `decided` says
+    what --settle waits for, `parallel` is how many scenarios run at once by default."""
+    parser = scenario_parser(
+        description,
+        out=out,
+        settle=1.5,
+        settle_help=f"seconds nothing may change in a namespace before {decided} "
+        "(longer than kube-scheduler's backoff, 1 s here)",
+    )
+    parser.add_argument("--parallel", type=int, default=parallel, help="scenarios run at once")
+    return parser
+
+
 def start_plane(assets: Path) -> ControlPlane:
     """A control plane serving Kubernetes' own gangs, and our CRDs for the operator."""
     crds = load_manifests(REPO / "crds")
@@ -467,14 +484,9 @@ def side(runs: list[tuple[Scenario, Run]]) -> JSON:
 
 
 def main() -> None:
-    parser = scenario_parser(
-        __doc__.splitlines()[0],
-        out="gang-cases",
-        settle=1.5,
-        settle_help="seconds nothing may change in a namespace before a step counts as decided "
-        "(longer than kube-scheduler's backoff, 1 s here)",
+    parser = settled_parser(
+        __doc__.splitlines()[0], out="gang-cases", decided="a step counts as decided", parallel=8
     )
-    parser.add_argument("--parallel", type=int, default=8, help="scenarios run at once")
     report("gang_parity", run, parser.parse_args())
 
 

@@ -45,20 +45,19 @@ from pathlib import Path
 
 from batchsched.api.groups import OUR_API
 from batchsched.k8s.client import JSON, Api, with_retries
-from batchsched.k8s.credentials import load_credentials
 
 from bench.cluster import (
     CREATE_CONCURRENCY,
     POD_REQUESTS,
     REPO,
     SCHEDULER,
+    add_cpus_argument,
     bounded,
     control_plane_cpus,
-    cpu_set,
     create_namespace,
     create_nodes,
     free_port,
-    pin,
+    plane_api,
     watch_bound,
 )
 from tests.support import ControlPlane, find_assets
@@ -223,11 +222,8 @@ async def run(args: argparse.Namespace) -> JSON:
     plane = await asyncio.to_thread(ControlPlane.start, find_assets(), crds=crds)
     with plane, tempfile.TemporaryDirectory() as scratch:
         cpus = control_plane_cpus(args.control_plane_cpus)
-        if cpus:
-            pin(plane.pids, cpus)
-        api = Api(load_credentials(str(plane.kubeconfig)), connections=256, timeout=120)
         log = Path(scratch) / "operator.log"
-        try:
+        async with plane_api(plane, cpus, log) as api:
             nodes = await create_nodes(api, args.nodes)
             await hold_load(api, nodes, args.load_pods)
             port = free_port()
@@ -238,12 +234,6 @@ async def run(args: argparse.Namespace) -> JSON:
             finally:
                 operator.send_signal(signal.SIGTERM)
                 await asyncio.to_thread(operator.wait, 30)
-        except Exception:
-            if log.exists():
-                sys.stderr.write(log.read_text()[-5000:])
-            raise
-        finally:
-            await api.close()
     return {
         "nodes": args.nodes,
         "load_pods": args.load_pods,
@@ -281,12 +271,7 @@ def main() -> None:
     parser.add_argument(
         "--operator-source", type=Path, default=None, help="a checkout whose operator to run"
     )
-    parser.add_argument(
-        "--control-plane-cpus",
-        type=cpu_set,
-        default=None,
-        help="CPUs for etcd and the API server (default: the first), or `shared`",
-    )
+    add_cpus_argument(parser)
     print(json.dumps(asyncio.run(run(parser.parse_args())), indent=2))
 
 

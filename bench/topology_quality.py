@@ -22,11 +22,8 @@ racks), as Volcano users describe them. The figures are taken over the arrivals'
 
 import argparse
 import dataclasses
-import json
 import random
-import sys
 import time
-from multiprocessing import Pool
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +33,18 @@ from batchsched.sim.simulator import simulate
 
 from bench.replay import seeds
 from bench.topology_workload import (
-    RACK_LABEL,
     Ask,
     Cluster,
     Gang,
     Run,
+    add_workload_arguments,
+    cell,
+    cluster_objects,
+    cluster_of,
     gang_objects,
     gangs,
-    hypernodes,
     measure,
-    nodes,
-    queues,
+    run_pooled,
     spread,
 )
 
@@ -62,7 +60,7 @@ def simulate_run(
     """The workload through the simulator; where and when each pod ran, and the CPU
     seconds its sessions took."""
     config = dataclasses.replace(read_config(config_path), topology_soft_wait=soft_wait)
-    objects: list[dict[str, Any]] = [*nodes(cluster), *hypernodes(cluster), *queues()]
+    objects = cluster_objects(cluster)
     for gang in workload:
         objects += gang_objects(
             cluster,
@@ -87,11 +85,10 @@ def one(job: tuple[Cluster, int, int, float, Ask, str, float]) -> dict[str, Any]
     workload = gangs(cluster, count, load, random.Random(seed))
     started = time.perf_counter()
     run, session_seconds = simulate_run(cluster, workload, ask, config, soft_wait)
-    rack_of = {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in nodes(cluster)}
     return {
         "ask": str(ask),
         "seed": seed,
-        **measure(cluster, workload, run, rack_of),
+        **measure(cluster, workload, run),
         "session_seconds": round(session_seconds, 2),
         "elapsed_seconds": round(time.perf_counter() - started, 2),
     }
@@ -125,11 +122,6 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def table(summary: dict[str, Any]) -> str:
-    def cell(value: dict[str, float] | None) -> str:
-        if value is None:
-            return "-"
-        return f"{value['median']:g} ({value['min']:g}-{value['max']:g})"
-
     lines = [f"{'ASK':<6}" + "".join(f"{f:>26}" for f in SHOWN)]
     for ask, figures in summary["per_ask"].items():
         lines.append(f"{ask:<6}" + "".join(f"{cell(figures[f]):>26}" for f in SHOWN))
@@ -140,13 +132,7 @@ def table(summary: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spines", type=int, default=2)
-    parser.add_argument("--racks-per-spine", type=int, default=4)
-    parser.add_argument("--nodes-per-rack", type=int, default=8)
-    parser.add_argument("--gangs", type=int, default=400)
-    parser.add_argument("--load", type=float, default=1.0)
-    parser.add_argument("--seeds", default="1-5", help="a range 1-5 or a list 1,2")
-    parser.add_argument("--asks", default="off,soft,hard")
+    add_workload_arguments(parser, racks_per_spine=4, nodes_per_rack=8, gangs=400, seeds="1-5")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--config", default=str(CONFIG))
     parser.add_argument("--soft-wait", default="30m", help="topology.softWait; 0: none")
@@ -156,34 +142,21 @@ def main() -> None:
         if args.soft_wait in ("0", "0s")
         else parse_duration(args.soft_wait, where="--soft-wait")
     )
-    cluster = Cluster(args.spines, args.racks_per_spine, args.nodes_per_rack)
+    cluster = cluster_of(args)
     asks = [Ask(a) for a in args.asks.split(",")]
     jobs = [
         (cluster, seed, args.gangs, args.load, ask, args.config, soft_wait)
         for seed in seeds(args.seeds)
         for ask in asks
     ]
-    started = time.perf_counter()
-    with Pool(args.workers) as pool:
-        runs = pool.map(one, jobs, chunksize=1)
-    summary = summarise(runs)
-    print(table(summary), file=sys.stderr)
-    report = {
-        "cluster": {
-            "spines": cluster.spines,
-            "racks_per_spine": cluster.racks_per_spine,
-            "nodes_per_rack": cluster.nodes_per_rack,
-            "gpus": cluster.gpus,
-        },
+    settings = {
+        "cluster": cluster.report(),
         "gangs": args.gangs,
         "load": args.load,
         "config": args.config,
         "soft_wait_seconds": soft_wait,
-        "summary": summary,
-        "runs": runs,
-        "elapsed_seconds": round(time.perf_counter() - started, 1),
     }
-    print(json.dumps(report, indent=2))
+    run_pooled(one, jobs, workers=args.workers, summarise=summarise, table=table, settings=settings)
 
 
 if __name__ == "__main__":

@@ -40,13 +40,10 @@ jobs decided per second of replay (the scheduler's throughput on this method), a
 import argparse
 import csv
 import dataclasses
-import json
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from multiprocessing import Pool
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +62,7 @@ from batchsched.scheduler import open_session
 from batchsched.sim import openb
 
 from bench.replay import TRACE_DIR, seeds
-from bench.topology_workload import RACK_LABEL, SPINE_LABEL, spread
+from bench.topology_workload import RACK_LABEL, SPINE_LABEL, cell, rack_of, run_pooled, spread
 from tests.support.objects import pod_group
 
 CONFIG = Path(__file__).resolve().parents[1] / "examples" / "config" / "binpack.yaml"
@@ -273,10 +270,10 @@ def replay(
             placed_gangs += placed
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
-    rack_of = {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in nodes}
+    racks = rack_of(nodes)
     spans: dict[str, set[str]] = defaultdict(set)
     for binding in session.decisions.bindings:
-        spans[binding.job].add(rack_of[binding.node])
+        spans[binding.job].add(racks[binding.node])
     by_key = {j.key(): j for j in order if len(j.pods) > 1}
     placed_spans = {key: len(spans[key]) for key in by_key if key in spans}
     fitting = [n for key, n in placed_spans.items() if domains.fits(by_key[key], "rack")]
@@ -347,11 +344,6 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def table(summary: list[dict[str, Any]]) -> str:
-    def cell(value: dict[str, float] | None) -> str:
-        if value is None:
-            return "-"
-        return f"{value['median']:g} ({value['min']:g}-{value['max']:g})"
-
     shown = (*SHOWN, "allocation_vs_off_points")
     lines = [f"{'WINDOW':<7}{'ASK':<9}" + "".join(f"{f:>26}" for f in shown)]
     for row in summary:
@@ -399,23 +391,17 @@ def main() -> None:
         for seed in seeds(args.seeds)
         for ask in asks
     ]
-    started = time.perf_counter()
-    with Pool(args.workers) as pool:
-        runs = pool.map(one, specs, chunksize=1)
-    summary = summarise(runs)
-    print(table(summary), file=sys.stderr)
-    report = {
+    settings = {
         "trace": args.trace,
         "nodes_per_rack": args.nodes_per_rack,
         "racks_per_spine": args.racks_per_spine,
         "max_gang": args.max_gang,
         "inflate": args.inflate,
         "config": args.config,
-        "summary": summary,
-        "runs": runs,
-        "elapsed_seconds": round(time.perf_counter() - started, 1),
     }
-    print(json.dumps(report, indent=2))
+    run_pooled(
+        one, specs, workers=args.workers, summarise=summarise, table=table, settings=settings
+    )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ are bench/topology_workload.py's `measure`, over the arrivals' span.
 """
 
 import argparse
-import json
 import random
 import subprocess
 import sys
@@ -43,17 +42,17 @@ from bench.e2e import spawn
 from bench.replay import seeds
 from bench.topology_quality import summarise, table
 from bench.topology_workload import (
-    RACK_LABEL,
     Ask,
     Cluster,
     Gang,
     Run,
+    add_workload_arguments,
+    cluster_objects,
+    cluster_of,
     gang_objects,
     gangs,
-    hypernodes,
     measure,
-    nodes,
-    queues,
+    print_report,
 )
 from tests.support import ControlPlane, find_assets, peer_crds
 from tests.support.kube import Kube
@@ -217,12 +216,11 @@ def start_scheduler(
 def prepare(plane: ControlPlane, cluster: Cluster, controller: Path) -> None:
     """The nodes, HyperNodes and Queues, and Volcano's queue controller opening them."""
     kube = plane.kube()
-    for obj in nodes(cluster):
+    for obj in cluster_objects(cluster):
         kube.create(obj)
-        # No node lifecycle controller runs here to lift the not-ready taint.
-        kube.patch(f"/api/v1/nodes/{obj['metadata']['name']}", {"spec": {"taints": None}})
-    for obj in [*hypernodes(cluster), *queues()]:
-        kube.create(obj)
+        if obj["kind"] == "Node":
+            # No node lifecycle controller runs here to lift the not-ready taint.
+            kube.patch(f"/api/v1/nodes/{obj['metadata']['name']}", {"spec": {"taints": None}})
     plane.run(
         "vc-controller-manager",
         [
@@ -239,25 +237,18 @@ def prepare(plane: ControlPlane, cluster: Cluster, controller: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spines", type=int, default=2)
-    parser.add_argument("--racks-per-spine", type=int, default=2)
-    parser.add_argument("--nodes-per-rack", type=int, default=4)
-    parser.add_argument("--gangs", type=int, default=40)
-    parser.add_argument("--load", type=float, default=1.0)
-    parser.add_argument("--seeds", default="1")
-    parser.add_argument("--asks", default="off,soft,hard")
+    add_workload_arguments(parser, racks_per_spine=2, nodes_per_rack=4, gangs=40, seeds="1")
     parser.add_argument("--schedulers", default="batchsched,volcano")
     parser.add_argument("--scale", type=float, default=240.0)
     parser.add_argument("--log-dir", help="keep the schedulers' logs there (default: deleted)")
     args = parser.parse_args()
-    cluster = Cluster(args.spines, args.racks_per_spine, args.nodes_per_rack)
+    cluster = cluster_of(args)
     names = {"batchsched": SCHEDULER, "volcano": VOLCANO_SCHEDULER}
     schedulers = [names[s] for s in args.schedulers.split(",")]
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in args.schedulers.split(",")}
     vc_scheduler = built("vc-scheduler.sh", "vc-scheduler") if "volcano" in runs else None
     controller = built("vc-controller-manager.sh", "vc-controller-manager")
     crds = load_manifests(REPO / "crds") + peer_crds("volcano")
-    rack_of = {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in nodes(cluster)}
     started = time.perf_counter()
     with (
         ControlPlane.start(find_assets(), crds=crds) as plane,
@@ -275,7 +266,7 @@ def main() -> None:
                             plane.kube(), cluster, workload, ask, scheduler, namespace, args.scale
                         )
                         run = phase.run()
-                        figures = measure(cluster, workload, run, rack_of)
+                        figures = measure(cluster, workload, run)
                         runs[shown].append({"ask": str(ask), "seed": seed, **figures})
                         print(f"{shown} {ask} seed {seed}: {figures}", file=sys.stderr)
                 finally:
@@ -284,22 +275,14 @@ def main() -> None:
     summaries = {shown: summarise(r) for shown, r in runs.items() if r}
     for shown, summary in summaries.items():
         print(f"--- {shown}\n{table(summary)}", file=sys.stderr)
-    report = {
-        "cluster": {
-            "spines": cluster.spines,
-            "racks_per_spine": cluster.racks_per_spine,
-            "nodes_per_rack": cluster.nodes_per_rack,
-            "gpus": cluster.gpus,
-        },
+    settings = {
+        "cluster": cluster.report(),
         "gangs": args.gangs,
         "load": args.load,
         "scale": args.scale,
         "volcano_config": VOLCANO_CONFIG,
-        "summary": summaries,
-        "runs": runs,
-        "elapsed_seconds": round(time.perf_counter() - started, 1),
     }
-    print(json.dumps(report, indent=2))
+    print_report(settings, summaries, runs, started)
 
 
 if __name__ == "__main__":

@@ -15,16 +15,23 @@ A gang of 2 or more pods asks one of three ways (`Ask`): nothing (today's placem
 when its GPUs fit in one; else 2, a spine). Big enough is counted in GPUs alone: every
 pod's CPU and memory are sized so that a node's GPUs, not its CPU, run out first.
 
-`measure` turns where and when each pod ran into the figures the benches report.
+`measure` turns where and when each pod ran into the figures the benches report; the
+rest is what the topology benches' command lines share: the workload's arguments, the
+runs in worker processes, a figure's spread over seeds and the JSON report.
 """
 
+import argparse
 import enum
+import json
 import math
 import random
 import statistics
-from collections.abc import Iterable, Mapping
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from multiprocessing import Pool
+from typing import Any, TypeVar
 
 from batchsched.api.groups import VOLCANO_API
 from batchsched.api.resources import GPU
@@ -61,6 +68,8 @@ SHAPES: Mapping[tuple[int, int], float] = {
     (16, 8): 3,
 }
 MEAN_DURATION = 3600.0
+Item = TypeVar("Item")
+Summary = TypeVar("Summary")
 
 
 class Ask(enum.StrEnum):
@@ -90,6 +99,15 @@ class Cluster:
         for s in range(self.spines):
             for r in range(self.racks_per_spine):
                 yield s, self.rack(s, r)
+
+    def report(self) -> dict[str, int]:
+        """The cluster as a bench's report gives it."""
+        return {
+            "spines": self.spines,
+            "racks_per_spine": self.racks_per_spine,
+            "nodes_per_rack": self.nodes_per_rack,
+            "gpus": self.gpus,
+        }
 
 
 @dataclass(frozen=True)
@@ -158,6 +176,11 @@ def nodes(cluster: Cluster) -> list[dict[str, Any]]:
     return out
 
 
+def rack_of(nodes: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """Node name -> its rack label."""
+    return {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in nodes}
+
+
 def hypernodes(cluster: Cluster) -> list[dict[str, Any]]:
     out = []
     for _, rack in cluster.racks():
@@ -175,6 +198,11 @@ def queues() -> list[dict[str, Any]]:
         {"apiVersion": VOLCANO_API, "kind": "Queue", "metadata": {"name": name}, "spec": {}}
         for name in QUEUES
     ]
+
+
+def cluster_objects(cluster: Cluster) -> list[dict[str, Any]]:
+    """The cluster as its objects: nodes, HyperNodes and Volcano Queues, in that order."""
+    return [*nodes(cluster), *hypernodes(cluster), *queues()]
 
 
 def gang_objects(
@@ -236,9 +264,7 @@ class Run:
     until: float
 
 
-def measure(
-    cluster: Cluster, workload: list[Gang], run: Run, rack_of: Mapping[str, str]
-) -> dict[str, Any]:
+def measure(cluster: Cluster, workload: list[Gang], run: Run) -> dict[str, Any]:
     """The placement-quality figures of one run.
 
     - `one_rack_share`: of the gangs of 2 or more pods whose GPUs fit in one rack and that
@@ -251,14 +277,13 @@ def measure(
       of work run in it.
     - waits: seconds from a gang's arrival to its last member's start, of started gangs.
     """
+    racks = rack_of(nodes(cluster))
     started_gangs = [g for g in workload if all(g.member(i) in run.nodes for i in range(g.pods))]
-    spans = {
-        g.name: {rack_of[run.nodes[g.member(i)]] for i in range(g.pods)} for g in started_gangs
-    }
+    spans = {g.name: {racks[run.nodes[g.member(i)]] for i in range(g.pods)} for g in started_gangs}
     multi = [g for g in started_gangs if g.pods > 1]
     rack_fit = [g for g in multi if tier_for(cluster, g) == 1]
     spine_fit = [g for g in multi if tier_for(cluster, g) == 2]
-    spine_of = {rack: rack.split("-")[0] for rack in rack_of.values()}
+    spine_of = {rack: rack.split("-")[0] for rack in racks.values()}
     waits = [
         max(run.started[g.member(i)] for i in range(g.pods)) - g.arrival for g in started_gangs
     ]
@@ -322,3 +347,63 @@ def spread(values: Iterable[float | None]) -> dict[str, float] | None:
         "min": round(min(known), 3),
         "max": round(max(known), 3),
     }
+
+
+def cell(value: dict[str, float] | None) -> str:
+    """A `spread` as a table shows it: median (min-max)."""
+    if value is None:
+        return "-"
+    return f"{value['median']:g} ({value['min']:g}-{value['max']:g})"
+
+
+def add_workload_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    racks_per_spine: int,
+    nodes_per_rack: int,
+    gangs: int,
+    seeds: str,
+) -> None:
+    """The cluster, the workload drawn on it (per seed) and the asks run."""
+    parser.add_argument("--spines", type=int, default=2)
+    parser.add_argument("--racks-per-spine", type=int, default=racks_per_spine)
+    parser.add_argument("--nodes-per-rack", type=int, default=nodes_per_rack)
+    parser.add_argument("--gangs", type=int, default=gangs)
+    parser.add_argument("--load", type=float, default=1.0)
+    parser.add_argument("--seeds", default=seeds, help="a range 1-5 or a list 1,2")
+    parser.add_argument("--asks", default=",".join(Ask))
+
+
+def cluster_of(args: argparse.Namespace) -> Cluster:
+    return Cluster(args.spines, args.racks_per_spine, args.nodes_per_rack)
+
+
+def run_pooled(
+    one: Callable[[Item], dict[str, Any]],
+    jobs: list[Item],
+    *,
+    workers: int,
+    summarise: Callable[[list[dict[str, Any]]], Summary],
+    table: Callable[[Summary], str],
+    settings: Mapping[str, Any],
+) -> None:
+    """`one` on every job in `workers` processes, the table of their summary on stderr,
+    and the report (`print_report`) on stdout."""
+    started = time.perf_counter()
+    with Pool(workers) as pool:
+        runs = pool.map(one, jobs, chunksize=1)
+    summary = summarise(runs)
+    print(table(summary), file=sys.stderr)
+    print_report(settings, summary, runs, started)
+
+
+def print_report(settings: Mapping[str, Any], summary: Any, runs: Any, started: float) -> None:
+    """The bench's JSON: its settings, the summary over seeds, every run, and the seconds
+    since `started` (a `time.perf_counter()`)."""
+    report = {
+        **settings,
+        "summary": summary,
+        "runs": runs,
+        "elapsed_seconds": round(time.perf_counter() - started, 1),
+    }
+    print(json.dumps(report, indent=2))

@@ -91,6 +91,44 @@ def ticks_pass(
     meanwhile()
 
 
+def account_token(kube: Kube, namespace: str, name: str) -> str:
+    """A token of ServiceAccount `name`, created in `namespace` first."""
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
+    kube.create(account, namespace)
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+    return str(kube.post(path, request).expect(201)["status"]["token"])
+
+
+def cluster_role_binding(name: str, role: str, subject: JSON) -> JSON:
+    """A ClusterRoleBinding `name` granting ClusterRole `role` to `subject`."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [subject],
+    }
+
+
+def token_kubeconfig(path: Path, client: Kube) -> Path:
+    """A kubeconfig at `path` for `client`'s server, CA and token."""
+    cluster = {
+        "server": client.server,
+        "certificate-authority-data": base64.b64encode(client.ca_file.read_bytes()).decode(),
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": {"token": client.token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 class SchedulerAccounts:
     """ServiceAccounts with the scheduler's ClusterRole and lease Role from
     manifests/rbac.yaml, under names of their own so that the RBAC tests can create the
@@ -117,23 +155,12 @@ class SchedulerAccounts:
         for index, role in enumerate(roles):
             name = f"batchsched-test-{suffix}-{index}"
             role["metadata"] = {"name": name}
-            binding = {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": name},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": name,
-                },
-                "subjects": [
-                    {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "Group",
-                        "name": f"system:serviceaccounts:{self.namespace}",
-                    }
-                ],
+            group = {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Group",
+                "name": f"system:serviceaccounts:{self.namespace}",
             }
+            binding = cluster_role_binding(name, name, group)
             self._cluster_scoped += [kube.create(role), kube.create(binding)]
 
     def username(self, account: str) -> str:

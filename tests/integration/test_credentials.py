@@ -21,6 +21,7 @@ from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import SERVICE_ACCOUNT_DIR_ENV, Credentials, load_credentials
 from batchsched.k8s.leader import LeaderElection
 
+from .operator_support import account_token
 from tests.support import ControlPlane, Kube
 from tests.support.controlplane import ADMIN_USER
 
@@ -97,22 +98,8 @@ async def test_in_cluster_with_a_rotated_token(
     assert await whoami(credentials, get=f"/api/v1/namespaces/{namespace}") == ADMIN_USER
 
     # What the kubelet does to a projected token: a new one for another identity here.
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sched"}}
-    kube.create(account, namespace)
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
-    token = kube.post(
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/sched/token", request
-    ).expect(201)["status"]["token"]
-    (directory / "token").write_text(token)
+    (directory / "token").write_text(account_token(kube, namespace, "sched"))
     assert await whoami(credentials) == f"system:serviceaccount:{namespace}:sched"
-
-
-def service_account_token(kube: Kube, namespace: str, name: str) -> str:
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
-    kube.create(account, namespace)
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
-    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
-    return str(kube.post(path, request).expect(201)["status"]["token"])
 
 
 def unauthorized_retries() -> float:
@@ -136,8 +123,8 @@ async def test_a_revoked_token_replaced_in_its_file_costs_the_leader_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Service account tokens, which the API server revokes with their account.
-    old = service_account_token(kube, namespace, "old")
-    new = service_account_token(kube, namespace, "new")
+    old = account_token(kube, namespace, "old")
+    new = account_token(kube, namespace, "new")
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",

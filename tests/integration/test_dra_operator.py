@@ -30,7 +30,9 @@ from .operator_support import (  # noqa: F401 (fixtures)
     SchedulerAccounts,
     StartProxy,
     StartScheduler,
+    account_token,
     add_nodes,
+    cluster_role_binding,
     create,
     eventually,
     placements,
@@ -38,10 +40,10 @@ from .operator_support import (  # noqa: F401 (fixtures)
     scheduler_kubeconfig_fixture,
     start_proxy_fixture,
     start_scheduler_fixture,
+    token_kubeconfig,
     unschedulable_message,
 )
 from .test_leader_fencing import GUARD, _audited, lease_acquired, paused, stamp, written
-from .test_rbac import _account_token, _kubeconfig
 from tests.support import JSON, ClusterObjects, ControlPlane, Kube
 from tests.support.objects import (
     DRA_API,
@@ -658,21 +660,11 @@ def test_without_resourceclaims_binding_the_allocation_is_refused(dra: Dra, tmp_
             "rules": rules,
         }
     )
-    token = _account_token(dra.kube, dra.namespace, "limited")
-    dra.objects.create(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "limited", "namespace": dra.namespace}],
-        }
-    )
-    dra.start_scheduler(kubeconfig=_kubeconfig(tmp_path / "limited", dra.kube.with_token(token)))
+    token = account_token(dra.kube, dra.namespace, "limited")
+    limited_account = {"kind": "ServiceAccount", "name": "limited", "namespace": dra.namespace}
+    dra.objects.create(cluster_role_binding(name, name, limited_account))
+    limited = token_kubeconfig(tmp_path / "limited", dra.kube.with_token(token))
+    dra.start_scheduler(kubeconfig=limited)
     dra.pod("p", claim="c")
     message = dra.waiting("p", 'requires resource="resourceclaims/binding"')
     assert DEVICE_BINDING_FAILED in message

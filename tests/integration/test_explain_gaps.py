@@ -35,16 +35,8 @@ def test_a_gangs_spread_refusals_beside_its_own_members_are_listed(
     for name, zone, cpu in ((f"a-{namespace}", "a", "4"), (f"b-{namespace}", "b", "1")):
         labels = {f"zone-{namespace}": zone}
         ready_node(cluster_objects, kube, node(name, cpu=cpu, memory="8Gi", labels=labels))
-    create(kube, namespace, pod("filler", {"cpu": "1"}))
-    kube.post(
-        f"/api/v1/namespaces/{namespace}/pods/filler/binding",
-        {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": "filler"},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": f"b-{namespace}"},
-        },
-    ).expect(201)
+    made = create(kube, namespace, pod("filler", {"cpu": "1"}))
+    kube.bind(namespace, "filler", made["metadata"]["uid"], f"b-{namespace}").expect(201)
     create(kube, namespace, pod_group("g", 2))
     for i in range(2):
         member = pod(f"g-{i}", {"cpu": "1"}, labels={"app": "g"}, annotations={GROUP_KEY: "g"})
@@ -98,16 +90,8 @@ def test_a_queue_that_reclaim_may_not_take_from_is_named(
             }
         )
     create(kube, namespace, pod_group("held", 1, queue=keep))
-    create(kube, namespace, pod("held-0", {"cpu": "4"}, annotations={GROUP_KEY: "held"}))
-    kube.post(
-        f"/api/v1/namespaces/{namespace}/pods/held-0/binding",
-        {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": "held-0"},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": f"n-{namespace}"},
-        },
-    ).expect(201)
+    made = create(kube, namespace, pod("held-0", {"cpu": "4"}, annotations={GROUP_KEY: "held"}))
+    kube.bind(namespace, "held-0", made["metadata"]["uid"], f"n-{namespace}").expect(201)
     create(kube, namespace, pod_group("small", 1, queue=want))
     create(kube, namespace, pod("small-0", {"cpu": "1"}, annotations={GROUP_KEY: "small"}))
     config = tmp_path / "config.yaml"
@@ -127,16 +111,8 @@ def test_a_pod_bound_but_not_started_is_not_called_running(
     """No kubelet runs here: a bound pod stays in phase Pending, as one does while its
     images are pulled."""
     add_nodes(cluster_objects, kube, [f"n-{namespace}"], {"cpu": "2", "memory": "4Gi"})
-    create(kube, namespace, pod("p", {"cpu": "1"}))
-    kube.post(
-        f"/api/v1/namespaces/{namespace}/pods/p/binding",
-        {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": "p"},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": f"n-{namespace}"},
-        },
-    ).expect(201)
+    made = create(kube, namespace, pod("p", {"cpu": "1"}))
+    kube.bind(namespace, "p", made["metadata"]["uid"], f"n-{namespace}").expect(201)
     summary = explained(control_plane, namespace, "pod/p")[0]
     assert (
         summary

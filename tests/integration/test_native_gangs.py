@@ -79,6 +79,18 @@ class Cluster:
         add_nodes(self.objects, self.kube, names, allocatable)
         return names
 
+    def racks(self, sizes: dict[str, int]) -> dict[str, list[str]]:
+        """Racks of 1-CPU nodes labelled RACK, `sizes[rack]` nodes each: rack -> its
+        nodes' names."""
+        racks: dict[str, list[str]] = {}
+        for rack, count in sizes.items():
+            racks[rack] = [f"{rack}-{i}-{self.namespace}"[:63] for i in range(count)]
+            labels = {RACK: f"{rack}-{self.namespace}"[:63]}
+            for name in racks[rack]:
+                made = node(name, cpu="1", memory="1Gi", labels=labels)
+                ready_node(self.objects, self.kube, made)
+        return racks
+
     def scheduling(self, count: int, allocatable: dict[str, str] = SMALL) -> Scheduler:
         """`count` nodes, and `batchsched run` scheduling them."""
         self.nodes(count, allocatable)
@@ -422,12 +434,7 @@ def test_a_gang_asking_one_rack_stays_in_it_as_it_grows(
     once the gang runs goes to its rack, and the next, with the rack full, waits,
     although the other rack has room."""
     one = {"cpu": "1", "memory": "1Gi"}
-    racks: dict[str, list[str]] = {}
-    for rack, count in (("r1", 3), ("r2", 5)):
-        racks[rack] = [f"{rack}-{i}-{namespace}"[:63] for i in range(count)]
-        labels = {RACK: f"{rack}-{namespace}"[:63]}
-        for name in racks[rack]:
-            ready_node(cluster.objects, kube, node(name, cpu="1", memory="1Gi", labels=labels))
+    racks = cluster.racks({"r1": 3, "r2": 5})
     cluster.nodes(1, {"cpu": "16", "memory": "16Gi"}, stem="big")
     scheduler = cluster.start_scheduler()
     constraints = {"topology": [{"key": RACK}]}
@@ -465,12 +472,7 @@ def test_a_native_gang_says_in_its_condition_where_it_waits_and_where_it_landed(
     naming the rack it landed in, as for a group's own key. A gang asking a key no node
     has waits, naming the field, and a lone pod is still scheduled."""
     one = {"cpu": "1", "memory": "1Gi"}
-    racks: dict[str, list[str]] = {}
-    for rack, count in (("r1", 2), ("r2", 3)):
-        racks[rack] = [f"{rack}-{i}-{namespace}"[:63] for i in range(count)]
-        labels = {RACK: f"{rack}-{namespace}"[:63]}
-        for name in racks[rack]:
-            ready_node(cluster.objects, kube, node(name, cpu="1", memory="1Gi", labels=labels))
+    racks = cluster.racks({"r1": 2, "r2": 3})
     cluster.start_scheduler()
     constraints = {"topology": [{"key": RACK}]}
     create(kube, namespace, native_pod_group("wide", 4, schedulingConstraints=constraints))

@@ -5,20 +5,18 @@ and of all Leases it can write only its own. With that token, `--metrics-auth` s
 
 from __future__ import annotations
 
-import base64
 import datetime
 from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
 import pytest
-import yaml
 
 from batchsched.k8s.client import Api
 from batchsched.k8s.credentials import load_credentials
 from batchsched.k8s.endpoints import MetricsAuth, serve
 
-from .operator_support import eventually
+from .operator_support import account_token, cluster_role_binding, eventually, token_kubeconfig
 from tests.support import JSON, ClusterObjects, Kube, KubeError
 from tests.support.objects import load_manifests, native_pod_group, node, pod, pod_group
 
@@ -511,31 +509,6 @@ def test_scheduler_requests_refused(scheduler: Kube, namespace: str) -> None:
     assert [(r.method, r.path, r.status) for r in forbidden if r.status != 403] == []
 
 
-def _account_token(kube: Kube, namespace: str, name: str) -> str:
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
-    kube.create(account, namespace)
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
-    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
-    return str(kube.post(path, request).expect(201)["status"]["token"])
-
-
-def _kubeconfig(path: Path, client: Kube) -> Path:
-    cluster = {
-        "server": client.server,
-        "certificate-authority-data": base64.b64encode(client.ca_file.read_bytes()).decode(),
-    }
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": "u", "user": {"token": client.token}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "c",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 def _may_read_metrics(client: Kube) -> bool:
     review = {
         "apiVersion": "authorization.k8s.io/v1",
@@ -557,27 +530,16 @@ async def test_metrics_auth_with_the_schedulers_token(
     """The scheduler's token may send the reviews; a caller bound to the reader role
     gets /metrics, one without it 403, a token the API server does not know 401."""
     assert any(d["metadata"]["name"] == METRICS_READER for d in rbac_docs)
-    reader = kube.with_token(_account_token(kube, namespace, "prometheus"))
-    stranger = kube.with_token(_account_token(kube, namespace, "stranger"))
-    cluster_objects.create(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": f"{namespace}-metrics"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": METRICS_READER,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
-        }
-    )
+    reader = kube.with_token(account_token(kube, namespace, "prometheus"))
+    stranger = kube.with_token(account_token(kube, namespace, "stranger"))
+    prometheus = {"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}
+    cluster_objects.create(cluster_role_binding(f"{namespace}-metrics", METRICS_READER, prometheus))
     # RBAC takes a moment to see a new binding: once it lets the reader in, it has seen
     # it, and what it says of the scheduler is its verdict with the binding in place.
     eventually(lambda: _may_read_metrics(reader), what="the reader's binding seen by RBAC")
     assert not _may_read_metrics(scheduler)
 
-    api = Api(load_credentials(str(_kubeconfig(tmp_path / "kubeconfig", scheduler))))
+    api = Api(load_credentials(str(token_kubeconfig(tmp_path / "kubeconfig", scheduler))))
     endpoints = await serve(0, host="127.0.0.1", ready=lambda: True, auth=MetricsAuth(api))
     base = f"http://127.0.0.1:{endpoints.port}"
     statuses = {}

@@ -5,11 +5,10 @@ import asyncio
 import importlib.util
 import io
 import json
-import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,8 @@ from batchsched.k8s.client import ApiError
 from batchsched.k8s.endpoints import BindAddress
 from batchsched.k8s.leader import LeadershipLost
 from batchsched.k8s.operator import LeaderTiming, Options
-from batchsched.logs import EXIT
+
+from tests.support.logs import restore_logging  # noqa: F401 (autouse fixture)
 
 
 def timing(*flags: str) -> LeaderTiming:
@@ -96,16 +96,6 @@ def test_run_exits_2_on_bad_leader_timing_before_reading_credentials(
         "batchsched: --leader-elect-lease-duration: 15s must be longer than "
         "--leader-elect-renew-deadline (20s)\n"
     )
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """`run` configures the process's logging; each test gets it back as it was."""
-    root = logging.getLogger()
-    ours = logging.getLogger("batchsched")
-    saved = (root.handlers[:], root.level, ours.level, EXIT.handlers[:], EXIT.propagate)
-    yield
-    root.handlers[:], root.level, ours.level, EXIT.handlers[:], EXIT.propagate = saved
 
 
 def address(*flags: str) -> BindAddress | None:

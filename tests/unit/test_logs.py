@@ -4,20 +4,12 @@ line the process ends with."""
 import json
 import logging
 import sys
-from collections.abc import Iterator
 
 import pytest
 
 from batchsched.logs import EXIT, JsonFormatter, configure
 
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    ours = logging.getLogger("batchsched")
-    saved = (root.handlers[:], root.level, ours.level, EXIT.handlers[:], EXIT.propagate)
-    yield
-    root.handlers[:], root.level, ours.level, EXIT.handlers[:], EXIT.propagate = saved
+from tests.support.logs import restore_logging  # noqa: F401 (autouse fixture)
 
 
 def emit_one_of_each() -> None:

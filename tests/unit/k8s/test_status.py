@@ -1,6 +1,7 @@
 """What the status writer sends: only changes, in the shape the API expects, after binds."""
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -19,16 +20,39 @@ from .recording_api import RecordingApi, WaitedFor, drained, settle
 OUR_API = "scheduling.batchsched.io/v1alpha1"
 
 
-def writer(api: RecordingApi, binds_idle: asyncio.Event | None = None) -> StatusWriter:
+def writer(
+    api: RecordingApi, binds_idle: asyncio.Event | None = None, *, lease: list[float] | None = None
+) -> StatusWriter:
+    """A status writer on `api`; with `lease`, leading for `lease[0]` more seconds, which
+    a test changes as time passes."""
     idle = binds_idle or asyncio.Event()
     if binds_idle is None:
         idle.set()
-    return StatusWriter(api, scheduler_name="batch-scheduler", instance="i", binds_idle=idle)
+    status = StatusWriter(api, scheduler_name="batch-scheduler", instance="i", binds_idle=idle)
+    if lease is not None:
+        status.valid_for = lambda: lease[0]
+    return status
 
 
 def waiting(message: str) -> Reason:
     """A pending pod's reason as a session gives it: no node fits."""
     return Reason(Code.UNSCHEDULABLE, SESSION, message)
+
+
+NO_CPU = waiting("0/2 nodes are available: 2 Insufficient cpu.")
+
+
+def refusing_once() -> Callable[[str, str, object], dict[str, object]]:
+    """An API answer that refuses the first PATCH (422) and accepts every other request."""
+    refused = [True]
+
+    def answer(method: str, path: str, body: object) -> dict[str, object]:
+        if method == "PATCH" and refused[0]:
+            refused[0] = False
+            raise ApiError(method, path, 422, {"message": "refused once"})
+        return {}
+
+    return answer
 
 
 def group_status(phase: GroupPhase, scheduled: int, condition: Condition | None) -> JobStatus:
@@ -444,17 +468,9 @@ async def test_a_write_that_failed_is_sent_again_later(monkeypatch: pytest.Monke
     """Otherwise the pod would show what it showed before until its reason changed,
     which for a pod set aside may be minutes later."""
     monkeypatch.setattr("batchsched.k8s.status.RETRY_LATER_SECONDS", 0.05)
-    refused = [True]
-
-    def answer(method: str, path: str, body: object) -> dict[str, object]:
-        if method == "PATCH" and refused[0]:
-            refused[0] = False
-            raise ApiError(method, path, 422, {"message": "refused once"})
-        return {}
-
-    api = RecordingApi(answer)
+    api = RecordingApi(refusing_once())
     status = writer(api)
-    status.pods({"ns/p": waiting("0/2 nodes are available: 2 Insufficient cpu.")}, {})
+    status.pods({"ns/p": NO_CPU}, {})
     task = asyncio.create_task(status.run())
     async with asyncio.timeout(30):
         while len(api.sent("PATCH", "/pods/p/status")) < 2:
@@ -519,25 +535,15 @@ async def test_a_reason_whose_write_failed_is_written_again_once_leading_again(
     session must be written, not taken for written."""
     monkeypatch.setattr("batchsched.k8s.status.RETRY_LATER_SECONDS", 3600.0)
     lease = [30.0]
-    refused = [True]
-
-    def answer(method: str, path: str, body: object) -> dict[str, object]:
-        if method == "PATCH" and refused[0]:
-            refused[0] = False
-            raise ApiError(method, path, 422, {"message": "refused once"})
-        return {}
-
-    api = RecordingApi(answer)
-    status = writer(api)
-    status.valid_for = lambda: lease[0]
-    reason = waiting("0/2 nodes are available: 2 Insufficient cpu.")
-    status.pods({"ns/p": reason}, {})
+    api = RecordingApi(refusing_once())
+    status = writer(api, lease=lease)
+    status.pods({"ns/p": NO_CPU}, {})
     await settle(status)
     lease[0] = 0.0
-    status.pods({"ns/q": reason}, {})
+    status.pods({"ns/q": NO_CPU}, {})
     await settle(status)
     lease[0] = 30.0
-    status.pods({"ns/p": reason}, {})
+    status.pods({"ns/p": NO_CPU}, {})
     await settle(status)
     assert len(api.sent("PATCH", "/pods/p/status")) == 2
 
@@ -554,13 +560,11 @@ async def test_a_reason_whose_write_was_fenced_on_its_way_is_written_again() -> 
         return {}
 
     api = RecordingApi(answer)
-    status = writer(api)
-    status.valid_for = lambda: lease[0]
-    reason = waiting("0/2 nodes are available: 2 Insufficient cpu.")
-    status.pods({"ns/p": reason}, {})
+    status = writer(api, lease=lease)
+    status.pods({"ns/p": NO_CPU}, {})
     await settle(status)
     lease[0] = 30.0
-    status.pods({"ns/p": reason}, {})
+    status.pods({"ns/p": NO_CPU}, {})
     await settle(status)
     assert len(api.sent("PATCH", "/pods/p/status")) == 2
 
@@ -811,8 +815,7 @@ async def test_the_hypernode_annotation_is_written_again_when_its_write_was_drop
         return {}
 
     api = RecordingApi(answer)
-    status = writer(api)
-    status.valid_for = lambda: lease[0]
+    status = writer(api, lease=lease)
     volcano = peer_group("scheduling.volcano.sh/v1beta1")
     status.groups({"ns/g": in_rack(None)}, volcano)
     await settle(status)
