@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from batchsched.api.groups import parse_duration
 from batchsched.config.load import read_config
 from batchsched.sim.simulator import simulate
 
@@ -45,6 +44,7 @@ from bench.topology_workload import (
     gangs,
     measure,
     run_pooled,
+    soft_wait_of,
     spread,
 )
 
@@ -137,11 +137,7 @@ def main() -> None:
     parser.add_argument("--config", default=str(CONFIG))
     parser.add_argument("--soft-wait", default="30m", help="topology.softWait; 0: none")
     args = parser.parse_args()
-    soft_wait = (
-        0.0
-        if args.soft_wait in ("0", "0s")
-        else parse_duration(args.soft_wait, where="--soft-wait")
-    )
+    soft_wait = soft_wait_of(args.soft_wait)
     cluster = cluster_of(args)
     asks = [Ask(a) for a in args.asks.split(",")]
     jobs = [

@@ -3,6 +3,7 @@
 Usage: python -m bench.topology_volcano [--spines 2] [--racks-per-spine 2]
            [--nodes-per-rack 4] [--gangs 40] [--load 1.0] [--seeds 1]
            [--asks off,soft,hard] [--schedulers batchsched,volcano] [--scale 240]
+           [--soft-wait 0]
 Needs KUBEBUILDER_ASSETS (hack/envtest.sh); builds vc-scheduler and vc-controller-manager
 on first use (hack/vc-scheduler.sh, hack/vc-controller-manager.sh). Prints one JSON
 object, a table on stderr.
@@ -20,7 +21,9 @@ Time runs `--scale` times faster than the workload's: gangs are created when the
 arrive, and each gang's pods are deleted (grace period 0: no kubelet runs them) once
 it has run its duration from its last member's bind; binds are seen by polling the
 pods every POLL_SECONDS, so start times are known to POLL_SECONDS x scale. The figures
-are bench/topology_workload.py's `measure`, over the arrivals' span.
+are bench/topology_workload.py's `measure`, over the arrivals' span. `--soft-wait` is
+batchsched's `topology.softWait` in workload time (0, the default: none, as Volcano's soft
+ask); batchsched is given it divided by `--scale`.
 """
 
 import argparse
@@ -53,6 +56,7 @@ from bench.topology_workload import (
     gangs,
     measure,
     print_report,
+    soft_wait_of,
 )
 from tests.support import ControlPlane, find_assets, peer_crds
 from tests.support.kube import Kube
@@ -174,13 +178,19 @@ class Phase:
 
 
 def start_scheduler(
-    scheduler: str, plane: ControlPlane, scratch: Path, vc_scheduler: Path | None
+    scheduler: str, plane: ControlPlane, scratch: Path, vc_scheduler: Path | None, soft_wait: float
 ) -> subprocess.Popen[bytes]:
     log = scratch / f"{scheduler}.log"
     if scheduler == SCHEDULER:
+        config = BATCHSCHED_CONFIG
+        if soft_wait:
+            config = scratch / "batchsched.yaml"
+            settings = yaml.safe_load(BATCHSCHED_CONFIG.read_text())
+            settings.setdefault("topology", {})["softWait"] = soft_wait
+            config.write_text(yaml.safe_dump(settings))
         command = Path(sys.executable).parent / "batchsched"
         argv = [str(command), "run", "--kubeconfig", str(plane.kubeconfig)]
-        argv += ["--config", str(BATCHSCHED_CONFIG), f"--metrics-port={free_port()}"]
+        argv += ["--config", str(config), f"--metrics-port={free_port()}"]
         process = spawn(argv, log)
         ready = "cache synced"
     else:
@@ -240,9 +250,13 @@ def main() -> None:
     add_workload_arguments(parser, racks_per_spine=2, nodes_per_rack=4, gangs=40, seeds="1")
     parser.add_argument("--schedulers", default="batchsched,volcano")
     parser.add_argument("--scale", type=float, default=240.0)
+    parser.add_argument(
+        "--soft-wait", default="0", help="batchsched's topology.softWait in workload time; 0: none"
+    )
     parser.add_argument("--log-dir", help="keep the schedulers' logs there (default: deleted)")
     args = parser.parse_args()
     cluster = cluster_of(args)
+    soft_wait = soft_wait_of(args.soft_wait) / args.scale
     names = {"batchsched": SCHEDULER, "volcano": VOLCANO_SCHEDULER}
     schedulers = [names[s] for s in args.schedulers.split(",")]
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in args.schedulers.split(",")}
@@ -258,7 +272,7 @@ def main() -> None:
         for seed in seeds(args.seeds):
             workload = gangs(cluster, args.gangs, args.load, random.Random(seed))
             for shown, scheduler in zip(runs, schedulers, strict=True):
-                process = start_scheduler(scheduler, plane, Path(tmp), vc_scheduler)
+                process = start_scheduler(scheduler, plane, Path(tmp), vc_scheduler, soft_wait)
                 try:
                     for ask in (Ask(a) for a in args.asks.split(",")):
                         namespace = f"{shown}-{ask}-{seed}"
@@ -280,6 +294,7 @@ def main() -> None:
         "gangs": args.gangs,
         "load": args.load,
         "scale": args.scale,
+        "soft_wait_seconds": soft_wait * args.scale,
         "volcano_config": VOLCANO_CONFIG,
     }
     print_report(settings, summaries, runs, started)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from multiprocessing import Pool
 from typing import Any, TypeVar
 
-from batchsched.api.groups import VOLCANO_API
+from batchsched.api.groups import VOLCANO_API, parse_duration
 from batchsched.api.resources import GPU
 from batchsched.sim.simulator import DURATION_ANNOTATION
 
@@ -372,6 +372,11 @@ def add_workload_arguments(
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--seeds", default=seeds, help="a range 1-5 or a list 1,2")
     parser.add_argument("--asks", default=",".join(Ask))
+
+
+def soft_wait_of(text: str) -> float:
+    """`--soft-wait`'s seconds: a duration, or 0 for none."""
+    return 0.0 if text in ("0", "0s") else parse_duration(text, where="--soft-wait")
 
 
 def cluster_of(args: argparse.Namespace) -> Cluster:
