@@ -114,14 +114,11 @@ def test_without_a_soft_wait_a_gang_created_after_the_clock_spans_at_once() -> N
     assert len(placements(decide(objects, SPANNING, now=at(-30)))) == 2
 
 
-def sub_group_gang(size: int, **ask: object) -> list[dict[str, object]]:
-    """A gang of `size` whose members form one sub-group asking softly for a rack;
-    `ask` is the gang's own networkTopology, if any."""
+def sub_group_gang(size: int) -> list[dict[str, object]]:
+    """A gang of `size` asking nothing as a whole, whose members form one sub-group
+    asking softly for a rack."""
     policy = [{"name": "workers", "subGroupSize": size, "networkTopology": {"mode": "soft"}}]
-    spec: dict[str, object] = {"subGroupPolicy": policy}
-    if ask:
-        spec["networkTopology"] = ask
-    objects = [pod_group("g", size, created=0, **spec)]
+    objects = [pod_group("g", size, created=0, subGroupPolicy=policy)]
     objects += [pod(f"g-{i}", {"cpu": "4"}, group="g", created=0) for i in range(size)]
     return objects
 
