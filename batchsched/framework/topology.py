@@ -7,8 +7,9 @@ domains), and within a tier the fullest first, by the share of the gang's resour
 already requested there, as Volcano's and kube-scheduler's bin-packing scores rank
 placements; a domain whose free room falls short of what the members ask in sum is
 never tried. A soft ask ends with the whole cluster; a hard one waits. For the
-configured `softWait` after it is created, a soft ask is tried only in the lowest tier
-whose domains could hold it, as a hard ask of that tier (Slurm's
+configured `softWait` after its gang is created, a soft ask (the gang's, or a part's
+inside the gang's domain) is tried only in the lowest tier whose domains could hold
+it, as a hard ask of that tier (Slurm's
 `--switches=count@max-time`): room freed in a domain then goes to it whole, rather than
 the gang starting across domains the moment the cluster has room anywhere.
 
