@@ -27,7 +27,7 @@ from batchsched.actions.nominations import keep_or_clear, terminating_rows
 from batchsched.api.objects import Constraints, Dequeue
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
-from batchsched.framework.topology import CANDIDATE_DOMAINS, Plan, whole_ask
+from batchsched.framework.topology import CANDIDATE_DOMAINS, Plan
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
@@ -100,7 +100,7 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
         return False
     if job.bound >= job.min_member:
         return False
-    if _awaits_domain(session, job):
+    if session.topology.awaits_domain(job):
         # It could start now across domains and waits for one by its own choice
         # (topology.softWait); room held in one domain would idle till all of it came.
         return False
@@ -122,12 +122,6 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
         f"{waiting} It has waited past {waited}: room is held for it on node(s) {names}.",
     )
     return True
-
-
-def _awaits_domain(session: Session, job: JobInfo) -> bool:
-    """Whether the job's soft topology ask is still within its softWait."""
-    ask = whole_ask(job)
-    return ask is not None and session.topology.awaited(job, ask, job.pending) is not None
 
 
 def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:

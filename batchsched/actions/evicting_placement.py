@@ -188,8 +188,12 @@ class _Plan:
         )
         if error:
             return []
+        # As allocate tries it: within its softWait, a hard ask of the tier it waits for.
+        awaited = self.session.topology.awaited(self.job, part.ask, members, outer)
+        if awaited is not None:
+            found = (d for d in found if d.tier.number == awaited.number)
         nodes = (domain.nodes for domain in islice(found, CANDIDATE_DOMAINS))
-        return chain(nodes, [] if part.ask.required else [outer])
+        return chain(nodes, [] if part.ask.required or awaited is not None else [outer])
 
     def _undo(self, mark: tuple[int, int]) -> None:
         """Take back the placements and victims after `mark` (counts of each)."""
@@ -657,7 +661,7 @@ def place_by_evicting(
     # A starving gang's own held room is its to take: held against it, the room would be
     # made elsewhere at the cost of more victims. Holding room, it is like no other job.
     held = session.unreserve(job.key)
-    kind = None if held is not None else _kind(job, layout)
+    kind = None if held is not None else _kind(job, layout, session.topology.awaits_domain(job))
     placed = kind not in failed and _place(
         session, job, layout, action=action, checks=checks, scope=scope
     )
@@ -729,6 +733,11 @@ def _in_domains(plan: _Plan, ask: TopologyAsk) -> bool:
     found, error = session.topology.domains(ask, plan.ordered, job.hosts, None, freeable=freeable)
     if error:
         return False
+    awaited = session.topology.awaited(job, ask, plan.ordered)
+    if awaited is not None:
+        # Within its softWait a soft ask is a hard one of the tier it waits for: room
+        # made anywhere else would not be taken until the wait ends.
+        found = (d for d in found if d.tier.number == awaited.number)
     candidates = list(islice(found, CANDIDATE_DOMAINS))
     floors = [_priority_floor(plan, domain) for domain in candidates]
     order = sorted(range(len(candidates)), key=lambda i: (candidates[i].tier.number, floors[i], i))
@@ -750,7 +759,7 @@ def _in_domains(plan: _Plan, ask: TopologyAsk) -> bool:
         if best is None or (outcome.rank, index) < best[:2]:
             best = (outcome.rank, index, outcome)
     if best is None:
-        return not ask.required and _search(plan)
+        return not ask.required and awaited is None and _search(plan)
     _, index, outcome = best
     plan.domain = candidates[index]
     plan.replay(outcome)
@@ -779,11 +788,12 @@ def _priority_floor(plan: _Plan, domain: Domain) -> int:
     return int(victims.priority[inside[last]])
 
 
-def _kind(job: JobInfo, layout: Plan | None) -> object:
+def _kind(job: JobInfo, layout: Plan | None, awaiting: bool) -> object:
     """What decides whether and where a job can be placed by evicting: its queue,
-    priority, members still needed and their shapes, and its topology ask and the nodes
-    its running members hold; None for a job whose members are placed by their labels
-    and namespace too (pod affinity, spread, sub-groups), never alike."""
+    priority, members still needed and their shapes, and its topology ask, the nodes
+    its running members hold and whether the ask is within its softWait (`awaiting`);
+    None for a job whose members are placed by their labels and namespace too (pod
+    affinity, spread, sub-groups), never alike."""
     pending = job.pending
     if any(t.pod.fit_key is not None for t in pending):
         return None
@@ -794,5 +804,5 @@ def _kind(job: JobInfo, layout: Plan | None) -> object:
     shapes = frozenset(
         Counter((t.pod.shape_key, t.preempts, t.error is None) for t in pending).items()
     )
-    ask = None if layout is None else (layout.ask, tuple(sorted(job.hosts)))
+    ask = None if layout is None else (layout.ask, tuple(sorted(job.hosts)), awaiting)
     return (job.queue, job.priority, job.min_member - job.bound, shapes, ask)

@@ -19,7 +19,7 @@ import numpy as np
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
-from batchsched.framework.topology import Domain, DomainWait, Plan
+from batchsched.framework.topology import Domain, DomainWait, Part, Plan
 from batchsched.model.arrays import BoolArray
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
@@ -69,6 +69,8 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
 def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
     """The job in each of its candidate domains in turn, until one holds it."""
     ask = plan.ask
+    # Kept for explain: the wait of this attempt's gang or of one of its parts.
+    session.topology.waits.pop(job.key, None)
     outer: Iterable[Domain | None] = [None]
     # The one domain tried when none has room for the gang: its try is reported.
     alone: Domain | None = None
@@ -214,12 +216,17 @@ def _wanted(
         closest=closest,
         holds=job.bound + placed,
         needs=job.min_member,
-        spans_in=None
-        if awaited is None
-        else job.creation + session.topology.soft_wait - session.snapshot.now,
+        spans_in=None if awaited is None else _spans_in(session, job),
     )
-    session.topology.waits[job.key] = wait
+    if ask.required or awaited is not None or job.key not in session.topology.waits:
+        # A soft whole ask past its wait leaves a part's wait the one to explain.
+        session.topology.waits[job.key] = wait
     return str(wait)
+
+
+def _spans_in(session: Session, job: JobInfo) -> float:
+    """The seconds left before the job's soft asks may span domains."""
+    return session.topology.wait_ends(job) - session.snapshot.now
 
 
 def _place_plan(
@@ -243,6 +250,7 @@ def _place_plan(
         in_parts |= keys
         members = [t for t in ordered if t.key in keys]
         candidates: Iterable[Domain | None] = [None]
+        awaited: Tier | None = None
         if part.ask is not None:
             found, error = session.topology.domains(part.ask, members, part.hosts, outer)
             if error:
@@ -250,7 +258,12 @@ def _place_plan(
                 failures.update(dict.fromkeys((t.key for t in members), invalid))
                 continue
             found = _held_first(session, part.ask, members, part.hosts, outer, found)
-            candidates = chain(found, [] if part.ask.required else [None])
+            # A soft ask within its gang's wait is tried as a hard ask of that tier.
+            awaited = session.topology.awaited(job, part.ask, members, outer)
+            if awaited is not None:
+                found = _awaited_domains(session, part, members, outer, found, awaited)
+            candidates = chain(found, [] if part.ask.required or awaited is not None else [None])
+        best: tuple[int, str] | None = None
         for inner in candidates:
             trial = Statement(session, job)
             within = outer if inner is None else inner.nodes
@@ -260,19 +273,76 @@ def _place_plan(
             if len(trial.placed) >= part.size:
                 statement.placed.extend(trial.placed)
                 break
+            if inner is not None and (best is None or len(trial.placed) > best[0]):
+                best = (len(trial.placed), inner.name)
             trial.discard()
             failures.update(failed)
         else:
-            why = Reason(
-                Code.UNSCHEDULABLE,
-                SESSION,
-                f"{part.label}: no domain of its ask holds its {part.size} members",
-            )
-            failures.update({t.key: why for t in members if t.key not in failures})
+            if awaited is None:
+                why = Reason(
+                    Code.UNSCHEDULABLE,
+                    SESSION,
+                    f"{part.label}: no domain of its ask holds its {part.size} members",
+                )
+                failures.update({t.key: why for t in members if t.key not in failures})
+            else:
+                _part_waits(session, job, part, members, awaited, best, failures)
     rest = [t for t in ordered if t.key not in in_parts]
     needed = job.min_member - job.bound - len(statement.placed)
     failures.update(_place_tasks(session, job, rest, statement, needed, outer, refused, explained))
     return failures
+
+
+def _awaited_domains(
+    session: Session,
+    part: Part,
+    members: list[TaskInfo],
+    outer: BoolArray | None,
+    found: Iterator[Domain],
+    awaited: Tier,
+) -> Iterator[Domain]:
+    """The domains of the tier a part within its wait waits for, in `found`'s order;
+    when none has room, the one closest to it, whose try says what it holds."""
+    assert part.ask is not None
+    tier = awaited.number
+    of_tier = (d for d in found if d.tier.number == tier)
+    head = next(of_tier, None)
+    if head is None:
+        closest, _ = session.topology.domains(part.ask, members, part.hosts, outer, roomiest=True)
+        head = next((d for d in closest if d.tier.number == tier), None)
+    return chain([head] if head else [], of_tier)
+
+
+def _part_waits(
+    session: Session,
+    job: JobInfo,
+    part: Part,
+    members: list[TaskInfo],
+    awaited: Tier,
+    best: tuple[int, str] | None,
+    failures: dict[str, Reason],
+) -> None:
+    """Say of each of the part's members that it waits within its softWait for a domain
+    of the tier awaited (and why the closest did not hold it), as a whole gang does."""
+    assert part.ask is not None
+    holds, closest = best if best is not None else (0, None)
+    wait = DomainWait(
+        ask=part.ask,
+        tiers=awaited.name,
+        closest=closest,
+        holds=holds,
+        needs=part.size,
+        spans_in=_spans_in(session, job),
+        part=part.label,
+    )
+    session.topology.waits[job.key] = wait
+    for task in members:
+        reason = failures.get(task.key)
+        if reason is None:
+            failures[task.key] = Reason(Code.UNSCHEDULABLE, SESSION, str(wait))
+        elif reason is not UNEXPLAINED:
+            # UNEXPLAINED stays itself: the try is made again with reasons to report.
+            failures[task.key] = reason.reworded(f"{wait}; {reason}")
 
 
 def _place_tasks(

@@ -348,9 +348,10 @@ def _domain_remedy(wait: DomainWait) -> str:
     if wait.closest is None:
         return f"no domain of {wait.tiers} has a node for it: add nodes to one, {looser}"
     more = wait.needs - wait.holds
+    of = "" if wait.part is None else f" of {wait.part}"
     return (
-        f"it runs once {wait.closest} has room for {more} more member(s) (as its pods end, "
-        f"or nodes are added to it), {looser}"
+        f"it runs once {wait.closest} has room for {more} more member(s){of} (as its pods "
+        f"end, or nodes are added to it), {looser}"
     )
 
 

@@ -20,7 +20,7 @@ from batchsched.framework.devices import DeviceMemo
 from batchsched.framework.gpucards import GpuCards
 from batchsched.framework.plugin import Explained, Hook, NodeFilter, NodeScorer, Opening
 from batchsched.framework.reservations import Reservations
-from batchsched.framework.topology import LabelTier, TopologyPlanner, whole_ask
+from batchsched.framework.topology import LabelTier, TopologyPlanner
 from batchsched.framework.victims import Victims, build_victims
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.decisions import (
@@ -643,9 +643,8 @@ class Session:
             if limit is not None:
                 times.append(job.creation + limit)
             # A soft topology ask spans domains once its wait runs out: a new outcome.
-            ask = whole_ask(job)
-            if ask is not None and self.topology.awaited(job, ask, job.pending) is not None:
-                times.append(job.creation + self.topology.soft_wait)
+            if self.topology.awaits_domain(job):
+                times.append(self.topology.wait_ends(job))
             ahead = [t for t in times if t is not None and t > now]
             self.decisions.unplaced[key] = Unplaced(
                 job_reason=self.job_reasons.get(key), until=min(ahead, default=None)

@@ -7,8 +7,9 @@ domains), and within a tier the fullest first, by the share of the gang's resour
 already requested there, as Volcano's and kube-scheduler's bin-packing scores rank
 placements; a domain whose free room falls short of what the members ask in sum is
 never tried. A soft ask ends with the whole cluster; a hard one waits. For the
-configured `softWait` after it is created, a soft ask is tried only in the lowest tier
-whose domains could hold it, as a hard ask of that tier (Slurm's
+configured `softWait` after its gang is created, a soft ask (the gang's, or a part's
+inside the gang's domain) is tried only in the lowest tier whose domains could hold
+it, as a hard ask of that tier (Slurm's
 `--switches=count@max-time`): room freed in a domain then goes to it whole, rather than
 the gang starting across domains the moment the cluster has room anywhere.
 
@@ -87,9 +88,13 @@ class DomainWait:
     needs: int
     # A soft ask within its softWait: the seconds left before it may span domains.
     spans_in: float | None = None
+    # The part asking (Part.label), when the ask is not the whole gang's.
+    part: str | None = None
 
     def __str__(self) -> str:
         what = f"{self.ask.where} asks its members in one domain of {self.tiers} ({self.ask.mode})"
+        if self.part is not None:
+            what = f"{self.part}: {what}"
         if self.spans_in is not None:
             what += (
                 f" and waits {self.spans_in:.0f}s more for one before spanning domains "
@@ -235,13 +240,18 @@ class TopologyPlanner:
         )
         return found, None
 
-    def awaited(self, job: JobInfo, ask: TopologyAsk, members: Sequence[TaskInfo]) -> Tier | None:
-        """The tier a soft ask still waits for a domain of (its `softWait` not yet run
-        out): the lowest of its tiers with a domain whose nodes could hold the members'
-        requests in sum once empty; None for a hard ask, or once the wait is over."""
-        if not self.soft_wait or ask.required or not members:
-            return None
-        if self.snapshot.now - job.creation >= self.soft_wait:
+    def awaited(
+        self,
+        job: JobInfo,
+        ask: TopologyAsk,
+        members: Sequence[TaskInfo],
+        within: BoolArray | None = None,
+    ) -> Tier | None:
+        """The tier a soft ask (the gang's or a part's) still waits for a domain of (its
+        gang's `softWait` not yet run out): the lowest of its tiers with a domain (inside
+        `within`, the gang's, when given) whose nodes could hold the members' requests
+        in sum once empty; None for a hard ask, or once the wait is over."""
+        if ask.required or not members or not self._waiting(job):
             return None
         tiers, error = self._tiers(ask)
         if error:
@@ -249,11 +259,41 @@ class TopologyPlanner:
         need = np.sum([t.vec for t in members], axis=0)
         columns = np.flatnonzero(need > 0)
         for tier in tiers:
-            # The last row is the nodes in no domain of the tier.
-            total = self._domain_total(tier)[:-1, columns]
+            if within is None:
+                # The last row is the nodes in no domain of the tier.
+                total = self._domain_total(tier)[:-1, columns]
+            else:
+                count = len(tier.domains)
+                binned = np.where(within, self._bins(tier), count)
+                total = _per_bin(binned, self.allocatable, count + 1, columns)[:-1]
             if (total >= need[columns]).all(axis=1).any():
                 return tier
         return None
+
+    def awaits_domain(self, job: JobInfo) -> bool:
+        """Whether a soft ask of the job, its whole gang's or a part's, still waits for a
+        domain: it could start across domains now and waits by its own choice."""
+        if not self._waiting(job):
+            return False
+        pending = job.pending
+        ask = whole_ask(job)
+        if ask is not None and self.awaited(job, ask, pending) is not None:
+            return True
+        plan = self.plan(job, pending)
+        if plan is None or plan.error is not None:
+            return False
+        return any(
+            part.ask is not None and self.awaited(job, part.ask, part.tasks) is not None
+            for part in plan.parts
+        )
+
+    def wait_ends(self, job: JobInfo) -> float:
+        """When the job's soft asks may span domains (topology.softWait)."""
+        return job.creation + self.soft_wait
+
+    def _waiting(self, job: JobInfo) -> bool:
+        """Whether the job is within its softWait."""
+        return self.soft_wait > 0 and self.snapshot.now - job.creation < self.soft_wait
 
     def placed_in(self, job: JobInfo, nodes: Iterable[str]) -> TopologyDomain | None:
         """The domain a gang that asked for one as a whole has its members in (`nodes`:

@@ -16,6 +16,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     REPO,
     StartScheduler,
     create,
+    events_about,
     eventually,
     placements,
     pods,
@@ -231,6 +232,60 @@ def test_a_gang_asking_for_a_rack_preempts_inside_one_and_its_status_names_it(
         what="the group's status naming its rack",
     )
     assert status == {"tier": "rack", "name": f"r2-{namespace}"}
+
+
+def test_a_volcano_soft_sub_group_waits_its_soft_wait_for_a_rack_then_spans(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+    tmp_path: Path,
+) -> None:
+    """Racks r1 and r2 of two 4-CPU nodes, one node of each running a pod: a Volcano gang
+    of two (Volcano's released PodGroup CRD) whose one sub-group asks softly for a rack
+    waits its softWait for one, saying which part waits and for how long, then is bound
+    across both racks once the wait is over, nothing else having changed."""
+    config = tmp_path / "topology.yaml"
+    config.write_text(
+        f"{DROP_IN.read_text()}\n"
+        f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}], softWait: 20s}}\n"
+    )
+    racks = {rack: [f"{rack}-{i}-{namespace}" for i in range(2)] for rack in ("r1", "r2")}
+    for rack, names in racks.items():
+        for name in names:
+            labels = {RACK: f"{rack}-{namespace}"}
+            ready_node(cluster_objects, kube, node(name, cpu="4", labels=labels))
+    busy = {}
+    for rack, names in racks.items():
+        manifest = pod(f"busy-{rack}", {"cpu": "4"})
+        manifest["spec"]["nodeName"] = names[0]
+        busy[create(kube, namespace, manifest)["metadata"]["name"]] = names[0]
+    set_running(kube, namespace, busy)
+    policy = [{"name": "workers", "subGroupSize": 2, "networkTopology": {"mode": "soft"}}]
+    train = {
+        **group(VOLCANO_API, "train", 2, {}),
+        "spec": {"minMember": 2, "subGroupPolicy": policy},
+    }
+    for obj in (train, *(member(f"train-{i}", "train", volcano=True) for i in range(2))):
+        obj["metadata"]["namespace"] = namespace
+        kube.create(obj)
+    start_scheduler(config=config)
+
+    members = [f"train-{i}" for i in range(2)]
+    eventually(
+        lambda: all(placements(kube, namespace).get(n) for n in members),
+        what="the gang bound once its wait is over",
+    )
+    # What it said while it waited, read from its events once it is bound: its
+    # condition then says it is scheduled.
+    asked = (
+        f"sub-group workers: PodGroup {namespace}/train.spec.subGroupPolicy[0].networkTopology"
+        " asks its members in one domain of rack (soft) and waits "
+    )
+    said = [e.get("note", "") for e in events_about(kube, namespace, "FailedScheduling", members)]
+    assert any(asked in note and "(topology.softWait)" in note for note in said), said
+    where = placements(kube, namespace)
+    assert {where[n] for n in members} == {racks["r1"][1], racks["r2"][1]}
 
 
 def test_bad_topology_input_is_named_and_the_rest_is_scheduled(

@@ -395,3 +395,36 @@ def test_a_soft_gang_spans_racks_once_its_soft_wait_runs_out(
     result = run(capsys, tmp_path, objects, f"{RACK_TIERS}  softWait: 10m\n")
     assert len(domains_of(result, "default/g-")) == 2
     assert {result.pods[f"default/g-{i}"]["bound_at"] for i in range(2)} == {600.0}
+
+
+def test_soft_parts_span_racks_once_their_soft_wait_runs_out(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The same wait for the soft ask of a part. A Volcano sub-group of two (HyperNode
+    racks, the gang asking nothing as a whole) where each rack has one node free, and a
+    Kueue pod set preferring a rack beside another that has one: each part waits its
+    softWait for one rack, its gang with it, and the simulator wakes the gang when the
+    wait ends to place the part across racks."""
+    hogs = [
+        pod(f"hog-{rack}", {"cpu": "4"}, node_name=f"{rack}-0", scheduler="other", created=0)
+        for rack in ("r1", "r2", "r3")
+    ]
+    objects: list[dict[str, Any]] = [*racks({"r1": 2, "r2": 2, "r3": 2}), *hogs, *TREE[:2]]
+    objects.append(hypernode("r3", 1, [exact("Node", "r3-0"), exact("Node", "r3-1")], "rack"))
+    policy = [{"name": "workers", "subGroupSize": 2, "networkTopology": {"mode": "soft"}}]
+    objects.append(pod_group("g", 2, api_version=VOLCANO, created=0, subGroupPolicy=policy))
+    notes = {"scheduling.k8s.io/group-name": "g"}
+    objects += [pod(f"g-{i}", {"cpu": "4"}, annotations=notes, created=0) for i in range(2)]
+    result = run(capsys, tmp_path, objects, "topology: {softWait: 10m}\n")
+    assert len(domains_of(result, "default/g-")) == 2
+    assert {result.pods[f"default/g-{i}"]["bound_at"] for i in range(2)} == {600.0}
+
+    preferred = {"kueue.x-k8s.io/podset-preferred-topology": RACK}
+    objects = [*racks({"r1": 2, "r2": 2, "r3": 2}), *hogs[1:], pod_group("k", 4, created=0)]
+    for i in range(4):
+        objects.append(kueue_pod(f"k-{i}", preferred, created=0))
+        objects[-1]["metadata"]["labels"]["kueue.x-k8s.io/podset"] = "ab"[i // 2]
+    result = run(capsys, tmp_path, objects, f"{RACK_TIERS}  softWait: 10m\n")
+    assert domains_of(result, "default/k-0") | domains_of(result, "default/k-1") == {"r1"}
+    assert domains_of(result, "default/k-2") | domains_of(result, "default/k-3") == {"r2", "r3"}
+    assert {result.pods[f"default/k-{i}"]["bound_at"] for i in range(4)} == {600.0}

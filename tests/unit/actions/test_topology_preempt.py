@@ -9,7 +9,7 @@ from typing import Any
 from batchsched.model.decisions import Decisions, TopologyDomain
 
 from .test_preempt import evicted, nominated
-from tests.support.objects import Obj, decide, node, pod, pod_group, queue
+from tests.support.objects import Obj, at, decide, node, pod, pod_group, queue
 
 RACK = "topology.kubernetes.io/rack"
 TIERS = f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}]}}\n"
@@ -166,3 +166,40 @@ def test_sub_groups_each_make_room_in_a_rack_of_their_own() -> None:
     assert all(len(racks_of_stage) == 1 for racks_of_stage in stages)
     assert stages[0] | stages[1] == {"r2", "r4"}
     assert victim_racks(decisions) == {"r2", "r4"}
+
+
+# The starvation threshold past the wait: no room is held for the gang at either time.
+WAITING = (
+    "starvationThreshold: 1h\n"
+    f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}], softWait: 10m}}\n"
+)
+
+
+def test_a_soft_ask_within_its_soft_wait_makes_room_only_in_a_rack() -> None:
+    """As above, no rack can be freed for the gang: within its softWait it is a hard ask
+    of a rack, and evicts nothing (room made across racks would not be taken before
+    the wait ends); once the wait is over it makes room anywhere."""
+    busy = filler({"r1-0": 1, "r1-1": 2000, "r2-0": 2000, "r2-1": 1})
+    soft = {"mode": "soft", "highestTierName": "rack"}
+    objects = [*racks(["r1", "r2"]), *busy, *preemptor("g", 2, networkTopology=soft)]
+    waiting = decide(objects, WAITING, now=at(160))
+    assert waiting.evictions == []
+    assert "(soft) and waits 540s more" in waiting.pending["default/g-0"].message
+    spanning = decide(objects, WAITING, now=at(701))
+    assert evicted(spanning) == {"default/busy-r1-0", "default/busy-r2-1"}
+
+
+def test_a_soft_sub_group_within_its_soft_wait_makes_room_only_in_a_rack() -> None:
+    """The same for a soft sub-group of a gang asking nothing as a whole; a rack that
+    can be freed is freed within the wait."""
+    policy = [{"name": "workers", "subGroupSize": 2, "networkTopology": {"mode": "soft"}}]
+    gang = preemptor("g", 2, networkTopology=None, subGroupPolicy=policy)
+    busy = filler({"r1-0": 1, "r1-1": 2000, "r2-0": 2000, "r2-1": 1})
+    waiting = decide([*racks(["r1", "r2"]), *busy, *gang], WAITING, now=at(160))
+    assert waiting.evictions == []
+    assert "sub-group workers: " in waiting.pending["default/g-0"].message
+    spanning = decide([*racks(["r1", "r2"]), *busy, *gang], WAITING, now=at(701))
+    assert evicted(spanning) == {"default/busy-r1-0", "default/busy-r2-1"}
+    busy = filler({"r1-0": 1, "r1-1": 2000, "r2-0": 3, "r2-1": 1})
+    freed = decide([*racks(["r1", "r2"]), *busy, *gang], WAITING, now=at(160))
+    assert evicted(freed) == {"default/busy-r2-0", "default/busy-r2-1"}

@@ -112,3 +112,116 @@ def test_without_a_soft_wait_a_gang_created_after_the_clock_spans_at_once() -> N
     when none is configured."""
     objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), *soft_gang(2)]
     assert len(placements(decide(objects, SPANNING, now=at(-30)))) == 2
+
+
+def sub_group_gang(size: int) -> list[dict[str, object]]:
+    """A gang of `size` asking nothing as a whole, whose members form one sub-group
+    asking softly for a rack."""
+    policy = [{"name": "workers", "subGroupSize": size, "networkTopology": {"mode": "soft"}}]
+    objects = [pod_group("g", size, created=0, subGroupPolicy=policy)]
+    objects += [pod(f"g-{i}", {"cpu": "4"}, group="g", created=0) for i in range(size)]
+    return objects
+
+
+def kueue_pod_sets() -> list[dict[str, object]]:
+    """A gang of two Kueue pod sets, a and b, of two pods each preferring one rack."""
+    notes = {
+        "scheduling.batchsched.io/group-name": "k",
+        "kueue.x-k8s.io/podset-preferred-topology": RACK,
+    }
+    objects = [pod_group("k", 4, created=0)]
+    for i in range(4):
+        labels = {"kueue.x-k8s.io/podset": "ab"[i // 2]}
+        objects.append(pod(f"k-{i}", {"cpu": "4"}, labels=labels, annotations=notes, created=0))
+    return objects
+
+
+def test_a_soft_sub_group_waits_for_one_rack_within_its_soft_wait() -> None:
+    """The gang asks nothing as a whole; its sub-group of two asks softly for a rack,
+    and no rack has two nodes free. Within the wait it waits, saying which part waits
+    and for how long; without the setting, or once the wait is over, it spans racks."""
+    objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), *sub_group_gang(2)]
+    # The starvation threshold past the wait: its end is the first time it may change.
+    waiting = decide(objects, f"starvationThreshold: 1h\n{WAITING}", now=at(60))
+    assert not placements(waiting)
+    message = waiting.pending["default/g-0"].message
+    assert (
+        "sub-group workers: PodGroup default/g.spec.subGroupPolicy[0].networkTopology asks "
+        "its members in one domain of rack (soft) and waits 540s more for one before "
+        "spanning domains (topology.softWait); the best, rack r1, holds 1 of 2"
+    ) in message, message
+    assert waiting.unplaced["default/g"].until == at(600)
+    for config, now in ((SPANNING, 60), (WAITING, 601)):
+        where = placements(decide(objects, config, now=at(now)))
+        assert set(where) == {"default/g-0", "default/g-1"}
+        assert len({node.split("-")[0] for node in where.values()}) == 2
+
+
+def test_a_soft_sub_group_within_its_wait_takes_a_rack_that_holds_it() -> None:
+    objects = [*racks(("r1-0", "r3-0")), *sub_group_gang(2)]
+    assert sorted(placements(decide(objects, WAITING, now=at(60))).values()) == ["r2-0", "r2-1"]
+
+
+def test_a_soft_sub_group_waits_for_a_rack_inside_the_gangs_zone() -> None:
+    """A gang of three asks for one zone (no rack holds it); two of its members form a
+    sub-group asking softly for a rack. Zone z1, the fuller, has one node free in each
+    of its three racks: within the wait the sub-group does not span them, and the gang
+    takes zone z2, whose rack r4 holds the sub-group; at once, it spans z1's racks."""
+    objects: list[dict[str, object]] = []
+    for rack, zone in {"r1": "z1", "r2": "z1", "r3": "z1", "r4": "z2", "r5": "z2"}.items():
+        for i in range(2):
+            name = f"{rack}-{i}"
+            objects.append(node(name, cpu="4", labels={RACK: rack, ZONE: zone}))
+            if name in ("r1-0", "r2-0", "r3-0", "r5-0"):
+                objects.append(pod(f"hog-{name}", {"cpu": "4"}, node_name=name, scheduler="other"))
+    workers = {"matchLabels": {"role": "worker"}}
+    policy = [
+        {
+            "name": "workers",
+            "labelSelector": workers,
+            "subGroupSize": 2,
+            "networkTopology": {"mode": "soft"},
+        }
+    ]
+    objects.append(
+        pod_group(
+            "g", 3, created=0, networkTopology={"highestTierName": "zone"}, subGroupPolicy=policy
+        )
+    )
+    for i in range(3):
+        labels = {"role": "worker"} if i < 2 else {}
+        objects.append(pod(f"g-{i}", {"cpu": "4"}, group="g", labels=labels, created=0))
+    where = placements(decide(objects, WAITING, now=at(60)))
+    assert sorted(where[f"default/g-{i}"] for i in range(2)) == ["r4-0", "r4-1"]
+    assert where["default/g-2"] == "r5-1"
+    where = placements(decide(objects, SPANNING, now=at(60)))
+    assert len(where) == 3 and all(n.split("-")[0] in ("r1", "r2", "r3") for n in where.values())
+    assert where["default/g-0"][:2] != where["default/g-1"][:2]
+
+
+def test_a_kueue_preferred_pod_set_among_several_waits_for_one_rack() -> None:
+    """Rack r1 is free, r2 and r3 have a node each: pod set a takes r1, and pod set b
+    waits for a rack within the wait (the gang with it), spanning r2 and r3 at once or
+    once the wait is over."""
+    objects = [*racks(("r2-0", "r3-0")), *kueue_pod_sets()]
+    waiting = decide(objects, f"starvationThreshold: 1h\n{WAITING}", now=at(60))
+    assert not placements(waiting)
+    message = waiting.pending["default/k-2"].message
+    assert "pod set b: " in message, message
+    assert "in one domain of topology.kubernetes.io/rack (soft) and waits 540s more" in message
+    assert waiting.unplaced["default/k"].until == at(600)
+    for config, now in ((SPANNING, 60), (WAITING, 601)):
+        where = placements(decide(objects, config, now=at(now)))
+        assert {where["default/k-0"][:2], where["default/k-1"][:2]} == {"r1"}
+        assert {where["default/k-2"][:2], where["default/k-3"][:2]} == {"r2", "r3"}
+
+
+def test_a_soft_sub_group_within_its_wait_holds_no_room_past_the_starvation_threshold() -> None:
+    """As for a whole gang: its gang could start with the sub-group across racks, so a
+    small pod still takes the free node of a rack."""
+    objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), *sub_group_gang(2)]
+    objects.append(pod("small", {"cpu": "4"}, created=110))
+    decisions = decide(objects, f"starvationThreshold: 60s\n{WAITING}", now=at(120))
+    message = decisions.pending["default/g-0"].message
+    assert "waits 480s more" in message and "room is held" not in message, message
+    assert "default/small" in placements(decisions)

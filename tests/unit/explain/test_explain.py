@@ -440,3 +440,31 @@ def test_a_soft_gang_waiting_for_a_rack_says_when_it_spans_racks() -> None:
         "nodes are added to it), or it spans domains in "
     ), lines[2]
     assert lines[2].endswith(" 540s (topology.softWait)"), lines[2]
+
+
+def test_a_soft_sub_group_waiting_for_a_rack_names_the_part_and_when_it_spans() -> None:
+    """As above, the soft ask on the gang's one sub-group: explain names the part, the
+    rack that came closest and what it lacks, and when the part may span racks."""
+    rack = "topology.kubernetes.io/rack"
+    text = "".join(
+        node(name, labels=f"{{{rack}: {name[:2]}}}") for name in ("r1-0", "r1-1", "r2-0")
+    )
+    text += pod("busy", cpu=32, node="r1-1")
+    policy = "[{name: workers, subGroupSize: 2, networkTopology: {mode: soft}}]"
+    text += group("train", 2).replace(
+        "spec: {minMember: 2,", f"spec: {{subGroupPolicy: {policy}, minMember: 2,"
+    )
+    text += "".join(pod(f"train-{i}", group="train", cpu=32) for i in range(2))
+    config = load_config(f"topology: {{tiers: [{{name: rack, nodeLabel: {rack}}}], softWait: 10m}}")
+    created = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+    ran = run_once(cache_of(yaml.safe_load_all(text)), config, now=created + 60)
+    lines = to_text(analyse(ran, parse_target("pg/train", namespace="default"))).splitlines()
+    assert (
+        "sub-group workers: PodGroup default/train.spec.subGroupPolicy[0].networkTopology "
+        "asks its members in one domain of rack (soft) and waits 540s more"
+    ) in lines[1], lines[1]
+    assert lines[2] == (
+        "remedy: it runs once rack r1 has room for 1 more member(s) of sub-group workers "
+        "(as its pods end, or nodes are added to it), or it spans domains in 540s "
+        "(topology.softWait)"
+    ), lines[2]
