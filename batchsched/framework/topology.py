@@ -17,7 +17,7 @@ configuration names some, else the HyperNodes' tiers (model/topology.py).
 """
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain
 
@@ -141,14 +141,11 @@ class TopologyPlanner:
         self.waits: dict[str, DomainWait] = {}
         self._binned: dict[int, IntArray] = {}
         if label_tiers:
+            # A tier's domains are told apart by the coarser tiers' labels too.
+            keys = [tier.key for tier in label_tiers]
             self.tiers = tuple(
-                Tier(
-                    number,
-                    tier.name,
-                    self.topology.label(tier.key).ids,
-                    self.topology.label(tier.key).domains,
-                )
-                for number, tier in enumerate(label_tiers, start=1)
+                replace(self.topology.nested(tier.key, keys[:at:-1]), number=at + 1, name=tier.name)
+                for at, tier in enumerate(label_tiers)
             )
         else:
             self.tiers = self.topology.tiers
@@ -370,14 +367,20 @@ class TopologyPlanner:
 
     def _tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
         if ask.key is not None:
-            tier = self.topology.label(ask.key)
+            # A configured tier's label: its domains as the tier tells them apart.
+            keys = [t.key for t in self.label_tiers]
+            at = keys.index(ask.key) if ask.key in keys else None
+            tier = (
+                self.topology.label(ask.key)
+                if at is None
+                else replace(self.tiers[at], number=0, name=ask.key)
+            )
             if not tier.domains:
                 return [], f"{ask.where}: no node has the label {ask.key}"
             if ask.required:
                 return [tier], None
             # Preferred: that label, then the coarser configured tiers, as Kueue climbs.
-            keys = [t.key for t in self.label_tiers]
-            above = self.tiers[keys.index(ask.key) + 1 :] if ask.key in keys else ()
+            above = () if at is None else self.tiers[at + 1 :]
             return [tier, *above], None
         # Before the tiers are counted: HyperNodes all left out leave none.
         broken = self._broken()
