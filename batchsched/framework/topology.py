@@ -472,8 +472,13 @@ class TopologyPlanner:
                 if columns.size
                 else free.sum(axis=1)
             )
+            spare = np.zeros(count)
         else:
             room = room & (free >= need[columns]).all(axis=1)
+            # Of domains alike full, the one whose nodes hold the members the fewest
+            # times over (the tightest fit, counted in pods as Kueue's BestFit counts
+            # them) comes first: the roomier ones stay for larger gangs.
+            spare = np.full(count, np.inf)
             for vec, number in shapes:
                 # Members of one shape each need a node with room for them: the slots
                 # for that shape summed per domain must reach their number.
@@ -484,9 +489,11 @@ class TopologyPlanner:
                 else:
                     slots = np.bincount(binned, _slots(node_free, vec), count + 1)
                 room &= slots[:count] >= number
+                spare = np.minimum(spare, slots[:count] / number)
             rank = (used / np.maximum(total, 1)).mean(axis=1) if columns.size else np.zeros(count)
         candidates = candidates[room[candidates]]
-        for index in candidates[np.lexsort((candidates, -rank[candidates]))]:
+        order = np.lexsort((candidates, spare[candidates], -rank[candidates]))
+        for index in candidates[order]:
             yield Domain(tier, int(index), ids)
 
 
