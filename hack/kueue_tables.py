@@ -392,7 +392,9 @@ def main(out: Path) -> None:
             continue
         path = out / f"{slug(title)}.yaml"
         assert not path.exists() or path.read_text().find(f"case: {title}") >= 0, path
-        path.write_text(yaml.safe_dump(scenario(title, case), sort_keys=False, width=100))
+        # Through JSON: every object its own, with no YAML aliases for shared ones.
+        plain = json.loads(json.dumps(scenario(title, case)))
+        path.write_text(yaml.safe_dump(plain, sort_keys=False, width=100))
     (out / "not-translated.yaml").write_text(
         yaml.safe_dump({"source": f"{MODULE}/{SOURCE}", "test": TEST, "cases": skipped}, width=100)
     )
