@@ -5,7 +5,11 @@ its admitted workloads' pods), and its workload's pod sets as the pods Kueue adm
 topology request as Kueue's annotations, the flavor's node label and tolerations as the
 node selector and tolerations Kueue injects), one gang. The expectation is the case's
 own: the pods of each pod set per node of its topology assignment
-(wantNewAssignments), or none placed (wantInadmissibleLeft). The cases about quota,
+(wantNewAssignments), or none placed (wantInadmissibleLeft). Likewise the cases of
+TestScheduleForTASPreemption where a workload preempts lower-priority ones in its
+ClusterQueue to fit its topology: its admitted workloads are running gangs of their
+priority, and the expectation is the workloads Kueue evicts (wantWorkloads' Evicted
+condition) and those left waiting (wantLeft). The cases about quota,
 flavors, admission checks, ProvisioningRequests, unhealthy-node replacement and partial
 admission are Kueue's own mechanics and are listed in docs/conformance.md ("Kueue's
 topology tables") with why they are not translated."""
@@ -20,7 +24,7 @@ import pytest
 import yaml
 
 from .harness import simulate
-from tests.support.objects import node, pod, pod_group
+from tests.support.objects import node, pod, pod_group, priority_class
 
 HOST = "kubernetes.io/hostname"
 RACK = "cloud.provider.com/rack"
@@ -320,3 +324,166 @@ def test_schedule_for_tas(name: str, capsys: pytest.CaptureFixture[str], tmp_pat
         for podset in {*members.values()}
     }
     assert got == case.want
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    priority: int
+    podset: PodSet
+    # Admitted: the node its pods run on.
+    on: str | None = None
+
+
+@dataclass(frozen=True)
+class PreemptCase:
+    nodes: Sequence[dict[str, Any]]
+    workloads: Sequence[Workload]
+    evicted: set[str]
+    # Workloads left waiting once the evictions are made.
+    waiting: set[str] = field(default_factory=set)
+
+
+def admitted(name: str, priority: int, on: str, **requests: str) -> Workload:
+    return Workload(name, priority, PodSet("one", 1, requests, required(HOST)), on)
+
+
+PREEMPTION_NODE = tas_node("x1", "5", "5Gi")
+TWO_NODES = [tas_node(n, "5", "5Gi") for n in ("x1", "y1")]
+PREEMPTION: dict[str, PreemptCase] = {
+    "preemption; TAS uses podspec memory for fit": PreemptCase(
+        [PREEMPTION_NODE],
+        [
+            Workload("foo", 3, PodSet("one", 1, {CPU: "1", "memory": "4Gi"}, preferred(HOST))),
+            admitted("low-priority-admitted", 1, "x1", cpu="1", memory="2Gi"),
+        ],
+        {"low-priority-admitted"},
+    ),
+    "only low priority workload is preempted": PreemptCase(
+        [PREEMPTION_NODE],
+        [
+            Workload("foo", 3, PodSet("one", 1, {CPU: "2"}, preferred(HOST))),
+            admitted("low-priority-admitted", 1, "x1", cpu="5"),
+        ],
+        {"low-priority-admitted"},
+    ),
+    "With pods count usage pressure on nodes: only low priority workload is preempted": (
+        PreemptCase(
+            [tas_node("x1", "5", "5Gi", pods="1")],
+            [
+                Workload("high-priority-waiting", 3, PodSet("one", 1, {CPU: "2"}, preferred(HOST))),
+                admitted("low-priority-admitted", 1, "x1", cpu="5"),
+            ],
+            {"low-priority-admitted"},
+        )
+    ),
+    "low priority workload is preempted, mid-priority workload survives": PreemptCase(
+        [PREEMPTION_NODE],
+        [
+            Workload("foo", 3, PodSet("one", 1, {CPU: "2"}, preferred(HOST))),
+            admitted("mid-priority-admitted", 2, "x1", cpu="2"),
+            admitted("low-priority-admitted", 1, "x1", cpu="2"),
+        ],
+        {"low-priority-admitted"},
+    ),
+    "low priority workload is preempted even though there is enough capacity, but "
+    "fragmented": PreemptCase(
+        TWO_NODES,
+        [
+            Workload("foo", 3, PodSet("one", 2, {CPU: "1"}, required(HOST))),
+            admitted("mid-priority-admitted", 2, "x1", cpu="4"),
+            admitted("low-priority-admitted", 1, "y1", cpu="4"),
+        ],
+        {"low-priority-admitted"},
+    ),
+    "workload with equal priority awaits for other workloads to complete": PreemptCase(
+        [PREEMPTION_NODE],
+        [
+            Workload(
+                "low-priority-which-would-fit", 1, PodSet("one", 1, {CPU: "1"}, required(HOST))
+            ),
+            Workload("mid-priority-waiting", 2, PodSet("one", 2, {CPU: "1"}, required(HOST))),
+            admitted("mid-priority-admitted", 2, "x1", cpu="4"),
+        ],
+        set(),
+        {"low-priority-which-would-fit", "mid-priority-waiting"},
+    ),
+}
+
+
+def workload_objects(workload: Workload) -> list[dict[str, Any]]:
+    """A workload's gang: admitted ones running from the start, the others created a
+    minute later, as Kueue's test admits them before it schedules the rest."""
+    created = 0 if workload.on else 60
+    podset = workload.podset
+    notes = {f"kueue.x-k8s.io/{key}": value for key, value in podset.ask.items()}
+    spec = {"priorityClassName": f"p{workload.priority}", **spec_of(podset)}
+    group = pod_group(
+        workload.name, podset.count, created=created, priorityClassName=f"p{workload.priority}"
+    )
+    return [
+        group,
+        *(
+            pod(
+                f"{workload.name}-{i}",
+                dict(podset.requests),
+                group=workload.name,
+                labels={PODSET: podset.name},
+                annotations=notes,
+                node_name=workload.on,
+                phase="Running" if workload.on else None,
+                created=created,
+                spec=spec,
+            )
+            for i in range(podset.count)
+        ),
+    ]
+
+
+# Where a case differs by a decision (docs/conformance.md, "Kueue's topology tables").
+NO_HEAD_OF_LINE_BLOCKING = (
+    "decided (README, 'No head-of-line blocking, no starvation'): a job that fits now "
+    "starts while a larger one waits, which holds room only past starvationThreshold; "
+    "Kueue keeps the capacity for the workload ahead in its queue"
+)
+PREEMPTION_FAILS = {
+    "workload with equal priority awaits for other workloads to complete": (
+        NO_HEAD_OF_LINE_BLOCKING
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=[pytest.mark.xfail(strict=True, reason=PREEMPTION_FAILS[name])]
+            if name in PREEMPTION_FAILS
+            else [],
+        )
+        for name in PREEMPTION
+    ],
+)
+def test_schedule_for_tas_preemption(
+    name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    case = PREEMPTION[name]
+    priorities = {w.priority for w in case.workloads}
+    objects = [*case.nodes, *(priority_class(f"p{p}", p) for p in sorted(priorities))]
+    for workload in case.workloads:
+        objects += workload_objects(workload)
+    (tmp_path / "input.yaml").write_text(yaml.safe_dump_all(objects))
+    tiers = [{"name": HOST, "nodeLabel": HOST}]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"topology": {"tiers": tiers}}))
+    run = simulate(capsys, tmp_path / "input.yaml", config=str(tmp_path / "config.yaml"))
+    assert run.code == 0, run.stderr
+    evicted = {e["pod"].split("/")[1].rsplit("-", 1)[0] for e in run.report["evictions"]}
+    assert evicted == case.evicted
+    bound = run.bound()
+    waiting = {
+        w.name
+        for w in case.workloads
+        if not w.on and not any(key.startswith(f"default/{w.name}-") for key in bound)
+    }
+    assert waiting == case.waiting
