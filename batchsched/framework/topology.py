@@ -367,13 +367,14 @@ class TopologyPlanner:
 
     def _tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
         if ask.key is not None:
-            # A configured tier's label: its domains as the tier tells them apart.
+            # A configured tier's label, asked by Kueue's levels: its domains as the tier
+            # tells them apart.
             keys = [t.key for t in self.label_tiers]
             at = keys.index(ask.key) if ask.key in keys else None
             tier = (
-                self.topology.label(ask.key)
-                if at is None
-                else replace(self.tiers[at], number=0, name=ask.key)
+                replace(self.tiers[at], number=0, name=ask.key)
+                if at is not None and ask.levelled
+                else self.topology.label(ask.key)
             )
             if not tier.domains:
                 return [], f"{ask.where}: no node has the label {ask.key}"
@@ -573,7 +574,7 @@ def _podsets(plan: Plan, tasks: Sequence[TaskInfo], running: Sequence[Task]) -> 
                 f"{count} members of {label}"
             )
         ordered = sorted([*((t.pod, t) for t in members), *((t, None) for t in ran)], key=_by_name)
-        ask = TopologyAsk(Mode.HARD, where=stated.slice_where, key=stated.slice_key)
+        ask = TopologyAsk(Mode.HARD, where=stated.slice_where, key=stated.slice_key, levelled=True)
         for start in range(0, len(ordered), size):
             chunk = ordered[start : start + size]
             pending = [task for _, task in chunk if task is not None]
