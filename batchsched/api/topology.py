@@ -36,6 +36,10 @@ class TopologyAsk:
     key: str | None = None
     highest_tier: int | None = None
     tier_name: str | None = None
+    # A `key` that is a configured tier's label names that tier's domains, told apart by
+    # the coarser tiers too, as Kueue's Topology levels are; False: one domain per value
+    # of the label, as kube-scheduler groups nodes by a topology key.
+    levelled: bool = False
 
     @property
     def required(self) -> bool:
@@ -175,9 +179,9 @@ def kueue_topology(
         raise InvalidObject(f"{at}: {KUEUE_REQUIRED} and {KUEUE_PREFERRED} may not both be set")
     ask = None
     if required:
-        ask = TopologyAsk(Mode.HARD, where=f"{at}[{KUEUE_REQUIRED}]", key=required)
+        ask = TopologyAsk(Mode.HARD, where=f"{at}[{KUEUE_REQUIRED}]", key=required, levelled=True)
     elif preferred:
-        ask = TopologyAsk(Mode.SOFT, where=f"{at}[{KUEUE_PREFERRED}]", key=preferred)
+        ask = TopologyAsk(Mode.SOFT, where=f"{at}[{KUEUE_PREFERRED}]", key=preferred, levelled=True)
     slice_key = notes.get(KUEUE_SLICE_TOPOLOGY) or None
     size = notes.get(KUEUE_SLICE_SIZE)
     if (slice_key is None) != (size is None):

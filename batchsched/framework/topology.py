@@ -18,7 +18,7 @@ configuration names some, else the HyperNodes' tiers (model/topology.py).
 """
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain
 
@@ -146,14 +146,11 @@ class TopologyPlanner:
         self.waits: dict[str, DomainWait] = {}
         self._binned: dict[int, IntArray] = {}
         if label_tiers:
+            # A tier's domains are told apart by the coarser tiers' labels too.
+            keys = [tier.key for tier in label_tiers]
             self.tiers = tuple(
-                Tier(
-                    number,
-                    tier.name,
-                    self.topology.label(tier.key).ids,
-                    self.topology.label(tier.key).domains,
-                )
-                for number, tier in enumerate(label_tiers, start=1)
+                replace(self.topology.nested(tier.key, keys[:at:-1]), number=at + 1, name=tier.name)
+                for at, tier in enumerate(label_tiers)
             )
         else:
             self.tiers = self.topology.tiers
@@ -410,14 +407,21 @@ class TopologyPlanner:
 
     def _tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
         if ask.key is not None:
-            tier = self.topology.label(ask.key)
+            # A configured tier's label, asked by Kueue's levels: its domains as the tier
+            # tells them apart.
+            keys = [t.key for t in self.label_tiers]
+            at = keys.index(ask.key) if ask.key in keys else None
+            tier = (
+                replace(self.tiers[at], number=0, name=ask.key)
+                if at is not None and ask.levelled
+                else self.topology.label(ask.key)
+            )
             if not tier.domains:
                 return [], f"{ask.where}: no node has the label {ask.key}"
             if ask.required:
                 return [tier], None
             # Preferred: that label, then the coarser configured tiers, as Kueue climbs.
-            keys = [t.key for t in self.label_tiers]
-            above = self.tiers[keys.index(ask.key) + 1 :] if ask.key in keys else ()
+            above = () if at is None else self.tiers[at + 1 :]
             return [tier, *above], None
         # Before the tiers are counted: HyperNodes all left out leave none.
         broken = self._broken()
@@ -509,8 +513,13 @@ class TopologyPlanner:
                 if columns.size
                 else free.sum(axis=1)
             )
+            spare = np.zeros(count)
         else:
             room = room & (free >= need[columns]).all(axis=1)
+            # Of domains alike full, the one whose nodes hold the members the fewest
+            # times over (the tightest fit, counted in pods as Kueue's BestFit counts
+            # them) comes first: the roomier ones stay for larger gangs.
+            spare = np.full(count, np.inf)
             for vec, number in shapes:
                 # Members of one shape each need a node with room for them: the slots
                 # for that shape summed per domain must reach their number.
@@ -521,9 +530,11 @@ class TopologyPlanner:
                 else:
                     slots = np.bincount(binned, _slots(node_free, vec), count + 1)
                 room &= slots[:count] >= number
+                spare = np.minimum(spare, slots[:count] / number)
             rank = (used / np.maximum(total, 1)).mean(axis=1) if columns.size else np.zeros(count)
         candidates = candidates[room[candidates]]
-        for index in candidates[np.lexsort((candidates, -rank[candidates]))]:
+        order = np.lexsort((candidates, spare[candidates], -rank[candidates]))
+        for index in candidates[order]:
             yield Domain(tier, int(index), ids)
 
 
@@ -603,7 +614,7 @@ def _podsets(plan: Plan, tasks: Sequence[TaskInfo], running: Sequence[Task]) -> 
                 f"{count} members of {label}"
             )
         ordered = sorted([*((t.pod, t) for t in members), *((t, None) for t in ran)], key=_by_name)
-        ask = TopologyAsk(Mode.HARD, where=stated.slice_where, key=stated.slice_key)
+        ask = TopologyAsk(Mode.HARD, where=stated.slice_where, key=stated.slice_key, levelled=True)
         for start in range(0, len(ordered), size):
             chunk = ordered[start : start + size]
             pending = [task for _, task in chunk if task is not None]

@@ -12,6 +12,7 @@ A node reached by two HyperNodes of one tier is in the first by name, as the tre
 Volcano builds gives every node one leaf.
 """
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -65,6 +66,35 @@ class Topology:
             ]
             tier = Tier(0, key, np.array(raw, dtype=np.int64), tuple(values))
             self._labels[key] = tier
+        return tier
+
+    def nested(self, key: str, above: Sequence[str]) -> Tier:
+        """The domains of a label within those of the coarser labels `above` (coarsest
+        first): nodes sharing a value of `key` are in one domain only when they share
+        their values of `above` as well, as Kueue's Topology levels tell domains apart
+        (rack r1 of block b1 is not rack r1 of block b2). A domain is named by its
+        value, or by its values from the coarsest down where that value repeats."""
+        if not above:
+            return self.label(key)
+        cached = self._labels.get("\n".join([*above, key]))
+        if cached is not None:
+            return cached
+        paths: dict[tuple[str, ...], int] = {}
+        raw = []
+        for node in self.nodes:
+            value = node.labels.get(key)
+            if value is None:
+                raw.append(NO_DOMAIN)
+                continue
+            path = (*(node.labels.get(k, "") for k in above), value)
+            raw.append(paths.setdefault(path, len(paths)))
+        repeated = Counter(path[-1] for path in paths)
+        names = tuple(
+            path[-1] if repeated[path[-1]] == 1 else "/".join(v for v in path if v)
+            for path in paths
+        )
+        tier = Tier(0, key, np.array(raw, dtype=np.int64), names)
+        self._labels["\n".join([*above, key])] = tier
         return tier
 
     def ids(self, key: str) -> IntArray:

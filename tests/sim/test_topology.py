@@ -310,6 +310,39 @@ def test_kueue_slices_each_in_one_rack(capsys: pytest.CaptureFixture[str], tmp_p
     assert "r1" not in {n.rsplit("-", 1)[0] for n in bound.values()}
 
 
+def test_a_rack_named_alike_in_two_spines_is_two_racks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Racks are told apart by their spine as well, as Kueue's Topology levels tell
+    them: rack r1 of spine s1 (2 nodes) and r1 of s2 (2 nodes) hold no gang of 3 asking
+    one rack (by our tiers or Kueue's annotation), though their label's value is one; a
+    gang of 2 takes one of them. The native PodGroup's key is a label, whose value is
+    the domain, as kube-scheduler groups nodes by it: its gang of 3 is placed."""
+    objects = [*racks({"r1": 2}, spine="s1"), *racks({"r1": 2}, spine="s2")]
+    for rename, member_node in enumerate(objects):
+        member_node["metadata"]["name"] = f"n{rename}"
+        member_node["metadata"]["labels"]["kubernetes.io/hostname"] = f"n{rename}"
+    spines = {n["metadata"]["name"]: n["metadata"]["labels"][SPINE] for n in objects}
+    rack = {"kueue.x-k8s.io/podset-required-topology": RACK}
+    for name, size in (("three", 3), ("two", 2)):
+        objects.append(pod_group(name, size, networkTopology={"highestTierName": "rack"}))
+        objects += [pod(f"{name}-{i}", {"cpu": "4"}, group=name) for i in range(size)]
+    objects.append(pod_group("k", 3))
+    objects += [kueue_pod(f"k-{i}", rack) for i in range(3)]
+    result = run(capsys, tmp_path, objects, RACK_TIERS)
+    bound = result.bound()
+    assert not [key for key in bound if key.startswith(("default/three-", "default/k-"))]
+    assert len({bound[f"default/two-{i}"] for i in range(2)}) == 2
+    assert len({spines[bound[f"default/two-{i}"]] for i in range(2)}) == 1
+    assert "holds 2 of 3" in result.pods["default/three-0"]["reason"]
+    native = [
+        *objects[:4],
+        native_pod_group("n", 3, schedulingConstraints={"topology": [{"key": RACK}]}),
+    ]
+    native += [member(f"n-{i}", "n", {"cpu": "4"}) for i in range(3)]
+    assert len(run(capsys, tmp_path, native, RACK_TIERS).bound()) == 3
+
+
 def test_kueue_node_selector_is_honoured(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -33,6 +33,27 @@ def test_label_domains() -> None:
     assert Topology(NODES).ids(RACK).tolist() == [0, 0, 1, 1, 2]
 
 
+def test_nested_domains_are_told_apart_by_the_labels_above() -> None:
+    """Rack r1 of spine s1 and r1 of s2 are two domains, named by their path since the
+    value repeats; r2, in one spine only, keeps its value as its name; a node without
+    the rack label is in none, one without the spine label in its own."""
+    spine = "example.com/spine"
+    labels = [
+        {RACK: "r1", spine: "s1"},
+        {RACK: "r1", spine: "s2"},
+        {RACK: "r2", spine: "s1"},
+        {RACK: "r1", spine: "s1"},
+        {spine: "s1"},
+        {RACK: "r1"},
+    ]
+    nodes = [node_from_object(node(f"n{i}", labels=at)) for i, at in enumerate(labels)]
+    tier = Topology(nodes).nested(RACK, [spine])
+    assert tier.ids.tolist() == [0, 1, 2, 0, NO_DOMAIN, 3]
+    assert tier.domains == ("s1/r1", "s2/r1", "r2", "r1")
+    flat = Topology(nodes)
+    assert flat.nested(RACK, []) is flat.label(RACK)
+
+
 def test_hypernode_tree_by_name_pattern_and_labels() -> None:
     topology = topology_of(
         hypernode("ra", 1, [hypernode_member("Node", regexMatch={"pattern": "^a-"})], "rack"),
