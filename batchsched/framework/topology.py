@@ -24,11 +24,16 @@ from itertools import chain
 import numpy as np
 
 from batchsched.api.objects import Task
+from batchsched.api.resources import BASE_RESOURCES, PODS
 from batchsched.api.topology import Mode, TopologyAsk
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.decisions import TopologyDomain
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 from batchsched.model.topology import NO_DOMAIN, Tier
+
+# The pod count's column (every snapshot's columns start with BASE_RESOURCES): a slot,
+# not a resource a domain is ranked by.
+POD_COUNT = BASE_RESOURCES.index(PODS)
 
 # Domains looked at closely (a victim set worked out, a starving gang packed) for a
 # gang asking for one, in the planner's order: enough to find a good one, without a
@@ -481,10 +486,26 @@ class TopologyPlanner:
                 else:
                     slots = np.bincount(binned, _slots(node_free, vec), count + 1)
                 room &= slots[:count] >= number
-            rank = (used / np.maximum(total, 1)).mean(axis=1) if columns.size else np.zeros(count)
+            rank = _fullness(used, total, need, columns)
         candidates = candidates[room[candidates]]
         for index in candidates[np.lexsort((candidates, -rank[candidates]))]:
             yield Domain(tier, int(index), ids)
+
+
+def _fullness(
+    used: FloatArray | IntArray, total: FloatArray, need: IntArray, columns: IntArray
+) -> FloatArray:
+    """Per domain, the share of its allocatable requested once the members are in,
+    averaged over the resources they ask but the pod count: kube-scheduler scores a
+    placement so (NodeResourcesFit's MostAllocated over the placement, the group's pods
+    included), as Volcano scores a HyperNode for a job, so that of two empty domains
+    the smaller one the gang fills more is taken first."""
+    scored = columns != POD_COUNT
+    if not scored.any():
+        return np.zeros(len(total))
+    after = (used[:, scored] + need[columns[scored]]) / np.maximum(total[:, scored], 1)
+    mean: FloatArray = after.mean(axis=1)
+    return mean
 
 
 def _sub_groups(
