@@ -598,8 +598,9 @@ def labelled(name: str, key: str | None, value: str = "", *, other: bool = False
 
 
 def asking(key: str | None) -> Obj:
-    constraints = {"schedulingConstraints": {"topology": [{"key": key}]}} if key else {}
-    return native_pod_group("pg1", None, created=0, **constraints)
+    if key is None:
+        return native_pod_group("pg1", None, created=0)
+    return gang_group("pg1", key, None)
 
 
 def running(name: str, node_name: str) -> Obj:
