@@ -213,7 +213,8 @@ def _wanted(
         tiers=session.topology.tier_names(ask) if awaited is None else awaited.name,
         closest=closest,
         holds=job.bound + placed,
-        needs=job.min_member,
+        # A basic group (minimum 0) asks the domain for every member it has.
+        needs=job.min_member or job.bound + len(job.pending),
         spans_in=None
         if awaited is None
         else job.creation + session.topology.soft_wait - session.snapshot.now,
