@@ -587,8 +587,9 @@ PODGROUP_CASES: dict[str, Case] = {
     "tas gang with constraint does not use workload preemption": no_preemption_for_topology(),
 }
 
-# TestGeneratePlacements (topology_placement_test.go): PodGroup pg1 in "default", a
-# basic one (the test's states no policy, which the generator does not read).
+# TestGeneratePlacements (topology_placement_test.go): PodGroup pg1 in "default", basic
+# but where a gang shows the placement (the test's states no policy, which the generator
+# does not read).
 GENERATOR = "pkg/scheduler/framework/plugins/topologyaware/topology_placement_test.go"
 
 
@@ -597,10 +598,10 @@ def labelled(name: str, key: str | None, value: str = "", *, other: bool = False
     return node(name, cpu="2", labels={key: value} if key else None, unschedulable=other)
 
 
-def asking(key: str | None) -> Obj:
+def asking(key: str | None, min_count: int | None = None) -> Obj:
     if key is None:
-        return native_pod_group("pg1", None, created=0)
-    return gang_group("pg1", key, None)
+        return native_pod_group("pg1", min_count, created=0)
+    return gang_group("pg1", key, min_count)
 
 
 def running(name: str, node_name: str) -> Obj:
@@ -609,7 +610,8 @@ def running(name: str, node_name: str) -> Obj:
 
 
 UNSCHEDULED = member("unscheduled", "pg1", {"cpu": "1"}, created=0)
-# Two members each taking a whole node: they show which nodes the domain they take has.
+# Two members each taking a whole node, a gang of both: they show which nodes the domain
+# they take has (kube-scheduler places a basic group's first pod alone).
 WHOLE_NODES = tuple(member(f"whole-{i}", "pg1", {"cpu": "2"}, created=0) for i in (1, 2))
 # The nodes of the cases with pods already scheduled: node0 in d2 and node1 in d1 make
 # the placement.
@@ -621,7 +623,7 @@ GENERATOR_CASES: dict[str, Case] = {
             labelled("node1", None),
             labelled("node2", "foo", "bar"),
             labelled("node3", None, other=True),
-            asking(None),
+            asking(None, len(WHOLE_NODES)),
             *WHOLE_NODES,
         ),
         scheduled=("whole-1", "whole-2"),
@@ -635,7 +637,7 @@ GENERATOR_CASES: dict[str, Case] = {
             labelled("node3", "topology1", "d2"),
             labelled("node4", "topology1", "d1"),
             labelled("node5", "topology1", "d3"),
-            asking("topology1"),
+            asking("topology1", len(WHOLE_NODES)),
             *WHOLE_NODES,
         ),
         scheduled=("whole-1", "whole-2"),
@@ -964,9 +966,15 @@ def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, case: Case) -> Run:
 def test_upstream_case(capsys: pytest.CaptureFixture[str], tmp_path: Path, case: Case) -> None:
     result = run(capsys, tmp_path, case)
     shown = {key.removeprefix("default/"): p for key, p in result.pods.items()}
-    where = {name: p["node"] for name, p in shown.items()}
+    check(case, {name: p["node"] for name, p in shown.items()})
+    for name in case.waited:
+        assert shown[name]["bound_at"] >= DELETED_AT, shown[name]
+
+
+def check(case: Case, where: dict[str, str | None]) -> None:
+    """The case's assertion on where its pods are (name -> node, None while pending)."""
     for name in case.scheduled:
-        assert where[name], f"{name} not scheduled: {shown[name]['reason']}"
+        assert where[name], f"{name} not scheduled"
     for name in case.unscheduled:
         assert not where[name], f"{name} scheduled on {where[name]}"
     for names, allowed in case.on:
@@ -979,7 +987,5 @@ def test_upstream_case(capsys: pytest.CaptureFixture[str], tmp_path: Path, case:
             for o in case.objects
             if o["kind"] == "Node"
         }
-        values = {labels[where[name]].get(key) for name in names}
+        values = {labels[str(where[name])].get(key) for name in names}
         assert len(values) == 1, values
-    for name in case.waited:
-        assert shown[name]["bound_at"] >= DELETED_AT, shown[name]
