@@ -40,11 +40,10 @@ import yaml
 from batchsched.sim.simulator import DURATION_ANNOTATION
 
 from .harness import Run, simulate
-from tests.support.objects import HOSTNAME, member, native_pod_group, node, pod
+from tests.support.objects import HOSTNAME, SCHEDULER, member, native_pod_group, node, pod
 
 Obj = dict[str, Any]
 
-INTEGRATION = "test/integration/scheduler/podgroup/topology_aware_scheduling/tas_test.go"
 GANG = "TestTopologyAwareSchedulingWithGangPolicy"
 BASIC = "TestTopologyAwareSchedulingWithBasicPolicy"
 # The moment of each later step: a session of its own between two steps.
@@ -52,8 +51,7 @@ STEP = 10.0
 # When a pod the test deletes succeeds, standing in for its deletion.
 DELETED_AT = 60.0
 
-# A domain is ranked by its requests after placing the group (upstream's MostAllocated
-# over the placement): the decision deviates from this only where named.
+# Why a case fails today: a decision (documented where named) or a defect.
 PREEMPTS_IN_A_DOMAIN = (
     "decided (docs/topology.md, Preemption and reclaim inside a domain): a gang asking "
     "for a domain makes room inside one by preempt; kube-scheduler v1.36 preempts for no "
@@ -552,7 +550,6 @@ BASIC_CASES: dict[str, Case] = {
 # podgroup_test.go's TestPodGroupScheduling cases that need the gate: a 4-CPU node in
 # zone1, four 1-CPU pods of priority 5 and 10 filling it, then a gang of two of
 # priority 50 asking the zone.
-PODGROUP_TEST = "test/integration/scheduler/podgroup/podgroup_test.go"
 
 
 def no_preemption_for_topology() -> Case:
@@ -590,7 +587,6 @@ PODGROUP_CASES: dict[str, Case] = {
 # TestGeneratePlacements (topology_placement_test.go): PodGroup pg1 in "default", basic
 # but where a gang shows the placement (the test's states no policy, which the generator
 # does not read).
-GENERATOR = "pkg/scheduler/framework/plugins/topologyaware/topology_placement_test.go"
 
 
 def labelled(name: str, key: str | None, value: str = "", *, other: bool = False) -> Obj:
@@ -722,7 +718,6 @@ GENERATOR_CASES: dict[str, Case] = {
 # TestScorePlacement_Resources (fit_test.go): nodes of 5 CPUs and 5000 bytes of memory
 # (and 5 GPUs where the case has them), gang pods foo and bar, the pod baz already on
 # node1, and the placement's expected score.
-FIT = "pkg/scheduler/framework/plugins/noderesources/fit_test.go"
 GPU = "nvidia.com/gpu"
 KEY = "example.com/placement"
 # The domain set beside the case's: one node of this much of each resource, so that a
@@ -791,7 +786,7 @@ def fit_objects(case: FitCase, beside: int) -> tuple[tuple[Obj, ...], str | None
     ]
     if case.outside:
         objects.append(node("node3", cpu="5", memory="5000", extra=extra))
-    gang = {name: req for name, req in (("foo", case.foo), ("bar", case.bar))}
+    gang = {"foo": case.foo, "bar": case.bar}
     scored = [
         name for name, _ in case.resources if name != GPU or any(g.get(GPU) for g in gang.values())
     ]
@@ -833,7 +828,7 @@ def kube_config(resources: tuple[tuple[str, int], ...]) -> Obj:
         "kind": "KubeSchedulerConfiguration",
         "profiles": [
             {
-                "schedulerName": "batch-scheduler",
+                "schedulerName": SCHEDULER,
                 "pluginConfig": [
                     {
                         "name": "NodeResourcesFit",
@@ -854,22 +849,20 @@ def kube_config(resources: tuple[tuple[str, int], ...]) -> Obj:
 
 # TestPodGroupSchedulingPlacementAlgorithm (schedule_one_podgroup_test.go): placement1
 # is node1, placement2 node2, each a rack of its own; the PodGroup pg of the one pod foo.
-ALGORITHM = "pkg/scheduler/schedule_one_podgroup_test.go"
 RACK = "example.com/rack"
 
 
-def one_node_racks(*, full: str = "", fuller: str = "") -> tuple[Obj, ...]:
-    """node1 and node2 of 2 CPUs, each its own rack, with no room on `full` (the fake
-    Filter rejects it) and a third of `fuller` taken (the placement scoring higher)."""
+def one_node_racks(*, full: tuple[str, ...] = (), fuller: str = "") -> tuple[Obj, ...]:
+    """node1 and node2 of 3 CPUs, each its own rack, with no room on those `full` (the
+    fake Filter rejects them) and a third of `fuller` taken (the placement scoring
+    higher)."""
     objects: list[Obj] = [
         node(name, cpu="3", labels={RACK: f"placement{i}"})
         for i, name in enumerate(("node1", "node2"), start=1)
     ]
-    for name, cpu in ((full, "3"), (fuller, "1")):
-        if name:
-            objects.append(
-                pod(f"on-{name}", {"cpu": cpu}, node_name=name, phase="Running", created=0)
-            )
+    taken = [(name, "3") for name in full] + ([(fuller, "1")] if fuller else [])
+    for name, cpu in taken:
+        objects.append(pod(f"on-{name}", {"cpu": cpu}, node_name=name, phase="Running", created=0))
     return tuple(objects)
 
 
@@ -895,15 +888,14 @@ ALGORITHM_CASES: dict[str, Case] = {
     ),
     "when all placements are infeasible, returns unschedulable": Case(
         objects=(
-            *one_node_racks(full="node1"),
-            pod("on-node2", {"cpu": "3"}, node_name="node2", phase="Running", created=0),
+            *one_node_racks(full=("node1", "node2")),
             foo_group(),
             FOO_POD,
         ),
         unscheduled=("foo",),
     ),
     "filters out infeasible placements": Case(
-        objects=(*one_node_racks(full="node2"), foo_group(), FOO_POD),
+        objects=(*one_node_racks(full=("node2",)), foo_group(), FOO_POD),
         on=((("foo",), nodes_of("node1")),),
     ),
 }
