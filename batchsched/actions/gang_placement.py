@@ -215,7 +215,8 @@ def _wanted(
         tiers=session.topology.tier_names(ask) if awaited is None else awaited.name,
         closest=closest,
         holds=job.bound + placed,
-        needs=job.min_member,
+        # A basic group (minimum 0) asks the domain for every member it has.
+        needs=job.min_member or job.bound + len(job.pending),
         spans_in=None if awaited is None else _spans_in(session, job),
     )
     if ask.required or awaited is not None or job.key not in session.topology.waits:

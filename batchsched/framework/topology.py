@@ -25,11 +25,16 @@ from itertools import chain
 import numpy as np
 
 from batchsched.api.objects import Task
+from batchsched.api.resources import BASE_RESOURCES, PODS
 from batchsched.api.topology import Mode, TopologyAsk
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.decisions import TopologyDomain
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 from batchsched.model.topology import NO_DOMAIN, Tier
+
+# The pod count's column (every snapshot's columns start with BASE_RESOURCES): a slot,
+# not a resource a domain is ranked by.
+POD_COUNT = BASE_RESOURCES.index(PODS)
 
 # Domains looked at closely (a victim set worked out, a starving gang packed) for a
 # gang asking for one, in the planner's order: enough to find a good one, without a
@@ -232,6 +237,7 @@ class TopologyPlanner:
                 within,
                 roomiest=roomiest,
                 freeable=freeable,
+                with_members=not ask.levelled,
             )
             for tier in tiers
         )
@@ -469,7 +475,11 @@ class TopologyPlanner:
         *,
         roomiest: bool,
         freeable: IntArray | None,
+        with_members: bool,
     ) -> Iterator[Domain]:
+        # `with_members`: a domain is ranked by how full it is once the members are in,
+        # as kube-scheduler and Volcano score a placement; Kueue's asks rank it by what
+        # is requested there now, as Kueue's BestFit does.
         ids = tier.ids if within is None else np.where(within, tier.ids, NO_DOMAIN)
         count = len(tier.domains)
         if rows.size:
@@ -531,11 +541,32 @@ class TopologyPlanner:
                     slots = np.bincount(binned, _slots(node_free, vec), count + 1)
                 room &= slots[:count] >= number
                 spare = np.minimum(spare, slots[:count] / number)
-            rank = (used / np.maximum(total, 1)).mean(axis=1) if columns.size else np.zeros(count)
+            if with_members:
+                rank = _fullness(used, total, need, columns)
+            elif columns.size:
+                rank = (used / np.maximum(total, 1)).mean(axis=1)
+            else:
+                rank = np.zeros(count)
         candidates = candidates[room[candidates]]
         order = np.lexsort((candidates, spare[candidates], -rank[candidates]))
         for index in candidates[order]:
             yield Domain(tier, int(index), ids)
+
+
+def _fullness(
+    used: FloatArray | IntArray, total: FloatArray, need: IntArray, columns: IntArray
+) -> FloatArray:
+    """Per domain, the share of its allocatable requested once the members are in,
+    averaged over the resources they ask but the pod count: kube-scheduler scores a
+    placement so (NodeResourcesFit's MostAllocated over the placement, the group's pods
+    included), as Volcano scores a HyperNode for a job, so that of two empty domains
+    the smaller one the gang fills more is taken first."""
+    scored = columns != POD_COUNT
+    if not scored.any():
+        return np.zeros(len(total))
+    after = (used[:, scored] + need[columns[scored]]) / np.maximum(total[:, scored], 1)
+    mean: FloatArray = after.mean(axis=1)
+    return mean
 
 
 def _sub_groups(

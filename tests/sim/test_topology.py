@@ -125,6 +125,23 @@ def test_native_pod_group_topology_key_keeps_its_gang_in_one_rack(
     )
 
 
+def test_a_basic_native_group_takes_what_its_rack_holds_and_counts_all_its_members(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A basic PodGroup asking for a rack places the members the rack holds (any number
+    is enough), and the one left waits saying how many of all of them the rack holds,
+    not of its minimum of 0."""
+    constraints = {"topology": [{"key": RACK}]}
+    objects = [
+        *racks({"r1": 2}),
+        native_pod_group("basic", None, schedulingConstraints=constraints),
+        *(member(f"basic-{i}", "basic", {"cpu": "4"}) for i in range(3)),
+    ]
+    result = run(capsys, tmp_path, objects)
+    assert sorted(result.bound()) == ["default/basic-0", "default/basic-1"]
+    assert f"the best, {RACK} r1, holds 2 of 3;" in result.pods["default/basic-2"]["reason"]
+
+
 def test_hard_tier_waits_where_no_rack_holds_the_gang(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
