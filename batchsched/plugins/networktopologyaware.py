@@ -40,9 +40,7 @@ class NetworkTopologyAware:
 
     def __init__(self, arguments: Mapping[str, Any]) -> None:
         check_keys(self.name, arguments, {"weight", "resources", "fading"})
-        self.weight = integer(
-            self.name, "weight", arguments.get("weight", DEFAULT_WEIGHT), low=0, high=100
-        )
+        self.weight = integer(self.name, "weight", arguments.get("weight", DEFAULT_WEIGHT), low=0)
         self.fading = _fading(arguments.get("fading", DEFAULT_FADING))
         self.resources = _resources(arguments.get("resources", DEFAULT_RESOURCES))
 
