@@ -19,6 +19,7 @@ from tests.support.objects import (
     pending_task,
     placements,
     pod,
+    pod_group,
     snapshot_of,
 )
 
@@ -54,6 +55,35 @@ def test_a_pod_goes_to_the_fuller_rack_over_a_fuller_node_elsewhere() -> None:
 
 def test_weight_0_places_as_without_the_term() -> None:
     assert placements(decide(two_racks(), with_term("{weight: 0}"))) == {"default/p": "b1"}
+
+
+SPINE = "topology.kubernetes.io/spine"
+
+
+def test_members_placed_in_their_domain_are_not_scored_by_domain() -> None:
+    """A hard gang of four 3-CPU pods that no rack holds (r1 has room for two, r2 for
+    three) takes spine s1; inside it node binpack alone ranks, as Volcano scores pods
+    with a network topology by their job's HyperNode instead: the first member goes to
+    b1, the fullest node (5 + 3 of 8), not to a1 in the fuller rack r1."""
+    config = (
+        f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}, "
+        f"{{name: spine, nodeLabel: {SPINE}}}]}}\n{BASE}"
+        "  - {name: network-topology-aware, arguments: {weight: 10}}\n"
+    )
+    objects: list[Obj] = []
+    for rack, nodes in (("r1", ("a1", "a2")), ("r2", ("b1", "b2"))):
+        labels = {RACK: rack, SPINE: "s1"}
+        objects += [node(name, cpu="8", labels=labels) for name in nodes]
+    used = {"a1": "4", "a2": "4", "b1": "5"}
+    objects += [
+        pod(f"busy-{n}", {"cpu": cpu}, node_name=n, scheduler="other") for n, cpu in used.items()
+    ]
+    ask = {"mode": "hard", "highestTierName": "spine"}
+    objects += [pod_group("g", 4, networkTopology=ask)]
+    objects += [pod(f"g-{i}", {"cpu": "3"}, group="g") for i in range(4)]
+    placed = placements(decide(objects, config))
+    assert placed["default/g-0"] == "b1"
+    assert sorted(placed.values()) == ["a1", "a2", "b1", "b2"]
 
 
 # Volcano v1.15.1's TestBatchNodeOrderFn (network_topology_aware_test.go): two spines
