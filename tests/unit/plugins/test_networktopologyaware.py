@@ -129,33 +129,53 @@ def test_volcano_table_default_arguments() -> None:
     }
 
 
-def test_volcano_table_customized_arguments_from_a_volcano_configuration() -> None:
-    """ "score non-empty nodes for single task with no network topology and customized
-    plugin arguments", its arguments given as Volcano's: 0 (s3 would be overfull), 468.8,
-    281.3, 250 there; fading 0 leaves tier 1 alone."""
-    busy = {"cpu": "2", "memory": "4G", "example.com/foo": "8"}
-    objects = [
-        *volcano_cluster(),
-        pod("p1", busy),
-        pod("p2", busy, node_name="s3-n1", scheduler="other"),
-        pod("p3", busy, node_name="s3-n2", scheduler="other"),
+BUSY = {"cpu": "2", "memory": "4G", "example.com/foo": "8"}
+CUSTOMIZED = (
+    "tiers:\n- plugins:\n  - {name: predicates}\n"
+    "  - name: network-topology-aware\n    arguments:\n"
+    "      weight: 10\n"
+    "      hypernode.binpack.cpu: 1\n"
+    "      hypernode.binpack.memory: 4\n"
+    "      hypernode.binpack.resources: nvidia.com/gpu, example.com/foo\n"
+    "      hypernode.binpack.resources.nvidia.com/gpu: 2\n"
+    "      hypernode.binpack.resources.example.com/foo: 3\n"
+    "      hypernode.binpack.normal-pod.enable: true\n"
+    "      hypernode.binpack.normal-pod.fading: 0\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("running", "expected"),
+    [
+        # "score empty nodes ... and customized plugin arguments": 500, 468.75, 281.3, 250.
+        ([], {"s3": 500, "s4": 469, "s5": 281, "s6": 250}),
+        # "score non-empty nodes ...": s3's two nodes full, so s3 would be overfull: 0.
+        (["s3-n1", "s3-n2"], {"s3": 0, "s4": 469, "s5": 281, "s6": 250}),
+    ],
+)
+def test_volcano_table_customized_arguments_from_a_volcano_configuration(
+    running: list[str], expected: dict[str, int]
+) -> None:
+    """Its arguments given as Volcano's; fading 0 leaves tier 1 alone; the resources
+    weigh CPU 1, memory 4 and example.com/foo 3 (the pod asks no GPU)."""
+    objects = [*volcano_cluster(), pod("p1", BUSY)]
+    objects += [
+        pod(f"p{i + 2}", BUSY, node_name=n, scheduler="other") for i, n in enumerate(running)
     ]
-    config = (
-        "tiers:\n- plugins:\n  - {name: predicates}\n"
-        "  - name: network-topology-aware\n    arguments:\n"
-        "      weight: 10\n"
-        "      hypernode.binpack.cpu: 1\n"
-        "      hypernode.binpack.memory: 4\n"
-        "      hypernode.binpack.resources: nvidia.com/gpu, example.com/foo\n"
-        "      hypernode.binpack.resources.nvidia.com/gpu: 2\n"
-        "      hypernode.binpack.resources.example.com/foo: 3\n"
-        "      hypernode.binpack.normal-pod.enable: true\n"
-        "      hypernode.binpack.normal-pod.fading: 0\n"
-    )
-    expected = {"s3": 0, "s4": 469, "s5": 281, "s6": 250}
-    assert volcano_scores(objects, config) == {
+    assert volcano_scores(objects, CUSTOMIZED) == {
         f"{rack}-{n}": points for rack, points in expected.items() for n in ("n1", "n2")
     }
+
+
+def test_volcano_table_no_hypernode_binpacking() -> None:
+    """ "... and no hypernode-level binpacking" (normal-pod.enable false): no score."""
+    snapshot = snapshot_of([*volcano_cluster(), pod("p1", {"cpu": "2", "memory": "4G"})])
+    config = load_config(
+        "tiers:\n- plugins:\n  - {name: predicates}\n  - name: network-topology-aware\n"
+        "    arguments: {hypernode.binpack.normal-pod.enable: false}\n"
+    )
+    session = Session(snapshot, tiers=config.tiers)
+    assert not session.normalized_scorers
 
 
 def volcano_plugin(arguments: str) -> NetworkTopologyAware:
