@@ -2,7 +2,7 @@
 
 Usage: python -m bench.core [--nodes 5000] [--pods 20000] [--seed 1] [--anti-affinity]
     [--zone-spread DoNotSchedule|ScheduleAnyway] [--placeable] [--caught-up K]
-    [--topology hard|soft] [--rack-size 40]
+    [--topology hard|soft] [--rack-size 40] [--config FILE]
        python -m bench.core --dra [--nodes 1000] [--gangs 100] [--repeat 7] [--seed 1]
     [--dra-kind plain|match|first-available]
 Prints one JSON object. Nodes are a mix of CPU and 8-GPU machines; pods come in gangs
@@ -19,6 +19,8 @@ nodes.
 With --topology nodes are grouped in racks of --rack-size nodes (a node label, the one
 configured topology tier) and every gang asks for one rack (networkTopology, hard or
 soft, highestTierAllowed 1): the cost of placing gangs domain by domain.
+--config runs the session with that configuration instead of the default one (its
+topology tiers replaced by the rack label with --topology).
 With --caught-up K the first session's binds are assumed, then K sessions follow, each
 for one more pod (every other one a gang of 8 instead) on the cluster now holding them,
 with the snapshot kept as the operator keeps it (cache/keeper.py), and the jobs a
@@ -46,7 +48,7 @@ from typing import Any
 from batchsched.api.groups import OUR_API
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import SnapshotKeeper, take_snapshot
-from batchsched.config.load import SchedulerConfig, default_config
+from batchsched.config.load import SchedulerConfig, read_config
 from batchsched.framework.session import Timings
 from batchsched.framework.topology import LabelTier
 from batchsched.model.decisions import Decisions
@@ -218,6 +220,7 @@ def main() -> None:
     )
     parser.add_argument("--topology", choices=["hard", "soft"], help="every gang asks for one rack")
     parser.add_argument("--rack-size", type=int, default=40, help="nodes per rack")
+    parser.add_argument("--config", help="a configuration file instead of the default one")
     parser.add_argument("--dra", action="store_true", help="DRA's target: claims vs extended")
     parser.add_argument("--gangs", type=int, default=100, help="with --dra: gangs of 8")
     parser.add_argument("--repeat", type=int, default=7, help="with --dra: rounds")
@@ -242,7 +245,7 @@ def main() -> None:
         objects += placeable_workload(args.pods, rng)
     else:
         objects += workload(args.pods, rng, apart=args.anti_affinity, spread=args.zone_spread)
-    config = default_config()
+    config = read_config(args.config)
     if args.topology:
         config = replace(config, topology_tiers=(LabelTier("rack", RACK),))
         ask = {"mode": args.topology, "highestTierAllowed": 1}

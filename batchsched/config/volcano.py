@@ -4,10 +4,11 @@ Plugins and actions keep their names (conformance, drf, nodeorder and overcommit
 batchsched plugins with Volcano's semantics). A plugin entry's `enable<Hook>` flags
 (also spelt `enabled<Hook>`) set to false take that plugin's callbacks of that kind out
 of the session, where batchsched has the kind; Volcano's binpack arguments
-(`binpack.weight`, `binpack.cpu`, ...) become binpack's own; the `reserve` action and
-`reservation` plugin, for Volcano's Reservation objects, and the
-`network-topology-aware` plugin, whose HyperNode placement is the core's, are logged
-and left out;
+(`binpack.weight`, `binpack.cpu`, ...) become binpack's own, and those of the
+`network-topology-aware` plugin (`weight`, `hypernode.binpack.*`) those of batchsched's
+plugin of that name (its HyperNode placement of gangs is the core's, listed or not);
+the `reserve` action and `reservation` plugin, for Volcano's Reservation objects, are
+logged and left out;
 `configurations` (per-action arguments) and some plugins' arguments are refused but for
 those that change no placement here (ACTION_ARGUMENTS, PLUGIN_ARGUMENTS), logged.
 """
@@ -20,6 +21,7 @@ from typing import Any
 from batchsched.api.errors import InvalidObject
 from batchsched.framework.plugin import Hook
 from batchsched.framework.session import Plugin, Session
+from batchsched.framework.topology import CANDIDATE_DOMAINS
 from batchsched.plugins.nodeorder import PART_NAMES
 
 log = logging.getLogger(__name__)
@@ -70,11 +72,18 @@ RESERVATION_PLUGIN = "reservation"
 RESERVATION_WHY = "batchsched does not read Volcano's Reservation objects"
 # Volcano's plugin for its HyperNodes (network tiers): batchsched's core places a gang
 # stating spec.networkTopology in HyperNodes whether or not it is listed
-# (framework/topology.py), packing the fullest one first.
+# (framework/topology.py), packing the fullest one first; the plugin's HyperNode binpack
+# of the other pods is batchsched's plugin of that name, whose arguments its own become.
 TOPOLOGY_PLUGIN = "network-topology-aware"
-TOPOLOGY_WHY = (
-    "the core places gangs stating networkTopology in HyperNodes, the fullest that fits "
-    "first, whether or not this plugin is listed"
+HYPERNODE = "hypernode."
+HYPERNODE_BINPACK = f"{HYPERNODE}binpack."
+TOPOLOGY_RESOURCES = f"{HYPERNODE_BINPACK}resources"
+NORMAL_POD_ENABLE = f"{HYPERNODE_BINPACK}normal-pod.enable"
+NORMAL_POD_FADING = f"{HYPERNODE_BINPACK}normal-pod.fading"
+EVICT_DOMAINS = f"{HYPERNODE}gradient.evict.max-hypernodes"
+EVICT_DOMAINS_WHY = (
+    f"preempt and reclaim look closely at the first {CANDIDATE_DOMAINS} domains of a gang's "
+    "tiers, fullest first, whatever the value"
 )
 # Arguments of Volcano's plugins and actions that change nothing here, and why.
 CLAIMS_ALLOCATED = "pods' resource claims are allocated as kube-scheduler allocates them"
@@ -237,9 +246,8 @@ def _volcano_tier(tier: object, *, where: str, disabled: dict[str, frozenset[str
     for p, entry in enumerate(tier["plugins"]):
         at = f"{where}.plugins[{p}]"
         name = entry.get("name") if isinstance(entry, Mapping) else None
-        why = {RESERVATION_PLUGIN: RESERVATION_WHY, TOPOLOGY_PLUGIN: TOPOLOGY_WHY}.get(str(name))
-        if why is not None:
-            log.warning("%s: plugin %r has no effect here: %s", at, name, why)
+        if name == RESERVATION_PLUGIN:
+            log.warning("%s: plugin %r has no effect here: %s", at, name, RESERVATION_WHY)
             continue
         plugins.append(_volcano_plugin(entry, where=at, disabled=disabled))
     return {**tier, "plugins": plugins}
@@ -284,6 +292,8 @@ def _volcano_plugin(entry: object, *, where: str, disabled: dict[str, frozenset[
     arguments = entry.get("arguments")
     if name == "binpack" and isinstance(arguments, Mapping):
         out["arguments"] = _volcano_binpack(arguments, where=f"{where}.arguments")
+    if name == TOPOLOGY_PLUGIN and isinstance(arguments, Mapping):
+        out["arguments"] = _volcano_topology(arguments, where=f"{where}.arguments")
     if name in PLUGIN_ARGUMENTS and isinstance(arguments, Mapping):
         out["arguments"] = _without_effect(
             arguments, PLUGIN_ARGUMENTS[str(name)], where=f"{where}.arguments"
@@ -341,6 +351,57 @@ def _volcano_binpack(arguments: Mapping[str, Any], *, where: str) -> Mapping[str
     if "binpack.weight" in arguments:
         out["weight"] = arguments["binpack.weight"]
     return out
+
+
+def _volcano_topology(arguments: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
+    """Volcano's network-topology-aware arguments as batchsched's plugin's, read as
+    Volcano reads them: `weight`; `hypernode.binpack.cpu`, `.memory`, `.resources` and
+    `.resources.<name>` as `resources`; `normal-pod.fading` as `fading`; and
+    `normal-pod.enable: false` as weight 0 (its HyperNode binpack is all it scores here).
+    A negative weight or fading is Volcano's default, as Volcano takes it. Arguments
+    without a `hypernode.` key are batchsched's own (a lone `weight` means the same)."""
+    if not any(str(key).startswith(HYPERNODE) for key in arguments):
+        return arguments
+    known = {"weight", TOPOLOGY_RESOURCES, NORMAL_POD_ENABLE, NORMAL_POD_FADING, EVICT_DOMAINS}
+    listed = arguments.get(TOPOLOGY_RESOURCES, "")
+    if not isinstance(listed, str):
+        raise InvalidObject(f"{where}.{TOPOLOGY_RESOURCES}: expected comma-separated names")
+    # CPU and memory weigh by their own keys, listed or not, as Volcano reads them.
+    extra = [n.strip() for n in listed.split(",") if n.strip() not in ("", "cpu", "memory")]
+    names = ["cpu", "memory", *extra]
+    keys = {name: f"{HYPERNODE_BINPACK}{name}" for name in names[:2]}
+    keys |= {name: f"{TOPOLOGY_RESOURCES}.{name}" for name in names[2:]}
+    unknown = sorted(str(key) for key in arguments if key not in known | set(keys.values()))
+    if unknown:
+        raise InvalidObject(
+            f"{where}.{unknown[0]}: unknown network-topology-aware argument (a resource's "
+            f"weight needs the resource listed in {TOPOLOGY_RESOURCES})"
+        )
+    if EVICT_DOMAINS in arguments:
+        log.warning("%s.%s has no effect here: %s", where, EVICT_DOMAINS, EVICT_DOMAINS_WHY)
+    out: dict[str, Any] = {
+        "resources": {name: _volcano_default(arguments, key, 1) for name, key in keys.items()}
+    }
+    if "weight" in arguments:
+        out["weight"] = _volcano_default(arguments, "weight", 1)
+    if NORMAL_POD_FADING in arguments:
+        out["fading"] = _volcano_default(arguments, NORMAL_POD_FADING, 0.8)
+    enable = arguments.get(NORMAL_POD_ENABLE, True)
+    if isinstance(enable, str) and enable.lower() in ("true", "false", "1", "0", "t", "f"):
+        enable = enable.lower() in ("true", "1", "t")
+    if not isinstance(enable, bool):
+        raise InvalidObject(f"{where}.{NORMAL_POD_ENABLE}: expected true or false, got {enable!r}")
+    if not enable:
+        out["weight"] = 0
+    return out
+
+
+def _volcano_default(arguments: Mapping[str, Any], key: str, default: float) -> Any:
+    """The argument's value, or Volcano's default where it is missing or negative."""
+    value = arguments.get(key, default)
+    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        return default
+    return value
 
 
 def _check_nodeorder(tiers: list[object], *, source: str) -> None:

@@ -349,6 +349,16 @@ class TopologyPlanner:
         # Rows stay in ascending order: the lowest index among the fullest.
         return int(rows[0])
 
+    def domain_sums(self, tier: Tier) -> tuple[IntArray, FloatArray]:
+        """Per domain of the tier and, in a last row, the nodes in none (a node's row is
+        `bins`): requests summed, kept current as the session places pods, and
+        allocatable summed; every resource column. Not to be changed."""
+        return self._domain_used(tier), self._domain_total(tier)
+
+    def bins(self, tier: Tier) -> IntArray:
+        """Per node, its row in `domain_sums` (past the domains: in none). Not to be changed."""
+        return self._bins(tier)
+
     def _bins(self, tier: Tier) -> IntArray:
         """The tier's ids with the nodes of no domain in an extra last bin."""
         binned = self._binned.get(id(tier.ids))

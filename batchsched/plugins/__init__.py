@@ -11,6 +11,7 @@ from batchsched.plugins.drf import Drf
 from batchsched.plugins.gang import Gang
 from batchsched.plugins.gpufragmentation import GpuFragmentation
 from batchsched.plugins.interpodaffinity import InterPodAffinityScore
+from batchsched.plugins.networktopologyaware import NetworkTopologyAware
 from batchsched.plugins.nodeaffinity import NodeAffinityScore
 from batchsched.plugins.nodeorder import NodeOrder
 from batchsched.plugins.overcommit import Overcommit
@@ -31,6 +32,7 @@ PLUGINS: dict[str, Callable[[Mapping[str, Any]], Plugin]] = {
     "gpufragmentation": GpuFragmentation,
     "interpodaffinity": InterPodAffinityScore,
     "leastallocated": LeastAllocated,
+    "network-topology-aware": NetworkTopologyAware,
     "nodeaffinity": NodeAffinityScore,
     "nodeorder": NodeOrder,
     "overcommit": Overcommit,
