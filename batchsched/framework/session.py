@@ -415,6 +415,10 @@ class Session:
         best = int(scores.argmax())
         if scores[best] < 0:
             return None
+        if self.topology.drained is not None:
+            # Off the domains gangs wait for, where a node elsewhere will do.
+            scores = self.topology.steer(scores, best)
+            best = int(scores.argmax())
         if self.within is not None:
             # Already inside the domain its gang asked for: the nodes are ranked alike.
             return best

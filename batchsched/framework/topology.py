@@ -34,6 +34,11 @@ from batchsched.model.topology import NO_DOMAIN, Tier
 # gang asking for one, in the planner's order: enough to find a good one, without a
 # search per domain of a cluster of hundreds of racks.
 CANDIDATE_DOMAINS = 16
+# The share of the cluster's nodes the domains gangs wait for may cover: past it, a
+# waiting gang's domain is not steered away from (the first to wait in the session, at
+# the head of the queues, keeps its own whatever its size), so that the preference
+# never comes to cover most of the cluster and mean nothing.
+DRAINED_SHARE = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +144,10 @@ class TopologyPlanner:
         self._totals: dict[tuple[int, bytes], FloatArray] = {}
         # Job key -> why it waits for a domain, as allocate last found (for explain).
         self.waits: dict[str, DomainWait] = {}
+        # Job key -> the domain it waits for (the closest it found) while pods placed
+        # elsewhere steer away from it; and their nodes, together.
+        self.draining: dict[str, Domain] = {}
+        self.drained: BoolArray | None = None
         self._binned: dict[int, IntArray] = {}
         if label_tiers:
             self.tiers = tuple(
@@ -280,6 +289,51 @@ class TopologyPlanner:
             if held.size == 1 and held[0] != NO_DOMAIN:
                 return Domain(tier, int(held[0]), tier.ids)
         return None
+
+    def wait_for(self, job: str, domain: Domain) -> None:
+        """Steer the pods placed from now on in this session away from the domain a
+        gang waits for (within DRAINED_SHARE of the cluster): as its pods end, none
+        replace them, and it drains for the gang sooner. A preference (see `steer`):
+        no room is held, the domain's nodes still take whatever goes nowhere else."""
+        nodes = domain.nodes
+        drained = self.drained
+        if drained is None:
+            merged = nodes
+        else:
+            merged = drained | nodes
+            if np.count_nonzero(merged) > DRAINED_SHARE * len(self.nodes):
+                return
+        self.draining[job] = domain
+        self.drained = merged
+
+    def tried(self, job: str) -> None:
+        """A gang tried again no longer marks the domain it waited for (it may take
+        it now, and marks again the one it then waits for)."""
+        if self.draining.pop(job, None) is None:
+            return
+        self.drained = None
+        for domain in self.draining.values():
+            nodes = domain.nodes
+            self.drained = nodes if self.drained is None else self.drained | nodes
+
+    def steer(self, scores: IntArray, best: int) -> IntArray:
+        """`scores` (the best at row `best`) with the nodes of the domains gangs wait
+        for ruled out when a node outside them may take the pod: it goes there even at
+        a lower score (a domain that keeps refilling never comes to the gang, and a
+        node's score is won back once the gang starts), and to them only when no other
+        node has room. Cheap when the best is outside them, as it mostly is."""
+        drained = self.drained
+        if drained is None:
+            return scores
+        if not drained[best]:
+            # Nodes tied with it in the domains waited for must not win the tie-break.
+            outside: IntArray = np.where(drained, -1, scores)
+            return outside
+        elsewhere = (scores >= 0) & ~drained
+        if not elsewhere.any():
+            return scores
+        steered: IntArray = np.where(elsewhere, scores, -1)
+        return steered
 
     def fullest(self, task: TaskInfo, tied: BoolArray, first: int) -> int:
         """Of the nodes tied for the best score, one in the fullest domain (of the
@@ -482,6 +536,11 @@ class TopologyPlanner:
                     slots = np.bincount(binned, _slots(node_free, vec), count + 1)
                 room &= slots[:count] >= number
             rank = (used / np.maximum(total, 1)).mean(axis=1) if columns.size else np.zeros(count)
+            if self.drained is not None and freeable is None:
+                # Domains holding nodes another gang waits for come after the others
+                # with room: its domain drains as a pod steered off it does (`steer`).
+                drained = np.bincount(binned, self.drained, count + 1)[:count] > 0
+                rank = rank - 2.0 * drained
         candidates = candidates[room[candidates]]
         for index in candidates[np.lexsort((candidates, -rank[candidates]))]:
             yield Domain(tier, int(index), ids)

@@ -1,0 +1,59 @@
+"""While a gang waits for a domain, pods placed elsewhere steer away from the domain it
+is closest to holding when other nodes have room for them, so that it drains for the
+gang; they still go there when nothing else has room (no room is held)."""
+
+from typing import Any
+
+from tests.support.objects import at, decide, node, placements, pod, pod_group
+
+RACK = "topology.kubernetes.io/rack"
+TIERS = f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}]}}"
+
+
+def cluster(r2_free_cpu: int) -> list[dict[str, Any]]:
+    """Racks r1 and r2 of two 4-CPU, 8Gi nodes. r1-0 is full; r1-1 has 3 CPUs free, room
+    for one member of the gang below (two pods of 3 CPUs, one rack). Each node of r2 has
+    `r2_free_cpu` CPUs free, room for no member."""
+    objects: list[dict[str, Any]] = []
+    for rack in ("r1", "r2"):
+        objects += [node(f"{rack}-{i}", cpu="4", memory="8Gi", labels={RACK: rack}) for i in (0, 1)]
+    used = {"r1-0": ("4", "1Gi"), "r1-1": ("1", "6Gi")}
+    used |= {f"r2-{i}": (str(4 - r2_free_cpu), "1Gi") for i in (0, 1)}
+    for name, (cpu, memory) in used.items():
+        objects.append(
+            pod(f"hog-{name}", {"cpu": cpu, "memory": memory}, node_name=name, scheduler="other")
+        )
+    objects.append(pod_group("g", 2, created=0, networkTopology={"mode": "hard"}))
+    objects += [pod(f"g-{i}", {"cpu": "3", "memory": "1Gi"}, group="g", created=0) for i in (0, 1)]
+    return objects
+
+
+def test_a_lone_pod_steers_off_the_rack_a_gang_waits_for() -> None:
+    """By its binpack score the small pod would take r1-1 (its memory is the fuller);
+    the gang, holding one of two there, waits for r1, so the pod goes to r2, where it
+    also fits, and r1-1 keeps the room for the gang's member."""
+    objects = [*cluster(r2_free_cpu=1), pod("small", {"cpu": "1", "memory": "1Gi"}, created=10)]
+    decisions = decide(objects, TIERS, now=at(20))
+    assert placements(decisions)["default/small"].startswith("r2-")
+    message = decisions.pending["default/g-0"].message
+    assert "the best, rack r1, holds 1 of 2" in message, message
+    # Nothing waiting for r1: the score decides, as before.
+    alone = [o for o in objects if not o["metadata"]["name"].startswith("g")]
+    assert placements(decide(alone, TIERS, now=at(20)))["default/small"] == "r1-1"
+
+
+def test_a_pod_with_room_only_in_that_rack_still_takes_it() -> None:
+    """r2 has no room for the small pod: the preference holds no room, it runs in r1."""
+    objects = [*cluster(r2_free_cpu=0), pod("small", {"cpu": "1", "memory": "1Gi"}, created=10)]
+    decisions = decide(objects, TIERS, now=at(20))
+    assert placements(decisions)["default/small"] == "r1-1"
+    assert "default/g-0" in decisions.pending
+
+
+def test_a_gang_choosing_among_racks_leaves_the_awaited_one_last() -> None:
+    """A gang of two 1-CPU pods fits either rack; r1 is the fuller (first by the
+    fullest-first order), but the older gang waits for it, so the new one takes r2."""
+    objects = [*cluster(r2_free_cpu=1), pod_group("h", 2, created=10, networkTopology={})]
+    objects += [pod(f"h-{i}", {"cpu": "1", "memory": "1Gi"}, group="h", created=10) for i in (0, 1)]
+    where = placements(decide(objects, TIERS, now=at(20)))
+    assert {where["default/h-0"], where["default/h-1"]} == {"r2-0", "r2-1"}
