@@ -18,17 +18,18 @@ DURATION = "simulation.batchsched.io/duration"
 def test_a_gang_waiting_for_a_rack_gets_it_once_its_pods_end(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Racks r1 and r2 of two 4-CPU nodes. The gang (two pods of 3 CPUs, one rack)
+    """Racks r1 to r4 of two 4-CPU nodes, r3 and r4 full. The gang (two pods of 3 CPUs, one rack)
     waits for r1, where r1-1 has room for one member and r1-0 runs a pod for 100 s.
     A small pod arriving at 10 s would take r1-1 by its score (for 1,000 s, leaving too
     little room there for the member); it fits r2 as well, so it goes there, and the
     gang starts in r1 when the first pod ends."""
     objects: list[dict[str, Any]] = [
         node(f"{rack}-{i}", cpu="4", memory="8Gi", labels={RACK: rack})
-        for rack in ("r1", "r2")
+        for rack in ("r1", "r2", "r3", "r4")
         for i in (0, 1)
     ]
     hogs = {"r1-1": ("1", "6Gi"), "r2-0": ("3", "1Gi"), "r2-1": ("3", "1Gi")}
+    hogs |= {f"{rack}-{i}": ("4", "1Gi") for rack in ("r3", "r4") for i in (0, 1)}
     for name, (cpu, memory) in hogs.items():
         objects.append(
             pod(f"hog-{name}", {"cpu": cpu, "memory": memory}, node_name=name, scheduler="other")

@@ -11,14 +11,16 @@ TIERS = f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}]}}"
 
 
 def cluster(r2_free_cpu: int) -> list[dict[str, Any]]:
-    """Racks r1 and r2 of two 4-CPU, 8Gi nodes. r1-0 is full; r1-1 has 3 CPUs free, room
-    for one member of the gang below (two pods of 3 CPUs, one rack). Each node of r2 has
-    `r2_free_cpu` CPUs free, room for no member."""
+    """Racks r1 to r4 of two 4-CPU, 8Gi nodes (a rack is a quarter of the cluster, the
+    most the domains waited for may cover). r1-0 is full; r1-1 has 3 CPUs free, room for
+    one member of the gang below (two pods of 3 CPUs, one rack). Each node of r2 has
+    `r2_free_cpu` CPUs free, room for no member; r3 and r4 are full."""
     objects: list[dict[str, Any]] = []
-    for rack in ("r1", "r2"):
+    for rack in ("r1", "r2", "r3", "r4"):
         objects += [node(f"{rack}-{i}", cpu="4", memory="8Gi", labels={RACK: rack}) for i in (0, 1)]
     used = {"r1-0": ("4", "1Gi"), "r1-1": ("1", "6Gi")}
     used |= {f"r2-{i}": (str(4 - r2_free_cpu), "1Gi") for i in (0, 1)}
+    used |= {f"{rack}-{i}": ("4", "1Gi") for rack in ("r3", "r4") for i in (0, 1)}
     for name, (cpu, memory) in used.items():
         objects.append(
             pod(f"hog-{name}", {"cpu": cpu, "memory": memory}, node_name=name, scheduler="other")
