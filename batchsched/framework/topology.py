@@ -149,6 +149,12 @@ class TopologyPlanner:
         # elsewhere steer away from it; and their nodes, together.
         self.draining: dict[str, Domain] = {}
         self.drained: BoolArray | None = None
+        # Per domain marked (its tier's ids, its index): the gangs waiting for it; and
+        # how many nodes the domains marked have.
+        self._marked: dict[tuple[int, int], list[str]] = {}
+        self._marked_nodes = 0
+        # Per tier's ids: how many nodes each domain has.
+        self._domain_nodes: dict[int, IntArray] = {}
         self._binned: dict[int, IntArray] = {}
         if label_tiers:
             self.tiers = tuple(
@@ -296,22 +302,45 @@ class TopologyPlanner:
         gang waits for (within DRAINED_SHARE of the cluster): as its pods end, none
         replace them, and it drains for the gang sooner. A preference (see `steer`):
         no room is held, the domain's nodes still take whatever goes nowhere else."""
-        nodes = domain.nodes
-        merged = nodes if self.drained is None else self.drained | nodes
-        if np.count_nonzero(merged) > DRAINED_SHARE * len(self.nodes):
-            return
+        key = (id(domain.tier.ids), domain.index)
+        if key not in self._marked:
+            # Domains of two tiers may overlap: their nodes are counted twice, on the
+            # safe side, sparing a count over every node per waiting gang.
+            size = int(self._sizes(domain.tier)[domain.index])
+            if self._marked_nodes + size > DRAINED_SHARE * len(self.nodes):
+                return
+            nodes = domain.nodes
+            self.drained = nodes if self.drained is None else self.drained | nodes
+            self._marked_nodes += size
+            self._marked[key] = []
+        self._marked[key].append(job)
         self.draining[job] = domain
-        self.drained = merged
 
     def tried(self, job: str) -> None:
         """A gang tried again no longer marks the domain it waited for (it may take
         it now, and marks again the one it then waits for)."""
-        if self.draining.pop(job, None) is None:
+        domain = self.draining.pop(job, None)
+        if domain is None:
             return
-        self.drained = None
-        for domain in self.draining.values():
-            nodes = domain.nodes
+        key = (id(domain.tier.ids), domain.index)
+        self._marked[key].remove(job)
+        if self._marked[key]:
+            return
+        del self._marked[key]
+        self.drained, self._marked_nodes = None, 0
+        for jobs in self._marked.values():
+            marked = self.draining[jobs[0]]
+            nodes = marked.nodes
             self.drained = nodes if self.drained is None else self.drained | nodes
+            self._marked_nodes += int(self._sizes(marked.tier)[marked.index])
+
+    def _sizes(self, tier: Tier) -> IntArray:
+        """Per domain of the tier (and the extra bin), how many nodes it has."""
+        sizes = self._domain_nodes.get(id(tier.ids))
+        if sizes is None:
+            bins = len(tier.domains) + 1
+            sizes = self._domain_nodes[id(tier.ids)] = np.bincount(self._bins(tier), minlength=bins)
+        return sizes
 
     def steer(self, scores: IntArray, best: int) -> IntArray:
         """`scores` (the best at row `best`) with the nodes of the domains gangs wait
