@@ -4,7 +4,11 @@ gang; they still go there when nothing else has room (no room is held)."""
 
 from typing import Any
 
-from tests.support.objects import at, decide, node, placements, pod, pod_group
+import numpy as np
+
+from batchsched.framework.topology import Domain, LabelTier, TopologyPlanner
+
+from tests.support.objects import at, decide, node, placements, pod, pod_group, snapshot_of
 
 RACK = "topology.kubernetes.io/rack"
 TIERS = f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}]}}"
@@ -59,3 +63,44 @@ def test_a_gang_choosing_among_racks_leaves_the_awaited_one_last() -> None:
     objects += [pod(f"h-{i}", {"cpu": "1", "memory": "1Gi"}, group="h", created=10) for i in (0, 1)]
     where = placements(decide(objects, TIERS, now=at(20)))
     assert {where["default/h-0"], where["default/h-1"]} == {"r2-0", "r2-1"}
+
+
+def planner_of_racks(count: int) -> TopologyPlanner:
+    """A planner over `count` racks of one node each (none runs anything)."""
+    snapshot = snapshot_of([node(f"r{i}-0", labels={RACK: f"r{i}"}) for i in range(count)])
+    requested = snapshot.used.copy()
+    return TopologyPlanner(
+        snapshot, requested, snapshot.allocatable - requested, [LabelTier("rack", RACK)]
+    )
+
+
+def rack(planner: TopologyPlanner, index: int) -> Domain:
+    tier = planner.tiers[0]
+    return Domain(tier, list(tier.domains).index(f"r{index}"), tier.ids)
+
+
+def test_the_domains_waited_for_cover_at_most_a_quarter_of_the_nodes() -> None:
+    """Eight racks of one node: the first two gangs' racks are steered off, a third's
+    is not, until a gang tried again gives its own up."""
+    planner = planner_of_racks(8)
+    for job, index in (("a", 0), ("b", 1), ("c", 2), ("d", 1)):
+        planner.wait_for(job, rack(planner, index))
+    assert sorted(planner.draining) == ["a", "b", "d"]
+    assert planner.drained is not None
+    assert planner.drained.nonzero()[0].tolist() == [0, 1]
+    # Rack 1 stays marked while gang d still waits for it.
+    planner.tried("b")
+    assert planner.drained.nonzero()[0].tolist() == [0, 1]
+    planner.tried("d")
+    planner.wait_for("c", rack(planner, 2))
+    assert planner.drained is not None
+    assert planner.drained.nonzero()[0].tolist() == [0, 2]
+
+
+def test_steering_rules_out_the_marked_nodes_only_while_another_has_room() -> None:
+    planner = planner_of_racks(8)
+    planner.wait_for("a", rack(planner, 0))
+    scores = np.array([9, 5, -1, -1, -1, -1, -1, -1])
+    assert planner.steer(scores, 0).tolist() == [-1, 5, -1, -1, -1, -1, -1, -1]
+    alone = np.array([9, -1, -1, -1, -1, -1, -1, -1])
+    assert planner.steer(alone, 0).tolist() == alone.tolist()
