@@ -344,20 +344,19 @@ class TopologyPlanner:
 
     def steer(self, scores: IntArray, best: int) -> IntArray:
         """`scores` (the best at row `best`) with the nodes of the domains gangs wait
-        for ruled out when a node outside them may take the pod: it goes there even at
-        a lower score (a domain that keeps refilling never comes to the gang, and a
-        node's score is won back once the gang starts), and to them only when no other
-        node has room. Cheap when the best is outside them, as it mostly is."""
+        for ruled out when a node outside them scores as well: of nodes alike, the pod
+        takes one elsewhere, and the domain drains for the gang. Never a node that
+        scores lower, which would spread pods over emptier nodes (measured: it took
+        whole nodes that larger pods needed), and the domains' nodes still take a pod
+        that fits nowhere else."""
         drained = self.drained
         if drained is None:
             return scores
-        if not drained[best]:
-            # Nodes tied with it in the domains waited for must not win the tie-break.
-            outside: IntArray = np.where(drained, -1, scores)
-            return outside
-        elsewhere = (scores >= 0) & ~drained
-        if not elsewhere.any():
-            return scores
+        elsewhere = ~drained
+        if drained[best]:
+            elsewhere &= scores == scores[best]
+            if not elsewhere.any():
+                return scores
         steered: IntArray = np.where(elsewhere, scores, -1)
         return steered
 

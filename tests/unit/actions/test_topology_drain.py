@@ -14,43 +14,48 @@ RACK = "topology.kubernetes.io/rack"
 TIERS = f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}]}}"
 
 
-def cluster(r2_free_cpu: int) -> list[dict[str, Any]]:
+def cluster(room_in_r2: bool) -> list[dict[str, Any]]:
     """Racks r1 to r4 of two 4-CPU, 8Gi nodes (a rack is a quarter of the cluster, the
-    most the domains waited for may cover). r1-0 is full; r1-1 has 3 CPUs free, room for
-    one member of the gang below (two pods of 3 CPUs, one rack). Each node of r2 has
-    `r2_free_cpu` CPUs free, room for no member; r3 and r4 are full."""
+    most the domains waited for may cover). r1-0 is full (of memory most); r1-1 is empty,
+    room for one member of the gang below (two pods of 4 CPUs, one rack), which so waits
+    for r1. r2-1 is full, r2-0 empty when `room_in_r2`; r3 and r4 are full."""
     objects: list[dict[str, Any]] = []
     for rack in ("r1", "r2", "r3", "r4"):
         objects += [node(f"{rack}-{i}", cpu="4", memory="8Gi", labels={RACK: rack}) for i in (0, 1)]
-    used = {"r1-0": ("4", "1Gi"), "r1-1": ("1", "6Gi")}
-    used |= {f"r2-{i}": (str(4 - r2_free_cpu), "1Gi") for i in (0, 1)}
-    used |= {f"{rack}-{i}": ("4", "1Gi") for rack in ("r3", "r4") for i in (0, 1)}
-    for name, (cpu, memory) in used.items():
+    used = {"r1-0": "7Gi", "r2-1": "1Gi"} | {
+        f"{r}-{i}": "1Gi" for r in ("r3", "r4") for i in (0, 1)
+    }
+    if not room_in_r2:
+        used["r2-0"] = "1Gi"
+    for name, memory in used.items():
         objects.append(
-            pod(f"hog-{name}", {"cpu": cpu, "memory": memory}, node_name=name, scheduler="other")
+            pod(f"hog-{name}", {"cpu": "4", "memory": memory}, node_name=name, scheduler="other")
         )
     objects.append(pod_group("g", 2, created=0, networkTopology={"mode": "hard"}))
-    objects += [pod(f"g-{i}", {"cpu": "3", "memory": "1Gi"}, group="g", created=0) for i in (0, 1)]
+    objects += [pod(f"g-{i}", {"cpu": "4", "memory": "1Gi"}, group="g", created=0) for i in (0, 1)]
     return objects
 
 
+SMALL = {"cpu": "2", "memory": "1Gi"}
+
+
 def test_a_lone_pod_steers_off_the_rack_a_gang_waits_for() -> None:
-    """By its binpack score the small pod would take r1-1 (its memory is the fuller);
-    the gang, holding one of two there, waits for r1, so the pod goes to r2, where it
-    also fits, and r1-1 keeps the room for the gang's member."""
-    objects = [*cluster(r2_free_cpu=1), pod("small", {"cpu": "1", "memory": "1Gi"}, created=10)]
+    """r1-1 and r2-0 score alike for the small pod, and r1 is the fuller rack (by
+    memory), which it would take; the gang, holding one of two members there, waits for
+    r1, so the pod goes to r2, and r1-1 keeps its room for the gang's member."""
+    objects = [*cluster(room_in_r2=True), pod("small", SMALL, created=10)]
     decisions = decide(objects, TIERS, now=at(20))
-    assert placements(decisions)["default/small"].startswith("r2-")
+    assert placements(decisions)["default/small"] == "r2-0"
     message = decisions.pending["default/g-0"].message
     assert "the best, rack r1, holds 1 of 2" in message, message
-    # Nothing waiting for r1: the score decides, as before.
+    # Nothing waiting for r1: the fuller rack, as before.
     alone = [o for o in objects if not o["metadata"]["name"].startswith("g")]
     assert placements(decide(alone, TIERS, now=at(20)))["default/small"] == "r1-1"
 
 
 def test_a_pod_with_room_only_in_that_rack_still_takes_it() -> None:
     """r2 has no room for the small pod: the preference holds no room, it runs in r1."""
-    objects = [*cluster(r2_free_cpu=0), pod("small", {"cpu": "1", "memory": "1Gi"}, created=10)]
+    objects = [*cluster(room_in_r2=False), pod("small", SMALL, created=10)]
     decisions = decide(objects, TIERS, now=at(20))
     assert placements(decisions)["default/small"] == "r1-1"
     assert "default/g-0" in decisions.pending
@@ -59,10 +64,10 @@ def test_a_pod_with_room_only_in_that_rack_still_takes_it() -> None:
 def test_a_gang_choosing_among_racks_leaves_the_awaited_one_last() -> None:
     """A gang of two 1-CPU pods fits either rack; r1 is the fuller (first by the
     fullest-first order), but the older gang waits for it, so the new one takes r2."""
-    objects = [*cluster(r2_free_cpu=1), pod_group("h", 2, created=10, networkTopology={})]
+    objects = [*cluster(room_in_r2=True), pod_group("h", 2, created=10, networkTopology={})]
     objects += [pod(f"h-{i}", {"cpu": "1", "memory": "1Gi"}, group="h", created=10) for i in (0, 1)]
     where = placements(decide(objects, TIERS, now=at(20)))
-    assert {where["default/h-0"], where["default/h-1"]} == {"r2-0", "r2-1"}
+    assert {where["default/h-0"], where["default/h-1"]} == {"r2-0"}
 
 
 def planner_of_racks(count: int) -> TopologyPlanner:
@@ -97,10 +102,18 @@ def test_the_domains_waited_for_cover_at_most_a_quarter_of_the_nodes() -> None:
     assert planner.drained.nonzero()[0].tolist() == [0, 2]
 
 
-def test_steering_rules_out_the_marked_nodes_only_while_another_has_room() -> None:
+def test_steering_takes_a_node_elsewhere_only_among_those_scoring_alike() -> None:
+    """Rack r0 is waited for: of the nodes scoring best, one elsewhere is taken; a
+    better node in r0 is still taken over a worse one elsewhere (no spreading onto
+    emptier nodes), and so is r0's node when it is the only one with room."""
     planner = planner_of_racks(8)
     planner.wait_for("a", rack(planner, 0))
-    scores = np.array([9, 5, -1, -1, -1, -1, -1, -1])
-    assert planner.steer(scores, 0).tolist() == [-1, 5, -1, -1, -1, -1, -1, -1]
+    tied = np.array([9, 5, 9, -1, -1, -1, -1, -1])
+    assert planner.steer(tied, 0).tolist() == [-1, -1, 9, -1, -1, -1, -1, -1]
+    better = np.array([9, 5, -1, -1, -1, -1, -1, -1])
+    assert planner.steer(better, 0).tolist() == better.tolist()
     alone = np.array([9, -1, -1, -1, -1, -1, -1, -1])
     assert planner.steer(alone, 0).tolist() == alone.tolist()
+    # The best elsewhere: r0's nodes scoring alike lose the tie-break.
+    outside = np.array([9, 9, -1, -1, -1, -1, -1, -1])
+    assert planner.steer(outside, 1).tolist() == [-1, 9, -1, -1, -1, -1, -1, -1]
