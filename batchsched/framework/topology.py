@@ -149,6 +149,8 @@ class TopologyPlanner:
         # elsewhere steer away from it; and their nodes, together.
         self.draining: dict[str, Domain] = {}
         self.drained: BoolArray | None = None
+        # The other nodes (kept with `drained`, read per pod placed while it is set).
+        self.elsewhere: BoolArray = np.ones(len(self.nodes), dtype=np.bool_)
         # Per domain marked (its tier's ids, its index): the gangs waiting for it; and
         # how many nodes the domains marked have.
         self._marked: dict[tuple[int, int], list[str]] = {}
@@ -311,6 +313,7 @@ class TopologyPlanner:
                 return
             nodes = domain.nodes
             self.drained = nodes if self.drained is None else self.drained | nodes
+            self.elsewhere = ~self.drained
             self._marked_nodes += size
             self._marked[key] = []
         self._marked[key].append(job)
@@ -333,6 +336,8 @@ class TopologyPlanner:
             nodes = marked.nodes
             self.drained = nodes if self.drained is None else self.drained | nodes
             self._marked_nodes += int(self._sizes(marked.tier)[marked.index])
+        if self.drained is not None:
+            self.elsewhere = ~self.drained
 
     def _sizes(self, tier: Tier) -> IntArray:
         """Per domain of the tier (and the extra bin), how many nodes it has."""
@@ -342,23 +347,19 @@ class TopologyPlanner:
             sizes = self._domain_nodes[id(tier.ids)] = np.bincount(self._bins(tier), minlength=bins)
         return sizes
 
-    def steer(self, scores: IntArray, best: int) -> IntArray:
-        """`scores` (the best at row `best`) with the nodes of the domains gangs wait
-        for ruled out when a node outside them scores as well: of nodes alike, the pod
-        takes one elsewhere, and the domain drains for the gang. Never a node that
+    def steer(self, tied: BoolArray, best: int) -> tuple[int, BoolArray]:
+        """Of the nodes `tied` for the best score (`best` the first), those outside the
+        domains gangs wait for and the first of them, when there are some: the pod
+        takes a node elsewhere and the domain drains for the gang. Never a node that
         scores lower, which would spread pods over emptier nodes (measured: it took
         whole nodes that larger pods needed), and the domains' nodes still take a pod
         that fits nowhere else."""
-        drained = self.drained
-        if drained is None:
-            return scores
-        elsewhere = ~drained
-        if drained[best]:
-            elsewhere &= scores == scores[best]
-            if not elsewhere.any():
-                return scores
-        steered: IntArray = np.where(elsewhere, scores, -1)
-        return steered
+        elsewhere = tied & self.elsewhere
+        if not elsewhere.any():
+            return best, tied
+        if not elsewhere[best]:
+            best = int(elsewhere.argmax())
+        return best, elsewhere
 
     def fullest(self, task: TaskInfo, tied: BoolArray, first: int) -> int:
         """Of the nodes tied for the best score, one in the fullest domain (of the

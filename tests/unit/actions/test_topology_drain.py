@@ -103,17 +103,20 @@ def test_the_domains_waited_for_cover_at_most_a_quarter_of_the_nodes() -> None:
 
 
 def test_steering_takes_a_node_elsewhere_only_among_those_scoring_alike() -> None:
-    """Rack r0 is waited for: of the nodes scoring best, one elsewhere is taken; a
-    better node in r0 is still taken over a worse one elsewhere (no spreading onto
-    emptier nodes), and so is r0's node when it is the only one with room."""
+    """Rack r0 is waited for: of the nodes tied for the best score, one elsewhere is
+    taken, and r0's node only when it is the one tied (a better node in r0 is still
+    taken over a worse one elsewhere: no spreading onto emptier nodes)."""
     planner = planner_of_racks(8)
     planner.wait_for("a", rack(planner, 0))
-    tied = np.array([9, 5, 9, -1, -1, -1, -1, -1])
-    assert planner.steer(tied, 0).tolist() == [-1, -1, 9, -1, -1, -1, -1, -1]
-    better = np.array([9, 5, -1, -1, -1, -1, -1, -1])
-    assert planner.steer(better, 0).tolist() == better.tolist()
-    alone = np.array([9, -1, -1, -1, -1, -1, -1, -1])
-    assert planner.steer(alone, 0).tolist() == alone.tolist()
-    # The best elsewhere: r0's nodes scoring alike lose the tie-break.
-    outside = np.array([9, 9, -1, -1, -1, -1, -1, -1])
-    assert planner.steer(outside, 1).tolist() == [-1, 9, -1, -1, -1, -1, -1, -1]
+    both = np.array([True, False, True, False, False, False, False, False])
+    best, tied = planner.steer(both, 0)
+    assert (best, tied.nonzero()[0].tolist()) == (2, [2])
+    alone = np.array([True, False, False, False, False, False, False, False])
+    best, tied = planner.steer(alone, 0)
+    assert (best, tied.nonzero()[0].tolist()) == (0, [0])
+    # The best elsewhere: a node of a rack waited for tied with it is not passed on
+    # to the tie-break among racks.
+    planner = planner_of_racks(8)
+    planner.wait_for("b", rack(planner, 2))
+    best, tied = planner.steer(both, 0)
+    assert (best, tied.nonzero()[0].tolist()) == (0, [0])
