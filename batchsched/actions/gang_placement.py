@@ -69,7 +69,6 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
 def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
     """The job in each of its candidate domains in turn, until one holds it."""
     ask = plan.ask
-    session.topology.tried(job.key)
     outer: Iterable[Domain | None] = [None]
     # The one domain tried when none has room for the gang: its try is reported.
     alone: Domain | None = None
@@ -97,7 +96,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
             tier = None if awaited is None else awaited.number
             head = alone = next((d for d in closest if tier in (None, d.tier.number)), None)
         outer = chain([head] if head else [], domains, [] if waits else [None])
-    best: tuple[int, Domain] | None = None
+    best: tuple[int, str] | None = None
     first = Reason(Code.UNSCHEDULABLE, SESSION, "no domain of its tiers holds a node for it")
     # The try `first` comes from: the last to raise `best` with a member left out.
     reported: Domain | None = None
@@ -138,7 +137,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
             session.task_reasons.update(failures)
             return True
         if best is None or placed > best[0]:
-            best = (placed, domain)
+            best = (placed, domain.name)
             if failures:
                 first, reported = next(iter(failures.values())), domain
         nobody = nobody or (by_scores and not placed)
@@ -150,9 +149,6 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         first = next(iter(failures.values()))
     wanted = _wanted(session, ask, best, job, awaited)
     session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {wanted}; {first}")
-    if best is not None:
-        # Pods placed after it steer off the domain it came closest in, to drain it.
-        session.topology.wait_for(job.key, best[1])
     return False
 
 
@@ -203,7 +199,7 @@ def _held_first(
 def _wanted(
     session: Session,
     ask: TopologyAsk | None,
-    best: tuple[int, Domain] | None,
+    best: tuple[int, str] | None,
     job: JobInfo,
     awaited: Tier | None,
 ) -> str | None:
@@ -215,7 +211,7 @@ def _wanted(
     wait = DomainWait(
         ask=ask,
         tiers=session.topology.tier_names(ask) if awaited is None else awaited.name,
-        closest=None if closest is None else closest.name,
+        closest=closest,
         holds=job.bound + placed,
         needs=job.min_member,
         spans_in=None

@@ -415,14 +415,10 @@ class Session:
         best = int(scores.argmax())
         if scores[best] < 0:
             return None
-        tied = scores == scores[best]
-        if self.topology.drained is not None:
-            # Of the nodes alike, one outside the domains gangs wait for.
-            best, tied = self.topology.steer(tied, best)
         if self.within is not None:
             # Already inside the domain its gang asked for: the nodes are ranked alike.
             return best
-        return self.topology.fullest(task, tied, best)
+        return self.topology.fullest(task, scores == scores[best], best)
 
     def scores(self, task: TaskInfo) -> IntArray:
         """The task's score per node by the filters and scorers asked once per shape

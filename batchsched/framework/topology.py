@@ -34,12 +34,6 @@ from batchsched.model.topology import NO_DOMAIN, Tier
 # gang asking for one, in the planner's order: enough to find a good one, without a
 # search per domain of a cluster of hundreds of racks.
 CANDIDATE_DOMAINS = 16
-# The share of the cluster's nodes the domains gangs wait for may cover: past it, a
-# waiting gang's domain is not steered away from (the first to wait, at the head of
-# the queues, keep theirs), so that the preference never covers most of the cluster,
-# where it would only move pods between equally loaded halves (measured: a spine of
-# two marked cost allocation on the rack workload).
-DRAINED_SHARE = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,18 +139,6 @@ class TopologyPlanner:
         self._totals: dict[tuple[int, bytes], FloatArray] = {}
         # Job key -> why it waits for a domain, as allocate last found (for explain).
         self.waits: dict[str, DomainWait] = {}
-        # Job key -> the domain it waits for (the closest it found) while pods placed
-        # elsewhere steer away from it; and their nodes, together.
-        self.draining: dict[str, Domain] = {}
-        self.drained: BoolArray | None = None
-        # The other nodes (kept with `drained`, read per pod placed while it is set).
-        self.elsewhere: BoolArray = np.ones(len(self.nodes), dtype=np.bool_)
-        # Per domain marked (its tier's ids, its index): the gangs waiting for it; and
-        # how many nodes the domains marked have.
-        self._marked: dict[tuple[int, int], list[str]] = {}
-        self._marked_nodes = 0
-        # Per tier's ids: how many nodes each domain has.
-        self._domain_nodes: dict[int, IntArray] = {}
         self._binned: dict[int, IntArray] = {}
         if label_tiers:
             self.tiers = tuple(
@@ -298,68 +280,6 @@ class TopologyPlanner:
             if held.size == 1 and held[0] != NO_DOMAIN:
                 return Domain(tier, int(held[0]), tier.ids)
         return None
-
-    def wait_for(self, job: str, domain: Domain) -> None:
-        """Steer the pods placed from now on in this session away from the domain a
-        gang waits for (within DRAINED_SHARE of the cluster): as its pods end, none
-        replace them, and it drains for the gang sooner. A preference (see `steer`):
-        no room is held, the domain's nodes still take whatever goes nowhere else."""
-        key = (id(domain.tier.ids), domain.index)
-        if key not in self._marked:
-            # Domains of two tiers may overlap: their nodes are counted twice, on the
-            # safe side, sparing a count over every node per waiting gang.
-            size = int(self._sizes(domain.tier)[domain.index])
-            if self._marked_nodes + size > DRAINED_SHARE * len(self.nodes):
-                return
-            nodes = domain.nodes
-            self.drained = nodes if self.drained is None else self.drained | nodes
-            self.elsewhere = ~self.drained
-            self._marked_nodes += size
-            self._marked[key] = []
-        self._marked[key].append(job)
-        self.draining[job] = domain
-
-    def tried(self, job: str) -> None:
-        """A gang tried again no longer marks the domain it waited for (it may take
-        it now, and marks again the one it then waits for)."""
-        domain = self.draining.pop(job, None)
-        if domain is None:
-            return
-        key = (id(domain.tier.ids), domain.index)
-        self._marked[key].remove(job)
-        if self._marked[key]:
-            return
-        del self._marked[key]
-        self.drained, self._marked_nodes = None, 0
-        for jobs in self._marked.values():
-            marked = self.draining[jobs[0]]
-            nodes = marked.nodes
-            self.drained = nodes if self.drained is None else self.drained | nodes
-            self._marked_nodes += int(self._sizes(marked.tier)[marked.index])
-        if self.drained is not None:
-            self.elsewhere = ~self.drained
-
-    def _sizes(self, tier: Tier) -> IntArray:
-        """Per domain of the tier (and the extra bin), how many nodes it has."""
-        sizes = self._domain_nodes.get(id(tier.ids))
-        if sizes is None:
-            bins = len(tier.domains) + 1
-            sizes = self._domain_nodes[id(tier.ids)] = np.bincount(self._bins(tier), minlength=bins)
-        return sizes
-
-    def steer(self, tied: BoolArray, best: int) -> tuple[int, BoolArray]:
-        """Of the nodes `tied` for the best score (`best` the first), those outside the
-        domains gangs wait for and the first of them, when there are some: the pod
-        takes a node elsewhere and the domain drains for the gang. Never a node that
-        scores lower, which would spread pods over emptier nodes (measured: it took
-        whole nodes that larger pods needed), and the domains' nodes still take a pod
-        that fits nowhere else."""
-        elsewhere = tied & self.elsewhere
-        if not elsewhere.any():
-            return best, tied
-        if not elsewhere[best]:
-            best = int(elsewhere.argmax())
-        return best, elsewhere
 
     def fullest(self, task: TaskInfo, tied: BoolArray, first: int) -> int:
         """Of the nodes tied for the best score, one in the fullest domain (of the
@@ -562,11 +482,6 @@ class TopologyPlanner:
                     slots = np.bincount(binned, _slots(node_free, vec), count + 1)
                 room &= slots[:count] >= number
             rank = (used / np.maximum(total, 1)).mean(axis=1) if columns.size else np.zeros(count)
-            if self.drained is not None and freeable is None:
-                # Domains holding nodes another gang waits for come after the others
-                # with room: its domain drains as a pod steered off it does (`steer`).
-                drained = np.bincount(binned, self.drained, count + 1)[:count] > 0
-                rank = rank - 2.0 * drained
         candidates = candidates[room[candidates]]
         for index in candidates[np.lexsort((candidates, -rank[candidates]))]:
             yield Domain(tier, int(index), ids)
