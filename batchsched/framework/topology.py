@@ -489,7 +489,8 @@ class TopologyPlanner:
     ) -> Iterator[Domain]:
         # `with_members`: a domain is ranked by how full it is once the members are in,
         # as kube-scheduler and Volcano score a placement; Kueue's asks rank it by what
-        # is requested there now, as Kueue's BestFit does.
+        # is requested there now, as Kueue's BestFit does. Either way the pod count is
+        # left out (`_fullness`).
         ids = tier.ids if within is None else np.where(within, tier.ids, NO_DOMAIN)
         count = len(tier.domains)
         if rows.size:
@@ -551,12 +552,7 @@ class TopologyPlanner:
                     slots = np.bincount(binned, _slots(node_free, vec), count + 1)
                 room &= slots[:count] >= number
                 spare = np.minimum(spare, slots[:count] / number)
-            if with_members:
-                rank = _fullness(used, total, need, columns)
-            elif columns.size:
-                rank = (used / np.maximum(total, 1)).mean(axis=1)
-            else:
-                rank = np.zeros(count)
+            rank = _fullness(used, total, need if with_members else np.zeros_like(need), columns)
         candidates = candidates[room[candidates]]
         order = np.lexsort((candidates, spare[candidates], -rank[candidates]))
         for index in candidates[order]:
@@ -566,11 +562,12 @@ class TopologyPlanner:
 def _fullness(
     used: FloatArray | IntArray, total: FloatArray, need: IntArray, columns: IntArray
 ) -> FloatArray:
-    """Per domain, the share of its allocatable requested once the members are in,
-    averaged over the resources they ask but the pod count: kube-scheduler scores a
+    """Per domain, the share of its allocatable requested once `need` is in, averaged
+    over the resources the members ask but the pod count: kube-scheduler scores a
     placement so (NodeResourcesFit's MostAllocated over the placement, the group's pods
     included), as Volcano scores a HyperNode for a job, so that of two empty domains
-    the smaller one the gang fills more is taken first."""
+    the smaller one the gang fills more is taken first. With `need` zero, the share
+    requested now, as Kueue's asks are ranked."""
     scored = columns != POD_COUNT
     if not scored.any():
         return np.zeros(len(total))

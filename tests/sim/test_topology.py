@@ -304,6 +304,24 @@ def test_kueue_required_and_preferred_topology(
     assert len(result.bound()) == 6
 
 
+def test_a_kueue_pod_set_ranks_racks_by_requests_not_pod_count(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Rack r1 runs 50 pods requesting nothing, r2 one of 2 CPUs: r2 is the fuller by
+    what is requested there, and the tighter fit (1 slot of 4 CPUs against 2), so a
+    Kueue pod set asking one rack goes there as Kueue's BestFit sends it, as a gang
+    asking one rack by `networkTopology` does. With the pod count averaged in, r1 was
+    the fuller for the Kueue pod set."""
+    objects = racks({"r1": 1, "r2": 1}, cpu="8")
+    objects += [pod(f"tiny-{i}", node_name="r1-0", scheduler="other") for i in range(50)]
+    objects.append(pod("busy", {"cpu": "2"}, node_name="r2-0", scheduler="other"))
+    kueue = [pod_group("k", 1), kueue_pod("k-0", {"kueue.x-k8s.io/podset-required-topology": RACK})]
+    volcano = gang("g", 1, requests={"cpu": "4"}, networkTopology={"highestTierAllowed": 1})
+    for name, asks in (("k", kueue), ("g", volcano)):
+        result = run(capsys, tmp_path, [*objects, *asks], RACK_TIERS)
+        assert result.bound() == {f"default/{name}-0": "r2-0"}
+
+
 def test_kueue_slices_each_in_one_rack(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Slices of 2, each in one rack; four racks of 1 free pair each but r4."""
     objects = [*racks({"r1": 3, "r2": 3, "r3": 3}), pod_group("k", 4)]
