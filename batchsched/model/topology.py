@@ -23,6 +23,8 @@ from batchsched.api.objects import Node
 from batchsched.model.arrays import IntArray
 
 NO_DOMAIN = -1
+# A coarser label a node lacks, in the name of a nested domain.
+MISSING = "-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,26 +74,32 @@ class Topology:
         """The domains of a label within those of the coarser labels `above` (coarsest
         first): nodes sharing a value of `key` are in one domain only when they share
         their values of `above` as well, as Kueue's Topology levels tell domains apart
-        (rack r1 of block b1 is not rack r1 of block b2). A domain is named by its
-        value, or by its values from the coarsest down where that value repeats."""
+        (rack r1 of block b1 is not rack r1 of block b2); a label missing is a value of
+        its own. A domain is named by its value, or where that value repeats by its
+        values from the coarsest down, `-` standing for a label missing (no label's
+        value is `-`, nor holds a `/`), so that every level keeps its place and two
+        domains never share a name."""
         if not above:
             return self.label(key)
         cached = self._labels.get("\n".join([*above, key]))
         if cached is not None:
             return cached
-        paths: dict[tuple[str, ...], int] = {}
+        # (the coarser values, None where missing; the value) -> the domain's index
+        paths: dict[tuple[tuple[str | None, ...], str], int] = {}
         raw = []
         for node in self.nodes:
             value = node.labels.get(key)
             if value is None:
                 raw.append(NO_DOMAIN)
                 continue
-            path = (*(node.labels.get(k, "") for k in above), value)
+            path = (tuple(node.labels.get(k) for k in above), value)
             raw.append(paths.setdefault(path, len(paths)))
-        repeated = Counter(path[-1] for path in paths)
+        repeated = Counter(value for _, value in paths)
         names = tuple(
-            path[-1] if repeated[path[-1]] == 1 else "/".join(v for v in path if v)
-            for path in paths
+            value
+            if repeated[value] == 1
+            else "/".join([*(MISSING if v is None else v for v in coarser), value])
+            for coarser, value in paths
         )
         tier = Tier(0, key, np.array(raw, dtype=np.int64), names)
         self._labels["\n".join([*above, key])] = tier

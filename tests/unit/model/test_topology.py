@@ -36,7 +36,8 @@ def test_label_domains() -> None:
 def test_nested_domains_are_told_apart_by_the_labels_above() -> None:
     """Rack r1 of spine s1 and r1 of s2 are two domains, named by their path since the
     value repeats; r2, in one spine only, keeps its value as its name; a node without
-    the rack label is in none, one without the spine label in its own."""
+    the rack label is in none, one without the spine label in its own, named `-` at
+    the spine's place."""
     spine = "example.com/spine"
     labels = [
         {RACK: "r1", spine: "s1"},
@@ -49,9 +50,26 @@ def test_nested_domains_are_told_apart_by_the_labels_above() -> None:
     nodes = [node_from_object(node(f"n{i}", labels=at)) for i, at in enumerate(labels)]
     tier = Topology(nodes).nested(RACK, [spine])
     assert tier.ids.tolist() == [0, 1, 2, 0, NO_DOMAIN, 3]
-    assert tier.domains == ("s1/r1", "s2/r1", "r2", "r1")
+    assert tier.domains == ("s1/r1", "s2/r1", "r2", "-/r1")
     flat = Topology(nodes)
     assert flat.nested(RACK, []) is flat.label(RACK)
+
+
+def test_nested_domains_keep_each_level_in_place() -> None:
+    """Rack r1 of spine s1 in no zone and r1 of zone s1 in no spine are two domains of
+    two names (with the missing label dropped, both were `s1/r1`); a zone label whose
+    value is empty is not a zone label missing."""
+    zone, spine = "example.com/zone", "example.com/spine"
+    labels = [
+        {spine: "s1", RACK: "r1"},
+        {zone: "z1", spine: "s1", RACK: "r1"},
+        {zone: "s1", RACK: "r1"},
+        {zone: "", spine: "s1", RACK: "r1"},
+    ]
+    nodes = [node_from_object(node(f"n{i}", labels=at)) for i, at in enumerate(labels)]
+    tier = Topology(nodes).nested(RACK, [zone, spine])
+    assert tier.ids.tolist() == [0, 1, 2, 3]
+    assert tier.domains == ("-/s1/r1", "z1/s1/r1", "s1/-/r1", "/s1/r1")
 
 
 def test_hypernode_tree_by_name_pattern_and_labels() -> None:
