@@ -14,14 +14,17 @@ those that change no placement here (ACTION_ARGUMENTS, PLUGIN_ARGUMENTS), logged
 """
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from batchsched.api.errors import InvalidObject
+from batchsched.api.resources import CPU, MEMORY
 from batchsched.framework.plugin import Hook
 from batchsched.framework.session import Plugin, Session
 from batchsched.framework.topology import CANDIDATE_DOMAINS
+from batchsched.plugins.networktopologyaware import DEFAULT_FADING, DEFAULT_WEIGHT
 from batchsched.plugins.nodeorder import PART_NAMES
 
 log = logging.getLogger(__name__)
@@ -77,7 +80,6 @@ RESERVATION_WHY = "batchsched does not read Volcano's Reservation objects"
 TOPOLOGY_PLUGIN = "network-topology-aware"
 HYPERNODE = "hypernode."
 HYPERNODE_BINPACK = f"{HYPERNODE}binpack."
-TOPOLOGY_RESOURCES = f"{HYPERNODE_BINPACK}resources"
 NORMAL_POD_ENABLE = f"{HYPERNODE_BINPACK}normal-pod.enable"
 NORMAL_POD_FADING = f"{HYPERNODE_BINPACK}normal-pod.fading"
 EVICT_DOMAINS = f"{HYPERNODE}gradient.evict.max-hypernodes"
@@ -85,6 +87,13 @@ EVICT_DOMAINS_WHY = (
     f"preempt and reclaim look closely at the first {CANDIDATE_DOMAINS} domains of a gang's "
     "tiers, fullest first, whatever the value"
 )
+# Volcano's network-topology-aware keys beside its resource weights.
+VOLCANO_TOPOLOGY_KEYS = frozenset({"weight", NORMAL_POD_ENABLE, NORMAL_POD_FADING, EVICT_DOMAINS})
+# The strings Go's strconv.ParseBool reads, which Volcano's GetBool accepts.
+GO_BOOLS = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
+}
 # Arguments of Volcano's plugins and actions that change nothing here, and why.
 CLAIMS_ALLOCATED = "pods' resource claims are allocated as kube-scheduler allocates them"
 DEVICES_COUNTED = (
@@ -113,6 +122,7 @@ METRICS_KEY = "metrics"
 METRICS_WHY = "it is where Volcano's usage plugin reads nodes' load; batchsched places by requests"
 # Volcano's binpack arguments.
 BINPACK_PREFIX = "binpack."
+BINPACK_WEIGHT = f"{BINPACK_PREFIX}weight"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -332,25 +342,46 @@ def _volcano_binpack(arguments: Mapping[str, Any], *, where: str) -> Mapping[str
     foreign = sorted(str(k) for k in arguments if not str(k).startswith(BINPACK_PREFIX))
     if foreign:
         raise InvalidObject(f"{where}.{foreign[0]}: not with Volcano's binpack.* arguments")
-    weights: dict[str, Any] = {"cpu": arguments.get("binpack.cpu", 1)}
-    weights["memory"] = arguments.get("binpack.memory", 1)
-    listed = arguments.get("binpack.resources", "")
-    if not isinstance(listed, str):
-        raise InvalidObject(f"{where}.binpack.resources: expected comma-separated names")
-    for resource in filter(None, (name.strip() for name in listed.split(","))):
-        weights[resource] = arguments.get(f"{BINPACK_PREFIX}resources.{resource}", 1)
-    known = {"binpack.weight", "binpack.cpu", "binpack.memory", "binpack.resources"}
-    known |= {f"{BINPACK_PREFIX}resources.{name}" for name in weights}
-    unknown = sorted(str(key) for key in arguments if key not in known)
-    if unknown:
-        raise InvalidObject(
-            f"{where}.{unknown[0]}: unknown binpack argument (a resource's weight needs "
-            "the resource listed in binpack.resources)"
-        )
+    keys = _resource_keys(arguments, BINPACK_PREFIX, frozenset({BINPACK_WEIGHT}), where=where)
+    weights = {name: arguments.get(key, 1) for name, key in keys.items()}
     out: dict[str, Any] = {"resources": {n: w for n, w in weights.items() if w != 0}}
-    if "binpack.weight" in arguments:
-        out["weight"] = arguments["binpack.weight"]
+    if BINPACK_WEIGHT in arguments:
+        out["weight"] = arguments[BINPACK_WEIGHT]
     return out
+
+
+def _resource_keys(
+    arguments: Mapping[str, Any], prefix: str, known: frozenset[str], *, where: str
+) -> dict[str, str]:
+    """Per resource that has a weight, the key of its weight among Volcano's `<prefix>*`
+    arguments: `<prefix>cpu`, `<prefix>memory`, and `<prefix>resources.<name>` for each
+    other name listed in `<prefix>resources`, as Volcano's binpack and
+    network-topology-aware plugins read them. The weight of a resource not listed is
+    logged as having no effect (Volcano ignores it); a key neither that nor in `known`
+    is refused."""
+    listing = f"{prefix}resources"
+    listed = arguments.get(listing, "")
+    if not isinstance(listed, str):
+        raise InvalidObject(f"{where}.{listing}: expected comma-separated names")
+    # CPU and memory weigh by their own keys, listed or not, as Volcano reads them.
+    extra = [n.strip() for n in listed.split(",") if n.strip() not in ("", CPU, MEMORY)]
+    keys = {CPU: f"{prefix}{CPU}", MEMORY: f"{prefix}{MEMORY}"}
+    keys |= {name: f"{listing}.{name}" for name in extra}
+    unknown = sorted(str(key) for key in arguments if key not in {*known, listing, *keys.values()})
+    unlisted = [key for key in unknown if key.startswith(f"{listing}.")]
+    refused = [key for key in unknown if key not in unlisted]
+    if refused:
+        allowed = ", ".join(sorted({*known, f"{prefix}{CPU}", f"{prefix}{MEMORY}", listing}))
+        raise InvalidObject(
+            f"{where}.{refused[0]}: unknown argument (allowed: {allowed}, {listing}.<name>)"
+        )
+    for key in unlisted:
+        log.warning(
+            "%s.%s has no effect, here as in Volcano: a resource weighs by it only when %s "
+            "lists it (CPU and memory weigh by %s%s and %s%s)",
+            *(where, key, listing, prefix, CPU, prefix, MEMORY),
+        )
+    return keys
 
 
 def _volcano_topology(arguments: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
@@ -358,49 +389,67 @@ def _volcano_topology(arguments: Mapping[str, Any], *, where: str) -> Mapping[st
     Volcano reads them: `weight`; `hypernode.binpack.cpu`, `.memory`, `.resources` and
     `.resources.<name>` as `resources`; `normal-pod.fading` as `fading`; and
     `normal-pod.enable: false` as weight 0 (its HyperNode binpack is all it scores here).
-    A negative weight or fading is Volcano's default, as Volcano takes it. Arguments
-    without a `hypernode.` key are batchsched's own (a lone `weight` means the same)."""
-    if not any(str(key).startswith(HYPERNODE) for key in arguments):
+    Arguments with a `hypernode.` key are Volcano's, and so is a lone `weight` (a
+    Volcano file may hold nothing else; ours means the same but for values Volcano
+    reads as its default); any others are batchsched's own."""
+    names = {str(key) for key in arguments}
+    if names != {"weight"} and not any(name.startswith(HYPERNODE) for name in names):
         return arguments
-    known = {"weight", TOPOLOGY_RESOURCES, NORMAL_POD_ENABLE, NORMAL_POD_FADING, EVICT_DOMAINS}
-    listed = arguments.get(TOPOLOGY_RESOURCES, "")
-    if not isinstance(listed, str):
-        raise InvalidObject(f"{where}.{TOPOLOGY_RESOURCES}: expected comma-separated names")
-    # CPU and memory weigh by their own keys, listed or not, as Volcano reads them.
-    extra = [n.strip() for n in listed.split(",") if n.strip() not in ("", "cpu", "memory")]
-    names = ["cpu", "memory", *extra]
-    keys = {name: f"{HYPERNODE_BINPACK}{name}" for name in names[:2]}
-    keys |= {name: f"{TOPOLOGY_RESOURCES}.{name}" for name in names[2:]}
-    unknown = sorted(str(key) for key in arguments if key not in known | set(keys.values()))
-    if unknown:
-        raise InvalidObject(
-            f"{where}.{unknown[0]}: unknown network-topology-aware argument (a resource's "
-            f"weight needs the resource listed in {TOPOLOGY_RESOURCES})"
-        )
+    keys = _resource_keys(arguments, HYPERNODE_BINPACK, VOLCANO_TOPOLOGY_KEYS, where=where)
     if EVICT_DOMAINS in arguments:
         log.warning("%s.%s has no effect here: %s", where, EVICT_DOMAINS, EVICT_DOMAINS_WHY)
-    out: dict[str, Any] = {
-        "resources": {name: _volcano_default(arguments, key, 1) for name, key in keys.items()}
+    enabled = _volcano_flag(arguments, NORMAL_POD_ENABLE, where=where)
+    weight = _volcano_number(arguments, "weight", DEFAULT_WEIGHT, where=where, whole=True)
+    return {
+        "weight": weight if enabled else 0,
+        "resources": {
+            name: _volcano_number(arguments, key, DEFAULT_WEIGHT, where=where, whole=True)
+            for name, key in keys.items()
+        },
+        "fading": _volcano_number(
+            arguments, NORMAL_POD_FADING, DEFAULT_FADING, where=where, whole=False
+        ),
     }
-    if "weight" in arguments:
-        out["weight"] = _volcano_default(arguments, "weight", 1)
-    if NORMAL_POD_FADING in arguments:
-        out["fading"] = _volcano_default(arguments, NORMAL_POD_FADING, 0.8)
-    enable = arguments.get(NORMAL_POD_ENABLE, True)
-    if isinstance(enable, str) and enable.lower() in ("true", "false", "1", "0", "t", "f"):
-        enable = enable.lower() in ("true", "1", "t")
-    if not isinstance(enable, bool):
-        raise InvalidObject(f"{where}.{NORMAL_POD_ENABLE}: expected true or false, got {enable!r}")
-    if not enable:
-        out["weight"] = 0
-    return out
 
 
-def _volcano_default(arguments: Mapping[str, Any], key: str, default: float) -> Any:
-    """The argument's value, or Volcano's default where it is missing or negative."""
-    value = arguments.get(key, default)
-    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+def _volcano_number(
+    arguments: Mapping[str, Any], key: str, default: float, *, where: str, whole: bool
+) -> float:
+    """The argument as Volcano's GetInt (`whole`) or GetFloat64 reads it: Volcano's
+    default where it is missing, of another type or negative (both logged); NaN or
+    +infinity, which Volcano keeps and which make all its scores NaN, is refused."""
+    if key not in arguments:
         return default
+    value = arguments[key]
+    kinds = int if whole else int | float
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        log.warning(
+            "%s.%s: %r is not a %s; Volcano keeps its default %s, and so do we",
+            *(where, key, value, "whole number" if whole else "number", default),
+        )
+        return default
+    if isinstance(value, float) and (math.isnan(value) or value == math.inf):
+        raise InvalidObject(f"{where}.{key}: expected a finite number, got {value!r}")
+    if value < 0:
+        log.warning(
+            "%s.%s: %r is negative; Volcano takes its default %s, and so do we",
+            *(where, key, value, default),
+        )
+        return default
+    return value
+
+
+def _volcano_flag(arguments: Mapping[str, Any], key: str, *, where: str) -> bool:
+    """The argument as Volcano's GetBool reads it (a bool, or a string Go's ParseBool
+    reads), else true, Volcano's default, logged as Volcano logs it."""
+    value = arguments.get(key, True)
+    value = GO_BOOLS.get(value, value) if isinstance(value, str) else value
+    if not isinstance(value, bool):
+        log.warning(
+            "%s.%s: %r is not true or false; Volcano keeps its default true, and so do we",
+            *(where, key, arguments[key]),
+        )
+        return True
     return value
 
 

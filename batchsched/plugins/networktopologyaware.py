@@ -17,6 +17,7 @@ asked: the nodes there share the domain, and which domain is the planner's choic
 The domain sums are the planner's, kept current as pods are placed.
 """
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +34,7 @@ from batchsched.plugins.arguments import check_keys, integer
 DEFAULT_WEIGHT = 1
 DEFAULT_FADING = 0.8
 DEFAULT_RESOURCES = {CPU: 1, MEMORY: 1}
+LARGEST_FLOAT = sys.float_info.max
 
 
 class NetworkTopologyAware:
@@ -120,9 +122,14 @@ def _fill(used: IntArray, total: FloatArray, request: IntArray, weights: FloatAr
 
 
 def _fading(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    # NaN or an infinity would make every score NaN: the term would silently be off.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= LARGEST_FLOAT
+    ):
         raise InvalidObject(
-            f"plugin network-topology-aware: fading must be a number >= 0, got {value!r}"
+            f"plugin network-topology-aware: fading must be a finite number >= 0, got {value!r}"
         )
     return float(value)
 

@@ -268,12 +268,31 @@ def test_volcano_binpack_arguments() -> None:
     [[_, binpack]] = config.tiers
     assert binpack.weight == 10  # type: ignore[attr-defined]
     assert binpack.weights == {"cpu": 5, "nvidia.com/gpu": 2, "example.com/foo": 1}  # type: ignore[attr-defined]
-    with pytest.raises(
-        InvalidObject, match=r"binpack\.resources\.example\.com/bar: unknown binpack argument"
-    ):
+
+
+def test_volcano_binpack_resource_weights_volcano_never_reads(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Volcano weighs CPU by binpack.cpu even when binpack.resources lists it, and never
+    looks up the weight of a resource not listed: both are logged as having no effect."""
+    with caplog.at_level(logging.WARNING):
+        config = load_config(
+            "tiers:\n- plugins:\n  - {name: predicates}\n  - name: binpack\n    arguments:\n"
+            "      binpack.cpu: 5\n      binpack.resources: cpu\n"
+            "      binpack.resources.cpu: 2\n      binpack.resources.example.com/bar: 2\n"
+        )
+    [[_, binpack]] = config.tiers
+    assert binpack.weights == {"cpu": 5, "memory": 1}  # type: ignore[attr-defined]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"config.tiers[0].plugins[1].arguments.binpack.resources.{name} has no effect, here "
+        "as in Volcano: a resource weighs by it only when binpack.resources lists it (CPU and "
+        "memory weigh by binpack.cpu and binpack.memory)"
+        for name in ("cpu", "example.com/bar")
+    ]
+    with pytest.raises(InvalidObject, match=r"arguments\.binpack\.gpu: unknown argument"):
         load_config(
             "tiers:\n- plugins:\n  - {name: predicates}\n  - name: binpack\n    arguments:\n"
-            "      binpack.resources.example.com/bar: 2\n"
+            "      binpack.gpu: 2\n"
         )
 
 
