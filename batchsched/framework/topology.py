@@ -629,7 +629,13 @@ def _podsets(plan: Plan, tasks: Sequence[TaskInfo], running: Sequence[Task]) -> 
     for task in tasks:
         if task.pod.podset_topology is not None:
             sets.setdefault(task.pod.podset_topology.part, []).append(task)
-    whole = len(sets) == 1 and len(next(iter(sets.values()))) == len(tasks)
+    # The pod set's ask is the gang's only when every member, pending or running, is
+    # in it (as JobInfo.whole_podset counts): else the others' nodes are not its own.
+    whole = (
+        len(sets) == 1
+        and len(next(iter(sets.values()))) == len(tasks)
+        and all(t.podset_topology is not None and t.podset_topology.part in sets for t in running)
+    )
     for name, members in sorted(sets.items()):
         stated = members[0].pod.podset_topology
         assert stated is not None
