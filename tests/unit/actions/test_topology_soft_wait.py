@@ -225,3 +225,29 @@ def test_a_soft_sub_group_within_its_wait_holds_no_room_past_the_starvation_thre
     message = decisions.pending["default/g-0"].message
     assert "waits 480s more" in message and "room is held" not in message, message
     assert "default/small" in placements(decisions)
+
+
+def hard_zone_gang_of_a_soft_sub_group() -> list[dict[str, object]]:
+    """A gang of two asking hard for one zone, whose two members form one sub-group
+    asking softly for a rack (and no higher tier)."""
+    soft = {"mode": "soft", "highestTierName": "rack"}
+    policy = [{"name": "workers", "subGroupSize": 2, "networkTopology": soft}]
+    ask = {"mode": "hard", "highestTierName": "zone"}
+    objects = [pod_group("g", 2, created=0, networkTopology=ask, subGroupPolicy=policy)]
+    objects += [pod(f"g-{i}", {"cpu": "4"}, group="g", created=0) for i in range(2)]
+    return objects
+
+
+def test_a_soft_sub_group_waiting_inside_a_zone_with_room_names_its_own_wait() -> None:
+    """Zone z1 has room for the gang (a node free in r1 and in r2) and z2 none: the gang's
+    own ask is met, it waits only for its sub-group's rack. Its reason names the part's
+    wait, not the zone as if it held no member."""
+    objects = [*racks(("r1-0", "r2-0", "r3-0", "r3-1")), *hard_zone_gang_of_a_soft_sub_group()]
+    decisions = decide(objects, WAITING, now=at(60))
+    assert not placements(decisions)
+    message = decisions.pending["default/g-0"].message
+    assert message.startswith(
+        "gang default/g: sub-group workers: PodGroup default/g.spec.subGroupPolicy[0]."
+        "networkTopology asks its members in one domain of rack (soft) and waits 540s more"
+    ), message
+    assert "zone z1" not in message, message
