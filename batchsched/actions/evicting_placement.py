@@ -661,7 +661,7 @@ def place_by_evicting(
     # A starving gang's own held room is its to take: held against it, the room would be
     # made elsewhere at the cost of more victims. Holding room, it is like no other job.
     held = session.unreserve(job.key)
-    kind = None if held is not None else _kind(job, layout, session.topology.awaits_domain(job))
+    kind = None if held is not None else _kind(session, job, layout)
     placed = kind not in failed and _place(
         session, job, layout, action=action, checks=checks, scope=scope
     )
@@ -788,12 +788,12 @@ def _priority_floor(plan: _Plan, domain: Domain) -> int:
     return int(victims.priority[inside[last]])
 
 
-def _kind(job: JobInfo, layout: Plan | None, awaiting: bool) -> object:
+def _kind(session: Session, job: JobInfo, layout: Plan | None) -> object:
     """What decides whether and where a job can be placed by evicting: its queue,
     priority, members still needed and their shapes, and its topology ask, the nodes
-    its running members hold and whether the ask is within its softWait (`awaiting`);
-    None for a job whose members are placed by their labels and namespace too (pod
-    affinity, spread, sub-groups), never alike."""
+    its running members hold and the tier it waits for within its softWait (as
+    `_in_domains` asks it); None for a job whose members are placed by their labels and
+    namespace too (pod affinity, spread, sub-groups), never alike."""
     pending = job.pending
     if any(t.pod.fit_key is not None for t in pending):
         return None
@@ -804,5 +804,9 @@ def _kind(job: JobInfo, layout: Plan | None, awaiting: bool) -> object:
     shapes = frozenset(
         Counter((t.pod.shape_key, t.preempts, t.error is None) for t in pending).items()
     )
-    ask = None if layout is None else (layout.ask, tuple(sorted(job.hosts)), awaiting)
+    ask: object = None
+    if layout is not None and layout.ask is not None:
+        awaited = session.topology.awaited(job, layout.ask, pending)
+        tier = None if awaited is None else awaited.number
+        ask = (layout.ask, tuple(sorted(job.hosts)), tier)
     return (job.queue, job.priority, job.min_member - job.bound, shapes, ask)

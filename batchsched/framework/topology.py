@@ -273,22 +273,13 @@ class TopologyPlanner:
                 return tier
         return None
 
-    def awaits_domain(self, job: JobInfo) -> bool:
-        """Whether a soft ask of the job, its whole gang's or a part's, still waits for a
-        domain: it could start across domains now and waits by its own choice."""
-        if not self._waiting(job):
-            return False
-        pending = job.pending
-        ask = whole_ask(job)
-        if ask is not None and self.awaited(job, ask, pending) is not None:
-            return True
-        plan = self.plan(job, pending)
-        if plan is None or plan.error is not None:
-            return False
-        return any(
-            part.ask is not None and self.awaited(job, part.ask, part.tasks) is not None
-            for part in plan.parts
-        )
+    def waits_by_choice(self, job: JobInfo) -> bool:
+        """Whether the job's last placement attempt left it waiting for a domain by its
+        own choice: a soft ask (its gang's or a part's) within its softWait, as placement
+        tried it (the wait kept in `waits`), so that what holds room for it and when it
+        is woken follow placement."""
+        wait = self.waits.get(job.key)
+        return wait is not None and wait.spans_in is not None
 
     def wait_ends(self, job: JobInfo) -> float:
         """When the job's soft asks may span domains (topology.softWait)."""

@@ -251,3 +251,27 @@ def test_a_soft_sub_group_waiting_inside_a_zone_with_room_names_its_own_wait() -
         "networkTopology asks its members in one domain of rack (soft) and waits 540s more"
     ), message
     assert "zone z1" not in message, message
+
+
+def test_a_starving_gang_whose_sub_group_has_no_rack_to_wait_for_in_its_zones_holds_room() -> None:
+    """Zone z1's racks have a node each (r2-0 busy); zone z2's rack r3 has two, both busy.
+    The gang (hard: one zone) cannot start in any zone, spanning racks or not, and in z1
+    no rack could ever hold its sub-group, so the sub-group would not wait there: past
+    the starvation threshold room is held for it, within softWait as after it."""
+    objects: list[dict[str, object]] = []
+    layout = {
+        "r1-0": ("r1", "z1"),
+        "r2-0": ("r2", "z1"),
+        "r3-0": ("r3", "z2"),
+        "r3-1": ("r3", "z2"),
+    }
+    for name, (rack, zone) in layout.items():
+        objects.append(node(name, cpu="4", labels={RACK: rack, ZONE: zone}))
+        if name != "r1-0":
+            objects.append(pod(f"hog-{name}", {"cpu": "4"}, node_name=name, scheduler="other"))
+    objects += hard_zone_gang_of_a_soft_sub_group()
+    objects.append(pod("small", {"cpu": "4"}, created=110))
+    config = f"starvationThreshold: 60s\n{WAITING}"
+    for now in (120, 700):
+        message = decide(objects, config, now=at(now)).pending["default/g-0"].message
+        assert "room is held for it on node(s) r3-0, r3-1" in message, (now, message)
