@@ -40,7 +40,7 @@ import numpy as np
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session, VictimCheck
 from batchsched.framework.statement import Statement
-from batchsched.framework.topology import CANDIDATE_DOMAINS, Domain, Part, Plan
+from batchsched.framework.topology import CANDIDATE_DOMAINS, Domain, Part, Plan, of_tier
 from batchsched.framework.victims import Victims, queue_mask
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.decisions import Eviction, EvictionAction
@@ -190,8 +190,7 @@ class _Plan:
             return []
         # As allocate tries it: within its softWait, a hard ask of the tier it waits for.
         awaited = self.session.topology.awaited(self.job, part.ask, members, outer)
-        if awaited is not None:
-            found = (d for d in found if d.tier.number == awaited.number)
+        found = of_tier(found, awaited)
         nodes = (domain.nodes for domain in islice(found, CANDIDATE_DOMAINS))
         return chain(nodes, [] if part.ask.required or awaited is not None else [outer])
 
@@ -733,11 +732,10 @@ def _in_domains(plan: _Plan, ask: TopologyAsk) -> bool:
     found, error = session.topology.domains(ask, plan.ordered, job.hosts, None, freeable=freeable)
     if error:
         return False
+    # Room made outside the tier a soft ask waits for would not be taken until its
+    # softWait ends.
     awaited = session.topology.awaited(job, ask, plan.ordered)
-    if awaited is not None:
-        # Within its softWait a soft ask is a hard one of the tier it waits for: room
-        # made anywhere else would not be taken until the wait ends.
-        found = (d for d in found if d.tier.number == awaited.number)
+    found = of_tier(found, awaited)
     candidates = list(islice(found, CANDIDATE_DOMAINS))
     floors = [_priority_floor(plan, domain) for domain in candidates]
     order = sorted(range(len(candidates)), key=lambda i: (candidates[i].tier.number, floors[i], i))

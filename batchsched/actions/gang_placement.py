@@ -19,7 +19,7 @@ import numpy as np
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
-from batchsched.framework.topology import Domain, DomainWait, Part, Plan
+from batchsched.framework.topology import Domain, DomainWait, Part, Plan, of_tier
 from batchsched.model.arrays import BoolArray
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
@@ -84,8 +84,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
             return False
         # A soft ask within its wait is tried as a hard ask of the tier it waits for.
         awaited = session.topology.awaited(job, ask, ordered)
-        if awaited is not None:
-            domains = (d for d in domains if d.tier.number == awaited.number)
+        domains = of_tier(domains, awaited)
         head = _held_for(session, ask, ordered, job.hosts, None)
         if head is not None and (awaited is None or head.tier.number == awaited.number):
             # Its room was held or made in a domain (a recorded placement, a
@@ -96,9 +95,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         waits = ask.required or awaited is not None
         if head is None and waits:
             # None has room: the one closest to it is tried, to say what it holds.
-            closest, _ = session.topology.domains(ask, ordered, job.hosts, None, roomiest=True)
-            tier = None if awaited is None else awaited.number
-            head = alone = next((d for d in closest if tier in (None, d.tier.number)), None)
+            head = alone = session.topology.closest(ask, ordered, job.hosts, None, awaited)
         roomy = head is not None and head is not alone
         outer = chain([head] if head else [], domains, [] if waits else [None])
     best: tuple[int, str] | None = None
@@ -314,13 +311,11 @@ def _awaited_domains(
     """The domains of the tier a part within its wait waits for, in `found`'s order;
     when none has room, the one closest to it, whose try says what it holds."""
     assert part.ask is not None
-    tier = awaited.number
-    of_tier = (d for d in found if d.tier.number == tier)
-    head = next(of_tier, None)
+    found = of_tier(found, awaited)
+    head = next(found, None)
     if head is None:
-        closest, _ = session.topology.domains(part.ask, members, part.hosts, outer, roomiest=True)
-        head = next((d for d in closest if d.tier.number == tier), None)
-    return chain([head] if head else [], of_tier)
+        head = session.topology.closest(part.ask, members, part.hosts, outer, awaited)
+    return chain([head] if head else [], found)
 
 
 def _part_waits(

@@ -243,6 +243,20 @@ class TopologyPlanner:
         )
         return found, None
 
+    def closest(
+        self,
+        ask: TopologyAsk,
+        members: Sequence[TaskInfo],
+        hosts: Sequence[str],
+        within: BoolArray | None,
+        tier: Tier | None,
+    ) -> Domain | None:
+        """Of the domains the ask may take (of `tier` only, when given), the one with the
+        most room for the members though none has room enough: its try says what it
+        holds, for a gang or part that waits for a domain."""
+        found, _ = self.domains(ask, members, hosts, within, roomiest=True)
+        return next(of_tier(found, tier), None)
+
     def awaited(
         self,
         job: JobInfo,
@@ -601,6 +615,14 @@ def _sub_groups(
             label = f"sub-group {policy.name}" + (f" {'/'.join(values)}" if values else "")
             size = min(policy.size, len(pending) + len(hosts)) - len(hosts)
             plan.parts.append(Part(label, policy.ask, pending, max(size, 0), hosts))
+
+
+def of_tier(domains: Iterator[Domain], tier: Tier | None) -> Iterator[Domain]:
+    """`domains` of `tier` only (all when None): within its softWait a soft ask is tried
+    as a hard one of the tier it waits for (TopologyPlanner.awaited)."""
+    if tier is None:
+        return domains
+    return (d for d in domains if d.tier.number == tier.number)
 
 
 def whole_ask(job: JobInfo) -> TopologyAsk | None:
