@@ -100,7 +100,7 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
         return False
     if job.bound >= job.min_member:
         return False
-    if session.topology.awaits_domain(job):
+    if session.topology.waits_by_choice(job):
         # It could start now across domains and waits for one by its own choice
         # (topology.softWait); room held in one domain would idle till all of it came.
         return False

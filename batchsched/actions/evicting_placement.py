@@ -40,7 +40,7 @@ import numpy as np
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session, VictimCheck
 from batchsched.framework.statement import Statement
-from batchsched.framework.topology import CANDIDATE_DOMAINS, Domain, Part, Plan
+from batchsched.framework.topology import CANDIDATE_DOMAINS, Domain, Part, Plan, of_tier
 from batchsched.framework.victims import Victims, queue_mask
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.decisions import Eviction, EvictionAction
@@ -190,8 +190,7 @@ class _Plan:
             return []
         # As allocate tries it: within its softWait, a hard ask of the tier it waits for.
         awaited = self.session.topology.awaited(self.job, part.ask, members, outer)
-        if awaited is not None:
-            found = (d for d in found if d.tier.number == awaited.number)
+        found = of_tier(found, awaited)
         nodes = (domain.nodes for domain in islice(found, CANDIDATE_DOMAINS))
         return chain(nodes, [] if part.ask.required or awaited is not None else [outer])
 
@@ -661,7 +660,7 @@ def place_by_evicting(
     # A starving gang's own held room is its to take: held against it, the room would be
     # made elsewhere at the cost of more victims. Holding room, it is like no other job.
     held = session.unreserve(job.key)
-    kind = None if held is not None else _kind(job, layout, session.topology.awaits_domain(job))
+    kind = None if held is not None else _kind(session, job, layout)
     placed = kind not in failed and _place(
         session, job, layout, action=action, checks=checks, scope=scope
     )
@@ -733,11 +732,10 @@ def _in_domains(plan: _Plan, ask: TopologyAsk) -> bool:
     found, error = session.topology.domains(ask, plan.ordered, job.hosts, None, freeable=freeable)
     if error:
         return False
+    # Room made outside the tier a soft ask waits for would not be taken until its
+    # softWait ends.
     awaited = session.topology.awaited(job, ask, plan.ordered)
-    if awaited is not None:
-        # Within its softWait a soft ask is a hard one of the tier it waits for: room
-        # made anywhere else would not be taken until the wait ends.
-        found = (d for d in found if d.tier.number == awaited.number)
+    found = of_tier(found, awaited)
     candidates = list(islice(found, CANDIDATE_DOMAINS))
     floors = [_priority_floor(plan, domain) for domain in candidates]
     order = sorted(range(len(candidates)), key=lambda i: (candidates[i].tier.number, floors[i], i))
@@ -788,12 +786,12 @@ def _priority_floor(plan: _Plan, domain: Domain) -> int:
     return int(victims.priority[inside[last]])
 
 
-def _kind(job: JobInfo, layout: Plan | None, awaiting: bool) -> object:
+def _kind(session: Session, job: JobInfo, layout: Plan | None) -> object:
     """What decides whether and where a job can be placed by evicting: its queue,
     priority, members still needed and their shapes, and its topology ask, the nodes
-    its running members hold and whether the ask is within its softWait (`awaiting`);
-    None for a job whose members are placed by their labels and namespace too (pod
-    affinity, spread, sub-groups), never alike."""
+    its running members hold and the tier it waits for within its softWait (as
+    `_in_domains` asks it); None for a job whose members are placed by their labels and
+    namespace too (pod affinity, spread, sub-groups), never alike."""
     pending = job.pending
     if any(t.pod.fit_key is not None for t in pending):
         return None
@@ -804,5 +802,9 @@ def _kind(job: JobInfo, layout: Plan | None, awaiting: bool) -> object:
     shapes = frozenset(
         Counter((t.pod.shape_key, t.preempts, t.error is None) for t in pending).items()
     )
-    ask = None if layout is None else (layout.ask, tuple(sorted(job.hosts)), awaiting)
+    ask: object = None
+    if layout is not None and layout.ask is not None:
+        awaited = session.topology.awaited(job, layout.ask, pending)
+        tier = None if awaited is None else awaited.number
+        ask = (layout.ask, tuple(sorted(job.hosts)), tier)
     return (job.queue, job.priority, job.min_member - job.bound, shapes, ask)

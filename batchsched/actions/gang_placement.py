@@ -19,7 +19,7 @@ import numpy as np
 from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
-from batchsched.framework.topology import Domain, DomainWait, Part, Plan
+from batchsched.framework.topology import Domain, DomainWait, Part, Plan, of_tier
 from batchsched.model.arrays import BoolArray
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
@@ -75,6 +75,8 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
     # The one domain tried when none has room for the gang: its try is reported.
     alone: Domain | None = None
     awaited: Tier | None = None
+    # Whether the gang's own ask found a domain with room for it (else it waits too).
+    roomy = False
     if ask is not None:
         domains, error = session.topology.domains(ask, ordered, job.hosts, None)
         if error:
@@ -82,8 +84,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
             return False
         # A soft ask within its wait is tried as a hard ask of the tier it waits for.
         awaited = session.topology.awaited(job, ask, ordered)
-        if awaited is not None:
-            domains = (d for d in domains if d.tier.number == awaited.number)
+        domains = of_tier(domains, awaited)
         head = _held_for(session, ask, ordered, job.hosts, None)
         if head is not None and (awaited is None or head.tier.number == awaited.number):
             # Its room was held or made in a domain (a recorded placement, a
@@ -94,9 +95,8 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         waits = ask.required or awaited is not None
         if head is None and waits:
             # None has room: the one closest to it is tried, to say what it holds.
-            closest, _ = session.topology.domains(ask, ordered, job.hosts, None, roomiest=True)
-            tier = None if awaited is None else awaited.number
-            head = alone = next((d for d in closest if tier in (None, d.tier.number)), None)
+            head = alone = session.topology.closest(ask, ordered, job.hosts, None, awaited)
+        roomy = head is not None and head is not alone
         outer = chain([head] if head else [], domains, [] if waits else [None])
     best: tuple[int, str] | None = None
     first = Reason(Code.UNSCHEDULABLE, SESSION, "no domain of its tiers holds a node for it")
@@ -126,9 +126,8 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         explained = domain is None or domain is alone
         failures = _place_plan(session, job, ordered, plan, statement, domain, refused, explained)
         if domain is None:
-            return _conclude(
-                session, job, statement, failures, _wanted(session, ask, best, job, awaited)
-            )
+            wanted = _wanted(session, ask, best, job, awaited, roomy)
+            return _conclude(session, job, statement, failures, wanted)
         placed = len(statement.placed)
         if placed and session.ready(job, placed):
             if any(reason is UNEXPLAINED for reason in failures.values()):
@@ -149,8 +148,9 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
         failures = _place_plan(session, job, ordered, plan, statement, reported, refused)
         statement.discard()
         first = next(iter(failures.values()))
-    wanted = _wanted(session, ask, best, job, awaited)
-    session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {wanted}; {first}")
+    wanted = _wanted(session, ask, best, job, awaited, roomy)
+    said = f"{wanted}; {first}" if wanted else str(first)
+    session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {said}")
     return False
 
 
@@ -204,10 +204,16 @@ def _wanted(
     best: tuple[int, str] | None,
     job: JobInfo,
     awaited: Tier | None,
+    roomy: bool,
 ) -> str | None:
     """What a waiting gang's topology ask needs (the tiers it may take a domain of), and
-    the domain that came closest; kept for explain (TopologyPlanner.waits)."""
+    the domain that came closest; kept for explain (TopologyPlanner.waits). None when
+    the gang's ask found a domain with room and a part waits there within its softWait:
+    the part's wait, kept, is what the gang waits for."""
     if ask is None:
+        return None
+    kept = session.topology.waits.get(job.key)
+    if roomy and kept is not None:
         return None
     placed, closest = best if best is not None else (0, None)
     wait = DomainWait(
@@ -219,7 +225,7 @@ def _wanted(
         needs=job.min_member or job.bound + len(job.pending),
         spans_in=None if awaited is None else _spans_in(session, job),
     )
-    if ask.required or awaited is not None or job.key not in session.topology.waits:
+    if ask.required or awaited is not None or kept is None:
         # A soft whole ask past its wait leaves a part's wait the one to explain.
         session.topology.waits[job.key] = wait
     return str(wait)
@@ -305,13 +311,11 @@ def _awaited_domains(
     """The domains of the tier a part within its wait waits for, in `found`'s order;
     when none has room, the one closest to it, whose try says what it holds."""
     assert part.ask is not None
-    tier = awaited.number
-    of_tier = (d for d in found if d.tier.number == tier)
-    head = next(of_tier, None)
+    found = of_tier(found, awaited)
+    head = next(found, None)
     if head is None:
-        closest, _ = session.topology.domains(part.ask, members, part.hosts, outer, roomiest=True)
-        head = next((d for d in closest if d.tier.number == tier), None)
-    return chain([head] if head else [], of_tier)
+        head = session.topology.closest(part.ask, members, part.hosts, outer, awaited)
+    return chain([head] if head else [], found)
 
 
 def _part_waits(

@@ -643,7 +643,7 @@ class Session:
             if limit is not None:
                 times.append(job.creation + limit)
             # A soft topology ask spans domains once its wait runs out: a new outcome.
-            if self.topology.awaits_domain(job):
+            if self.topology.waits_by_choice(job):
                 times.append(self.topology.wait_ends(job))
             ahead = [t for t in times if t is not None and t > now]
             self.decisions.unplaced[key] = Unplaced(

@@ -243,6 +243,20 @@ class TopologyPlanner:
         )
         return found, None
 
+    def closest(
+        self,
+        ask: TopologyAsk,
+        members: Sequence[TaskInfo],
+        hosts: Sequence[str],
+        within: BoolArray | None,
+        tier: Tier | None,
+    ) -> Domain | None:
+        """Of the domains the ask may take (of `tier` only, when given), the one with the
+        most room for the members though none has room enough: its try says what it
+        holds, for a gang or part that waits for a domain."""
+        found, _ = self.domains(ask, members, hosts, within, roomiest=True)
+        return next(of_tier(found, tier), None)
+
     def awaited(
         self,
         job: JobInfo,
@@ -273,22 +287,13 @@ class TopologyPlanner:
                 return tier
         return None
 
-    def awaits_domain(self, job: JobInfo) -> bool:
-        """Whether a soft ask of the job, its whole gang's or a part's, still waits for a
-        domain: it could start across domains now and waits by its own choice."""
-        if not self._waiting(job):
-            return False
-        pending = job.pending
-        ask = whole_ask(job)
-        if ask is not None and self.awaited(job, ask, pending) is not None:
-            return True
-        plan = self.plan(job, pending)
-        if plan is None or plan.error is not None:
-            return False
-        return any(
-            part.ask is not None and self.awaited(job, part.ask, part.tasks) is not None
-            for part in plan.parts
-        )
+    def waits_by_choice(self, job: JobInfo) -> bool:
+        """Whether the job's last placement attempt left it waiting for a domain by its
+        own choice: a soft ask (its gang's or a part's) within its softWait, as placement
+        tried it (the wait kept in `waits`), so that what holds room for it and when it
+        is woken follow placement."""
+        wait = self.waits.get(job.key)
+        return wait is not None and wait.spans_in is not None
 
     def wait_ends(self, job: JobInfo) -> float:
         """When the job's soft asks may span domains (topology.softWait)."""
@@ -609,6 +614,14 @@ def _sub_groups(
             plan.parts.append(Part(label, policy.ask, pending, max(size, 0), hosts))
 
 
+def of_tier(domains: Iterator[Domain], tier: Tier | None) -> Iterator[Domain]:
+    """`domains` of `tier` only (all when None): within its softWait a soft ask is tried
+    as a hard one of the tier it waits for (TopologyPlanner.awaited)."""
+    if tier is None:
+        return domains
+    return (d for d in domains if d.tier.number == tier.number)
+
+
 def whole_ask(job: JobInfo) -> TopologyAsk | None:
     """What the gang asks of the topology as a whole: its PodGroup's networkTopology,
     else the ask of the one Kueue pod set every member pending or holding a node is in."""
@@ -626,7 +639,13 @@ def _podsets(plan: Plan, tasks: Sequence[TaskInfo], running: Sequence[Task]) -> 
     for task in tasks:
         if task.pod.podset_topology is not None:
             sets.setdefault(task.pod.podset_topology.part, []).append(task)
-    whole = len(sets) == 1 and len(next(iter(sets.values()))) == len(tasks)
+    # The pod set's ask is the gang's only when every member, pending or running, is
+    # in it (as JobInfo.whole_podset counts): else the others' nodes are not its own.
+    whole = (
+        len(sets) == 1
+        and len(next(iter(sets.values()))) == len(tasks)
+        and all(t.podset_topology is not None and t.podset_topology.part in sets for t in running)
+    )
     for name, members in sorted(sets.items()):
         stated = members[0].pod.podset_topology
         assert stated is not None

@@ -9,6 +9,7 @@ from batchsched.model.decisions import TopologyDomain
 
 from tests.support.objects import (
     Obj,
+    at,
     decide,
     hypernode,
     hypernode_member,
@@ -168,3 +169,62 @@ def test_a_gang_of_two_kueue_pod_sets_names_no_domain() -> None:
     decisions = decide([*cluster(), pod_group("k", 2), *members])
     assert len(placements(decisions)) == 2
     assert decisions.jobs["default/k"].domain is None
+
+
+def pod_set_beside_a_running_one(kind: str) -> list[Obj]:
+    """Racks r1 and r2 of two 4-CPU nodes (r2-1 busy); a gang of two Kueue pod sets: b's
+    one member runs on r2-0, a's two are pending and ask (`kind`: required or preferred)
+    one rack."""
+    objects: list[Obj] = [
+        node(f"{r}-{i}", cpu="4", labels={RACK: r}) for r in ("r1", "r2") for i in range(2)
+    ]
+    objects.append(pod("hog", {"cpu": "4"}, node_name="r2-1", scheduler="other"))
+    objects.append(pod_group("k", 3, created=0))
+    notes = {
+        "scheduling.batchsched.io/group-name": "k",
+        f"kueue.x-k8s.io/podset-{kind}-topology": RACK,
+    }
+    objects += [
+        pod(
+            f"k-{i}",
+            {"cpu": "4"},
+            labels={"kueue.x-k8s.io/podset": "a"},
+            annotations=notes,
+            created=0,
+        )
+        for i in range(2)
+    ]
+    running = {"kueue.x-k8s.io/podset": "b"}
+    notes = {"scheduling.batchsched.io/group-name": "k"}
+    objects.append(
+        pod(
+            "k-b",
+            {"cpu": "4"},
+            labels=running,
+            annotations=notes,
+            node_name="r2-0",
+            phase="Running",
+            created=0,
+        )
+    )
+    return objects
+
+
+def test_a_pod_set_whose_gang_runs_another_elsewhere_is_a_part_of_it() -> None:
+    """Every pending member is in pod set a, but b's member runs in rack r2: a's ask is
+    its own, not the gang's, so b's node does not bind a to r2 and a takes the free r1."""
+    where = placements(decide(pod_set_beside_a_running_one("required"), TIERS))
+    assert sorted(where.values()) == ["r1-0", "r1-1"]
+
+
+def test_a_preferred_pod_set_beside_a_running_one_waits_as_a_part() -> None:
+    """With r1-1 busy too no rack has room for a: within softWait it waits as a part (not
+    for r2, where b runs), and is woken when the wait ends."""
+    objects = pod_set_beside_a_running_one("preferred")
+    objects.append(pod("hog-r1", {"cpu": "4"}, node_name="r1-1", scheduler="other"))
+    rack = f"{{name: rack, nodeLabel: {RACK}}}"
+    config = f"starvationThreshold: 1h\ntopology: {{tiers: [{rack}], softWait: 10m}}"
+    decisions = decide(objects, config, now=at(60))
+    assert not placements(decisions)
+    assert "pod set a: " in decisions.pending["default/k-0"].message
+    assert decisions.unplaced["default/k"].until == at(600)

@@ -225,3 +225,53 @@ def test_a_soft_sub_group_within_its_wait_holds_no_room_past_the_starvation_thre
     message = decisions.pending["default/g-0"].message
     assert "waits 480s more" in message and "room is held" not in message, message
     assert "default/small" in placements(decisions)
+
+
+def hard_zone_gang_of_a_soft_sub_group() -> list[dict[str, object]]:
+    """A gang of two asking hard for one zone, whose two members form one sub-group
+    asking softly for a rack (and no higher tier)."""
+    soft = {"mode": "soft", "highestTierName": "rack"}
+    policy = [{"name": "workers", "subGroupSize": 2, "networkTopology": soft}]
+    ask = {"mode": "hard", "highestTierName": "zone"}
+    objects = [pod_group("g", 2, created=0, networkTopology=ask, subGroupPolicy=policy)]
+    objects += [pod(f"g-{i}", {"cpu": "4"}, group="g", created=0) for i in range(2)]
+    return objects
+
+
+def test_a_soft_sub_group_waiting_inside_a_zone_with_room_names_its_own_wait() -> None:
+    """Zone z1 has room for the gang (a node free in r1 and in r2) and z2 none: the gang's
+    own ask is met, it waits only for its sub-group's rack. Its reason names the part's
+    wait, not the zone as if it held no member."""
+    objects = [*racks(("r1-0", "r2-0", "r3-0", "r3-1")), *hard_zone_gang_of_a_soft_sub_group()]
+    decisions = decide(objects, WAITING, now=at(60))
+    assert not placements(decisions)
+    message = decisions.pending["default/g-0"].message
+    assert message.startswith(
+        "gang default/g: sub-group workers: PodGroup default/g.spec.subGroupPolicy[0]."
+        "networkTopology asks its members in one domain of rack (soft) and waits 540s more"
+    ), message
+    assert "zone z1" not in message, message
+
+
+def test_a_starving_gang_whose_sub_group_has_no_rack_to_wait_for_in_its_zones_holds_room() -> None:
+    """Zone z1's racks have a node each (r2-0 busy); zone z2's rack r3 has two, both busy.
+    The gang (hard: one zone) cannot start in any zone, spanning racks or not, and in z1
+    no rack could ever hold its sub-group, so the sub-group would not wait there: past
+    the starvation threshold room is held for it, within softWait as after it."""
+    objects: list[dict[str, object]] = []
+    layout = {
+        "r1-0": ("r1", "z1"),
+        "r2-0": ("r2", "z1"),
+        "r3-0": ("r3", "z2"),
+        "r3-1": ("r3", "z2"),
+    }
+    for name, (rack, zone) in layout.items():
+        objects.append(node(name, cpu="4", labels={RACK: rack, ZONE: zone}))
+        if name != "r1-0":
+            objects.append(pod(f"hog-{name}", {"cpu": "4"}, node_name=name, scheduler="other"))
+    objects += hard_zone_gang_of_a_soft_sub_group()
+    objects.append(pod("small", {"cpu": "4"}, created=110))
+    config = f"starvationThreshold: 60s\n{WAITING}"
+    for now in (120, 700):
+        message = decide(objects, config, now=at(now)).pending["default/g-0"].message
+        assert "room is held for it on node(s) r3-0, r3-1" in message, (now, message)

@@ -468,3 +468,34 @@ def test_a_soft_sub_group_waiting_for_a_rack_names_the_part_and_when_it_spans() 
         "(as its pods end, or nodes are added to it), or it spans domains in 540s "
         "(topology.softWait)"
     ), lines[2]
+
+
+def test_a_soft_sub_group_waiting_inside_its_gangs_zone_names_the_parts_wait() -> None:
+    """The gang asks hard for one zone and zone z1 has room for it (a node free in each
+    rack); only its sub-group waits, softly, for a rack. Explain speaks of the part's
+    wait, not of loosening the gang's ask."""
+    rack, zone = "topology.kubernetes.io/rack", "topology.kubernetes.io/zone"
+    names = ("r1-0", "r1-1", "r2-0", "r2-1")
+    text = "".join(node(n, labels=f"{{{rack}: {n[:2]}, {zone}: z1}}") for n in names)
+    text += pod("busy-1", cpu=32, node="r1-1") + pod("busy-2", cpu=32, node="r2-1")
+    policy = "[{name: workers, subGroupSize: 2, networkTopology: {mode: soft}}]"
+    ask = "networkTopology: {mode: hard, highestTierName: zone}"
+    text += group("train", 2).replace(
+        "spec: {minMember: 2,", f"spec: {{{ask}, subGroupPolicy: {policy}, minMember: 2,"
+    )
+    text += "".join(pod(f"train-{i}", group="train", cpu=32) for i in range(2))
+    tiers = f"[{{name: rack, nodeLabel: {rack}}}, {{name: zone, nodeLabel: {zone}}}]"
+    config = load_config(f"topology: {{tiers: {tiers}, softWait: 10m}}")
+    created = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+    ran = run_once(cache_of(yaml.safe_load_all(text)), config, now=created + 60)
+    lines = to_text(analyse(ran, parse_target("pg/train", namespace="default"))).splitlines()
+    assert lines[1].startswith(
+        "cause: gang default/train: sub-group workers: PodGroup "
+        "default/train.spec.subGroupPolicy[0].networkTopology asks its members in one domain "
+        "of rack (soft) and waits 540s more"
+    ), lines[1]
+    assert lines[2] == (
+        "remedy: it runs once rack r1 has room for 1 more member(s) of sub-group workers "
+        "(as its pods end, or nodes are added to it), or it spans domains in 540s "
+        "(topology.softWait)"
+    ), lines[2]
