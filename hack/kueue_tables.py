@@ -18,14 +18,20 @@ mechanics are listed with why and not written.
 
 import json
 import re
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from volcano_tables import STRING, closing, function, strip_comments
+from volcano_tables import (
+    Replacement,
+    closing,
+    function,
+    go_to_python,
+    module_dir,
+    strip_comments,
+)
 
 MODULE = "sigs.k8s.io/kueue@v0.17.0"
 SOURCE = "pkg/cache/scheduler/tas_cache_test.go"
@@ -150,7 +156,7 @@ HELPERS: dict[str, Any] = {
     "None": None,
 }
 
-CONSTANTS = [
+CONSTANTS: list[tuple[str, Replacement]] = [
     (r"\*?testing(?:node|pod)\.", ""),
     (r"&(?=\w+\.)", ""),
     (r"\bptr\.To(?:\[\w+\])?\(", "("),
@@ -176,58 +182,14 @@ COMPOSITE = re.compile(
     r"(\[\][\w.*\[\]]+|map\[[\w.]+\][\w.*\[\]]+|corev1\.ResourceList|resources\.Requests"
     r"|\*?&?[\w]+\.[A-Z]\w*|PodSetTestCase)\{"
 )
-
-
-def kind(go_type: str) -> tuple[str, str]:
-    """A literal of the Go type: list, map or struct, and its elements' type."""
-    if go_type.startswith("[]"):
-        return "list", go_type[2:].lstrip("*")
-    if go_type.startswith("map[") or go_type in ("corev1.ResourceList", "resources.Requests"):
-        return "map", go_type[go_type.index("]") + 1 :] if go_type.startswith("map[") else ""
-    return "struct", ""
+# Named map types, whose literals are maps of plain values.
+NAMED_MAPS = ("corev1.ResourceList", "resources.Requests")
 
 
 def to_python(source: str) -> str:
-    """Go expressions as Python: slices lists, maps and structs dicts (a struct's field
-    names quoted), the wrappers' method chains left as they are."""
-    source = re.sub(r"`([^`]*)`", lambda m: json.dumps(m.group(1)), source)
-    parts = re.split(f"({STRING})", source)
-    for n in range(0, len(parts), 2):
-        for pattern, replacement in CONSTANTS:
-            parts[n] = re.sub(pattern, replacement, parts[n])
-    text = "".join(parts)
-    out: list[str] = []
-    stack: list[tuple[str, str]] = []
-    at = 0
-    while at < len(text):
-        if text[at] == '"':
-            string = re.compile(STRING).match(text, at)
-            assert string is not None
-            out.append(string.group())
-            at = string.end()
-        elif composite := COMPOSITE.match(text, at):
-            stack.append(kind(composite.group(1)))
-            out.append("[" if stack[-1][0] == "list" else "{")
-            at = composite.end()
-        elif text[at] == "{":
-            stack.append(kind(stack[-1][1] if stack else ""))
-            out.append("[" if stack[-1][0] == "list" else "{")
-            at += 1
-        elif text[at] == "}":
-            out.append("]" if stack.pop()[0] == "list" else "}")
-            at += 1
-        elif (
-            stack
-            and stack[-1][0] == "struct"
-            and (not "".join(out).rstrip() or "".join(out).rstrip()[-1] in "{,")
-            and (field := re.match(r"([A-Za-z]\w*)\s*:(?!=)", text[at:]))
-        ):
-            out.append(f'"{field.group(1)}":')
-            at += field.end()
-        else:
-            out.append(text[at])
-            at += 1
-    return "".join(out)
+    """Go expressions as Python (slices lists, maps and structs dicts), the wrappers'
+    method chains left as they are."""
+    return go_to_python(source, CONSTANTS, COMPOSITE, NAMED_MAPS)
 
 
 def names(body: str) -> dict[str, Any]:
@@ -377,10 +339,7 @@ def slug(name: str) -> str:
 
 
 def main(out: Path) -> None:
-    listing = subprocess.run(
-        ["go", "mod", "download", "-json", MODULE], check=True, capture_output=True, text=True
-    )
-    source = Path(json.loads(listing.stdout)["Dir"]) / SOURCE
+    source = module_dir(MODULE) / SOURCE
     body = function(strip_comments(source.read_text()), TEST)
     skipped: dict[str, str] = {}
     written: set[Path] = set()

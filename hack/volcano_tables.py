@@ -14,7 +14,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -448,8 +448,10 @@ HELPERS: dict[str, Any] = {
 
 # Reading a Go literal.
 
+# A constant's value, or what builds it from its match.
+Replacement = str | Callable[[re.Match[str]], str]
 # Go constants and spellings the tables use, and their Python values (outside strings).
-CONSTANTS = [
+CONSTANTS: list[tuple[str, Replacement]] = [
     (r"\bv1\.Pod(Pending|Running|Succeeded|Failed|Unknown)\b", r'"\1"'),
     (
         r"\b(?:schedulingv1(?:beta1)?|scheduling)\.PodGroup(Pending|Inqueue|Running|Unknown|Completed)\b",
@@ -480,6 +482,8 @@ STRING = r'"(?:[^"\\]|\\.)*"'
 COMPOSITE = re.compile(
     r"(\[\]\*?[\w.]+|map\[[\w.]+\]\*?[\w.\[\]]+|v1\.ResourceList|HyperNodeTierNameMap)\{"
 )
+# Named map types, whose literals are maps of plain values.
+NAMED_MAPS = ("v1.ResourceList", "HyperNodeTierNameMap")
 
 
 def strip_comments(text: str) -> str:
@@ -519,37 +523,42 @@ def case_literals(body: str) -> list[str]:
     return out
 
 
-def brace(go_type: str) -> tuple[str, str]:
+def brace(go_type: str, named_maps: Collection[str]) -> tuple[str, str]:
     """A literal of the Go type: list, map or struct, and its elements' type. A named
-    map's elements (HyperNodeTierNameMap's) are plain values."""
+    map's elements (HyperNodeTierNameMap's, a ResourceList's) are plain values."""
     if go_type.startswith("[]"):
         return "list", go_type[2:].lstrip("*")
     if go_type.startswith("map["):
         return "map", go_type[go_type.index("]") + 1 :].lstrip("*")
-    if go_type in ("v1.ResourceList", "HyperNodeTierNameMap"):
+    if go_type in named_maps:
         return "map", ""
     return "struct", ""
 
 
-def to_python(literal: str) -> str:
-    """A Go composite literal as a Python expression: slices become lists, maps and
-    structs dicts (a struct's field names quoted), constants their values."""
+def go_to_python(
+    literal: str,
+    constants: Sequence[tuple[str, Replacement]],
+    composite: re.Pattern[str],
+    named_maps: Collection[str],
+) -> str:
+    """A Go expression as a Python one: slices become lists, maps and structs dicts (a
+    struct's field names quoted), the constants (outside strings) their values; a
+    composite literal's type is what `composite` matches before its brace."""
     # A raw string (none of the tables' holds a backtick or needs escapes kept) as
     # a quoted one, which the rest reads.
     literal = re.sub(r"`([^`]*)`", lambda m: json.dumps(m.group(1)), literal)
-    literal = re.sub(
-        r"\[\]api\.ScalarResource\{((?:\{[^{}]*\},?\s*)*)\}\.\.\.", r"*scalars(\1)", literal
-    )
-    literal = re.sub(r'\{Name:\s*("[^"]+"),\s*Value:\s*("[^"]+")\}', r"(\1, \2)", literal)
     parts = re.split(f"({STRING})", literal)
     for n in range(0, len(parts), 2):
-        for pattern, replacement in CONSTANTS:
+        for pattern, replacement in constants:
             parts[n] = re.sub(pattern, replacement, parts[n])
     text = "".join(parts)
     out: list[str] = []
     # Each open brace's kind, and the type of its elements (a literal whose type is
     # left out is one of these).
     stack: list[tuple[str, str]] = []
+    # The last character written but spaces: a struct's field name follows its brace
+    # or a comma, never a value (a key such as `v1.ResourceCPU:` in a map).
+    last = "{"
     at = 0
     while at < len(text):
         if text[at] == '"':
@@ -557,12 +566,12 @@ def to_python(literal: str) -> str:
             assert string is not None
             out.append(string.group())
             at = string.end()
-        elif composite := COMPOSITE.match(text, at):
-            stack.append(brace(composite.group(1)))
+        elif opened := composite.match(text, at):
+            stack.append(brace(opened.group(1), named_maps))
             out.append("[" if stack[-1][0] == "list" else "{")
-            at = composite.end()
+            at = opened.end()
         elif text[at] == "{":
-            stack.append(brace(stack[-1][1] if stack else ""))
+            stack.append(brace(stack[-1][1] if stack else "", named_maps))
             out.append("[" if stack[-1][0] == "list" else "{")
             at += 1
         elif text[at] == "}":
@@ -571,15 +580,27 @@ def to_python(literal: str) -> str:
         elif (
             stack
             and stack[-1][0] == "struct"
-            and not (out and out[-1][-1:].isalnum())
-            and (field := re.match(r"([A-Z]\w*)\s*:", text[at:]))
+            and last in "{,"
+            and (field := re.match(r"([A-Za-z]\w*)\s*:(?!=)", text[at:]))
         ):
             out.append(f'"{field.group(1)}":')
             at += field.end()
         else:
             out.append(text[at])
             at += 1
+        if not out[-1].isspace():
+            last = out[-1][-1]
     return "".join(out)
+
+
+def to_python(literal: str) -> str:
+    """A Go composite literal of Volcano's tables as a Python expression; a slice of
+    scalar resources spread into a call is their pairs."""
+    literal = re.sub(
+        r"\[\]api\.ScalarResource\{((?:\{[^{}]*\},?\s*)*)\}\.\.\.", r"*scalars(\1)", literal
+    )
+    literal = re.sub(r'\{Name:\s*("[^"]+"),\s*Value:\s*("[^"]+")\}', r"(\1, \2)", literal)
+    return go_to_python(literal, CONSTANTS, COMPOSITE, NAMED_MAPS)
 
 
 def evaluate(literal: str, names: Mapping[str, Any]) -> dict[str, Any]:
@@ -1369,15 +1390,15 @@ def write_e2e(out: Path) -> None:
         path.write_text(yaml.safe_dump(scenario, sort_keys=False, width=100))
 
 
-def module_dir() -> Path:
+def module_dir(module: str) -> Path:
     listing = subprocess.run(
-        ["go", "mod", "download", "-json", MODULE], check=True, capture_output=True, text=True
+        ["go", "mod", "download", "-json", module], check=True, capture_output=True, text=True
     )
     return Path(json.loads(listing.stdout)["Dir"])
 
 
 def main(out: Path) -> None:
-    root = module_dir() / ACTIONS
+    root = module_dir(MODULE) / ACTIONS
     # Names cut to length may meet: the later case is numbered rather than overwrite.
     written: set[Path] = set()
     for rel, test, action, plugins, arguments, names, prefix in TABLES:
