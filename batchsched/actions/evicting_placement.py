@@ -798,8 +798,9 @@ def _kind(session: Session, job: JobInfo, layout: Plan | None) -> object:
     """What decides whether and where a job can be placed by evicting: its queue,
     priority, members still needed and their shapes, and its topology ask, the nodes
     its running members hold and the tier it waits for within its softWait (as
-    `_in_domains` asks it) and whether that softWait started; None for a job whose members are placed by their labels and
-    namespace too (pod affinity, spread, sub-groups), never alike."""
+    `_in_domains` asks it) and whether that softWait started; None for a job whose
+    members are placed by their labels and namespace too (pod affinity, spread,
+    sub-groups), never alike."""
     pending = job.pending
     if any(t.pod.fit_key is not None for t in pending):
         return None
