@@ -325,3 +325,14 @@ def test_a_starving_gang_whose_sub_group_has_no_rack_to_wait_for_in_its_zones_ho
     for now in (120, 700):
         message = decide(objects, config, now=at(now)).pending["default/g-0"].message
         assert "room is held for it on node(s) r3-0, r3-1" in message, (now, message)
+
+
+def test_a_soft_gang_that_could_start_nowhere_holds_room_past_the_starvation_threshold() -> None:
+    """Every node is full and its softWait has not started: past the starvation
+    threshold room is held for it, in the rack closest to holding it, as for any gang
+    (it could not start across racks, so no room it holds waits on its own choice)."""
+    full = tuple(f"{rack}-{i}" for rack in ("r1", "r2", "r3") for i in range(2))
+    objects = [*racks(full), *soft_gang(2)]
+    decisions = decide(objects, f"starvationThreshold: 60s\n{WAITING}", now=at(120))
+    assert not decisions.span_clocks
+    assert "room is held" in decisions.pending["default/g-0"].message
