@@ -100,9 +100,11 @@ def _reserve_if_starving(session: Session, job: JobInfo) -> bool:
         return False
     if job.bound >= job.min_member:
         return False
-    if session.topology.waits_by_choice(job):
-        # It could start now across domains and waits for one by its own choice
+    topology = session.topology
+    if topology.waits_by_choice(job) and topology.span_since(job) is not None:
+        # It could start across domains and waits for one by its own choice
         # (topology.softWait); room held in one domain would idle till all of it came.
+        # Until it could, it starves as any gang does.
         return False
     packing = _pack_drained_cluster(session, job)
     if packing is None:

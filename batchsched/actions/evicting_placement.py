@@ -757,7 +757,15 @@ def _in_domains(plan: _Plan, ask: TopologyAsk) -> bool:
         if best is None or (outcome.rank, index) < best[:2]:
             best = (outcome.rank, index, outcome)
     if best is None:
-        return not ask.required and awaited is None and _search(plan)
+        if ask.required:
+            return False
+        if awaited is None:
+            return _search(plan)
+        if session.topology.span_since(job) is None and _search(plan):
+            # Room made across domains would start it: its softWait starts now.
+            plan.reset()
+            session.topology.start_clock(job)
+        return False
     _, index, outcome = best
     plan.domain = candidates[index]
     plan.replay(outcome)
@@ -790,8 +798,9 @@ def _kind(session: Session, job: JobInfo, layout: Plan | None) -> object:
     """What decides whether and where a job can be placed by evicting: its queue,
     priority, members still needed and their shapes, and its topology ask, the nodes
     its running members hold and the tier it waits for within its softWait (as
-    `_in_domains` asks it); None for a job whose members are placed by their labels and
-    namespace too (pod affinity, spread, sub-groups), never alike."""
+    `_in_domains` asks it) and whether that softWait started; None for a job whose
+    members are placed by their labels and namespace too (pod affinity, spread,
+    sub-groups), never alike."""
     pending = job.pending
     if any(t.pod.fit_key is not None for t in pending):
         return None
@@ -806,5 +815,7 @@ def _kind(session: Session, job: JobInfo, layout: Plan | None) -> object:
     if layout is not None and layout.ask is not None:
         awaited = session.topology.awaited(job, layout.ask, pending)
         tier = None if awaited is None else awaited.number
-        ask = (layout.ask, tuple(sorted(job.hosts)), tier)
+        # A soft ask whose softWait has not started starts it where one that has would not.
+        started = session.topology.span_since(job) is not None
+        ask = (layout.ask, tuple(sorted(job.hosts)), tier, started)
     return (job.queue, job.priority, job.min_member - job.bound, shapes, ask)

@@ -13,6 +13,7 @@ over: its try would do just what that one did.
 
 from collections.abc import Iterable, Iterator
 from itertools import chain
+from typing import TypeVar
 
 import numpy as np
 
@@ -30,6 +31,8 @@ NO_PENDING = Reason(Code.UNSCHEDULABLE, SESSION, "no pending pods")
 # A member no node took in a try whose reasons are not reported: never shown, the try
 # is made again with the reasons worked out before any of its reasons is kept.
 UNEXPLAINED = Reason(Code.UNSCHEDULABLE, SESSION, "no node takes it (reasons not worked out)")
+
+V = TypeVar("V")
 
 
 def eligible(session: Session, job: JobInfo) -> bool:
@@ -63,11 +66,47 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     if plan.error:
         session.job_reasons[job.key] = _invalid(job, plan.error)
         return False
+    if _place_in_domains(session, job, ordered, plan):
+        return True
+    topology = session.topology
+    if not topology.waits_by_choice(job) or topology.span_since(job) is not None:
+        return False
+    # Waiting for a domain with its softWait not started: it starts once the gang could
+    # be placed across domains, as it will be when its softWait is over.
+    if not _could_span(session, job, ordered, plan):
+        return False
+    topology.start_clock(job)
+    # Tried again, to say how long it waits now (its tries are undone: it places as before).
     return _place_in_domains(session, job, ordered, plan)
 
 
-def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
-    """The job in each of its candidate domains in turn, until one holds it."""
+def _could_span(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
+    """Whether the job could be placed with its soft asks spanning domains; what it
+    would place is undone, and what the try said of it forgotten."""
+    topology = session.topology
+    wait, reason = topology.waits.get(job.key), session.job_reasons.get(job.key)
+    topology.spanning = True
+    try:
+        return _place_in_domains(session, job, ordered, plan, spanning=True)
+    finally:
+        topology.spanning = False
+        _put(topology.waits, job.key, wait)
+        _put(session.job_reasons, job.key, reason)
+
+
+def _put(kept: dict[str, V], key: str, value: V | None) -> None:
+    """Set `key` to `value`, or remove it when None."""
+    if value is None:
+        kept.pop(key, None)
+    else:
+        kept[key] = value
+
+
+def _place_in_domains(
+    session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan, spanning: bool = False
+) -> bool:
+    """The job in each of its candidate domains in turn, until one holds it; when
+    `spanning`, only whether one would (its tries undone, no reasons worked out)."""
     ask = plan.ask
     # Kept for explain: the wait of this attempt's gang or of one of its parts.
     session.topology.waits.pop(job.key, None)
@@ -123,12 +162,15 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
                 continue
         statement = Statement(session, job)
         # Only these tries are sure to be the ones reported.
-        explained = domain is None or domain is alone
+        explained = not spanning and (domain is None or domain is alone)
         failures = _place_plan(session, job, ordered, plan, statement, domain, refused, explained)
+        placed = len(statement.placed)
+        if spanning and (domain is None or (placed and session.ready(job, placed))):
+            statement.discard()
+            return bool(placed) and session.ready(job, placed)
         if domain is None:
             wanted = _wanted(session, ask, best, job, awaited, roomy)
             return _conclude(session, job, statement, failures, wanted)
-        placed = len(statement.placed)
         if placed and session.ready(job, placed):
             if any(reason is UNEXPLAINED for reason in failures.values()):
                 # Its left-out members' reasons are kept: the same try, explained.
@@ -143,6 +185,8 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
                 first, reported = next(iter(failures.values())), domain
         nobody = nobody or (by_scores and not placed)
         statement.discard()
+    if spanning:
+        return False
     if first is UNEXPLAINED and reported is not None:
         statement = Statement(session, job)
         failures = _place_plan(session, job, ordered, plan, statement, reported, refused)
@@ -223,6 +267,8 @@ def _wanted(
         holds=job.bound + placed,
         # A basic group (minimum 0) asks the domain for every member it has.
         needs=job.min_member or job.bound + len(job.pending),
+        chosen=awaited is not None,
+        soft_wait=session.topology.soft_wait,
         spans_in=None if awaited is None else _spans_in(session, job),
     )
     if ask.required or awaited is not None or kept is None:
@@ -231,9 +277,11 @@ def _wanted(
     return str(wait)
 
 
-def _spans_in(session: Session, job: JobInfo) -> float:
-    """The seconds left before the job's soft asks may span domains."""
-    return session.topology.wait_ends(job) - session.snapshot.now
+def _spans_in(session: Session, job: JobInfo) -> float | None:
+    """The seconds left before the job's soft asks may span domains; None while its
+    softWait has not started."""
+    ends = session.topology.wait_ends(job)
+    return None if ends is None else ends - session.snapshot.now
 
 
 def _place_plan(
@@ -337,6 +385,8 @@ def _part_waits(
         closest=closest,
         holds=holds,
         needs=part.size,
+        chosen=True,
+        soft_wait=session.topology.soft_wait,
         spans_in=_spans_in(session, job),
         part=part.label,
     )

@@ -227,6 +227,9 @@ class ClusterCache:
         # "ns/name" -> the sequence (below) at which the pod first reached the cache:
         # the order pods arrived in, finer than their creationTimestamps' seconds.
         self.arrivals: dict[str, float] = {}
+        # Job key -> when its soft topology asks' softWait started counting
+        # (Decisions.span_clocks, kept from the last session): in memory only.
+        self.span_clocks: dict[str, float] = {}
         self._sequence = 0.0
         self._shapes = ShapeMemo()
         # "ns/name" -> apiVersion -> PodGroup, for groups of one name in several APIs.

@@ -23,7 +23,7 @@ does every 5 minutes).
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -294,6 +294,12 @@ class _State:
         for key, why in list(self.set_aside.items()):
             if why.until is not None and why.until <= now:
                 del self.set_aside[key]
+        jobs = dict(self.jobs)
+        # The softWait clocks the last session kept, on the jobs still there.
+        for key, since in cache.span_clocks.items():
+            job = jobs.get(key)
+            if job is not None:
+                jobs[key] = replace(job, span_since=since)
         return Snapshot(
             now=now,
             resources=self.resources,
@@ -301,7 +307,7 @@ class _State:
             allocatable=self.allocatable,
             used=self.used.copy(),
             port_users={port: set(rows) for port, rows in self.ports.items()},
-            jobs=dict(self.jobs),
+            jobs=jobs,
             changed_jobs=self.changed,
             set_aside=dict(self.set_aside),
             held_back=self.held_back,

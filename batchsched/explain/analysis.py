@@ -331,7 +331,7 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
             "ending before then may use the held room",
         )
     wait = session.topology.waits.get(job.key)
-    if wait is not None and (wait.ask.required or wait.spans_in is not None):
+    if wait is not None and (wait.ask.required or wait.chosen):
         return (reason or session.explain(task)).message, _domain_remedy(wait)
     found = remedies.room(ran, job, task, wanted)
     if found is not None:
@@ -345,6 +345,10 @@ def _domain_remedy(wait: DomainWait) -> str:
     looser = f"or loosen {wait.ask.where} (a higher tier, or mode soft)"
     if wait.spans_in is not None:
         looser = f"or it spans domains in {wait.spans_in:.0f}s (topology.softWait)"
+    elif wait.chosen:
+        looser = (
+            f"or it spans domains {wait.soft_wait:.0f}s after it first could (topology.softWait)"
+        )
     if wait.closest is None:
         return f"no domain of {wait.tiers} has a node for it: add nodes to one, {looser}"
     more = wait.needs - wait.holds

@@ -623,6 +623,7 @@ class Session:
                         or NOT_ATTEMPTED
                     )
         self._report_unplaced()
+        self.decisions.span_clocks = self.topology.clocks({k for k, n in self.placed.items() if n})
         claims = self.device_claims
         self.decisions.deallocations = [
             d for d in self.deallocations.values() if claims is not None and claims.still_idle(d)
@@ -643,6 +644,7 @@ class Session:
             if limit is not None:
                 times.append(job.creation + limit)
             # A soft topology ask spans domains once its wait runs out: a new outcome.
+            # Its wait not started, it is woken as room frees, as other jobs are.
             if self.topology.waits_by_choice(job):
                 times.append(self.topology.wait_ends(job))
             ahead = [t for t in times if t is not None and t > now]

@@ -17,7 +17,7 @@ The tiers are the configured node labels (`topology.tiers`, finest first) when t
 configuration names some, else the HyperNodes' tiers (model/topology.py).
 """
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain
@@ -91,7 +91,11 @@ class DomainWait:
     closest: str | None
     holds: int
     needs: int
-    # A soft ask within its softWait: the seconds left before it may span domains.
+    # A soft ask waiting by choice within its softWait (of `soft_wait` seconds).
+    chosen: bool = False
+    soft_wait: float = 0.0
+    # The seconds left before it may span domains; None while its softWait has not
+    # started (it could not start across domains yet either).
     spans_in: float | None = None
     # The part asking (Part.label), when the ask is not the whole gang's.
     part: str | None = None
@@ -104,6 +108,11 @@ class DomainWait:
             what += (
                 f" and waits {self.spans_in:.0f}s more for one before spanning domains "
                 "(topology.softWait)"
+            )
+        elif self.chosen:
+            what += (
+                f"; its softWait of {self.soft_wait:.0f}s starts once it could start across "
+                "domains (topology.softWait)"
             )
         if self.closest is None:
             return what
@@ -131,6 +140,11 @@ class TopologyPlanner:
     ) -> None:
         self.snapshot = snapshot
         self.soft_wait = soft_wait
+        # Job key -> now, for the jobs whose softWait this session started.
+        self.started: dict[str, float] = {}
+        # Set while a job waiting for a domain is tried across domains, as it would be
+        # once its softWait is over, to learn whether its softWait starts.
+        self.spanning = False
         self.topology = snapshot.topology
         self.nodes = snapshot.nodes
         self.allocatable = snapshot.allocatable
@@ -293,15 +307,37 @@ class TopologyPlanner:
         tried it (the wait kept in `waits`), so that what holds room for it and when it
         is woken follow placement."""
         wait = self.waits.get(job.key)
-        return wait is not None and wait.spans_in is not None
+        return wait is not None and wait.chosen
 
-    def wait_ends(self, job: JobInfo) -> float:
-        """When the job's soft asks may span domains (topology.softWait)."""
-        return job.creation + self.soft_wait
+    def span_since(self, job: JobInfo) -> float | None:
+        """When the job's softWait started: the first session that found its soft asks
+        could place it across domains (Slurm's wait4switch_start); None: none has yet."""
+        return self.started.get(job.key, job.span_since)
+
+    def start_clock(self, job: JobInfo) -> None:
+        """Start the job's softWait now: it could have been placed across domains."""
+        self.started[job.key] = self.snapshot.now
+
+    def wait_ends(self, job: JobInfo) -> float | None:
+        """When the job's soft asks may span domains (topology.softWait); None while its
+        softWait has not started."""
+        since = self.span_since(job)
+        return None if since is None else since + self.soft_wait
+
+    def clocks(self, placed: Container[str]) -> dict[str, float]:
+        """Every softWait started, this session or before, of the jobs not placed in it:
+        what the cache keeps for the next session (Decisions.span_clocks)."""
+        kept = {k: j.span_since for k, j in self.snapshot.jobs.items() if j.span_since is not None}
+        kept.update(self.started)
+        return {key: since for key, since in kept.items() if key not in placed}
 
     def _waiting(self, job: JobInfo) -> bool:
-        """Whether the job is within its softWait."""
-        return self.soft_wait > 0 and self.snapshot.now - job.creation < self.soft_wait
+        """Whether the job is within its softWait (or its softWait has not started), and
+        not being tried across domains (`spanning`)."""
+        if self.soft_wait <= 0 or self.spanning:
+            return False
+        ends = self.wait_ends(job)
+        return ends is None or self.snapshot.now < ends
 
     def placed_in(self, job: JobInfo, nodes: Iterable[str]) -> TopologyDomain | None:
         """The domain a gang that asked for one as a whole has its members in (`nodes`:

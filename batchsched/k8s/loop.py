@@ -230,6 +230,7 @@ class SessionLoop:
                 SESSION_PEAK_RSS.set(self._peak_rss)
         self._publish(decisions, usage, timings)
         self.keeper.set_aside(decisions.unplaced)
+        self.cache.span_clocks = decisions.span_clocks
         if snapshot.held_back:
             # Groups decided as they stood before a pod mixed them: refused at once.
             self.watch.changes.note(urgent=True)

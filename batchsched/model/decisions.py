@@ -221,6 +221,10 @@ class Decisions:
     nominations: list[Nomination] = field(default_factory=list)
     # Claims of pods no node took, to deallocate (at most one per pod).
     deallocations: list[Deallocation] = field(default_factory=list)
+    # Job key -> when a session first found that the job's soft topology asks could have
+    # placed it across domains (its topology.softWait counts from then), for every job
+    # not placed yet: the cache keeps them for the next session (JobInfo.span_since).
+    span_clocks: dict[str, float] = field(default_factory=dict)
     # Jobs allocate tried and could place nowhere, that made no room by evicting and
     # hold none (starving): nothing in this session would place them.
     unplaced: dict[str, Unplaced] = field(default_factory=dict)

@@ -103,6 +103,10 @@ class JobInfo:
     # that pod set's topology as a whole (whole_podset).
     podset: PodSetTopology | None = None
     podset_members: int = 0
+    # When a session first found that its soft topology asks could have placed it across
+    # domains (the cache keeps it from the session's Decisions.span_clocks): its
+    # topology.softWait counts from then. None: no session has found so yet.
+    span_since: float | None = None
 
     @property
     def whole_podset(self) -> PodSetTopology | None:

@@ -136,6 +136,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
             write_allocations(events.cache, events.cache.tasks[binding.key], binding.devices)
             events.bind(binding.key, binding.node, binding.gpu_index, now=now)
         released = [d for d in decisions.deallocations if deallocate(events.cache, d)]
+        events.cache.span_clocks = decisions.span_clocks
         for status in decisions.jobs.values():
             group = events.cache.pod_groups.get(status.key)
             if group is not None:

@@ -496,3 +496,36 @@ def test_soft_parts_span_racks_once_their_soft_wait_runs_out(
     assert domains_of(result, "default/k-0") | domains_of(result, "default/k-1") == {"r1"}
     assert domains_of(result, "default/k-2") | domains_of(result, "default/k-3") == {"r2", "r3"}
     assert {result.pods[f"default/k-{i}"]["bound_at"] for i in range(4)} == {600.0}
+
+
+def test_a_soft_gang_on_a_full_cluster_counts_its_soft_wait_from_when_it_could_span(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Every node is taken when the soft gang of two arrives, long before room comes: one
+    node of each rack frees at 3000s, past its softWait since creation. It does not
+    span racks then: its softWait starts, and rack r1 frees whole at 3300s, within it,
+    so the gang takes r1. Had r1 not freed, it would span racks at 3600s."""
+
+    def hogs(ends: Mapping[str, str]) -> list[dict[str, Any]]:
+        return [
+            pod(
+                f"hog-{name}",
+                {"cpu": "4"},
+                annotations={"simulation.batchsched.io/duration": ends.get(name, "10h")},
+                spec={"nodeSelector": {"kubernetes.io/hostname": name}},
+                created=0,
+            )
+            for name in (f"{rack}-{i}" for rack in ("r1", "r2", "r3") for i in range(2))
+        ]
+
+    gang = [pod_group("g", 2, created=1, networkTopology={"mode": "soft"})]
+    gang += [pod(f"g-{i}", {"cpu": "4"}, group="g", created=1) for i in range(2)]
+    config = f"{RACK_TIERS}  softWait: 10m\n"
+    first = {"r1-0": "3000s", "r2-0": "3000s", "r3-0": "3000s"}
+    nodes = racks({"r1": 2, "r2": 2, "r3": 2})
+    result = run(capsys, tmp_path, [*nodes, *hogs({**first, "r1-1": "3300s"}), *gang], config)
+    assert domains_of(result, "default/g-") == {"r1"}
+    assert {result.pods[f"default/g-{i}"]["bound_at"] for i in range(2)} == {3300.0}
+    result = run(capsys, tmp_path, [*nodes, *hogs(first), *gang], config)
+    assert len(domains_of(result, "default/g-")) == 2
+    assert {result.pods[f"default/g-{i}"]["bound_at"] for i in range(2)} == {3600.0}

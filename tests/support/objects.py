@@ -245,11 +245,14 @@ def snapshot_of(
     *,
     now: float | None = None,
     serving: Collection[str] = (SCHEDULER,),
+    span_clocks: Mapping[str, float] | None = None,
 ) -> Snapshot:
     """A snapshot taken at `now`, by default when the newest pod was created (as the
     simulator does), so that no job has waited long enough to starve, by a scheduler
-    serving the scheduler names `serving`."""
+    serving the scheduler names `serving`; `span_clocks` are the softWait clocks an
+    earlier session started (Decisions.span_clocks)."""
     cache = cache_of(objects)
+    cache.span_clocks = dict(span_clocks or {})
     if now is None:
         now = max((t.creation for t in cache.tasks.values()), default=0.0)
     return take_snapshot(cache, now=now, scheduler_names=serving)
@@ -269,9 +272,11 @@ def decide(
     *,
     now: float | None = None,
     serving: Collection[str] = (SCHEDULER,),
+    span_clocks: Mapping[str, float] | None = None,
 ) -> Decisions:
     """One session over the given objects."""
-    return run_session(snapshot_of(objects, now=now, serving=serving), config_of(config))
+    snapshot = snapshot_of(objects, now=now, serving=serving, span_clocks=span_clocks)
+    return run_session(snapshot, config_of(config))
 
 
 def placements(decisions: Decisions) -> dict[str, str]:

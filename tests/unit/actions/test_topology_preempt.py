@@ -184,8 +184,13 @@ def test_a_soft_ask_within_its_soft_wait_makes_room_only_in_a_rack() -> None:
     objects = [*racks(["r1", "r2"]), *busy, *preemptor("g", 2, networkTopology=soft)]
     waiting = decide(objects, WAITING, now=at(160))
     assert waiting.evictions == []
-    assert "(soft) and waits 540s more" in waiting.pending["default/g-0"].message
-    spanning = decide(objects, WAITING, now=at(701))
+    # Room made across racks would start it: its softWait starts then.
+    assert waiting.span_clocks == {"default/g": at(160)}
+    assert waiting.unplaced["default/g"].until == at(760)
+    later = decide(objects, WAITING, now=at(460), span_clocks=waiting.span_clocks)
+    assert later.evictions == []
+    assert "(soft) and waits 300s more" in later.pending["default/g-0"].message
+    spanning = decide(objects, WAITING, now=at(761), span_clocks=waiting.span_clocks)
     assert evicted(spanning) == {"default/busy-r1-0", "default/busy-r2-1"}
 
 
@@ -198,7 +203,10 @@ def test_a_soft_sub_group_within_its_soft_wait_makes_room_only_in_a_rack() -> No
     waiting = decide([*racks(["r1", "r2"]), *busy, *gang], WAITING, now=at(160))
     assert waiting.evictions == []
     assert "sub-group workers: " in waiting.pending["default/g-0"].message
-    spanning = decide([*racks(["r1", "r2"]), *busy, *gang], WAITING, now=at(701))
+    started = {"default/g": at(100)}
+    spanning = decide(
+        [*racks(["r1", "r2"]), *busy, *gang], WAITING, now=at(701), span_clocks=started
+    )
     assert evicted(spanning) == {"default/busy-r1-0", "default/busy-r2-1"}
     busy = filler({"r1-0": 1, "r1-1": 2000, "r2-0": 3, "r2-1": 1})
     freed = decide([*racks(["r1", "r2"]), *busy, *gang], WAITING, now=at(160))

@@ -218,8 +218,10 @@ def test_a_pod_set_whose_gang_runs_another_elsewhere_is_a_part_of_it() -> None:
 
 
 def test_a_preferred_pod_set_beside_a_running_one_waits_as_a_part() -> None:
-    """With r1-1 busy too no rack has room for a: within softWait it waits as a part (not
-    for r2, where b runs), and is woken when the wait ends."""
+    """With r1-1 busy too no node but r1-0 is free, and no rack has room for a: it waits
+    as a part (not for r2, where b runs). It could not start across racks either, so its
+    softWait does not start (it is woken by the starvation threshold); had it started,
+    it is woken when the wait ends."""
     objects = pod_set_beside_a_running_one("preferred")
     objects.append(pod("hog-r1", {"cpu": "4"}, node_name="r1-1", scheduler="other"))
     rack = f"{{name: rack, nodeLabel: {RACK}}}"
@@ -227,4 +229,7 @@ def test_a_preferred_pod_set_beside_a_running_one_waits_as_a_part() -> None:
     decisions = decide(objects, config, now=at(60))
     assert not placements(decisions)
     assert "pod set a: " in decisions.pending["default/k-0"].message
+    assert not decisions.span_clocks
+    assert decisions.unplaced["default/k"].until == at(3600)
+    decisions = decide(objects, config, now=at(60), span_clocks={"default/k": at(0)})
     assert decisions.unplaced["default/k"].until == at(600)

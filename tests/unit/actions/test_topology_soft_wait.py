@@ -1,5 +1,6 @@
 """A soft topology ask waits `topology.softWait` for a domain of the lowest tier that
-could hold it before it spans domains; without the setting it spans at once."""
+could hold it before it spans domains, counted from the first session in which it could
+have been placed across domains; without the setting it spans at once."""
 
 from tests.support.objects import at, decide, node, placements, pod, pod_group
 
@@ -30,14 +31,18 @@ def soft_gang(size: int) -> list[dict[str, object]]:
 
 
 RACKS_FULL_BUT_ONE_NODE_EACH = ("r1-0", "r2-0", "r3-0")
+# Gang g's softWait started when it was created: an earlier session found it could
+# have been placed across domains then.
+STARTED = {"default/g": at(0)}
 
 
 def test_a_soft_gang_waits_for_one_rack_within_its_soft_wait() -> None:
     """Each rack has one node free: the gang of two fits no rack. Within its wait it is
     placed nowhere and says for how long it waits; without the setting it spans racks."""
     objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), *soft_gang(2)]
-    waiting = decide(objects, WAITING, now=at(60))
+    waiting = decide(objects, WAITING, now=at(60), span_clocks=STARTED)
     assert not placements(waiting)
+    assert waiting.span_clocks == STARTED
     message = waiting.pending["default/g-0"].message
     assert "in one domain of rack (soft) and waits 540s more for one" in message, message
     spanning = decide(objects, SPANNING, now=at(60))
@@ -46,10 +51,45 @@ def test_a_soft_gang_waits_for_one_rack_within_its_soft_wait() -> None:
 
 def test_a_soft_gang_spans_racks_once_its_wait_is_over() -> None:
     objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), *soft_gang(2)]
-    decisions = decide(objects, WAITING, now=at(601))
+    decisions = decide(objects, WAITING, now=at(601), span_clocks=STARTED)
     where = placements(decisions)
     assert set(where) == {"default/g-0", "default/g-1"}
     assert len({where[k].split("-")[0] for k in where}) == 2
+    # Placed, it keeps no clock.
+    assert not decisions.span_clocks
+
+
+def test_a_soft_gang_that_could_start_nowhere_waits_past_its_soft_wait() -> None:
+    """Every node is full: the gang cannot start anywhere, so its softWait does not
+    start, however long ago it was created; it says so, and no time wakes it."""
+    full = tuple(f"{rack}-{i}" for rack in ("r1", "r2", "r3") for i in range(2))
+    objects = [*racks(full), *soft_gang(2)]
+    decisions = decide(objects, f"starvationThreshold: 1h\n{WAITING}", now=at(3000))
+    assert not placements(decisions)
+    assert not decisions.span_clocks
+    message = decisions.pending["default/g-0"].message
+    assert (
+        "in one domain of rack (soft); its softWait of 600s starts once it could start "
+        "across domains (topology.softWait)"
+    ) in message, message
+    assert decisions.unplaced["default/g"].until == at(3600)
+
+
+def test_a_soft_gang_starts_its_wait_when_room_comes_across_racks_only() -> None:
+    """Created long before, it waited with every node full. Room comes on one node of
+    each rack: it does not span them at once, its softWait starts then (the session
+    reports the start); a session softWait later, it spans them."""
+    objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), *soft_gang(2)]
+    first = decide(objects, WAITING, now=at(3000))
+    assert not placements(first)
+    assert first.span_clocks == {"default/g": at(3000)}
+    message = first.pending["default/g-0"].message
+    assert "in one domain of rack (soft) and waits 600s more for one" in message, message
+    later = decide(objects, WAITING, now=at(3300), span_clocks=first.span_clocks)
+    assert not placements(later) and later.span_clocks == first.span_clocks
+    assert "waits 300s more" in later.pending["default/g-0"].message
+    where = placements(decide(objects, WAITING, now=at(3601), span_clocks=first.span_clocks))
+    assert len({node.split("-")[0] for node in where.values()}) == 2
 
 
 def test_a_soft_gang_within_its_wait_takes_a_rack_that_holds_it() -> None:
@@ -93,7 +133,10 @@ def test_a_kueue_preferred_pod_set_within_its_wait_holds_no_room_either() -> Non
         pod(f"k-{i}", {"cpu": "4"}, labels=labels, annotations=notes, created=0) for i in range(2)
     ]
     objects.append(pod("small", {"cpu": "4"}, created=110))
-    decisions = decide(objects, f"starvationThreshold: 60s\n{WAITING}", now=at(120))
+    started = {"default/k": at(0)}
+    decisions = decide(
+        objects, f"starvationThreshold: 60s\n{WAITING}", now=at(120), span_clocks=started
+    )
     assert "waits 480s more" in decisions.pending["default/k-0"].message
     assert "room is held" not in decisions.pending["default/k-0"].message
     assert "default/small" in placements(decisions)
@@ -103,7 +146,9 @@ def test_a_soft_gang_set_aside_within_its_wait_is_woken_when_it_ends() -> None:
     """Its outcome changes when the wait runs out, though nothing else does (the
     starvation threshold set past it)."""
     objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), *soft_gang(2)]
-    decisions = decide(objects, f"starvationThreshold: 1h\n{WAITING}", now=at(60))
+    decisions = decide(
+        objects, f"starvationThreshold: 1h\n{WAITING}", now=at(60), span_clocks=STARTED
+    )
     assert decisions.unplaced["default/g"].until == at(600)
 
 
@@ -142,7 +187,8 @@ def test_a_soft_sub_group_waits_for_one_rack_within_its_soft_wait() -> None:
     and for how long; without the setting, or once the wait is over, it spans racks."""
     objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), *sub_group_gang(2)]
     # The starvation threshold past the wait: its end is the first time it may change.
-    waiting = decide(objects, f"starvationThreshold: 1h\n{WAITING}", now=at(60))
+    config = f"starvationThreshold: 1h\n{WAITING}"
+    waiting = decide(objects, config, now=at(60), span_clocks=STARTED)
     assert not placements(waiting)
     message = waiting.pending["default/g-0"].message
     assert (
@@ -152,7 +198,7 @@ def test_a_soft_sub_group_waits_for_one_rack_within_its_soft_wait() -> None:
     ) in message, message
     assert waiting.unplaced["default/g"].until == at(600)
     for config, now in ((SPANNING, 60), (WAITING, 601)):
-        where = placements(decide(objects, config, now=at(now)))
+        where = placements(decide(objects, config, now=at(now), span_clocks=STARTED))
         assert set(where) == {"default/g-0", "default/g-1"}
         assert len({node.split("-")[0] for node in where.values()}) == 2
 
@@ -204,14 +250,16 @@ def test_a_kueue_preferred_pod_set_among_several_waits_for_one_rack() -> None:
     waits for a rack within the wait (the gang with it), spanning r2 and r3 at once or
     once the wait is over."""
     objects = [*racks(("r2-0", "r3-0")), *kueue_pod_sets()]
-    waiting = decide(objects, f"starvationThreshold: 1h\n{WAITING}", now=at(60))
+    waiting = decide(
+        objects, f"starvationThreshold: 1h\n{WAITING}", now=at(60), span_clocks={"default/k": at(0)}
+    )
     assert not placements(waiting)
     message = waiting.pending["default/k-2"].message
     assert "pod set b: " in message, message
     assert "in one domain of topology.kubernetes.io/rack (soft) and waits 540s more" in message
     assert waiting.unplaced["default/k"].until == at(600)
     for config, now in ((SPANNING, 60), (WAITING, 601)):
-        where = placements(decide(objects, config, now=at(now)))
+        where = placements(decide(objects, config, now=at(now), span_clocks={"default/k": at(0)}))
         assert {where["default/k-0"][:2], where["default/k-1"][:2]} == {"r1"}
         assert {where["default/k-2"][:2], where["default/k-3"][:2]} == {"r2", "r3"}
 
@@ -221,7 +269,9 @@ def test_a_soft_sub_group_within_its_wait_holds_no_room_past_the_starvation_thre
     small pod still takes the free node of a rack."""
     objects = [*racks(RACKS_FULL_BUT_ONE_NODE_EACH), *sub_group_gang(2)]
     objects.append(pod("small", {"cpu": "4"}, created=110))
-    decisions = decide(objects, f"starvationThreshold: 60s\n{WAITING}", now=at(120))
+    decisions = decide(
+        objects, f"starvationThreshold: 60s\n{WAITING}", now=at(120), span_clocks=STARTED
+    )
     message = decisions.pending["default/g-0"].message
     assert "waits 480s more" in message and "room is held" not in message, message
     assert "default/small" in placements(decisions)
@@ -243,7 +293,7 @@ def test_a_soft_sub_group_waiting_inside_a_zone_with_room_names_its_own_wait() -
     own ask is met, it waits only for its sub-group's rack. Its reason names the part's
     wait, not the zone as if it held no member."""
     objects = [*racks(("r1-0", "r2-0", "r3-0", "r3-1")), *hard_zone_gang_of_a_soft_sub_group()]
-    decisions = decide(objects, WAITING, now=at(60))
+    decisions = decide(objects, WAITING, now=at(60), span_clocks=STARTED)
     assert not placements(decisions)
     message = decisions.pending["default/g-0"].message
     assert message.startswith(
@@ -275,3 +325,14 @@ def test_a_starving_gang_whose_sub_group_has_no_rack_to_wait_for_in_its_zones_ho
     for now in (120, 700):
         message = decide(objects, config, now=at(now)).pending["default/g-0"].message
         assert "room is held for it on node(s) r3-0, r3-1" in message, (now, message)
+
+
+def test_a_soft_gang_that_could_start_nowhere_holds_room_past_the_starvation_threshold() -> None:
+    """Every node is full and its softWait has not started: past the starvation
+    threshold room is held for it, in the rack closest to holding it, as for any gang
+    (it could not start across racks, so no room it holds waits on its own choice)."""
+    full = tuple(f"{rack}-{i}" for rack in ("r1", "r2", "r3") for i in range(2))
+    objects = [*racks(full), *soft_gang(2)]
+    decisions = decide(objects, f"starvationThreshold: 60s\n{WAITING}", now=at(120))
+    assert not decisions.span_clocks
+    assert "room is held" in decisions.pending["default/g-0"].message

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from batchsched.cache.cluster import ClusterCache
 from batchsched.cli import main
 from batchsched.config.load import load_config
 from batchsched.explain.analysis import explain as analyse
@@ -417,6 +418,14 @@ def test_a_gang_waiting_for_a_rack_names_the_tier_the_best_rack_and_what_it_hold
     )
 
 
+def started_at(text: str, since: float) -> ClusterCache:
+    """The objects' cache, gang default/train's softWait started at `since` (by an
+    earlier session that found it could start across domains)."""
+    cache = cache_of(yaml.safe_load_all(text))
+    cache.span_clocks = {"default/train": since}
+    return cache
+
+
 def test_a_soft_gang_waiting_for_a_rack_says_when_it_spans_racks() -> None:
     """Rack r1 (two nodes, one busy) could hold the gang of two 32-CPU pods, r2 (one node)
     could not: within its softWait the soft ask waits for r1 rather than span both. Read
@@ -432,7 +441,7 @@ def test_a_soft_gang_waiting_for_a_rack_says_when_it_spans_racks() -> None:
     text += "".join(pod(f"train-{i}", group="train", cpu=32) for i in range(2))
     config = load_config(f"topology: {{tiers: [{{name: rack, nodeLabel: {rack}}}], softWait: 10m}}")
     created = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
-    ran = run_once(cache_of(yaml.safe_load_all(text)), config, now=created + 60)
+    ran = run_once(started_at(text, created), config, now=created + 60)
     lines = to_text(analyse(ran, parse_target("pg/train", namespace="default"))).splitlines()
     assert "asks its members in one domain of rack (soft) and waits" in lines[1], lines[1]
     assert lines[2].startswith(
@@ -457,7 +466,7 @@ def test_a_soft_sub_group_waiting_for_a_rack_names_the_part_and_when_it_spans() 
     text += "".join(pod(f"train-{i}", group="train", cpu=32) for i in range(2))
     config = load_config(f"topology: {{tiers: [{{name: rack, nodeLabel: {rack}}}], softWait: 10m}}")
     created = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
-    ran = run_once(cache_of(yaml.safe_load_all(text)), config, now=created + 60)
+    ran = run_once(started_at(text, created), config, now=created + 60)
     lines = to_text(analyse(ran, parse_target("pg/train", namespace="default"))).splitlines()
     assert (
         "sub-group workers: PodGroup default/train.spec.subGroupPolicy[0].networkTopology "
@@ -487,7 +496,7 @@ def test_a_soft_sub_group_waiting_inside_its_gangs_zone_names_the_parts_wait() -
     tiers = f"[{{name: rack, nodeLabel: {rack}}}, {{name: zone, nodeLabel: {zone}}}]"
     config = load_config(f"topology: {{tiers: {tiers}, softWait: 10m}}")
     created = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
-    ran = run_once(cache_of(yaml.safe_load_all(text)), config, now=created + 60)
+    ran = run_once(started_at(text, created), config, now=created + 60)
     lines = to_text(analyse(ran, parse_target("pg/train", namespace="default"))).splitlines()
     assert lines[1].startswith(
         "cause: gang default/train: sub-group workers: PodGroup "

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from batchsched.config.load import default_config
+from batchsched.config.load import default_config, load_config
 from batchsched.k8s import loop as session_loop
 from batchsched.k8s import watch as watch_module
 from batchsched.k8s.binder import Binder
@@ -383,3 +383,39 @@ async def test_deallocations_decided_while_a_batch_is_written_are_written_after_
     assert loop._releasing is not None
     await asyncio.wait_for(loop._releasing, 30)
     assert written == [["c0"], ["c1", "c2"]]
+
+
+async def test_a_soft_gang_keeps_its_soft_wait_clock_across_sessions_until_placed() -> None:
+    """Racks r1 and r2 of two 1-CPU nodes have one free each: the soft gang of two fits
+    no rack but could start across both, so the session starts its softWait, which the
+    cache keeps and the next session's snapshot gives back; once placed, it is
+    forgotten."""
+    rack = "topology.kubernetes.io/rack"
+    api = RecordingApi()
+    watch = watch_over(api)
+    for name in ("r1-0", "r1-1", "r2-0", "r2-1"):
+        watch.apply(NODES, node(name, cpu="1", labels={rack: name[:2]}))
+    hog = pod("hog", requests={"cpu": "1"}, namespace="default", node_name="r1-1")
+    watch.apply(PODS, hog)
+    watch.apply(PODS, pod("hog-2", requests={"cpu": "1"}, namespace="default", node_name="r2-1"))
+    group, *members = gang("g", 2, requests={"cpu": "1"}, namespace="default")
+    group["spec"]["networkTopology"] = {"mode": "soft"}
+    watch.apply(GROUPS, group)
+    for i, member in enumerate(members):
+        member["metadata"]["uid"] = f"uid-{i}"
+        watch.apply(PODS, member)
+    config = load_config(f"topology: {{tiers: [{{name: rack, nodeLabel: {rack}}}], softWait: 1h}}")
+    binder = Binder(api, watch, valid_for=unbounded, idle=watch.status.binds_idle)
+    evictor = Evictor(api, watch, scheduler_name="batch-scheduler", valid_for=unbounded)
+    loop = SessionLoop(config, watch, binder, evictor=evictor, leading=lambda: True)
+    await loop.session()
+    started = loop.cache.span_clocks["default/g"]
+    assert loop.cache.tasks["default/g-0"].node_name is None
+    assert loop.keeper.take(now=time.time(), retry_all=True).jobs["default/g"].span_since == started
+    await loop.session()
+    assert loop.cache.span_clocks == {"default/g": started}
+    # Room for it in one rack: placed there, its clock is forgotten.
+    watch.delete(PODS, watch.apply(PODS, hog))
+    await loop.session()
+    assert {loop.cache.tasks[f"default/g-{i}"].node_name for i in range(2)} == {"r1-0", "r1-1"}
+    assert loop.cache.span_clocks == {}
