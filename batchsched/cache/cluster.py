@@ -50,7 +50,7 @@ from batchsched.api.volumes import (
     storage_class_from_object,
     volume_from_object,
 )
-from batchsched.model.decisions import DeviceAllocation
+from batchsched.model.decisions import DeviceAllocation, SpanClock
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ class ClusterCache:
         self.arrivals: dict[str, float] = {}
         # Job key -> when its soft topology asks' softWait started counting
         # (Decisions.span_clocks, kept from the last session): in memory only.
-        self.span_clocks: dict[str, float] = {}
+        self.span_clocks: dict[str, SpanClock] = {}
         self._sequence = 0.0
         self._shapes = ShapeMemo()
         # "ns/name" -> apiVersion -> PodGroup, for groups of one name in several APIs.

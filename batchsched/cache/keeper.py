@@ -295,11 +295,12 @@ class _State:
             if why.until is not None and why.until <= now:
                 del self.set_aside[key]
         jobs = dict(self.jobs)
-        # The softWait clocks the last session kept, on the jobs still there.
-        for key, since in cache.span_clocks.items():
+        # The softWait clocks the last session kept, on the jobs still there (not on one
+        # made again under the same name since: that session's snapshot predates it).
+        for key, clock in cache.span_clocks.items():
             job = jobs.get(key)
-            if job is not None:
-                jobs[key] = replace(job, span_since=since)
+            if job is not None and job.owner == clock.owner:
+                jobs[key] = replace(job, span_since=clock.since)
         return Snapshot(
             now=now,
             resources=self.resources,

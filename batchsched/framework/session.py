@@ -623,7 +623,7 @@ class Session:
                         or NOT_ATTEMPTED
                     )
         self._report_unplaced()
-        self.decisions.span_clocks = self.topology.clocks({k for k, n in self.placed.items() if n})
+        self.decisions.span_clocks = self.topology.clocks()
         claims = self.device_claims
         self.decisions.deallocations = [
             d for d in self.deallocations.values() if claims is not None and claims.still_idle(d)

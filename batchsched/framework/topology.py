@@ -17,7 +17,7 @@ The tiers are the configured node labels (`topology.tiers`, finest first) when t
 configuration names some, else the HyperNodes' tiers (model/topology.py).
 """
 
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain
@@ -28,7 +28,7 @@ from batchsched.api.objects import Task
 from batchsched.api.resources import BASE_RESOURCES, PODS
 from batchsched.api.topology import Mode, TopologyAsk
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
-from batchsched.model.decisions import TopologyDomain
+from batchsched.model.decisions import SpanClock, TopologyDomain
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 from batchsched.model.topology import NO_DOMAIN, Tier
 
@@ -324,12 +324,18 @@ class TopologyPlanner:
         since = self.span_since(job)
         return None if since is None else since + self.soft_wait
 
-    def clocks(self, placed: Container[str]) -> dict[str, float]:
-        """Every softWait started, this session or before, of the jobs not placed in it:
-        what the cache keeps for the next session (Decisions.span_clocks)."""
-        kept = {k: j.span_since for k, j in self.snapshot.jobs.items() if j.span_since is not None}
-        kept.update(self.started)
-        return {key: since for key, since in kept.items() if key not in placed}
+    def clocks(self) -> dict[str, SpanClock]:
+        """Every softWait started, this session or before, of the jobs not holding their
+        minimum in the snapshot: what the cache keeps for the next session
+        (Decisions.span_clocks). A placement of this session keeps the clock until a
+        snapshot shows it carried out, so that a bind dropped or failed does not start
+        the softWait afresh."""
+        return {
+            key: SpanClock(since, job.owner)
+            for key, job in self.snapshot.jobs.items()
+            if job.bound < job.min_member
+            and (since := self.started.get(key, job.span_since)) is not None
+        }
 
     def _waiting(self, job: JobInfo) -> bool:
         """Whether the job is within its softWait (or its softWait has not started), and

@@ -27,6 +27,16 @@ class _PickledAsFields:
 
 
 @dataclass(frozen=True, slots=True)
+class SpanClock(_PickledAsFields):
+    """A job's softWait clock: when it started, and the job it started for (its
+    PodGroup's uid, or its creation for a group with none), so that a gang deleted and
+    made again under the same name starts its own."""
+
+    since: float
+    owner: str | float
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimBinding(_PickledAsFields):
     """How a claim of a bound pod gets its volume on the chosen node: the administrator's
     volume `volume` is bound to it, or, when `volume` is empty, one is provisioned for
@@ -223,8 +233,9 @@ class Decisions:
     deallocations: list[Deallocation] = field(default_factory=list)
     # Job key -> when a session first found that the job's soft topology asks could have
     # placed it across domains (its topology.softWait counts from then), for every job
-    # not placed yet: the cache keeps them for the next session (JobInfo.span_since).
-    span_clocks: dict[str, float] = field(default_factory=dict)
+    # not holding its minimum yet: the cache keeps them for the next session
+    # (JobInfo.span_since).
+    span_clocks: dict[str, SpanClock] = field(default_factory=dict)
     # Jobs allocate tried and could place nowhere, that made no room by evicting and
     # hold none (starving): nothing in this session would place them.
     unplaced: dict[str, Unplaced] = field(default_factory=dict)

@@ -109,6 +109,12 @@ class JobInfo:
     span_since: float | None = None
 
     @property
+    def owner(self) -> str | float:
+        """What tells this job from one deleted and made again under its name: its
+        PodGroup's uid, or for a group with none its creation (SpanClock.owner)."""
+        return self.group.uid if self.group is not None and self.group.uid else self.creation
+
+    @property
     def whole_podset(self) -> PodSetTopology | None:
         """The pod set every member pending or holding a node is in, if one is."""
         if self.podset is None or self.podset_members < self.bound + len(self.pending):

@@ -19,7 +19,7 @@ from batchsched.api.yamlload import load_all
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import take_snapshot
 from batchsched.config.load import SchedulerConfig, default_config, load_config
-from batchsched.model.decisions import Decisions
+from batchsched.model.decisions import Decisions, SpanClock
 from batchsched.model.snapshot import Snapshot, TaskInfo
 from batchsched.scheduler import run_session
 
@@ -245,17 +245,35 @@ def snapshot_of(
     *,
     now: float | None = None,
     serving: Collection[str] = (SCHEDULER,),
-    span_clocks: Mapping[str, float] | None = None,
+    span_clocks: Mapping[str, SpanClock | float] | None = None,
 ) -> Snapshot:
     """A snapshot taken at `now`, by default when the newest pod was created (as the
     simulator does), so that no job has waited long enough to starve, by a scheduler
     serving the scheduler names `serving`; `span_clocks` are the softWait clocks an
-    earlier session started (Decisions.span_clocks)."""
+    earlier session started (Decisions.span_clocks, or a time: started then for the job
+    the objects make under that key)."""
     cache = cache_of(objects)
-    cache.span_clocks = dict(span_clocks or {})
+    cache.span_clocks = clocks_of(cache, span_clocks or {})
     if now is None:
         now = max((t.creation for t in cache.tasks.values()), default=0.0)
     return take_snapshot(cache, now=now, scheduler_names=serving)
+
+
+def clocks_of(
+    cache: ClusterCache, started: Mapping[str, SpanClock | float]
+) -> dict[str, SpanClock]:
+    """The softWait clocks `started`, a time given as one an earlier session started for
+    the job the cache holds under that key (of that job's owner)."""
+    jobs = take_snapshot(cache, now=0.0, scheduler_names=(SCHEDULER,)).jobs
+    return {
+        key: clock if isinstance(clock, SpanClock) else SpanClock(clock, jobs[key].owner)
+        for key, clock in started.items()
+    }
+
+
+def span_starts(decisions: Decisions) -> dict[str, float]:
+    """Job key -> when its softWait started, of every clock the session kept."""
+    return {key: clock.since for key, clock in decisions.span_clocks.items()}
 
 
 def config_of(config: SchedulerConfig | str | None) -> SchedulerConfig:
@@ -272,7 +290,7 @@ def decide(
     *,
     now: float | None = None,
     serving: Collection[str] = (SCHEDULER,),
-    span_clocks: Mapping[str, float] | None = None,
+    span_clocks: Mapping[str, SpanClock | float] | None = None,
 ) -> Decisions:
     """One session over the given objects."""
     snapshot = snapshot_of(objects, now=now, serving=serving, span_clocks=span_clocks)

@@ -20,12 +20,14 @@ from tests.support.objects import (
     SCHEDULER,
     Obj,
     at,
+    cache_of,
     native_pod_group,
     node,
     pod,
     pod_group,
     priority_class,
     queue,
+    span_starts,
 )
 
 
@@ -413,3 +415,41 @@ def test_a_job_set_aside_is_tried_again_when_its_sla_waiting_time_passes() -> No
     )
     decisions = run_session(keeper.take(now=at(10)), config)
     assert decisions.unplaced["default/g"].until == at(45)
+
+
+def soft_gang(created: float, uid: str) -> list[Obj]:
+    """Gang g of two 4-CPU pods asking one rack (soft), its objects of uid `uid`-i
+    (none when `uid` is empty: its creation tells it apart)."""
+    objects = [pod_group("g", 2, created=created, networkTopology={"mode": "soft"})]
+    objects += [pod(f"g-{i}", {"cpu": "4"}, group="g", created=created) for i in range(2)]
+    for i, obj in enumerate(objects):
+        if uid:
+            obj["metadata"]["uid"] = f"{uid}-{i}"
+    return objects
+
+
+@pytest.mark.parametrize("uids", [("old", "new"), ("", "")])
+def test_a_gang_made_again_under_its_name_does_not_inherit_the_old_ones_soft_wait(
+    uids: tuple[str, str],
+) -> None:
+    """The gang is deleted and made again (its job controller restarted it) after a
+    session started its softWait: the clock that session kept is the old gang's, not
+    the new one's, which starts its own."""
+    config = load_config("topology: {tiers: [{name: rack, nodeLabel: rack}], softWait: 10m}")
+    racks = [node(f"r{r}-{i}", cpu="4", labels={"rack": f"r{r}"}) for r in (1, 2) for i in (0, 1)]
+    hogs = [pod(f"hog-{r}", {"cpu": "4"}, node_name=f"r{r}-0", scheduler="other") for r in (1, 2)]
+    old, new = uids
+    cache = cache_of([*racks, *hogs, *soft_gang(0, old)])
+    first = run_session(take_snapshot(cache, now=at(100), scheduler_names=(SCHEDULER,)), config)
+    assert span_starts(first) == {"default/g": at(100)}
+    cache.span_clocks = first.span_clocks
+    for obj in soft_gang(0, old):
+        cache.apply(obj, deleted=True)
+    for obj in soft_gang(1000, new):
+        cache.apply(obj)
+    snapshot = take_snapshot(cache, now=at(1001), scheduler_names=(SCHEDULER,))
+    assert snapshot.jobs["default/g"].span_since is None
+    # Its softWait starts now: it waits for a rack.
+    second = run_session(snapshot, config)
+    assert not second.bindings
+    assert span_starts(second) == {"default/g": at(1001)}

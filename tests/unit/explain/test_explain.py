@@ -16,7 +16,7 @@ from batchsched.explain.render import to_text
 from batchsched.explain.session import run_once
 from batchsched.explain.target import parse_target
 
-from tests.support.objects import cache_of
+from tests.support.objects import cache_of, clocks_of
 
 SCHEDULER = "schedulerName: batch-scheduler"
 
@@ -422,7 +422,7 @@ def started_at(text: str, since: float) -> ClusterCache:
     """The objects' cache, gang default/train's softWait started at `since` (by an
     earlier session that found it could start across domains)."""
     cache = cache_of(yaml.safe_load_all(text))
-    cache.span_clocks = {"default/train": since}
+    cache.span_clocks = clocks_of(cache, {"default/train": since})
     return cache
 
 
