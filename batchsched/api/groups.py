@@ -23,6 +23,8 @@ from batchsched.api.objects import GROUP_PHASES, PodGroup
 from batchsched.api.queues import DEFAULT_QUEUE
 from batchsched.api.reads import keys_under, reads
 from batchsched.api.resources import parse_resource_list, volcano_counts
+from batchsched.api.spanclock import ANNOTATIONS as CLOCK_ANNOTATIONS
+from batchsched.api.spanclock import read_stored_clock
 from batchsched.api.topology import network_topology, sub_group_policies
 
 GROUP = "scheduling.batchsched.io"
@@ -61,6 +63,7 @@ POD_GROUP_READS = reads(
     "apiVersion",
     "metadata.creationTimestamp",
     *keys_under("metadata.annotations", WAITING_TIME_ANNOTATIONS),
+    *keys_under("metadata.annotations", CLOCK_ANNOTATIONS),
     "spec",
     "status.phase",
 )
@@ -87,6 +90,9 @@ def pod_group_from_object(obj: Obj, *, default_creation: float = 0.0) -> PodGrou
         _fill(group, obj, where=where)
     except InvalidObject as error:
         group.error = str(error)
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    if isinstance(annotations, dict):
+        read_stored_clock(group, annotations)
     return group
 
 

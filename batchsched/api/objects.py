@@ -288,6 +288,12 @@ class PodGroup:
     # spec.subGroupPolicy: parts of the gang, each in a domain of its own.
     network_topology: TopologyAsk | None = None
     sub_groups: tuple[SubGroupPolicy, ...] = ()
+    # The softWait clock kept on the object (api/spanclock.py): its annotations as the
+    # object shows them, (since, owner), None when it has neither; when it started, if
+    # they are valid and kept for this object; else why they are ignored.
+    stored_clock: tuple[str, str] | None = None
+    span_since: float | None = None
+    stored_clock_problem: str | None = None
 
     @property
     def key(self) -> str:

@@ -228,8 +228,13 @@ class ClusterCache:
         # the order pods arrived in, finer than their creationTimestamps' seconds.
         self.arrivals: dict[str, float] = {}
         # Job key -> when its soft topology asks' softWait started counting
-        # (Decisions.span_clocks, kept from the last session): in memory only.
+        # (Decisions.span_clocks, kept from the last session). The operator keeps them on
+        # the groups' objects too, whence restore_clocks takes them back.
         self.span_clocks: dict[str, SpanClock] = {}
+        # PodGroup key -> why the softWait clock its object keeps was ignored, once logged;
+        # and the keys of the groups whose objects show one, valid or not.
+        self._clock_problems: dict[str, str] = {}
+        self.stored_clock_keys: set[str] = set()
         self._sequence = 0.0
         self._shapes = ShapeMemo()
         # "ns/name" -> apiVersion -> PodGroup, for groups of one name in several APIs.
@@ -368,6 +373,15 @@ class ClusterCache:
             return self.priority_classes.get(key)
         if kind == "Namespace":
             return self.namespaces.get(key)
+        if kind == "PodGroup":
+            # The softWait clock its object keeps is read by restore_clocks alone: our
+            # own write of it changes nothing a session reads.
+            group = self.pod_groups.get(key)
+            return (
+                None
+                if group is None
+                else replace(group, stored_clock=None, span_since=None, stored_clock_problem=None)
+            )
         if kind == "ResourceClaim":
             # Its devices change hands only as it comes, goes or is (de)allocated: its
             # reservations do not free any.
@@ -381,7 +395,8 @@ class ClusterCache:
         if kind == "Pod":
             changes.pods.add(key)
         elif kind == "PodGroup":
-            changes.groups.add(key)
+            if before is None or self._context(kind, key) != before:
+                changes.groups.add(key)
         elif kind in DEVICE_KINDS:
             changes.devices |= kind != "ResourceClaim" or self._context(kind, key) != before
         elif self._context(kind, key) == before:
@@ -410,9 +425,33 @@ class ClusterCache:
         if not versions:
             del self._group_versions[key]
             self.pod_groups.pop(key, None)
+            self._clock_problems.pop(key, None)
+            self.stored_clock_keys.discard(key)
             return
         first = min(versions, key=lambda v: _API_RANK.get(v, len(_API_RANK)))
-        self.pod_groups[key] = versions[first]
+        group = self.pod_groups[key] = versions[first]
+        if group.stored_clock is None:
+            self.stored_clock_keys.discard(key)
+        else:
+            self.stored_clock_keys.add(key)
+        problem = group.stored_clock_problem
+        if problem is not None and self._clock_problems.get(key) != problem:
+            log.warning("%s", problem)
+        if problem is None:
+            self._clock_problems.pop(key, None)
+        else:
+            self._clock_problems[key] = problem
+
+    def restore_clocks(self) -> None:
+        """Take the softWait clocks the groups' objects keep (api/spanclock.py) as the
+        last session's: before the first session, and when a replica starts leading,
+        its memory holding none or those of its own last term."""
+        groups = self.pod_groups
+        self.span_clocks = {
+            key: SpanClock(since, groups[key].uid)
+            for key in self.stored_clock_keys
+            if (since := groups[key].span_since) is not None
+        }
 
     def _apply_queue(self, key: str, obj: Obj, *, deleted: bool) -> None:
         """Queues of one name in our API and Volcano's are kept apart, as PodGroups are,

@@ -62,6 +62,8 @@ async def _list_all(kubeconfig: str | None) -> Cluster:
                 cluster.cache.apply(watched.trim(raw))
             except InvalidObject as error:
                 cluster.warnings.append(str(error))
+    # The softWait clocks the groups' objects keep, as the operator's next session takes them.
+    cluster.cache.restore_clocks()
     return cluster
 
 

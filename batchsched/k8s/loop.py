@@ -163,6 +163,10 @@ class SessionLoop:
         while True:
             started = time.monotonic()
             if self.leading():
+                if self._last is None:
+                    # This replica's first session, or its first since it led last: the
+                    # softWait clocks its memory holds are none or stale.
+                    self.cache.restore_clocks()
                 if self._due(started):
                     self._last = started
                     await self.session()
@@ -231,6 +235,13 @@ class SessionLoop:
         self._publish(decisions, usage, timings)
         self.keeper.set_aside(decisions.unplaced)
         self.cache.span_clocks = decisions.span_clocks
+        jobs = snapshot.jobs
+        self.status.clocks(
+            decisions.span_clocks,
+            self.cache.pod_groups,
+            self.cache.stored_clock_keys,
+            lambda key: (job := jobs.get(key)) is not None and job.served,
+        )
         if snapshot.held_back:
             # Groups decided as they stood before a pod mixed them: refused at once.
             self.watch.changes.note(urgent=True)

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
@@ -26,6 +26,7 @@ from batchsched.api.groups import OUR_API
 from batchsched.api.nativegroups import NATIVE_API
 from batchsched.api.objects import PodGroup, Queue, Task
 from batchsched.api.resources import CPU, ResourceList
+from batchsched.api.spanclock import OWNER_ANNOTATION, SINCE_ANNOTATION
 from batchsched.api.unsupported import GATED_REASON
 from batchsched.k8s.client import (
     JSON,
@@ -47,6 +48,7 @@ from batchsched.model.decisions import (
     Binding,
     Condition,
     JobStatus,
+    SpanClock,
     TopologyDomain,
 )
 from batchsched.model.reasons import Code, Reason
@@ -89,6 +91,9 @@ VOLCANO_DOMAIN_ANNOTATION = "volcano.sh/job-allocated-hypernode"
 # How a Kubernetes PodGroup's PodGroupScheduled message names the domain it was placed
 # in: "scheduled in the topology domain <key>=<value>".
 TOPOLOGY_DOMAIN_MESSAGE = "scheduled in the topology domain"
+# The writer's target of a group's softWait clock, apart from its status: neither
+# replaces the other while queued.
+SOFT_WAIT_TARGET = "soft-wait"
 # The cause the API server gives for refusing to create anything, events included, in a
 # namespace being deleted; events to it are not sent for a while after.
 NAMESPACE_TERMINATING = "NamespaceTerminating"
@@ -289,6 +294,8 @@ class StatusWriter:
         # instead while that write is queued, being sent or to be sent again.
         self._annotated: dict[tuple[str, str], str | None] = {}
         self._annotating: dict[tuple[str, str], str | None] = {}
+        # Keys of the groups a softWait clock was last written to (not taken off since).
+        self._clocked: set[str] = set()
         # Pod -> when it became unschedulable, while the write saying so is not sent: a
         # newer reason that replaces that write in the queue must carry the time along.
         self._unsent_since: dict[tuple[str, str], str] = {}
@@ -330,6 +337,7 @@ class StatusWriter:
         )
         for store in (*stores, self._queue, self._failed):
             store.pop((kind, key), None)
+            store.pop((f"{kind} {SOFT_WAIT_TARGET}", key), None)
         for store in (self._queue, self._failed):
             store.pop((f"{kind} {DISRUPTION_TARGET}", key), None)
 
@@ -464,6 +472,51 @@ class StatusWriter:
                 news = desired.get("phase") != shown.get("phase")
             if status.condition is not None and news:
                 self.event(_group_ref(group), *_group_event(status.condition))
+
+    def clocks(
+        self,
+        clocks: Mapping[str, SpanClock],
+        groups: Mapping[str, PodGroup],
+        stored: Iterable[str],
+        served: Callable[[str], bool],
+    ) -> None:
+        """Keep each softWait clock a session kept on its gang's group object
+        (api/spanclock.py), so that a restart or a new leader goes on counting it, and
+        take it off a group of a job `served` here once the session drops it (the gang
+        holds its minimum): a clock left there would be taken back when the gang next
+        waits. `stored`: the groups whose objects show one. A peer's group gets it
+        unless `write_peers` is off; a gang with no group object keeps it in memory."""
+        for key in {*clocks, *stored, *self._clocked}:
+            group = groups.get(key)
+            form = None if group is None else STATUS_FORMS.get(group.api_version.partition("/")[0])
+            if group is None or form is None or (form.peer and not self.write_peers):
+                continue
+            clock = clocks.get(key)
+            if clock is None and not served(key):
+                continue  # another scheduler's, whose clock it is to keep
+            desired = None
+            if clock is not None and group.uid and clock.owner == group.uid:
+                desired = (rfc3339(clock.since, micro=True), group.uid)
+            target = (f"{target_kind('PodGroup', group.api_version)} {SOFT_WAIT_TARGET}", key)
+            shown = self._written.get(target, group.stored_clock)
+            if shown == desired:
+                continue
+            self._written[target] = desired
+            if desired is None:
+                self._clocked.discard(key)
+            else:
+                self._clocked.add(key)
+            since, owner = desired or (None, None)
+            meta: JSON = {"annotations": {SINCE_ANNOTATION: since, OWNER_ANNOTATION: owner}}
+            if group.uid:
+                # The patch then fails on an object made again under the name meanwhile.
+                meta["uid"] = group.uid
+            path = f"/apis/{group.api_version}/namespaces/{group.namespace}/podgroups/{group.name}"
+            self._enqueue(
+                target,
+                "podgroup_clock",
+                partial(self.api.patch, path, {"metadata": meta}, content_type=MERGE_PATCH),
+            )
 
     def _annotation(self, target: tuple[str, str]) -> str | None:
         """The domain a group's annotation shows once the write on its way, if one is,

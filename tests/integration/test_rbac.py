@@ -186,13 +186,16 @@ NEEDED = [
         for res in ("podgroups", "workloads")
         for verb in ("list", "watch")
     ],
-    ("patch", "scheduling.k8s.io", "podgroups/status"),
+    *[("patch", "scheduling.k8s.io", res) for res in ("podgroups", "podgroups/status")],
     *[
         (verb, "scheduling.batchsched.io", res)
         for res in ("podgroups", "queues")
         for verb in ("list", "watch")
     ],
-    *[("patch", "scheduling.batchsched.io", res) for res in ("podgroups/status", "queues/status")],
+    *[
+        ("patch", "scheduling.batchsched.io", res)
+        for res in ("podgroups", "podgroups/status", "queues/status")
+    ],
     *[(verb, group, "podgroups") for group in FOREIGN_GROUPS for verb in ("list", "watch")],
     # --peer-status=write (the default): each peer's PodGroups in its own form.
     *[
@@ -200,8 +203,9 @@ NEEDED = [
         for group in FOREIGN_GROUPS
         if group not in OBJECT_STATUS
     ],
-    # PodGroup CRDs without a status subresource: status goes on the object.
-    *[("patch", group, "podgroups") for group in OBJECT_STATUS],
+    # The softWait clock's annotations on every kind's PodGroup; and the status of the
+    # PodGroup CRDs without a status subresource, which goes on the object.
+    *[("patch", group, "podgroups") for group in FOREIGN_GROUPS],
     # create: Volcano's root and default Queues, as its scheduler creates them.
     *[(verb, "scheduling.volcano.sh", "queues") for verb in ("list", "watch", "create")],
     ("patch", "scheduling.volcano.sh", "queues/status"),
@@ -239,8 +243,9 @@ NOT_NEEDED = [
     ("delete", "scheduling.volcano.sh", "queues"),
     ("update", "scheduling.x-k8s.io", "podgroups/status"),
     ("create", "scheduling.k8s.io", "priorityclasses"),
-    # The Job controller makes them; only their status is the scheduler's.
-    *[(verb, "scheduling.k8s.io", "podgroups") for verb in ("create", "patch", "delete")],
+    # The Job controller makes them; only their status and the softWait clock's
+    # annotations are the scheduler's.
+    *[(verb, "scheduling.k8s.io", "podgroups") for verb in ("create", "update", "delete")],
     ("update", "scheduling.k8s.io", "podgroups/status"),
     *[(verb, "scheduling.k8s.io", "workloads") for verb in ("create", "patch")],
     *[

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from batchsched.api.spanclock import OWNER_ANNOTATION, SINCE_ANNOTATION
+
 from .harness import Run, simulate
 from tests.support.objects import (
     gang,
@@ -22,6 +24,7 @@ from tests.support.objects import (
     node,
     pod,
     pod_group,
+    stamp,
 )
 
 RACK = "topology.kubernetes.io/rack"
@@ -463,6 +466,31 @@ def test_a_soft_gang_spans_racks_once_its_soft_wait_runs_out(
     result = run(capsys, tmp_path, objects, f"{RACK_TIERS}  softWait: 10m\n")
     assert len(domains_of(result, "default/g-")) == 2
     assert {result.pods[f"default/g-{i}"]["bound_at"] for i in range(2)} == {600.0}
+
+
+def test_a_soft_gang_counts_its_soft_wait_from_the_clock_its_group_keeps(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The same gang, its PodGroup keeping the clock an operator started five minutes
+    before the input's time (docs/topology.md): the simulator takes it back at its start
+    as the operator does, and the 10-minute wait ends five minutes in. A clock kept for
+    another object (its uid) is not this gang's: it waits the whole 10 minutes."""
+    objects: list[dict[str, Any]] = [*racks({"r1": 2, "r2": 2, "r3": 2})]
+    objects += [
+        pod(f"hog-{rack}", {"cpu": "4"}, node_name=f"{rack}-0", scheduler="other", created=0)
+        for rack in ("r1", "r2", "r3")
+    ]
+    group = pod_group("g", 2, created=0, networkTopology={"mode": "soft"})
+    objects += [group, *(pod(f"g-{i}", {"cpu": "4"}, group="g", created=0) for i in range(2))]
+    for owner, bound_at in (("uid-g", 300.0), ("uid-before", 600.0)):
+        group["metadata"]["uid"] = "uid-g"
+        group["metadata"]["annotations"] = {
+            SINCE_ANNOTATION: stamp(-300),
+            OWNER_ANNOTATION: owner,
+        }
+        result = run(capsys, tmp_path, objects, f"{RACK_TIERS}  softWait: 10m\n")
+        assert len(domains_of(result, "default/g-")) == 2
+        assert {result.pods[f"default/g-{i}"]["bound_at"] for i in range(2)} == {bound_at}
 
 
 def test_soft_parts_span_racks_once_their_soft_wait_runs_out(

@@ -1,0 +1,130 @@
+"""A gang's softWait clock survives an operator restart: `batchsched run` on a real API
+server, with Volcano's released PodGroup CRD and ours, keeps the clock on the gang's
+PodGroup (docs/topology.md) and the next operator counts the wait from it, not from its
+own start. The unit side is tests/unit/k8s/test_soft_wait_clock.py."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from .operator_support import (  # noqa: F401 (fixtures)
+    StartScheduler,
+    create,
+    eventually,
+    placements,
+    pods,
+    ready_node,
+    scheduler_kubeconfig_fixture,
+    set_running,
+    start_scheduler_fixture,
+    unschedulable_message,
+)
+from .test_topology import DROP_IN, OUR_API, RACK, VOLCANO_API, group, member
+from tests.support import JSON, ClusterObjects, Kube
+from tests.support.objects import node, pod
+
+pytestmark = pytest.mark.integration
+
+# Spelled out rather than imported: the annotations are the interface users see.
+SINCE = "batchsched.io/soft-wait-since"
+OWNER = "batchsched.io/soft-wait-owner"
+SOFT_WAIT = 50.0
+WAITING = "more for one before spanning domains"
+
+
+def annotations(kube: Kube, api: str, namespace: str, name: str) -> dict[str, str]:
+    found = kube.get(f"/apis/{api}/namespaces/{namespace}/podgroups/{name}").expect(200)
+    return dict(found["metadata"].get("annotations") or {})
+
+
+def bound_at(pod_object: JSON) -> float:
+    """When the pod was bound: its PodScheduled condition turned True (to the second)."""
+    for condition in pod_object["status"].get("conditions") or []:
+        if condition["type"] == "PodScheduled" and condition["status"] == "True":
+            return datetime.fromisoformat(condition["lastTransitionTime"]).timestamp()
+    raise AssertionError(f"{pod_object['metadata']['name']} is not bound")
+
+
+@pytest.mark.parametrize("api", [OUR_API, VOLCANO_API], ids=["ours", "volcano"])
+def test_a_restarted_operator_spans_the_gang_when_its_first_soft_wait_ends(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+    tmp_path: Path,
+    api: str,
+) -> None:
+    """Racks r1 and r2 of two 4-CPU nodes, one node of each running a pod: a gang of two
+    asking softly for a rack could start across both, so the operator starts its
+    softWait (50s), keeps it on the PodGroup and waits. It is stopped; another starts
+    half a wait later. The gang is bound across the racks once the first clock's wait
+    ends: not before, and sooner than a clock started by the second operator could end
+    (no sooner than its start + softWait). Then the PodGroup's clock is taken off."""
+    config = tmp_path / "topology.yaml"
+    config.write_text(
+        f"{DROP_IN.read_text()}\n"
+        f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}], softWait: {SOFT_WAIT:g}s}}\n"
+    )
+    racks = {rack: [f"{rack}-{i}-{namespace}" for i in range(2)] for rack in ("r1", "r2")}
+    for rack, names in racks.items():
+        for name in names:
+            ready_node(
+                cluster_objects, kube, node(name, cpu="4", labels={RACK: f"{rack}-{namespace}"})
+            )
+    busy = {}
+    for rack, names in racks.items():
+        manifest = pod(f"busy-{rack}", {"cpu": "4"})
+        manifest["spec"]["nodeName"] = names[0]
+        busy[create(kube, namespace, manifest)["metadata"]["name"]] = names[0]
+    set_running(kube, namespace, busy)
+    volcano = api == VOLCANO_API
+    members = [f"train-{i}" for i in range(2)]
+    gang = [
+        group(api, "train", 2, {"mode": "soft"}),
+        *(member(n, "train", volcano=volcano) for n in members),
+    ]
+    for obj in gang:
+        obj["metadata"]["namespace"] = namespace
+        kube.create(obj)
+    uid = kube.get(f"/apis/{api}/namespaces/{namespace}/podgroups/train").expect(200)["metadata"][
+        "uid"
+    ]
+
+    first = start_scheduler(config=config)
+    eventually(
+        lambda: all(
+            WAITING in (unschedulable_message(pods(kube, namespace)[n]) or "") for n in members
+        ),
+        what="the gang waiting its softWait for a rack",
+    )
+    seen = time.time()
+    kept = annotations(kube, api, namespace, "train")
+    assert not any(placements(kube, namespace).get(n) for n in members)
+    assert first.stop() == 0
+    # A clock started by the next operator would end no sooner than its start + softWait.
+    time.sleep(max(0.0, seen + SOFT_WAIT / 2 - time.time()))
+    restarted = time.time()
+    start_scheduler(config=config)
+
+    eventually(
+        lambda: all(placements(kube, namespace).get(n) for n in members),
+        timeout=3 * SOFT_WAIT,
+        what="the gang bound",
+    )
+    where = placements(kube, namespace)
+    assert {where[n] for n in members} == {racks["r1"][1], racks["r2"][1]}
+    bound = max(bound_at(pods(kube, namespace)[n]) for n in members)
+    assert bound < restarted + SOFT_WAIT, "the softWait counted again from the restart"
+    # The clock the first operator kept, and the wait counted from it.
+    assert kept.get(OWNER) == uid, kept
+    started = datetime.fromisoformat(kept[SINCE]).timestamp()
+    assert started <= seen
+    assert int(started + SOFT_WAIT) <= bound
+    eventually(
+        lambda: SINCE not in annotations(kube, api, namespace, "train"),
+        what="the clock taken off the placed gang's PodGroup",
+    )
