@@ -340,6 +340,8 @@ class StatusWriter:
             store.pop((f"{kind} {SOFT_WAIT_TARGET}", key), None)
         for store in (self._queue, self._failed):
             store.pop((f"{kind} {DISRUPTION_TARGET}", key), None)
+        if kind.startswith("PodGroup"):
+            self._clocked.discard(key)
 
     def _shown(self, kind: str, key: str) -> Any:
         target = (kind, key)

@@ -36,7 +36,7 @@ SOFT_WAIT = 50.0
 WAITING = "more for one before spanning domains"
 
 
-def annotations(kube: Kube, api: str, namespace: str, name: str) -> dict[str, str]:
+def shown_annotations(kube: Kube, api: str, namespace: str, name: str) -> dict[str, str]:
     found = kube.get(f"/apis/{api}/namespaces/{namespace}/podgroups/{name}").expect(200)
     return dict(found["metadata"].get("annotations") or {})
 
@@ -102,7 +102,7 @@ def test_a_restarted_operator_spans_the_gang_when_its_first_soft_wait_ends(
         what="the gang waiting its softWait for a rack",
     )
     seen = time.time()
-    kept = annotations(kube, api, namespace, "train")
+    kept = shown_annotations(kube, api, namespace, "train")
     assert not any(placements(kube, namespace).get(n) for n in members)
     assert first.stop() == 0
     # A clock started by the next operator would end no sooner than its start + softWait.
@@ -125,6 +125,6 @@ def test_a_restarted_operator_spans_the_gang_when_its_first_soft_wait_ends(
     assert started <= seen
     assert int(started + SOFT_WAIT) <= bound
     eventually(
-        lambda: SINCE not in annotations(kube, api, namespace, "train"),
+        lambda: SINCE not in shown_annotations(kube, api, namespace, "train"),
         what="the clock taken off the placed gang's PodGroup",
     )
