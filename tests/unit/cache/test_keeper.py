@@ -9,6 +9,7 @@ import pytest
 from batchsched.api.errors import InvalidObject
 from batchsched.api.placement import Placement
 from batchsched.api.pods import OUR_QUEUE_KEY
+from batchsched.api.spanclock import OWNER_ANNOTATION, SINCE_ANNOTATION
 from batchsched.cache.cluster import ClusterCache
 from batchsched.cache.keeper import SnapshotKeeper, take_snapshot
 from batchsched.config.load import default_config, load_config
@@ -453,3 +454,27 @@ def test_a_gang_made_again_under_its_name_does_not_inherit_the_old_ones_soft_wai
     second = run_session(snapshot, config)
     assert not second.bindings
     assert span_starts(second) == {"default/g": at(1001)}
+
+
+def test_the_soft_wait_clock_a_group_keeps_is_not_a_change_of_the_group() -> None:
+    """The leader's own write of the clock's annotations (api/spanclock.py) changes
+    nothing a session reads: it does not take the gang's job back from those set aside
+    nor build it again; restore_clocks alone reads it. A change of its spec does."""
+    group, *_ = soft_gang(0, "g")
+    cache = cache_of([group])
+    keeper = SnapshotKeeper(cache, scheduler_names=(SCHEDULER,))
+    keeper.take(now=at(1))
+    assert cache.changes is not None
+    group["metadata"]["annotations"] = {
+        SINCE_ANNOTATION: "1970-01-01T00:00:30Z",
+        OWNER_ANNOTATION: "g-0",
+    }
+    cache.apply(group)
+    assert cache.changes.groups == set()
+    cache.restore_clocks()
+    assert {k: (c.since, c.owner) for k, c in cache.span_clocks.items()} == {
+        "default/g": (30.0, "g-0")
+    }
+    group["spec"]["minMember"] = 1
+    cache.apply(group)
+    assert cache.changes.groups == {"default/g"}

@@ -162,9 +162,9 @@ async def test_a_restarted_operator_waits_out_the_rest_of_the_kept_soft_wait() -
 
 
 async def test_a_replica_that_starts_leading_takes_the_clock_the_last_leader_kept() -> None:
-    """A standby's memory holds no clock, or one of its own last term: when it starts
-    leading, the clock the group shows (written by the leader before it) is the one its
-    first session counts from."""
+    """A standby writes nothing. Its memory holds no clock, or one of its own last term:
+    when it starts leading, the clock the group shows (written by the leader before it)
+    is the one its first session counts from."""
     api = RecordingApi()
     watch = cluster(api, soft_gang())
     leads = [False]
@@ -178,7 +178,9 @@ async def test_a_replica_that_starts_leading_takes_the_clock_the_last_leader_kep
     runner = asyncio.create_task(loop.run())
     try:
         await asyncio.sleep(0.05)
+        # Standing by, it decides and writes nothing.
         assert nodes_of(loop) == {None}
+        assert api.requests == []
         leads[0] = True
         async with asyncio.timeout(30):
             while None in nodes_of(loop):
