@@ -374,14 +374,8 @@ class ClusterCache:
         if kind == "Namespace":
             return self.namespaces.get(key)
         if kind == "PodGroup":
-            # The softWait clock its object keeps is read by restore_clocks alone: our
-            # own write of it changes nothing a session reads.
-            group = self.pod_groups.get(key)
-            return (
-                None
-                if group is None
-                else replace(group, stored_clock=None, span_since=None, stored_clock_problem=None)
-            )
+            # Each apply parses a new object: the one held is the group as it was.
+            return self.pod_groups.get(key)
         if kind == "ResourceClaim":
             # Its devices change hands only as it comes, goes or is (de)allocated: its
             # reservations do not free any.
@@ -395,7 +389,7 @@ class ClusterCache:
         if kind == "Pod":
             changes.pods.add(key)
         elif kind == "PodGroup":
-            if before is None or self._context(kind, key) != before:
+            if not _clock_alone_changed(before, self.pod_groups.get(key)):
                 changes.groups.add(key)
         elif kind in DEVICE_KINDS:
             changes.devices |= kind != "ResourceClaim" or self._context(kind, key) != before
@@ -764,6 +758,23 @@ class ClusterCache:
     def _key(obj: Obj, *, namespaced: bool) -> str:
         name = name_of(obj)
         return f"{namespace_of(obj)}/{name}" if namespaced else name
+
+
+def _clock_alone_changed(before: object, after: PodGroup | None) -> bool:
+    """Whether the group changed in the softWait clock its object keeps and nothing
+    else: that is read by restore_clocks alone, so the leader's own write of it changes
+    nothing a session reads."""
+    if not isinstance(before, PodGroup) or after is None:
+        return False
+    if before.stored_clock == after.stored_clock:
+        return False
+    same_clock = replace(
+        before,
+        stored_clock=after.stored_clock,
+        span_since=after.span_since,
+        stored_clock_problem=after.stored_clock_problem,
+    )
+    return same_clock == after
 
 
 def _queue_rank(api_version: str) -> int:

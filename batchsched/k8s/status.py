@@ -508,17 +508,23 @@ class StatusWriter:
                 self._clocked.discard(key)
             else:
                 self._clocked.add(key)
-            since, owner = desired or (None, None)
-            meta: JSON = {"annotations": {SINCE_ANNOTATION: since, OWNER_ANNOTATION: owner}}
-            if group.uid:
-                # The patch then fails on an object made again under the name meanwhile.
-                meta["uid"] = group.uid
-            path = f"/apis/{group.api_version}/namespaces/{group.namespace}/podgroups/{group.name}"
-            self._enqueue(
-                target,
-                "podgroup_clock",
-                partial(self.api.patch, path, {"metadata": meta}, content_type=MERGE_PATCH),
-            )
+            self._enqueue(target, "podgroup_clock", partial(self._clock, group, desired, groups))
+
+    async def _clock(
+        self, group: PodGroup, desired: tuple[str, str] | None, groups: Mapping[str, PodGroup]
+    ) -> object:
+        """Sent late (after binds): not to an object the watch shows made again under
+        the name meanwhile. The uid in the patch makes the API server refuse it (422,
+        uid immutable) where the watch has not shown that yet."""
+        now = groups.get(group.key)
+        if now is None or now.uid != group.uid or now.api_version != group.api_version:
+            return None
+        since, owner = desired or (None, None)
+        meta: JSON = {"annotations": {SINCE_ANNOTATION: since, OWNER_ANNOTATION: owner}}
+        if group.uid:
+            meta["uid"] = group.uid
+        path = f"/apis/{group.api_version}/namespaces/{group.namespace}/podgroups/{group.name}"
+        return await self.api.patch(path, {"metadata": meta}, content_type=MERGE_PATCH)
 
     def _annotation(self, target: tuple[str, str]) -> str | None:
         """The domain a group's annotation shows once the write on its way, if one is,

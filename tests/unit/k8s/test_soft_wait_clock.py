@@ -285,3 +285,15 @@ async def test_a_clock_is_left_where_it_is_not_ours_to_keep() -> None:
     status.clocks({"ns/g": SpanClock(1000.0, "uid-old")}, groups_of(volcano), (), lambda key: True)
     await settle(status)
     assert api.requests == []
+
+
+async def test_a_clock_is_not_sent_to_an_object_made_again_before_it_went_out() -> None:
+    """Queued behind binds, the write finds the group made again under its name (a new
+    uid): the old gang's clock is not the new one's, and nothing is sent."""
+    api = RecordingApi()
+    status = clock_writer(api)
+    groups = groups_of("scheduling.batchsched.io/v1alpha1")
+    status.clocks({"ns/g": SpanClock(1000.0, "uid-g")}, groups, (), lambda key: True)
+    groups["ns/g"] = replace(groups["ns/g"], uid="uid-new")
+    await settle(status)
+    assert api.requests == []
