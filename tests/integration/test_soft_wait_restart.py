@@ -1,7 +1,8 @@
-"""A gang's softWait clock survives an operator restart: `batchsched run` on a real API
-server, with Volcano's released PodGroup CRD and ours, keeps the clock on the gang's
-PodGroup (docs/topology.md) and the next operator counts the wait from it, not from its
-own start. The unit side is tests/unit/k8s/test_soft_wait_clock.py."""
+"""A gang's softWait clock survives an operator restart and a failover to a standby:
+`batchsched run` on a real API server, with Volcano's released PodGroup CRD and ours,
+keeps the clock on the gang's PodGroup (docs/topology.md) and the next operator to lead
+counts the wait from it, not from its own start. The unit side is
+tests/unit/k8s/test_soft_wait_clock.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from .operator_support import (  # noqa: F401 (fixtures)
+    FAST_LEADER_ELECTION,
     StartScheduler,
     create,
     eventually,
@@ -41,6 +43,16 @@ def shown_annotations(kube: Kube, api: str, namespace: str, name: str) -> dict[s
     return dict(found["metadata"].get("annotations") or {})
 
 
+def clock_kept(kube: Kube, api: str, namespace: str, *, until: float) -> dict[str, str]:
+    """The gang's PodGroup's annotations once they show the clock (written after the
+    pods' reasons), read until `until` at the latest."""
+    while True:
+        shown = shown_annotations(kube, api, namespace, "train")
+        if SINCE in shown or time.time() >= until:
+            return shown
+        time.sleep(0.2)
+
+
 def bound_at(pod_object: JSON) -> float:
     """When the pod was bound: its PodScheduled condition turned True (to the second)."""
     for condition in pod_object["status"].get("conditions") or []:
@@ -49,21 +61,28 @@ def bound_at(pod_object: JSON) -> float:
     raise AssertionError(f"{pod_object['metadata']['name']} is not bound")
 
 
-@pytest.mark.parametrize("api", [OUR_API, VOLCANO_API], ids=["ours", "volcano"])
-def test_a_restarted_operator_spans_the_gang_when_its_first_soft_wait_ends(
+@pytest.mark.parametrize(
+    ("api", "how"),
+    [(OUR_API, "restart"), (VOLCANO_API, "restart"), (OUR_API, "failover")],
+    ids=["ours-restart", "volcano-restart", "ours-failover"],
+)
+def test_the_next_operator_spans_the_gang_when_its_first_soft_wait_ends(
     kube: Kube,
     namespace: str,
     cluster_objects: ClusterObjects,
     start_scheduler: StartScheduler,
     tmp_path: Path,
     api: str,
+    how: str,
 ) -> None:
     """Racks r1 and r2 of two 4-CPU nodes, one node of each running a pod: a gang of two
     asking softly for a rack could start across both, so the operator starts its
-    softWait (50s), keeps it on the PodGroup and waits. It is stopped; another starts
-    half a wait later. The gang is bound across the racks once the first clock's wait
-    ends: not before, and sooner than a clock started by the second operator could end
-    (no sooner than its start + softWait). Then the PodGroup's clock is taken off."""
+    softWait (50s), keeps it on the PodGroup and waits. Restart: it is stopped, and
+    another starts half a wait later. Failover: half a wait later the leader is killed
+    and the standby beside it, which never led, takes over. The gang is bound across
+    the racks once the first clock's wait ends: not before, and sooner than a clock
+    started by the next operator could end (no sooner than the old one's end +
+    softWait). Then the PodGroup's clock is taken off."""
     config = tmp_path / "topology.yaml"
     config.write_text(
         f"{DROP_IN.read_text()}\n"
@@ -90,11 +109,21 @@ def test_a_restarted_operator_spans_the_gang_when_its_first_soft_wait_ends(
     for obj in gang:
         obj["metadata"]["namespace"] = namespace
         kube.create(obj)
-    uid = kube.get(f"/apis/{api}/namespaces/{namespace}/podgroups/train").expect(200)["metadata"][
-        "uid"
-    ]
+    made = kube.get(f"/apis/{api}/namespaces/{namespace}/podgroups/train").expect(200)
+    uid = made["metadata"]["uid"]
 
-    first = start_scheduler(config=config)
+    if how == "restart":
+        first = start_scheduler(config=config)
+    else:
+        elect = {"leader_elect": True, "lease_namespace": namespace}
+        replicas = [
+            start_scheduler(config=config, extra_args=FAST_LEADER_ELECTION, **elect)
+            for _ in range(2)
+        ]
+        first = eventually(
+            lambda: next((r for r in replicas if r.metric("batchsched_leader") == 1), None),
+            what="a leader",
+        )
     eventually(
         lambda: all(
             WAITING in (unschedulable_message(pods(kube, namespace)[n]) or "") for n in members
@@ -102,13 +131,17 @@ def test_a_restarted_operator_spans_the_gang_when_its_first_soft_wait_ends(
         what="the gang waiting its softWait for a rack",
     )
     seen = time.time()
-    kept = shown_annotations(kube, api, namespace, "train")
     assert not any(placements(kube, namespace).get(n) for n in members)
-    assert first.stop() == 0
-    # A clock started by the next operator would end no sooner than its start + softWait.
+    kept = clock_kept(kube, api, namespace, until=seen + SOFT_WAIT / 2)
+    if how == "restart":
+        assert first.stop() == 0
+    # A clock started by the next operator would end no sooner than `restarted` + softWait.
     time.sleep(max(0.0, seen + SOFT_WAIT / 2 - time.time()))
     restarted = time.time()
-    start_scheduler(config=config)
+    if how == "restart":
+        start_scheduler(config=config)
+    else:
+        first.kill()
 
     eventually(
         lambda: all(placements(kube, namespace).get(n) for n in members),
