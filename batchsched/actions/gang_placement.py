@@ -69,29 +69,65 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     if _place_in_domains(session, job, ordered, plan):
         return True
     topology = session.topology
-    if not topology.waits_by_choice(job) or topology.span_since(job) is not None:
+    # A gang without parts had its clock started before its wait was said (see
+    # `_place_in_domains`); a part's wait is said in the middle of the try.
+    if not plan.parts or not topology.waits_by_choice(job):
         return False
-    # Waiting for a domain with its softWait not started: it starts once the gang could
-    # be placed across domains, as it will be when its softWait is over.
-    if not _could_span(session, job, ordered, plan):
+    if not _starts_clock(session, job, ordered, plan):
         return False
-    topology.start_clock(job)
     # Tried again, to say how long it waits now (its tries are undone: it places as before).
     return _place_in_domains(session, job, ordered, plan)
+
+
+def _starts_clock(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
+    """For a job waiting for a domain within its softWait (its tries undone): start its
+    softWait if it has not started and the gang could be placed across domains, as it
+    will be once its softWait is over (Slurm's wait4switch_start); whether it started."""
+    topology = session.topology
+    if topology.span_since(job) is not None or not _could_span(session, job, ordered, plan):
+        return False
+    topology.start_clock(job)
+    return True
 
 
 def _could_span(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
     """Whether the job could be placed with its soft asks spanning domains; what it
     would place is undone, and what the try said of it forgotten."""
+    if _too_big(session, job, ordered):
+        return False
     topology = session.topology
     wait, reason = topology.waits.get(job.key), session.job_reasons.get(job.key)
     topology.spanning = True
     try:
-        return _place_in_domains(session, job, ordered, plan, spanning=True)
+        return _place_in_domains(session, job, ordered, plan)
     finally:
         topology.spanning = False
         _put(topology.waits, job.key, wait)
         _put(session.job_reasons, job.key, reason)
+
+
+def _too_big(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
+    """Whether the free room of the whole cluster falls short, in some resource, of the
+    fewest members that would make the gang ready: no try could place it then (a member
+    goes only where its requests fit the room left, which a try only takes)."""
+    fewest = _fewest(session, job, len(ordered))
+    if fewest is None:
+        return True
+    # Per resource, the least any `fewest` members ask together.
+    least = np.sort(np.array([t.vec for t in ordered]), axis=0)[:fewest].sum(axis=0)
+    # A node's room counts up to that much: enough to compare, and no sum overflows.
+    room = np.minimum(np.maximum(session.free, 0), least).sum(axis=0)
+    return bool((room < least).any())
+
+
+def _fewest(session: Session, job: JobInfo, pending: int) -> int | None:
+    """The fewest of `pending` members a try must place for the gang to be ready: one at
+    least, and as many as the ready checks (the gang plugin's minMember, counting those
+    bound) refuse fewer than; None when all of them would not do."""
+    needed = max(job.min_member - job.bound, 1)
+    if needed > 1 and not session.ready(job, needed - 1):
+        return needed if needed <= pending else None
+    return 1 if pending else None
 
 
 def _put(kept: dict[str, V], key: str, value: V | None) -> None:
@@ -102,12 +138,12 @@ def _put(kept: dict[str, V], key: str, value: V | None) -> None:
         kept[key] = value
 
 
-def _place_in_domains(
-    session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan, spanning: bool = False
-) -> bool:
-    """The job in each of its candidate domains in turn, until one holds it; when
-    `spanning`, only whether one would (its tries undone, no reasons worked out)."""
+def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
+    """The job in each of its candidate domains in turn, until one holds it; while its
+    soft asks are tried spanning domains (TopologyPlanner.spanning), only whether one
+    would (its tries undone, no reasons worked out)."""
     ask = plan.ask
+    spanning = session.topology.spanning
     # Kept for explain: the wait of this attempt's gang or of one of its parts.
     session.topology.waits.pop(job.key, None)
     outer: Iterable[Domain | None] = [None]
@@ -192,6 +228,10 @@ def _place_in_domains(
         failures = _place_plan(session, job, ordered, plan, statement, reported, refused)
         statement.discard()
         first = next(iter(failures.values()))
+    if awaited is not None and not plan.parts:
+        # Waiting for a domain by its own choice: its softWait may start now, before its
+        # wait is said (its reasons, from members' tries, say nothing of the clock).
+        _starts_clock(session, job, ordered, plan)
     wanted = _wanted(session, ask, best, job, awaited, roomy)
     said = f"{wanted}; {first}" if wanted else str(first)
     session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {said}")

@@ -143,7 +143,8 @@ class TopologyPlanner:
         # Job key -> now, for the jobs whose softWait this session started.
         self.started: dict[str, float] = {}
         # Set while a job waiting for a domain is tried across domains, as it would be
-        # once its softWait is over, to learn whether its softWait starts.
+        # once its softWait is over, to learn whether its softWait starts: its soft asks
+        # wait for no tier, and placement only says whether the job would be placed.
         self.spanning = False
         self.topology = snapshot.topology
         self.nodes = snapshot.nodes
