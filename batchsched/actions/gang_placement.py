@@ -73,24 +73,31 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     # `_place_in_domains`); a part's wait is said in the middle of the try.
     if not plan.parts or not topology.waits_by_choice(job):
         return False
-    if not _starts_clock(session, job, ordered, plan):
+    if not _starts_clock(session, job, ordered, plan, None):
         return False
     # Tried again, to say how long it waits now (its tries are undone: it places as before).
     return _place_in_domains(session, job, ordered, plan)
 
 
-def _starts_clock(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
+def _starts_clock(
+    session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan, tried: Tier | None
+) -> bool:
     """For a job waiting for a domain within its softWait (its tries undone): start its
     softWait if it has not started and the gang could be placed across domains, as it
-    will be once its softWait is over (Slurm's wait4switch_start); whether it started."""
+    will be once its softWait is over (Slurm's wait4switch_start); whether it started.
+    `tried`: as `_place_in_domains` takes it."""
     topology = session.topology
-    if topology.span_since(job) is not None or not _could_span(session, job, ordered, plan):
+    if topology.span_since(job) is not None:
+        return False
+    if not _could_span(session, job, ordered, plan, tried):
         return False
     topology.start_clock(job)
     return True
 
 
-def _could_span(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
+def _could_span(
+    session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan, tried: Tier | None
+) -> bool:
     """Whether the job could be placed with its soft asks spanning domains; what it
     would place is undone, and what the try said of it forgotten."""
     if _too_big(session, job, ordered):
@@ -99,7 +106,7 @@ def _could_span(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: P
     wait, reason = topology.waits.get(job.key), session.job_reasons.get(job.key)
     topology.spanning = True
     try:
-        return _place_in_domains(session, job, ordered, plan)
+        return _place_in_domains(session, job, ordered, plan, tried)
     finally:
         topology.spanning = False
         _put(topology.waits, job.key, wait)
@@ -138,10 +145,14 @@ def _put(kept: dict[str, V], key: str, value: V | None) -> None:
         kept[key] = value
 
 
-def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
+def _place_in_domains(
+    session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan, tried: Tier | None = None
+) -> bool:
     """The job in each of its candidate domains in turn, until one holds it; while its
     soft asks are tried spanning domains (TopologyPlanner.spanning), only whether one
-    would (its tries undone, no reasons worked out)."""
+    would (its tries undone, no reasons worked out). `tried`: a tier of the gang's own
+    ask whose domains its try just made (from this state, its parts none) found no room
+    in or failed in, as in those of the tiers below: passed over."""
     ask = plan.ask
     spanning = session.topology.spanning
     # Kept for explain: the wait of this attempt's gang or of one of its parts.
@@ -153,7 +164,7 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
     # Whether the gang's own ask found a domain with room for it (else it waits too).
     roomy = False
     if ask is not None:
-        domains, error = session.topology.domains(ask, ordered, job.hosts, None)
+        domains, error = session.topology.domains(ask, ordered, job.hosts, None, above=tried)
         if error:
             session.job_reasons[job.key] = _invalid(job, error)
             return False
@@ -231,7 +242,8 @@ def _place_in_domains(session: Session, job: JobInfo, ordered: list[TaskInfo], p
     if awaited is not None and not plan.parts:
         # Waiting for a domain by its own choice: its softWait may start now, before its
         # wait is said (its reasons, from members' tries, say nothing of the clock).
-        _starts_clock(session, job, ordered, plan)
+        # Below the tier awaited no domain could hold it, and that tier's were tried.
+        _starts_clock(session, job, ordered, plan, awaited)
     wanted = _wanted(session, ask, best, job, awaited, roomy)
     said = f"{wanted}; {first}" if wanted else str(first)
     session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {said}")
