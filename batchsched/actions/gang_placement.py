@@ -122,9 +122,10 @@ def _too_big(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
         return True
     # Per resource, the least any `fewest` members ask together.
     least = np.sort(np.array([t.vec for t in ordered]), axis=0)[:fewest].sum(axis=0)
+    asked = np.flatnonzero(least)
     # A node's room counts up to that much: enough to compare, and no sum overflows.
-    room = np.minimum(np.maximum(session.free, 0), least).sum(axis=0)
-    return bool((room < least).any())
+    room = np.minimum(np.maximum(session.free[:, asked], 0), least[asked]).sum(axis=0)
+    return bool((room < least[asked]).any())
 
 
 def _fewest(session: Session, job: JobInfo, pending: int) -> int | None:
