@@ -21,7 +21,7 @@ from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
 from batchsched.framework.topology import Domain, DomainWait, Part, Plan, of_tier
-from batchsched.model.arrays import BoolArray
+from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.model.topology import Tier
@@ -114,18 +114,32 @@ def _could_span(
 
 
 def _too_big(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
-    """Whether the free room of the whole cluster falls short, in some resource, of the
-    fewest members that would make the gang ready: no try could place it then (a member
-    goes only where its requests fit the room left, which a try only takes)."""
+    """Whether the cluster's free room could not hold the fewest members that would make
+    the gang ready, whatever the nodes they went to (a member goes only where its
+    requests fit the room left, which a try only takes): the members of one shape that
+    many need, a node holding so many of them as its room does; or all of them together
+    need more of some resource than the room summed."""
     fewest = _fewest(session, job, len(ordered))
     if fewest is None:
         return True
+    free = np.maximum(session.free, 0)
+    shapes: dict[bytes, tuple[IntArray, int]] = {}
+    for task in ordered:
+        vec, count = shapes.get(task.vec.tobytes(), (task.vec, 0))
+        shapes[task.vec.tobytes()] = (vec, count + 1)
+    for vec, count in shapes.values():
+        # Of this shape at least, when every member of the others is placed.
+        least = fewest - (len(ordered) - count)
+        asked = np.flatnonzero(vec)
+        if least > 0 and asked.size:
+            slots = (free[:, asked] // vec[asked]).min(axis=1)
+            # Counted up to that many a node: enough to compare, and no sum overflows.
+            if np.minimum(slots, least).sum() < least:
+                return True
     # Per resource, the least any `fewest` members ask together.
-    least = np.sort(np.array([t.vec for t in ordered]), axis=0)[:fewest].sum(axis=0)
-    asked = np.flatnonzero(least)
-    # A node's room counts up to that much: enough to compare, and no sum overflows.
-    room = np.minimum(np.maximum(session.free[:, asked], 0), least[asked]).sum(axis=0)
-    return bool((room < least[asked]).any())
+    need = np.sort(np.array([t.vec for t in ordered]), axis=0)[:fewest].sum(axis=0)
+    asked = np.flatnonzero(need)
+    return bool((np.minimum(free[:, asked], need[asked]).sum(axis=0) < need[asked]).any())
 
 
 def _fewest(session: Session, job: JobInfo, pending: int) -> int | None:

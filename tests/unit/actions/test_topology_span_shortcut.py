@@ -22,13 +22,13 @@ CONFIG = (
     f"topology: {{tiers: [{{name: rack, nodeLabel: {RACK}}}, {{name: zone, nodeLabel: {ZONE}}}],"
     " softWait: 10m}"
 )
-SEEDS = range(40)
+SEEDS = range(60)
 
 
 def cluster(rng: random.Random) -> list[dict[str, Any]]:
     """Two zones of racks of a few nodes, partly filled by another scheduler's pods, and
-    gangs of one shape or two (a launcher), some asking softly for a rack as a whole,
-    some through a sub-group, some bound in part already."""
+    gangs of one shape or two, some asking softly for a rack as a whole, some through a
+    sub-group, some bound in part already."""
     objects: list[dict[str, Any]] = []
     for r in range(rng.randint(2, 5)):
         for i in range(rng.randint(1, 4)):
@@ -50,9 +50,10 @@ def cluster(rng: random.Random) -> list[dict[str, Any]]:
         elif rng.random() < 0.9:
             spec["networkTopology"] = {"mode": "soft", "highestTierAllowed": rng.choice((1, 2))}
         objects.append(pod_group(name, rng.randint(1, size), created=g, **spec))
-        cpu = rng.choice(("1", "2", "3", "4"))
+        # One shape, or two (a launcher or a mix of workers).
+        cpus = rng.sample(("500m", "1", "2", "3", "4"), rng.choice((1, 2)))
         for i in range(size):
-            asks = {"cpu": "500m" if i == 0 and rng.random() < 0.3 else cpu}
+            asks = {"cpu": rng.choice(cpus)}
             bound = rng.choice(nodes) if rng.random() < 0.1 else None
             objects.append(pod(f"{name}-{i}", asks, group=name, created=g, node_name=bound))
     return objects
