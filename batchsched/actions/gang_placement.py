@@ -21,7 +21,7 @@ from batchsched.api.topology import TopologyAsk
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
 from batchsched.framework.topology import Domain, DomainWait, Part, Plan, of_tier
-from batchsched.model.arrays import BoolArray
+from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.reasons import SESSION, Code, Reason
 from batchsched.model.snapshot import JobInfo, TaskInfo
 from batchsched.model.topology import Tier
@@ -69,29 +69,87 @@ def place_job(session: Session, job: JobInfo, tasks: list[TaskInfo]) -> bool:
     if _place_in_domains(session, job, ordered, plan):
         return True
     topology = session.topology
-    if not topology.waits_by_choice(job) or topology.span_since(job) is not None:
+    # A gang without parts had its clock started before its wait was said (see
+    # `_place_in_domains`); a part's wait is said in the middle of the try.
+    if not plan.parts or not topology.waits_by_choice(job):
         return False
-    # Waiting for a domain with its softWait not started: it starts once the gang could
-    # be placed across domains, as it will be when its softWait is over.
-    if not _could_span(session, job, ordered, plan):
+    if not _starts_clock(session, job, ordered, plan, None):
         return False
-    topology.start_clock(job)
     # Tried again, to say how long it waits now (its tries are undone: it places as before).
     return _place_in_domains(session, job, ordered, plan)
 
 
-def _could_span(session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan) -> bool:
+def _starts_clock(
+    session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan, tried: Tier | None
+) -> bool:
+    """For a job waiting for a domain within its softWait (its tries undone): start its
+    softWait if it has not started and the gang could be placed across domains, as it
+    will be once its softWait is over (Slurm's wait4switch_start); whether it started.
+    `tried`: as `_place_in_domains` takes it."""
+    topology = session.topology
+    if topology.span_since(job) is not None:
+        return False
+    if not _could_span(session, job, ordered, plan, tried):
+        return False
+    topology.start_clock(job)
+    return True
+
+
+def _could_span(
+    session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan, tried: Tier | None
+) -> bool:
     """Whether the job could be placed with its soft asks spanning domains; what it
     would place is undone, and what the try said of it forgotten."""
+    if _too_big(session, job, ordered):
+        return False
     topology = session.topology
     wait, reason = topology.waits.get(job.key), session.job_reasons.get(job.key)
     topology.spanning = True
     try:
-        return _place_in_domains(session, job, ordered, plan, spanning=True)
+        return _place_in_domains(session, job, ordered, plan, tried)
     finally:
         topology.spanning = False
         _put(topology.waits, job.key, wait)
         _put(session.job_reasons, job.key, reason)
+
+
+def _too_big(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
+    """Whether the cluster's free room could not hold the fewest members that would make
+    the gang ready, whatever the nodes they went to (a member goes only where its
+    requests fit the room left, which a try only takes): the members of one shape that
+    many need, a node holding so many of them as its room does; or all of them together
+    need more of some resource than the room summed."""
+    fewest = _fewest(session, job, len(ordered))
+    if fewest is None:
+        return True
+    free = np.maximum(session.free, 0)
+    shapes: dict[bytes, tuple[IntArray, int]] = {}
+    for task in ordered:
+        vec, count = shapes.get(task.vec.tobytes(), (task.vec, 0))
+        shapes[task.vec.tobytes()] = (vec, count + 1)
+    for vec, count in shapes.values():
+        # Of this shape at least, when every member of the others is placed.
+        least = fewest - (len(ordered) - count)
+        asked = np.flatnonzero(vec)
+        if least > 0 and asked.size:
+            slots = (free[:, asked] // vec[asked]).min(axis=1)
+            # Counted up to that many a node: enough to compare, and no sum overflows.
+            if np.minimum(slots, least).sum() < least:
+                return True
+    # Per resource, the least any `fewest` members ask together.
+    need = np.sort(np.array([t.vec for t in ordered]), axis=0)[:fewest].sum(axis=0)
+    asked = np.flatnonzero(need)
+    return bool((np.minimum(free[:, asked], need[asked]).sum(axis=0) < need[asked]).any())
+
+
+def _fewest(session: Session, job: JobInfo, pending: int) -> int | None:
+    """The fewest of `pending` members a try must place for the gang to be ready: one at
+    least, and as many as the ready checks (the gang plugin's minMember, counting those
+    bound) refuse fewer than; None when all of them would not do."""
+    needed = max(job.min_member - job.bound, 1)
+    if needed > 1 and not session.ready(job, needed - 1):
+        return needed if needed <= pending else None
+    return 1 if pending else None
 
 
 def _put(kept: dict[str, V], key: str, value: V | None) -> None:
@@ -103,11 +161,15 @@ def _put(kept: dict[str, V], key: str, value: V | None) -> None:
 
 
 def _place_in_domains(
-    session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan, spanning: bool = False
+    session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan, tried: Tier | None = None
 ) -> bool:
-    """The job in each of its candidate domains in turn, until one holds it; when
-    `spanning`, only whether one would (its tries undone, no reasons worked out)."""
+    """The job in each of its candidate domains in turn, until one holds it; while its
+    soft asks are tried spanning domains (TopologyPlanner.spanning), only whether one
+    would (its tries undone, no reasons worked out). `tried`: a tier of the gang's own
+    ask whose domains its try just made (from this state, its parts none) found no room
+    in or failed in, as in those of the tiers below: passed over."""
     ask = plan.ask
+    spanning = session.topology.spanning
     # Kept for explain: the wait of this attempt's gang or of one of its parts.
     session.topology.waits.pop(job.key, None)
     outer: Iterable[Domain | None] = [None]
@@ -117,7 +179,7 @@ def _place_in_domains(
     # Whether the gang's own ask found a domain with room for it (else it waits too).
     roomy = False
     if ask is not None:
-        domains, error = session.topology.domains(ask, ordered, job.hosts, None)
+        domains, error = session.topology.domains(ask, ordered, job.hosts, None, above=tried)
         if error:
             session.job_reasons[job.key] = _invalid(job, error)
             return False
@@ -192,6 +254,11 @@ def _place_in_domains(
         failures = _place_plan(session, job, ordered, plan, statement, reported, refused)
         statement.discard()
         first = next(iter(failures.values()))
+    if awaited is not None and not plan.parts:
+        # Waiting for a domain by its own choice: its softWait may start now, before its
+        # wait is said (its reasons, from members' tries, say nothing of the clock).
+        # Below the tier awaited no domain could hold it, and that tier's were tried.
+        _starts_clock(session, job, ordered, plan, awaited)
     wanted = _wanted(session, ask, best, job, awaited, roomy)
     said = f"{wanted}; {first}" if wanted else str(first)
     session.job_reasons[job.key] = first.reworded(f"gang {job.key}: {said}")

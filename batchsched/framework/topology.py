@@ -143,7 +143,8 @@ class TopologyPlanner:
         # Job key -> now, for the jobs whose softWait this session started.
         self.started: dict[str, float] = {}
         # Set while a job waiting for a domain is tried across domains, as it would be
-        # once its softWait is over, to learn whether its softWait starts.
+        # once its softWait is over, to learn whether its softWait starts: its soft asks
+        # wait for no tier, and placement only says whether the job would be placed.
         self.spanning = False
         self.topology = snapshot.topology
         self.nodes = snapshot.nodes
@@ -221,13 +222,14 @@ class TopologyPlanner:
         *,
         roomiest: bool = False,
         freeable: IntArray | None = None,
+        above: Tier | None = None,
     ) -> tuple[Iterator[Domain], str | None]:
         """The domains to try for `members`, in order, and why none may be tried (bad
         input) when so. `hosts` are the nodes members already run on: only a domain
         holding them all is a candidate. `roomiest`: every domain, those with the most
         room for the members first (to say which came closest when none has room).
         `freeable`: per node, what evicting the victims allowed would free, counted as
-        room (for preempt and reclaim).
+        room (for preempt and reclaim). `above`: only the ask's tiers above it.
 
         Lazy, a tier at a time, as most gangs take the first domain: each tier is
         ranked on the room there is when it is first reached (tries are undone before
@@ -235,6 +237,10 @@ class TopologyPlanner:
         tiers, error = self._tiers(ask)
         if error:
             return iter(()), error
+        if above is not None:
+            # The ask's tiers come lowest first.
+            numbers = [t.number for t in tiers]
+            tiers = tiers[numbers.index(above.number) + 1 :] if above.number in numbers else tiers
         need = np.sum([t.vec for t in members], axis=0) if members else None
         shapes: dict[bytes, tuple[IntArray, int]] = {}
         for task in members:
@@ -456,7 +462,8 @@ class TopologyPlanner:
             np.add.at(per_bin, bins, per_node)
             tracked = self._tracked[key] = _Tracked(per_node, per_bin, len(self.touched))
         elif tracked.seen < len(self.touched):
-            rows = np.unique(np.array(self.touched[tracked.seen :], dtype=np.int64))
+            # Sorted in Python: a few rows at a time, where np.unique costs more.
+            rows = np.array(sorted(set(self.touched[tracked.seen :])), dtype=np.int64)
             tracked.seen = len(self.touched)
             fresh = values(rows)
             np.add.at(tracked.per_bin, bins[rows], fresh - tracked.per_node[rows])
