@@ -464,11 +464,30 @@ class TopologyPlanner:
         return tracked.per_bin
 
     def tier_names(self, ask: TopologyAsk) -> str:
-        """The tiers whose domains the ask may take, lowest first, for waiting reasons."""
+        """The tiers whose domains the ask may take, lowest first, for waiting reasons;
+        with the HyperNode left out of the tree, if any, since a gang waiting for a
+        domain may be waiting for that one."""
         tiers, _ = self._tiers(ask)
-        return " or ".join(t.name for t in tiers) or "any tier"
+        names = " or ".join(t.name for t in tiers) or "any tier"
+        broken = None if ask.key is not None else self._broken()
+        return names if broken is None else f"{names} (left out: {broken})"
 
     def _tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
+        """The tiers the ask may take domains of, or why none (bad input). HyperNodes
+        that do not form a tree (a cycle, a member missing, a second parent, a HyperNode
+        not read) are left out with those above them, and the rest of the tree serves:
+        a broken HyperNode keeps no gang out of the healthy ones. Volcano stops placing
+        every gang with a network topology instead, which one bad HyperNode would make
+        of the whole cluster's."""
+        broken = None if ask.key is not None else self._broken()
+        if broken is not None and not self.tiers:
+            return [], f"{ask.where}: the topology is not usable: {broken}"
+        tiers, error = self._asked_tiers(ask)
+        if broken is not None and error is not None:
+            return [], f"{error} (left out: {broken})"
+        return tiers, error
+
+    def _asked_tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
         if ask.key is not None:
             # A configured tier's label, asked by Kueue's levels: its domains as the tier
             # tells them apart.
@@ -486,10 +505,6 @@ class TopologyPlanner:
             # Preferred: that label, then the coarser configured tiers, as Kueue climbs.
             above = () if at is None else self.tiers[at + 1 :]
             return [tier, *above], None
-        # Before the tiers are counted: HyperNodes all left out leave none.
-        broken = self._broken()
-        if broken:
-            return [], f"{ask.where}: the topology is not usable: {broken}"
         if not self.tiers:
             return [], (
                 f"{ask.where}: no topology tiers are known (no HyperNode, and the "

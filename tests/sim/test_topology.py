@@ -422,8 +422,11 @@ def test_bad_input_is_named_and_the_rest_scheduled(
 ) -> None:
     objects: list[dict[str, Any]] = [*racks({"r1": 3, "r2": 5}), pod("lone", {"cpu": "1"})]
     if case == "cycle":
+        # r1 and s1 are left out; r2 still serves: a gang it holds is placed there, one
+        # it cannot hold (six whole nodes) waits naming the cycle.
         objects += [hypernode("r1", 1, [exact("HyperNode", "s1")], "rack"), TREE[1], TREE[2]]
-        objects += volcano_gang("bad", 2, "1", networkTopology={"highestTierAllowed": 2})
+        objects += volcano_gang("bad", 6, "4", networkTopology={"highestTierAllowed": 2})
+        objects += volcano_gang("fits", 2, "4", networkTopology={"highestTierAllowed": 1})
     elif case == "cycle alone":
         objects += [hypernode("r1", 1, [exact("HyperNode", "s1")], "rack")]
         objects += [hypernode("s1", 2, [exact("HyperNode", "r1")], "spine")]
@@ -442,8 +445,10 @@ def test_bad_input_is_named_and_the_rest_scheduled(
         )
         objects += [pod_group("k", 4), *(kueue_pod(f"k-{i}", notes) for i in range(4))]
     result = run(capsys, tmp_path, objects)
-    assert result.pods["default/lone"]["node"] is not None
-    waiting = [p["reason"] for key, p in result.pods.items() if key != "default/lone"]
+    placed = {"default/lone", *(f"default/fits-{i}" for i in range(2) if case == "cycle")}
+    assert all(result.pods[key]["node"] is not None for key in placed)
+    assert domains_of(result, "default/fits-") <= {"r2"}
+    waiting = [p["reason"] for key, p in result.pods.items() if key not in placed]
     assert waiting and all(message in reason for reason in waiting), waiting
 
 
