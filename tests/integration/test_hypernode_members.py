@@ -1,9 +1,9 @@
 """Volcano HyperNodes through `batchsched run` on a real API server, with Volcano's
 released HyperNode and PodGroup CRDs: members chosen by each selector Volcano defines
 (exactMatch, regexMatch, labelMatch by labels and by expressions; Volcano's
-`GetMembers` in pkg/scheduler/api/hyper_node_info.go, v1.15.1), and placement following
+`GetMembers` in pkg/scheduler/api/hyper_node_info.go, v1.15.1), placement following
 the topology as it changes while the operator runs (a node relabelled into a labelMatch
-HyperNode, a HyperNode deleted and another created).
+HyperNode, a HyperNode deleted and another created), and a member's bind refused.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from functools import partial
 import pytest
 
 from .operator_support import (  # noqa: F401 (fixtures)
+    SchedulerAccounts,
+    StartProxy,
     StartScheduler,
     eventually,
     placements,
@@ -20,6 +22,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     ready_node,
     scheduler_kubeconfig_fixture,
     set_running,
+    start_proxy_fixture,
     start_scheduler_fixture,
     unschedulable_message,
 )
@@ -151,3 +154,38 @@ def test_placement_follows_relabelled_nodes_and_changed_hypernodes(
     where = eventually(lambda: nodes_of(kube, namespace, second), what="the second gang bound")
     assert where == {names[3], names[4], names[6]}
     assert eventually(lambda: allocated(kube, namespace, "second")) == w
+
+
+def two_racks(kube: Kube, cluster_objects: ClusterObjects, suffix: str) -> dict[str, list[str]]:
+    """Tier-1 HyperNodes h1 of two 4-CPU nodes and h2 of three, by name."""
+    racks = {f"h1-{suffix}": 2, f"h2-{suffix}": 3}
+    names = {rack: [f"{rack}-{i}" for i in range(n)] for rack, n in racks.items()}
+    for rack, members in names.items():
+        for name in members:
+            ready_node(cluster_objects, kube, node(name, cpu="4"))
+        listed = [hypernode_member("Node", exactMatch={"name": n}) for n in members]
+        cluster_objects.create(hypernode(rack, 1, listed))
+    return names
+
+
+def test_a_member_whose_bind_fails_is_placed_again_in_its_gangs_hypernode(
+    kube: Kube,
+    namespace: str,
+    cluster_objects: ClusterObjects,
+    start_scheduler: StartScheduler,
+    start_proxy: StartProxy,
+    scheduler_accounts: SchedulerAccounts,
+) -> None:
+    """The API server refuses the first bind of one member of a gang asking for one
+    tier-1 HyperNode: its other members are bound, and the member is bound later in
+    the same HyperNode, though the other one has room too."""
+    racks = two_racks(kube, cluster_objects, namespace)
+    proxy = start_proxy()
+    refused = proxy.fail(f"/api/v1/namespaces/{namespace}/pods/train-1/binding")
+    members = gang(kube, namespace, "train", 2)
+    kubeconfig = scheduler_accounts.kubeconfig("scheduler", server=proxy.url)
+    start_scheduler(kubeconfig=kubeconfig, config=DROP_IN)
+    eventually(lambda: refused.failed >= 1, what="the member's bind refused")
+    refused.release()
+    where = eventually(partial(nodes_of, kube, namespace, members), what="the gang bound")
+    assert any(where <= set(nodes) for nodes in racks.values()), where
