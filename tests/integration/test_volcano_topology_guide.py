@@ -150,3 +150,72 @@ def test_a_job_without_topology_fills_the_hypernode_in_use(
     where = {p["spec"]["nodeName"] for p in found.values()}
     assert len(where) == 2
     assert any(where <= set(half) for half in halves), where
+
+
+def test_the_design_jobs_partitions_start_at_its_minimum(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    """The Job of the "Volcano Job Controller" section of Volcano's design (its module's
+    docs/design/Network Topology Aware Scheduling.md): minAvailable 3 under
+    `highestTierAllowed: 2`, task0's six pods in two partitions of three and task1's
+    eight in four of two, every partition `highestTierAllowed: 1` (the design leaves the
+    pod template out: here each pod asks a whole node). On tier-1 HyperNodes of three,
+    three and two nodes under one tier-2, not all fourteen pods fit: the Job starts
+    with what does, each partition whole in one tier-1 HyperNode, its other pods
+    Pending (a partition is gang-scheduled on its own; the Job needs its minAvailable)."""
+    sizes = {"s0": 3, "s1": 3, "s2": 2}
+    names = {leaf: [f"{leaf}-{i}-{namespace}" for i in range(n)] for leaf, n in sizes.items()}
+    for leaf, members in names.items():
+        for name in members:
+            ready_node(cluster_objects, kube, node(name, cpu="4"))
+        exact = [hypernode_member("Node", exactMatch={"name": n}) for n in members]
+        cluster_objects.create(hypernode(f"{leaf}-{namespace}", 1, exact))
+    spine = [hypernode_member("HyperNode", exactMatch={"name": f"{s}-{namespace}"}) for s in sizes]
+    cluster_objects.create(hypernode(f"spine-{namespace}", 2, spine))
+    partition = {"mode": "hard", "highestTierAllowed": 1}
+    container = {"name": "c0", "image": "nginx", "resources": {"requests": {"cpu": "4"}}}
+    tasks = [
+        {
+            "name": name,
+            "replicas": replicas,
+            "partitionPolicy": {
+                "totalPartitions": replicas // size,
+                "partitionSize": size,
+                "networkTopology": partition,
+            },
+            "template": {"spec": {"containers": [container]}},
+        }
+        for name, replicas, size in (("task0", 6, 3), ("task1", 8, 2))
+    ]
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "network-topology-job"},
+        "spec": {
+            "schedulerName": "volcano",
+            "minAvailable": 3,
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+            "tasks": tasks,
+        },
+    }
+    start_scheduler(config=DROP_IN)
+    submit(kube, namespace, job)
+
+    def started() -> dict[str, JSON] | None:
+        found = pods(kube, namespace)
+        placed = [p for p in found.values() if p["spec"].get("nodeName")]
+        return found if len(found) == 14 and len(placed) >= 3 else None
+
+    found = eventually(started, what="the Job started with its minimum")
+    leaf_of = {n: leaf for leaf, members in names.items() for n in members}
+    parts: dict[tuple[str, str], list[str]] = {}
+    for pod in found.values():
+        key = (
+            pod["metadata"]["labels"]["volcano.sh/task-spec"],
+            pod["metadata"]["labels"][PARTITION],
+        )
+        if pod["spec"].get("nodeName"):
+            parts.setdefault(key, []).append(leaf_of[pod["spec"]["nodeName"]])
+    for (task, _), leaves in parts.items():
+        assert len(leaves) == {"task0": 3, "task1": 2}[task], parts
+        assert len(set(leaves)) == 1, parts
