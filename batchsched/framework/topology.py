@@ -645,7 +645,9 @@ def _sub_groups(
     their values of its matchLabelKeys (a member lacking one is in none of its groups),
     as Volcano forms sub-jobs. A sub-group's running members count toward its size and
     keep it in the domain holding them, as Volcano recovers a sub-job's HyperNode from
-    its tasks' nodes; one with no member pending is not placed."""
+    its tasks' nodes; one with no member pending is not placed, and one with fewer
+    members than its subGroupSize waits for the rest, as a Volcano sub-job is ready only
+    at its size."""
     assert job.group is not None
     for policy in job.group.sub_groups:
         groups: dict[tuple[str, ...], tuple[list[TaskInfo], list[str]]] = {}
@@ -667,7 +669,7 @@ def _sub_groups(
             if not pending:
                 continue
             label = f"sub-group {policy.name}" + (f" {'/'.join(values)}" if values else "")
-            size = min(policy.size, len(pending) + len(hosts)) - len(hosts)
+            size = policy.size - len(hosts)
             plan.parts.append(Part(label, policy.ask, pending, max(size, 0), hosts))
 
 

@@ -189,3 +189,48 @@ def test_a_member_whose_bind_fails_is_placed_again_in_its_gangs_hypernode(
     refused.release()
     where = eventually(partial(nodes_of, kube, namespace, members), what="the gang bound")
     assert any(where <= set(nodes) for nodes in racks.values()), where
+
+
+def test_a_sub_group_waits_for_its_members_then_is_placed_whole(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    """A Volcano gang of minMember 2 whose sub-groups of two (by `stage`) each ask for one
+    tier-1 HyperNode, with one member of stage 1 created so far (a job controller makes
+    pods one by one): stage 0 is bound, stage 1's member waits saying one of its two
+    members exists (a Volcano sub-job is ready only at its subGroupSize); once the second
+    is created, both are bound in one HyperNode."""
+    racks = two_racks(kube, cluster_objects, namespace)
+    policy = [
+        {
+            "name": "stage",
+            "subGroupSize": 2,
+            "matchLabelKeys": ["stage"],
+            "networkTopology": HARD_TIER_1,
+        }
+    ]
+    train = {
+        **group(VOLCANO_API, "train", 2, {}),
+        "spec": {"minMember": 2, "subGroupPolicy": policy},
+    }
+
+    def stage_member(index: int) -> JSON:
+        manifest = member(f"train-{index}", "train", volcano=True)
+        manifest["metadata"] |= {"namespace": namespace, "labels": {"stage": str(index // 2)}}
+        return manifest
+
+    train["metadata"]["namespace"] = namespace
+    for obj in (train, *(stage_member(i) for i in range(3))):
+        kube.create(obj)
+    start_scheduler(config=DROP_IN)
+
+    first = eventually(partial(nodes_of, kube, namespace, ["train-0", "train-1"]), what="stage 0")
+    assert any(first <= set(nodes) for nodes in racks.values()), first
+    waits = "sub-group stage 1: 1 of its 2 members exist"
+    eventually(
+        lambda: waits in (unschedulable_message(pods(kube, namespace)["train-2"]) or ""),
+        what="stage 1's member waiting for the other",
+    )
+    assert placements(kube, namespace)["train-2"] is None
+    kube.create(stage_member(3))
+    second = eventually(partial(nodes_of, kube, namespace, ["train-2", "train-3"]), what="stage 1")
+    assert any(second <= set(nodes) for nodes in racks.values()), second

@@ -274,6 +274,43 @@ def test_sub_groups_each_in_a_rack_of_their_own(
     assert "r1" not in {n.rsplit("-", 1)[0] for n in bound.values()}
 
 
+def test_a_sub_group_short_of_its_size_waits_for_its_members(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A Volcano sub-job is ready only at its subGroupSize (SubJobInfo.IsReady, v1.15.1):
+    a gang of minMember 2 whose stage 1 has one of its two members yet runs stage 0,
+    and stage 1's member waits, where a rack of three free nodes
+    would hold it alone; once its second member is created (at 60s), stage 1 is placed
+    whole in one rack."""
+    objects = [*racks({"r1": 3, "r2": 3}), *TREE[:1]]
+    objects += [hypernode("r2", 1, [exact("Node", f"r2-{i}") for i in range(3)], "rack")]
+    policy = [
+        {
+            "name": "stage",
+            "subGroupSize": 2,
+            "matchLabelKeys": ["stage"],
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+        }
+    ]
+    group = pod_group("g", 2, api_version=VOLCANO, created=0, subGroupPolicy=policy)
+    members = [
+        pod(
+            f"g-{i}",
+            {"cpu": "4"},
+            labels={"stage": str(i // 2)},
+            annotations={"scheduling.k8s.io/group-name": "g"},
+            created=0 if i < 3 else 60,
+        )
+        for i in range(4)
+    ]
+    result = run(capsys, tmp_path, [*objects, group, *members])
+    times = {key: p.get("bound_at") for key, p in result.pods.items()}
+    assert times["default/g-0"] == times["default/g-1"] == 0.0
+    assert times["default/g-2"] == times["default/g-3"] == 60.0
+    bound = result.bound()
+    assert len({bound[f"default/g-{i}"].rsplit("-", 1)[0] for i in (2, 3)}) == 1
+
+
 def kueue_pod(name: str, notes: Mapping[str, str], **extra: Any) -> dict[str, Any]:
     return pod(
         name,
