@@ -673,6 +673,14 @@ def _sub_groups(
             plan.parts.append(Part(label, policy.ask, pending, max(size, 0), hosts))
 
 
+def _stated(task: TaskInfo) -> tuple[Mode, str | None] | None:
+    """What a member's Kueue annotations ask of its pod set's domain (its slices may
+    differ: a group's leader has none), without where it is stated."""
+    stated = task.pod.podset_topology
+    assert stated is not None
+    return None if stated.ask is None else (stated.ask.mode, stated.ask.key)
+
+
 def of_tier(domains: Iterator[Domain], tier: Tier | None) -> Iterator[Domain]:
     """`domains` of `tier` only (all when None): within its softWait a soft ask is tried
     as a hard one of the tier it waits for (TopologyPlanner.awaited)."""
@@ -709,6 +717,14 @@ def _podsets(plan: Plan, tasks: Sequence[TaskInfo], running: Sequence[Task]) -> 
         stated = members[0].pod.podset_topology
         assert stated is not None
         label = f"pod set {name}" if name else "pod set"
+        other = next((t for t in members if _stated(t) != _stated(members[0])), None)
+        if other is not None:
+            # Kueue asks one domain of a pod set (or of a group of them, which it
+            # requires to ask alike): pods asking otherwise name no one ask to keep.
+            return (
+                f"Pod {other.key}.metadata.annotations: its Kueue topology ask differs "
+                f"from that of Pod {members[0].key}, in the same {label}"
+            )
         ran = [
             t for t in running if t.podset_topology is not None and t.podset_topology.part == name
         ]

@@ -31,6 +31,8 @@ pytestmark = pytest.mark.integration
 
 SLICE_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def gang(
@@ -55,8 +57,8 @@ def test_a_broken_hypernode_leaves_the_rest_of_the_tree_in_use(
     in h1 or h2: the broken HyperNodes are no part of them. A gang of four, which no healthy
     HyperNode holds, waits naming what is broken; so does a sub-group asking a tier
     name none has. Kueue pod sets whose slice size is not a whole number above 0, or
-    whose slice topology has no size, wait naming the annotation. A lone pod and a
-    plain gang are bound."""
+    whose slice topology has no size, or whose pods ask different labels, wait naming
+    the annotation. A lone pod and a plain gang are bound."""
     names = {
         rack: [f"{rack}-{i}-{namespace}" for i in range(n)]
         for rack, n in (("h1", 2), ("h2", 3), ("free", 2))
@@ -103,6 +105,10 @@ def test_a_broken_hypernode_leaves_the_rest_of_the_tree_in_use(
         *gang(OUR_API, "sizeless", 2, notes={SLICE_TOPOLOGY: RACK}),
         pod("lone", {"cpu": "1"}),
     ]
+    # A pod set whose second pod asks another label than its first.
+    mixed = gang(OUR_API, "mixed", 2, notes={REQUIRED: RACK})
+    mixed[2]["metadata"]["annotations"][REQUIRED] = HOSTNAME
+    objects += mixed
     for obj in objects:
         obj["metadata"]["namespace"] = namespace
         kube.create(obj)
@@ -129,6 +135,10 @@ def test_a_broken_hypernode_leaves_the_rest_of_the_tree_in_use(
         ),
         "zero": f"{annotations.format('zero')}[{SLICE_SIZE}]: 0 is below the minimum of 1",
         "words": f"{annotations.format('words')}[{SLICE_SIZE}]: 'two' is not a whole number",
+        "mixed": (
+            f"Pod {namespace}/mixed-1.metadata.annotations: its Kueue topology ask differs "
+            f"from that of Pod {namespace}/mixed-0, in the same pod set workers"
+        ),
         "sizeless": (
             f"{annotations.format('sizeless')}: {SLICE_TOPOLOGY} and {SLICE_SIZE} go together"
         ),

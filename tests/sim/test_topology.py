@@ -452,6 +452,11 @@ def test_kueue_node_selector_is_honoured(
             "[kueue.x-k8s.io/podset-required-topology]: no node has the label example.com/none",
         ),
         ("slice", "[kueue.x-k8s.io/podset-slice-size]: slice size 3 does not divide the 4 members"),
+        (
+            "asks differ",
+            "Pod default/k-3.metadata.annotations: its Kueue topology ask differs from that of "
+            "Pod default/k-0, in the same pod set workers",
+        ),
     ],
 )
 def test_bad_input_is_named_and_the_rest_scheduled(
@@ -475,12 +480,18 @@ def test_bad_input_is_named_and_the_rest_scheduled(
         notes = (
             {"kueue.x-k8s.io/podset-required-topology": "example.com/none"}
             if case == "key"
+            else {"kueue.x-k8s.io/podset-required-topology": RACK}
+            if case == "asks differ"
             else {
                 "kueue.x-k8s.io/podset-slice-required-topology": RACK,
                 "kueue.x-k8s.io/podset-slice-size": "3",
             }
         )
-        objects += [pod_group("k", 4), *(kueue_pod(f"k-{i}", notes) for i in range(4))]
+        objects += [pod_group("k", 4), *(kueue_pod(f"k-{i}", notes) for i in range(3))]
+        if case == "asks differ":
+            # One pod of the pod set asking another level: kept neither way.
+            notes = {"kueue.x-k8s.io/podset-required-topology": SPINE}
+        objects.append(kueue_pod("k-3", notes))
     result = run(capsys, tmp_path, objects)
     placed = {"default/lone", *(f"default/fits-{i}" for i in range(2) if case == "cycle")}
     assert all(result.pods[key]["node"] is not None for key in placed)
