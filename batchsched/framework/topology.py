@@ -511,7 +511,15 @@ class TopologyPlanner:
                 "configuration names no topology.tiers)"
             )
         if ask.tier_name is not None:
-            named = [t for t in self.tiers if t.name == ask.tier_name]
+            named = [t.number for t in self.tiers if t.name == ask.tier_name]
+            if not self.label_tiers:
+                # Any HyperNode's tierName names its tier, as Volcano maps them, though
+                # the tier's name in messages is one of them.
+                named += [
+                    h.tier
+                    for name, h in self.topology.hypernodes.items()
+                    if h.tier_name == ask.tier_name and name not in self.topology.errors
+                ]
             if not named:
                 names = ", ".join(t.name for t in self.tiers)
                 return (
@@ -519,7 +527,7 @@ class TopologyPlanner:
                     f"{ask.where}.highestTierName: no tier is named {ask.tier_name!r} "
                     f"(tiers: {names})",
                 )
-            return [t for t in self.tiers if t.number <= named[0].number], None
+            return [t for t in self.tiers if t.number <= min(named)], None
         if ask.highest_tier is not None:
             allowed = [t for t in self.tiers if t.number <= ask.highest_tier]
             if not allowed and ask.required:

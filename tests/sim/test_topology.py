@@ -274,6 +274,26 @@ def test_sub_groups_each_in_a_rack_of_their_own(
     assert "r1" not in {n.rsplit("-", 1)[0] for n in bound.values()}
 
 
+def test_any_tier_name_of_a_tier_names_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Two tier-1 HyperNodes whose tierNames differ ("leaf" for r1, "rack" for r2): each
+    name asks for tier 1, as Volcano maps every HyperNode's tierName to its tier
+    (HyperNodesInfo.HyperNodeTierNameMap, v1.15.1). A gang of three asking "rack" and
+    one of four asking "leaf" are both placed, each in one HyperNode."""
+    objects = [
+        *racks({"r1": 3, "r2": 5}),
+        hypernode("r1", 1, [exact("Node", f"r1-{i}") for i in range(3)], "leaf"),
+        hypernode("r2", 1, [exact("Node", f"r2-{i}") for i in range(5)], "rack"),
+        *volcano_gang("g", 3, "4", networkTopology={"highestTierName": "rack"}),
+        *volcano_gang("h", 4, "4", networkTopology={"highestTierName": "leaf"}),
+    ]
+    result = run(capsys, tmp_path, objects)
+    assert len(result.bound()) == 7
+    assert domains_of(result, "default/g-") == {"r1"}
+    assert domains_of(result, "default/h-") == {"r2"}
+
+
 def test_a_sub_group_short_of_its_size_waits_for_its_members(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
