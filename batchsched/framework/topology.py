@@ -32,6 +32,9 @@ from batchsched.model.decisions import SpanClock, TopologyDomain
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 from batchsched.model.topology import NO_DOMAIN, Tier
 
+# The name of the one domain of the tier above the highest (TopologyPlanner.whole_cluster).
+CLUSTER = "cluster"
+
 # The pod count's column (every snapshot's columns start with BASE_RESOURCES): a slot,
 # not a resource a domain is ranked by.
 POD_COUNT = BASE_RESOURCES.index(PODS)
@@ -173,6 +176,19 @@ class TopologyPlanner:
             )
         else:
             self.tiers = self.topology.tiers
+
+    @cached_property
+    def whole_cluster(self) -> Tier:
+        """The tier above the highest, of one domain holding every node: what a limit
+        above every tier allows, as Volcano adds its cluster-top HyperNode (every node,
+        a tier above the real ones) and lets a job whose highestTierAllowed reaches it
+        span the cluster."""
+        numbers = [t.number for t in self.tiers]
+        if not self.label_tiers:
+            # Above the HyperNodes left out of the tree too: theirs is a tier stated.
+            numbers += [h.tier for h in self.topology.hypernodes.values()]
+        ids = np.zeros(len(self.nodes), dtype=np.int64)
+        return Tier(max(numbers, default=0) + 1, CLUSTER, ids, (CLUSTER,))
 
     @cached_property
     def index(self) -> dict[str, int]:
@@ -366,6 +382,9 @@ class TopologyPlanner:
         if error or not rows.size:
             return None
         for tier in tiers:
+            if tier is self.whole_cluster:
+                # Spanning the cluster is no domain to name.
+                break
             held = np.unique(tier.ids[rows])
             if held.size == 1 and held[0] != NO_DOMAIN:
                 return Domain(tier, int(held[0]), tier.ids)
@@ -530,6 +549,8 @@ class TopologyPlanner:
             return [t for t in self.tiers if t.number <= min(named)], None
         if ask.highest_tier is not None:
             allowed = [t for t in self.tiers if t.number <= ask.highest_tier]
+            if ask.highest_tier >= self.whole_cluster.number:
+                allowed.append(self.whole_cluster)
             if not allowed and ask.required:
                 return (
                     [],

@@ -274,6 +274,24 @@ def test_sub_groups_each_in_a_rack_of_their_own(
     assert "r1" not in {n.rsplit("-", 1)[0] for n in bound.values()}
 
 
+def test_a_limit_above_every_tier_lets_a_gang_span_the_cluster(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Racks r1 (three nodes) and r2 (five) under spine s1 (tiers 1 and 2), and a node
+    in no HyperNode. Volcano adds a cluster-top HyperNode of every node a tier above
+    the highest (addClusterTopHyperNode, v1.15.1): a hard gang of nine whole-node pods
+    allowed up to tier 3 spans the cluster, and one allowed up to tier 2 waits."""
+    objects = [*racks({"r1": 3, "r2": 5}), node("lone-0", cpu="4"), *TREE]
+    objects += volcano_gang("wide", 9, "4", networkTopology={"highestTierAllowed": 3})
+    objects += volcano_gang("tight", 9, "4", networkTopology={"highestTierAllowed": 2})
+    result = run(capsys, tmp_path, objects)
+    bound = result.bound()
+    assert sorted(k for k in bound) == [f"default/wide-{i}" for i in range(9)]
+    assert "PodGroup default/tight.spec.networkTopology asks" in str(
+        result.pods["default/tight-0"]["reason"]
+    )
+
+
 def test_any_tier_name_of_a_tier_names_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
