@@ -234,3 +234,23 @@ def test_a_sub_group_waits_for_its_members_then_is_placed_whole(
     kube.create(stage_member(3))
     second = eventually(partial(nodes_of, kube, namespace, ["train-2", "train-3"]), what="stage 1")
     assert any(second <= set(nodes) for nodes in racks.values()), second
+
+
+def test_a_limit_above_every_hypernode_tier_spans_the_cluster(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    """Tier-1 HyperNodes h1 (two nodes) and h2 (three) and none above: a gang of four
+    allowed up to tier 2 is bound across both, as Volcano's cluster-top HyperNode (every
+    node, a tier above the highest; addClusterTopHyperNode, v1.15.1) lets it; no
+    HyperNode holds it, so none is recorded as its own."""
+    racks = two_racks(kube, cluster_objects, namespace)
+    objects = [group(VOLCANO_API, "wide", 4, {"mode": "hard", "highestTierAllowed": 2})]
+    objects += [member(f"wide-{i}", "wide", volcano=True) for i in range(4)]
+    for obj in objects:
+        obj["metadata"]["namespace"] = namespace
+        kube.create(obj)
+    start_scheduler(config=DROP_IN)
+    members = [f"wide-{i}" for i in range(4)]
+    where = eventually(partial(nodes_of, kube, namespace, members), what="the gang bound")
+    assert all(where & set(nodes) for nodes in racks.values()), where
+    assert allocated(kube, namespace, "wide") is None
