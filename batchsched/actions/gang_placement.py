@@ -371,6 +371,14 @@ def _place_plan(
         keys = {t.key for t in part.tasks}
         in_parts |= keys
         members = [t for t in ordered if t.key in keys]
+        if len(members) < part.size:
+            # Its other members do not exist yet (a job controller creates pods one by
+            # one): placed now, the part could be split once they come.
+            exist = len(members) + len(part.hosts)
+            short = f"{part.label}: {exist} of its {part.size + len(part.hosts)} members exist"
+            why = Reason(Code.UNSCHEDULABLE, SESSION, short)
+            failures.update(dict.fromkeys((t.key for t in members), why))
+            continue
         candidates: Iterable[Domain | None] = [None]
         awaited: Tier | None = None
         if part.ask is not None:

@@ -32,6 +32,9 @@ from batchsched.model.decisions import SpanClock, TopologyDomain
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
 from batchsched.model.topology import NO_DOMAIN, Tier
 
+# The name of the one domain of the tier above the highest (TopologyPlanner.whole_cluster).
+CLUSTER = "cluster"
+
 # The pod count's column (every snapshot's columns start with BASE_RESOURCES): a slot,
 # not a resource a domain is ranked by.
 POD_COUNT = BASE_RESOURCES.index(PODS)
@@ -174,6 +177,19 @@ class TopologyPlanner:
             )
         else:
             self.tiers = self.topology.tiers
+
+    @cached_property
+    def whole_cluster(self) -> Tier:
+        """The tier above the highest, of one domain holding every node: what a limit
+        above every tier allows, as Volcano adds its cluster-top HyperNode (every node,
+        a tier above the real ones) and lets a job whose highestTierAllowed reaches it
+        span the cluster."""
+        numbers = [t.number for t in self.tiers]
+        if not self.label_tiers:
+            # Above the HyperNodes left out of the tree too: theirs is a tier stated.
+            numbers += [h.tier for h in self.topology.hypernodes.values()]
+        ids = np.zeros(len(self.nodes), dtype=np.int64)
+        return Tier(max(numbers, default=0) + 1, CLUSTER, ids, (CLUSTER,))
 
     @cached_property
     def index(self) -> dict[str, int]:
@@ -372,6 +388,9 @@ class TopologyPlanner:
         if error or not rows.size:
             return None
         for tier in tiers:
+            if tier is self.whole_cluster:
+                # Spanning the cluster is no domain to name.
+                break
             held = np.unique(tier.ids[rows])
             if held.size == 1 and held[0] != NO_DOMAIN:
                 return Domain(tier, int(held[0]), tier.ids)
@@ -471,11 +490,30 @@ class TopologyPlanner:
         return tracked.per_bin
 
     def tier_names(self, ask: TopologyAsk) -> str:
-        """The tiers whose domains the ask may take, lowest first, for waiting reasons."""
+        """The tiers whose domains the ask may take, lowest first, for waiting reasons;
+        with the HyperNode left out of the tree, if any, since a gang waiting for a
+        domain may be waiting for that one."""
         tiers, _ = self._tiers(ask)
-        return " or ".join(t.name for t in tiers) or "any tier"
+        names = " or ".join(t.name for t in tiers) or "any tier"
+        broken = None if ask.key is not None else self._broken()
+        return names if broken is None else f"{names} (left out: {broken})"
 
     def _tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
+        """The tiers the ask may take domains of, or why none (bad input). HyperNodes
+        that do not form a tree (a cycle, a member missing, a second parent, a HyperNode
+        not read) are left out with those above them, and the rest of the tree serves:
+        a broken HyperNode keeps no gang out of the healthy ones. Volcano stops placing
+        every gang with a network topology instead, which one bad HyperNode would make
+        of the whole cluster's."""
+        broken = None if ask.key is not None else self._broken()
+        if broken is not None and not self.tiers:
+            return [], f"{ask.where}: the topology is not usable: {broken}"
+        tiers, error = self._asked_tiers(ask)
+        if broken is not None and error is not None:
+            return [], f"{error} (left out: {broken})"
+        return tiers, error
+
+    def _asked_tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
         if ask.key is not None:
             # A configured tier's label, asked by Kueue's levels: its domains as the tier
             # tells them apart.
@@ -493,17 +531,21 @@ class TopologyPlanner:
             # Preferred: that label, then the coarser configured tiers, as Kueue climbs.
             above = () if at is None else self.tiers[at + 1 :]
             return [tier, *above], None
-        # Before the tiers are counted: HyperNodes all left out leave none.
-        broken = self._broken()
-        if broken:
-            return [], f"{ask.where}: the topology is not usable: {broken}"
         if not self.tiers:
             return [], (
                 f"{ask.where}: no topology tiers are known (no HyperNode, and the "
                 "configuration names no topology.tiers)"
             )
         if ask.tier_name is not None:
-            named = [t for t in self.tiers if t.name == ask.tier_name]
+            named = [t.number for t in self.tiers if t.name == ask.tier_name]
+            if not self.label_tiers:
+                # Any HyperNode's tierName names its tier, as Volcano maps them, though
+                # the tier's name in messages is one of them.
+                named += [
+                    h.tier
+                    for name, h in self.topology.hypernodes.items()
+                    if h.tier_name == ask.tier_name and name not in self.topology.errors
+                ]
             if not named:
                 names = ", ".join(t.name for t in self.tiers)
                 return (
@@ -511,9 +553,11 @@ class TopologyPlanner:
                     f"{ask.where}.highestTierName: no tier is named {ask.tier_name!r} "
                     f"(tiers: {names})",
                 )
-            return [t for t in self.tiers if t.number <= named[0].number], None
+            return [t for t in self.tiers if t.number <= min(named)], None
         if ask.highest_tier is not None:
             allowed = [t for t in self.tiers if t.number <= ask.highest_tier]
+            if ask.highest_tier >= self.whole_cluster.number:
+                allowed.append(self.whole_cluster)
             if not allowed and ask.required:
                 return (
                     [],
@@ -637,7 +681,9 @@ def _sub_groups(
     their values of its matchLabelKeys (a member lacking one is in none of its groups),
     as Volcano forms sub-jobs. A sub-group's running members count toward its size and
     keep it in the domain holding them, as Volcano recovers a sub-job's HyperNode from
-    its tasks' nodes; one with no member pending is not placed."""
+    its tasks' nodes; one with no member pending is not placed, and one with fewer
+    members than its subGroupSize waits for the rest, as a Volcano sub-job is ready only
+    at its size."""
     assert job.group is not None
     for policy in job.group.sub_groups:
         groups: dict[tuple[str, ...], tuple[list[TaskInfo], list[str]]] = {}
@@ -659,8 +705,16 @@ def _sub_groups(
             if not pending:
                 continue
             label = f"sub-group {policy.name}" + (f" {'/'.join(values)}" if values else "")
-            size = min(policy.size, len(pending) + len(hosts)) - len(hosts)
+            size = policy.size - len(hosts)
             plan.parts.append(Part(label, policy.ask, pending, max(size, 0), hosts))
+
+
+def _stated(task: TaskInfo) -> tuple[Mode, str | None] | None:
+    """What a member's Kueue annotations ask of its pod set's domain (its slices may
+    differ: a group's leader has none), without where it is stated."""
+    stated = task.pod.podset_topology
+    assert stated is not None
+    return None if stated.ask is None else (stated.ask.mode, stated.ask.key)
 
 
 def of_tier(domains: Iterator[Domain], tier: Tier | None) -> Iterator[Domain]:
@@ -699,6 +753,14 @@ def _podsets(plan: Plan, tasks: Sequence[TaskInfo], running: Sequence[Task]) -> 
         stated = members[0].pod.podset_topology
         assert stated is not None
         label = f"pod set {name}" if name else "pod set"
+        other = next((t for t in members if _stated(t) != _stated(members[0])), None)
+        if other is not None:
+            # Kueue asks one domain of a pod set (or of a group of them, which it
+            # requires to ask alike): pods asking otherwise name no one ask to keep.
+            return (
+                f"Pod {other.key}.metadata.annotations: its Kueue topology ask differs "
+                f"from that of Pod {members[0].key}, in the same {label}"
+            )
         ran = [
             t for t in running if t.podset_topology is not None and t.podset_topology.part == name
         ]

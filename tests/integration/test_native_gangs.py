@@ -462,6 +462,48 @@ def test_a_gang_asking_one_rack_stays_in_it_as_it_grows(
     lone_pod_binds(kube, namespace)
 
 
+def test_a_basic_group_asking_one_rack_binds_what_fits_in_one_and_no_more(
+    kube: Kube, namespace: str, cluster: Cluster
+) -> None:
+    """Kubernetes 1.36's topology-aware scheduling with the basic policy
+    (concepts/workloads/workload-api/topology-aware-scheduling on kubernetes.io, and
+    upstream's "basic podgroup cannot fit on a single rack, no pods get scheduled on a
+    different rack"): where no rack holds the whole group, some of its pods may be
+    bound, all on one rack; the pod left over waits although the other rack has room,
+    and one added later goes to the group's rack once room is made there."""
+    one = {"cpu": "1", "memory": "1Gi"}
+    racks = cluster.racks({"r1": 2, "r2": 1})
+    scheduler = cluster.start_scheduler()
+    constraints = {"topology": [{"key": RACK}]}
+    names = [f"p{i}" for i in range(3)]
+    for name in names:
+        create(kube, namespace, member(name, "pg", one))
+    # The group comes last, so that its first session sees all its pods: a basic group
+    # is placed with the pods seen, and one pod alone would take the one-node rack.
+    eventually(
+        lambda: all(unschedulable_message(pods(kube, namespace)[n]) for n in names),
+        what="the pods waiting for their PodGroup",
+    )
+    create(kube, namespace, native_pod_group("pg", None, schedulingConstraints=constraints))
+
+    def two_bound() -> dict[str, str] | None:
+        where = {n: w for n, w in placements(kube, namespace).items() if w and n in names}
+        return where if len(where) == 2 else None
+
+    placed = eventually(two_bound, what="two of the three pods bound")
+    assert set(placed.values()) == set(racks["r1"]), placed
+    (left,) = set(names) - set(placed)
+    eventually(
+        lambda: unschedulable_message(pods(kube, namespace)[left]),
+        what="the pod left over told why it waits",
+    )
+    ticks_pass(scheduler, 2)
+    assert placements(kube, namespace)[left] is None
+    # Room in the group's rack: the pod left over goes there.
+    kube.delete(f"/api/v1/namespaces/{namespace}/pods/{sorted(placed)[0]}", grace_period_seconds=0)
+    assert bound(kube, namespace, [left])[left] == placed[sorted(placed)[0]]
+
+
 def test_a_native_gang_says_in_its_condition_where_it_waits_and_where_it_landed(
     kube: Kube, namespace: str, cluster: Cluster
 ) -> None:

@@ -87,8 +87,8 @@ def control_plane() -> Iterator[ControlPlane]:
         yield plane
 
 
-@pytest.fixture(scope="module")
-def kube(control_plane: ControlPlane) -> Kube:
+@pytest.fixture(name="kube", scope="module")
+def kube_fixture(control_plane: ControlPlane) -> Kube:
     return control_plane.kube()
 
 
@@ -112,8 +112,8 @@ def volcano(control_plane: ControlPlane, kube: Kube) -> None:
     )
 
 
-@pytest.fixture
-def namespace(namespace: str, kube: Kube, control_plane: ControlPlane) -> Iterator[str]:
+@pytest.fixture(name="namespace")
+def namespace_fixture(namespace: str, kube: Kube, control_plane: ControlPlane) -> Iterator[str]:
     """The test's namespace. Its Volcano Jobs go before it is wiped: their controller
     would otherwise create their pods again while the wipe deletes them. The
     controllers' log is shown after a failure."""

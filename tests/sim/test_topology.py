@@ -277,6 +277,81 @@ def test_sub_groups_each_in_a_rack_of_their_own(
     assert "r1" not in {n.rsplit("-", 1)[0] for n in bound.values()}
 
 
+def test_a_limit_above_every_tier_lets_a_gang_span_the_cluster(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Racks r1 (three nodes) and r2 (five) under spine s1 (tiers 1 and 2), and a node
+    in no HyperNode. Volcano adds a cluster-top HyperNode of every node a tier above
+    the highest (addClusterTopHyperNode, v1.15.1): a hard gang of nine whole-node pods
+    allowed up to tier 3 spans the cluster, and one allowed up to tier 2 waits."""
+    objects = [*racks({"r1": 3, "r2": 5}), node("lone-0", cpu="4"), *TREE]
+    objects += volcano_gang("wide", 9, "4", networkTopology={"highestTierAllowed": 3})
+    objects += volcano_gang("tight", 9, "4", networkTopology={"highestTierAllowed": 2})
+    result = run(capsys, tmp_path, objects)
+    bound = result.bound()
+    assert sorted(k for k in bound) == [f"default/wide-{i}" for i in range(9)]
+    assert "PodGroup default/tight.spec.networkTopology asks" in str(
+        result.pods["default/tight-0"]["reason"]
+    )
+
+
+def test_any_tier_name_of_a_tier_names_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Two tier-1 HyperNodes whose tierNames differ ("leaf" for r1, "rack" for r2): each
+    name asks for tier 1, as Volcano maps every HyperNode's tierName to its tier
+    (HyperNodesInfo.HyperNodeTierNameMap, v1.15.1). A gang of three asking "rack" and
+    one of four asking "leaf" are both placed, each in one HyperNode."""
+    objects = [
+        *racks({"r1": 3, "r2": 5}),
+        hypernode("r1", 1, [exact("Node", f"r1-{i}") for i in range(3)], "leaf"),
+        hypernode("r2", 1, [exact("Node", f"r2-{i}") for i in range(5)], "rack"),
+        *volcano_gang("g", 3, "4", networkTopology={"highestTierName": "rack"}),
+        *volcano_gang("h", 4, "4", networkTopology={"highestTierName": "leaf"}),
+    ]
+    result = run(capsys, tmp_path, objects)
+    assert len(result.bound()) == 7
+    assert domains_of(result, "default/g-") == {"r1"}
+    assert domains_of(result, "default/h-") == {"r2"}
+
+
+def test_a_sub_group_short_of_its_size_waits_for_its_members(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A Volcano sub-job is ready only at its subGroupSize (SubJobInfo.IsReady, v1.15.1):
+    a gang of minMember 2 whose stage 1 has one of its two members yet runs stage 0,
+    and stage 1's member waits, where a rack of three free nodes
+    would hold it alone; once its second member is created (at 60s), stage 1 is placed
+    whole in one rack."""
+    objects = [*racks({"r1": 3, "r2": 3}), *TREE[:1]]
+    objects += [hypernode("r2", 1, [exact("Node", f"r2-{i}") for i in range(3)], "rack")]
+    policy = [
+        {
+            "name": "stage",
+            "subGroupSize": 2,
+            "matchLabelKeys": ["stage"],
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+        }
+    ]
+    group = pod_group("g", 2, api_version=VOLCANO, created=0, subGroupPolicy=policy)
+    members = [
+        pod(
+            f"g-{i}",
+            {"cpu": "4"},
+            labels={"stage": str(i // 2)},
+            annotations={"scheduling.k8s.io/group-name": "g"},
+            created=0 if i < 3 else 60,
+        )
+        for i in range(4)
+    ]
+    result = run(capsys, tmp_path, [*objects, group, *members])
+    times = {key: p.get("bound_at") for key, p in result.pods.items()}
+    assert times["default/g-0"] == times["default/g-1"] == 0.0
+    assert times["default/g-2"] == times["default/g-3"] == 60.0
+    bound = result.bound()
+    assert len({bound[f"default/g-{i}"].rsplit("-", 1)[0] for i in (2, 3)}) == 1
+
+
 def kueue_pod(name: str, notes: Mapping[str, str], **extra: Any) -> dict[str, Any]:
     return pod(
         name,
@@ -418,6 +493,11 @@ def test_kueue_node_selector_is_honoured(
             "[kueue.x-k8s.io/podset-required-topology]: no node has the label example.com/none",
         ),
         ("slice", "[kueue.x-k8s.io/podset-slice-size]: slice size 3 does not divide the 4 members"),
+        (
+            "asks differ",
+            "Pod default/k-3.metadata.annotations: its Kueue topology ask differs from that of "
+            "Pod default/k-0, in the same pod set workers",
+        ),
     ],
 )
 def test_bad_input_is_named_and_the_rest_scheduled(
@@ -425,8 +505,11 @@ def test_bad_input_is_named_and_the_rest_scheduled(
 ) -> None:
     objects: list[dict[str, Any]] = [*racks({"r1": 3, "r2": 5}), pod("lone", {"cpu": "1"})]
     if case == "cycle":
+        # r1 and s1 are left out; r2 still serves: a gang it holds is placed there, one
+        # it cannot hold (six whole nodes) waits naming the cycle.
         objects += [hypernode("r1", 1, [exact("HyperNode", "s1")], "rack"), TREE[1], TREE[2]]
-        objects += volcano_gang("bad", 2, "1", networkTopology={"highestTierAllowed": 2})
+        objects += volcano_gang("bad", 6, "4", networkTopology={"highestTierAllowed": 2})
+        objects += volcano_gang("fits", 2, "4", networkTopology={"highestTierAllowed": 1})
     elif case == "cycle alone":
         objects += [hypernode("r1", 1, [exact("HyperNode", "s1")], "rack")]
         objects += [hypernode("s1", 2, [exact("HyperNode", "r1")], "spine")]
@@ -438,15 +521,23 @@ def test_bad_input_is_named_and_the_rest_scheduled(
         notes = (
             {"kueue.x-k8s.io/podset-required-topology": "example.com/none"}
             if case == "key"
+            else {"kueue.x-k8s.io/podset-required-topology": RACK}
+            if case == "asks differ"
             else {
                 "kueue.x-k8s.io/podset-slice-required-topology": RACK,
                 "kueue.x-k8s.io/podset-slice-size": "3",
             }
         )
-        objects += [pod_group("k", 4), *(kueue_pod(f"k-{i}", notes) for i in range(4))]
+        objects += [pod_group("k", 4), *(kueue_pod(f"k-{i}", notes) for i in range(3))]
+        if case == "asks differ":
+            # One pod of the pod set asking another level: kept neither way.
+            notes = {"kueue.x-k8s.io/podset-required-topology": SPINE}
+        objects.append(kueue_pod("k-3", notes))
     result = run(capsys, tmp_path, objects)
-    assert result.pods["default/lone"]["node"] is not None
-    waiting = [p["reason"] for key, p in result.pods.items() if key != "default/lone"]
+    placed = {"default/lone", *(f"default/fits-{i}" for i in range(2) if case == "cycle")}
+    assert all(result.pods[key]["node"] is not None for key in placed)
+    assert domains_of(result, "default/fits-") <= {"r2"}
+    waiting = [p["reason"] for key, p in result.pods.items() if key not in placed]
     assert waiting and all(message in reason for reason in waiting), waiting
 
 

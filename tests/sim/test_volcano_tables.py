@@ -36,11 +36,6 @@ TIER_NAME_MISSING = (
     "decided (docs/drop-in.md): a highestTierName no tier has keeps the group waiting, "
     "naming it; Volcano places the job as if no limit were stated"
 )
-NO_COMMON_HYPERNODE = (
-    "decided (docs/drop-in.md): a hard networkTopology never spans HyperNodes with no "
-    "common one at or below its tier; Volcano places the new member when their common "
-    "ancestor is missing"
-)
 
 FAILS: dict[str, tuple[str, ...]] = {
     "enqueue/when-podgroup-status-is-running": (RUNNING_WITHOUT_NODE,),
@@ -50,8 +45,6 @@ FAILS: dict[str, tuple[str, ...]] = {
     "allocate/network-topology-hard-network-topology-with-highesttiername-constrain-and-tasks-i": (
         TIER_NAME_MISSING,
     ),
-    "allocate/network-topology-hard-network-topology-constrain-and-tasks-in-job-"
-    "rescheduled-can-6": (NO_COMMON_HYPERNODE,),
 }
 
 
