@@ -27,7 +27,8 @@ fullest first), counting as room what the victims allowed there would free; in e
 the first few the cheapest set is found as above with no node outside it chosen, and the
 cheapest domain of the lowest tier where one is found wins. Its parts (sub-groups,
 slices) each make room in a domain of their own inside it. A soft ask that no domain
-holds makes room anywhere.
+holds makes room anywhere; within its softWait (docs/topology.md) only in the tier it
+waits for, and room that could be made across domains starts its softWait.
 """
 
 from collections import Counter
