@@ -27,7 +27,8 @@ fullest first), counting as room what the victims allowed there would free; in e
 the first few the cheapest set is found as above with no node outside it chosen, and the
 cheapest domain of the lowest tier where one is found wins. Its parts (sub-groups,
 slices) each make room in a domain of their own inside it. A soft ask that no domain
-holds makes room anywhere.
+holds makes room anywhere; within its softWait (docs/topology.md) only in the tier it
+waits for, and room that could be made across domains starts its softWait.
 """
 
 from collections import Counter
@@ -698,6 +699,28 @@ def _place(
     found = _search(plan) if ask is None else _in_domains(plan, ask)
     if found:
         plan.commit()
+    elif _could_span(plan, ask):
+        # Room made across domains would start it: its softWait starts now, as when
+        # allocate finds free room across domains for it.
+        session.topology.start_clock(job)
+    return found
+
+
+def _could_span(plan: _Plan, ask: TopologyAsk | None) -> bool:
+    """Whether a job that waits for a domain by choice (a soft ask of its gang or of a
+    part within its softWait), its softWait not started, could be placed by evicting
+    with its soft asks spanning domains, as it will be once its softWait is over; the
+    room found is given back."""
+    topology, job = plan.session.topology, plan.job
+    if not topology.waits_by_choice(job) or topology.span_since(job) is not None:
+        return False
+    topology.spanning = True
+    try:
+        found = _search(plan) if ask is None else _in_domains(plan, ask)
+    finally:
+        topology.spanning = False
+    if found:
+        plan.reset()
     return found
 
 
@@ -757,15 +780,9 @@ def _in_domains(plan: _Plan, ask: TopologyAsk) -> bool:
         if best is None or (outcome.rank, index) < best[:2]:
             best = (outcome.rank, index, outcome)
     if best is None:
-        if ask.required:
-            return False
-        if awaited is None:
-            return _search(plan)
-        if session.topology.span_since(job) is None and _search(plan):
-            # Room made across domains would start it: its softWait starts now.
-            plan.reset()
-            session.topology.start_clock(job)
-        return False
+        # A soft ask within its softWait makes no room across domains (`_could_span`
+        # learns whether it could).
+        return not ask.required and awaited is None and _search(plan)
     _, index, outcome = best
     plan.domain = candidates[index]
     plan.replay(outcome)

@@ -17,8 +17,9 @@ The tiers are the configured node labels (`topology.tiers`, finest first) when t
 configuration names some, else the HyperNodes' tiers (model/topology.py).
 """
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import IntEnum
 from functools import cached_property
 from itertools import chain
 
@@ -36,8 +37,17 @@ from batchsched.model.topology import NO_DOMAIN, Tier
 CLUSTER = "cluster"
 
 # The pod count's column (every snapshot's columns start with BASE_RESOURCES): a slot,
-# not a resource a domain is ranked by.
+# not a resource a domain is ranked by unless the configuration weighs it.
 POD_COUNT = BASE_RESOURCES.index(PODS)
+
+
+class Weighing(IntEnum):
+    """Whose resource weights rank domains (TopologyPlanner.weigh), the first over the
+    next: a domain binpack score's (network-topology-aware), a node fit score's."""
+
+    DOMAIN_BINPACK = 0
+    NODE_FIT = 1
+
 
 # Domains looked at closely (a victim set worked out, a starving gang packed) for a
 # gang asking for one, in the planner's order: enough to find a good one, without a
@@ -155,6 +165,11 @@ class TopologyPlanner:
         # The session's own arrays, changed in place as it places pods.
         self.requested, self.free = requested, free
         self.label_tiers = tuple(label_tiers)
+        # Per resource column, its weight in a domain's fullness (0: not counted): every
+        # resource alike but the pod count, until a plugin gives its own (`weigh`).
+        self.weights: FloatArray = np.ones(self.allocatable.shape[1])
+        self.weights[POD_COUNT] = 0.0
+        self._weighed_by: Weighing | None = None
         # The session's list of nodes whose requests changed, appended as it places and
         # undoes pods; the domain sums `fullest` ranks by follow it.
         self.touched = [] if touched is None else touched
@@ -177,6 +192,20 @@ class TopologyPlanner:
             )
         else:
             self.tiers = self.topology.tiers
+
+    def weigh(self, weights: Mapping[str, int], by: Weighing) -> None:
+        """Rank domains by the resources of `weights` (name -> weight), as the plugin
+        scoring `by` weighs them: the domain binpack's over a node fit score's, and of
+        two alike the first opened (kube-scheduler scores a placement with
+        NodeResourcesFit's resources, Volcano a HyperNode with network-topology-aware's)."""
+        if self._weighed_by is not None and self._weighed_by <= by:
+            return
+        self._weighed_by = by
+        column = self.snapshot.column
+        self.weights = np.zeros(self.allocatable.shape[1])
+        for name, weight in weights.items():
+            if name in column:
+                self.weights[column[name]] = weight
 
     @cached_property
     def whole_cluster(self) -> Tier:
@@ -398,20 +427,23 @@ class TopologyPlanner:
 
     def fullest(self, task: TaskInfo, tied: BoolArray, first: int) -> int:
         """Of the nodes tied for the best score, one in the fullest domain (of the
-        lowest tier, then the next; by the share of the resources the task asks that
-        is requested there), `first` when all are alike or no tiers are known: a pod
+        lowest tier, then the next; `_fullness` of the resources the task asks, as
+        requested there now), `first` when all are alike or no tiers are known: a pod
         that could go to either fills the domain already in use and leaves whole
         domains to the gangs that ask for one, as Volcano's HyperNode binpack does for
-        pods that ask for none."""
+        pods that ask for none. The pod's own request is left out (Volcano counts it):
+        with it the smaller of two empty domains would win, where Kueue places an
+        unconstrained pod set in the first (its TestFindTopologyAssignments)."""
         if not self.tiers or np.count_nonzero(tied) < 2:
             return first
-        columns = np.flatnonzero(task.vec > 0)
+        columns = np.flatnonzero((task.vec > 0) & (self.weights > 0))
         if not columns.size:
             return first
         rows = np.flatnonzero(tied)
+        weights, nothing = self.weights[columns], np.zeros(columns.size, dtype=np.int64)
         for tier in self.tiers:
             used, total = self._domain_used(tier), self._domain_total(tier)
-            share = (used[:, columns] / np.maximum(total[:, columns], 1)).mean(axis=1)
+            share = _fullness(used[:, columns], total[:, columns], nothing, weights)
             # The extra bin holds the nodes in no domain of the tier: they come last.
             share[-1] = -1.0
             held = share[self._bins(tier)[rows]]
@@ -587,8 +619,8 @@ class TopologyPlanner:
     ) -> Iterator[Domain]:
         # `with_members`: a domain is ranked by how full it is once the members are in,
         # as kube-scheduler and Volcano score a placement; Kueue's asks rank it by what
-        # is requested there now, as Kueue's BestFit does. Either way the pod count is
-        # left out (`_fullness`).
+        # is requested there now, as Kueue's BestFit does. Either way by the weighted
+        # resources alone (`_fullness`).
         ids = tier.ids if within is None else np.where(within, tier.ids, NO_DOMAIN)
         count = len(tier.domains)
         if rows.size:
@@ -650,7 +682,9 @@ class TopologyPlanner:
                     slots = np.bincount(binned, _slots(node_free, vec), count + 1)
                 room &= slots[:count] >= number
                 spare = np.minimum(spare, slots[:count] / number)
-            rank = _fullness(used, total, need if with_members else np.zeros_like(need), columns)
+            weights = self.weights[columns]
+            added = need[columns] if with_members else np.zeros(columns.size, dtype=np.int64)
+            rank = _fullness(used, total, added, weights)
         candidates = candidates[room[candidates]]
         order = np.lexsort((candidates, spare[candidates], -rank[candidates]))
         for index in candidates[order]:
@@ -658,20 +692,20 @@ class TopologyPlanner:
 
 
 def _fullness(
-    used: FloatArray | IntArray, total: FloatArray, need: IntArray, columns: IntArray
+    used: FloatArray | IntArray, total: FloatArray, added: IntArray, weights: FloatArray
 ) -> FloatArray:
-    """Per domain, the share of its allocatable requested once `need` is in, averaged
-    over the resources the members ask but the pod count: kube-scheduler scores a
-    placement so (NodeResourcesFit's MostAllocated over the placement, the group's pods
-    included), as Volcano scores a HyperNode for a job, so that of two empty domains
-    the smaller one the gang fills more is taken first. With `need` zero, the share
-    requested now, as Kueue's asks are ranked."""
-    scored = columns != POD_COUNT
-    if not scored.any():
-        return np.zeros(len(total))
-    after = (used[:, scored] + need[columns[scored]]) / np.maximum(total[:, scored], 1)
-    mean: FloatArray = after.mean(axis=1)
-    return mean
+    """Per domain (row), the share of its allocatable requested once `added` is in,
+    averaged over the columns with their `weights` (a column the domain has none of
+    left out): kube-scheduler scores a placement so (NodeResourcesFit's MostAllocated
+    over its nodes, the group's pods in, with the fit score's resource weights), as
+    Volcano scores a HyperNode (with network-topology-aware's), so that of two empty
+    domains the smaller one the gang fills more is taken first. With `added` zero,
+    the share requested now, as Kueue's asks are ranked."""
+    counted = np.where(total > 0, weights, 0.0)
+    weight_sum = counted.sum(axis=1)
+    after = (used + added) / np.maximum(total, 1)
+    fullness: FloatArray = (after * counted).sum(axis=1) / np.maximum(weight_sum, 1)
+    return fullness
 
 
 def _sub_groups(

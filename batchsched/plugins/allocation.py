@@ -25,6 +25,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.resources import CPU, MEMORY
 from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
+from batchsched.framework.topology import Weighing
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.snapshot import NO_EXTRA, TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
@@ -112,6 +113,11 @@ class _AllocationScore:
 class LeastAllocated(_AllocationScore):
     name = "leastallocated"
     counts_defaults = True
+
+    def open(self, session: Session) -> None:
+        # kube-scheduler scores a placement with NodeResourcesFit's resources.
+        session.topology.weigh(self.resources, Weighing.NODE_FIT)
+        super().open(session)
 
     def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         requested, capacity, counted = self._usage(task, nodes)

@@ -30,6 +30,7 @@ from batchsched.api.resources import CPU, GPU, MEMORY
 from batchsched.framework.deviceclaims import DeviceClaims
 from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
+from batchsched.framework.topology import Weighing
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import NO_EXTRA, TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
@@ -58,6 +59,7 @@ class Binpack:
 
     def open(self, session: Session) -> None:
         self.session = session
+        session.topology.weigh(self.weights, Weighing.NODE_FIT)
         column = session.snapshot.column
         scored = [(column[name], w) for name, w in self.weights.items() if name in column]
         self.columns = np.array([c for c, _ in scored], dtype=np.int64)

@@ -27,6 +27,7 @@ from batchsched.api.errors import InvalidObject
 from batchsched.api.resources import CPU, MEMORY
 from batchsched.framework.plugin import MAX_NODE_SCORE
 from batchsched.framework.session import Session
+from batchsched.framework.topology import Weighing
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.snapshot import TaskInfo
 from batchsched.plugins.arguments import check_keys, integer
@@ -48,6 +49,8 @@ class NetworkTopologyAware:
 
     def open(self, session: Session) -> None:
         self.session = session
+        # Volcano ranks HyperNodes for a job by these weights too (HyperNodeOrderFn).
+        session.topology.weigh(self.resources, Weighing.DOMAIN_BINPACK)
         tiers = session.topology.tiers
         # Without tiers every node scores alike (Volcano's lone top HyperNode).
         if not self.weight or not tiers:

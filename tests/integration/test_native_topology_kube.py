@@ -1,7 +1,8 @@
 """kube-scheduler v1.36.3 itself on the cases of tests/sim/test_kube_scheduler_topology.py
-(all but those with priorities of their own or resource weights): each case's objects on
-a real API server, kube-scheduler with TopologyAwareWorkloadScheduling placing them, and
-the case's assertion on its answer. The simulator test checks batchsched against the
+(all but those with priorities of their own): each case's objects on a real API server,
+kube-scheduler with TopologyAwareWorkloadScheduling placing them (a case with a
+configuration of its own by a profile made of it), and the case's assertion on its
+answer. The simulator test checks batchsched against the
 same assertions; this one checks that the translation (the cluster made of an upstream
 case, its expectation) is what the real kube-scheduler does with it.
 
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from batchsched.sim.simulator import DURATION_ANNOTATION
 
@@ -41,8 +43,29 @@ pytestmark = pytest.mark.integration
 
 GATES = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
 SCHEDULER_GATES = {**GATES, "GangScheduling": True}
-# The default profile, every node scored, serving the scheduler the cases' pods name.
-CONFIG: JSON = {"percentageOfNodesToScore": 100, "profiles": [{"schedulerName": SCHEDULER}]}
+# The cases' own configurations (their resource weights), each a profile of its own.
+CONFIGURED = sorted(
+    {case.config for table in TABLES.values() for case in table.values() if case.config}
+)
+
+
+def profile(config: str | None) -> str:
+    """The scheduler name of the profile serving a case of this configuration."""
+    return SCHEDULER if config is None else f"{SCHEDULER}-{CONFIGURED.index(config)}"
+
+
+# Every node scored; the default profile serving the scheduler the cases' pods name,
+# beside one per configuration of a case, its profile renamed.
+CONFIG: JSON = {
+    "percentageOfNodesToScore": 100,
+    "profiles": [
+        {"schedulerName": SCHEDULER},
+        *(
+            {**yaml.safe_load(config)["profiles"][0], "schedulerName": profile(config)}
+            for config in CONFIGURED
+        ),
+    ],
+}
 # How long a settled answer must stay as it is: kube-scheduler retries after a second.
 STEADY = 3.0
 
@@ -67,7 +90,6 @@ CASES = [
     for test, table in TABLES.items()
     if test != "TestPodGroupScheduling"  # priorities, which the API server sets from classes
     for name, case in table.items()
-    if case.config is None
 ]
 
 
@@ -104,6 +126,7 @@ def renamed(case: Case, suffix: str) -> tuple[list[JSON], dict[str, list[JSON]]]
                 spec["schedulingConstraints"] = {"topology": [{"key": key_of(topology[0]["key"])}]}
         else:
             spec.pop("priority", None)
+            spec["schedulerName"] = profile(case.config)
             if spec.get("nodeName"):
                 spec["nodeName"] = f"{spec['nodeName']}-{suffix}"
             if HOSTNAME in spec.get("nodeSelector", {}):

@@ -63,10 +63,6 @@ UNKNOWN_NODE_LEFT_OUT = (
     "topology constrain and task in job rescheduled, can allocate job ... three tier' "
     "asserts; kube-scheduler leaves the group unschedulable"
 )
-NO_RESOURCE_WEIGHTS = (
-    "defect: a domain is ranked by the mean of the resources the gang asks, unweighted; "
-    "NodeResourcesFit's scoringStrategy.resources weights are not applied to domains"
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -772,7 +768,6 @@ FIT_CASES: dict[str, FitCase] = {
         gpus=True,
     ),
 }
-WEIGHTED = ("Computes score using weights", "Handles multiple pods per node")
 
 
 def fit_objects(case: FitCase, beside: int) -> tuple[tuple[Obj, ...], str | None]:
@@ -914,8 +909,6 @@ def fit_cases() -> dict[str, Case]:
                 scheduled=("foo", "bar"),
                 on=((("foo", "bar"), on),),
                 config=config,
-                # Unweighted, the case's domain scores 25 and loses to one of 27.
-                defect=NO_RESOURCE_WEIGHTS if name in WEIGHTED and wins == "a" else None,
             )
     return cases
 

@@ -400,6 +400,66 @@ def test_a_kueue_pod_set_ranks_racks_by_requests_not_pod_count(
         assert result.bound() == {f"default/{name}-0": "r2-0"}
 
 
+def test_a_pod_asking_no_rack_goes_to_the_rack_fuller_by_requests_not_pod_count(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """r1-0 runs 50 pods requesting next to nothing, r2-0 one of 2 CPUs; a lone pod of 8
+    CPUs fits r1-1, r1-2 and r2-1 alike (node binpack ties them). r2 is the fuller by
+    what is requested there, so the pod goes there and r1 keeps two whole nodes for a
+    gang. With the pod count averaged in, r1 was the fuller."""
+    objects = [*racks({"r1": 3, "r2": 2}, cpu="8")]
+    tiny = {"cpu": "1m", "memory": "1"}
+    objects += [pod(f"tiny-{i}", tiny, node_name="r1-0", scheduler="other") for i in range(50)]
+    objects.append(pod("busy", {"cpu": "2"}, node_name="r2-0", scheduler="other"))
+    objects.append(pod("lone", {"cpu": "8"}))
+    assert run(capsys, tmp_path, objects, RACK_TIERS).bound() == {"default/lone": "r2-1"}
+
+
+@pytest.mark.parametrize(
+    ("binpack", "domain_binpack", "rack"),
+    [
+        ({"cpu": 1}, None, "r1"),
+        ({"memory": 1}, None, "r2"),
+        # Volcano ranks HyperNodes by network-topology-aware's weights, whatever binpack's.
+        ({"memory": 1}, {"cpu": 1}, "r1"),
+        ({"cpu": 1}, {"memory": 1}, "r2"),
+    ],
+)
+def test_racks_are_ranked_by_the_configured_resource_weights(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    binpack: dict[str, int],
+    domain_binpack: dict[str, int] | None,
+    rack: str,
+) -> None:
+    """With the gang of 2 x (2 CPUs, 1Gi) in, r1 is the fuller by CPU (8 of 16 against
+    5) and r2 by memory (8Gi of 16Gi against 3Gi); alike weighted, r2 (0.41 against
+    0.34). The rack the gang asking one takes is the fuller by the resources the
+    configuration weighs."""
+    objects = [
+        node(f"{name}-{i}", cpu="8", memory="8Gi", labels={RACK: name, SPINE: "s1"})
+        for name in ("r1", "r2")
+        for i in range(2)
+    ]
+    objects.append(pod("cpu-heavy", {"cpu": "4", "memory": "1Gi"}, node_name="r1-0"))
+    objects.append(pod("memory-heavy", {"cpu": "1", "memory": "6Gi"}, node_name="r2-0"))
+    objects += gang(
+        "g",
+        2,
+        requests={"cpu": "2", "memory": "1Gi"},
+        networkTopology={"mode": "hard", "highestTierName": "rack"},
+    )
+    plugins = [{"name": "predicates"}, {"name": "binpack", "arguments": {"resources": binpack}}]
+    if domain_binpack is not None:
+        arguments = {"resources": domain_binpack}
+        plugins.append({"name": "network-topology-aware", "arguments": arguments})
+    config = yaml.safe_dump(
+        {"tiers": [{"plugins": [{"name": "priority"}, {"name": "gang"}]}, {"plugins": plugins}]}
+    )
+    result = run(capsys, tmp_path, objects, config + RACK_TIERS)
+    assert domains_of(result, "default/g-") == {rack}
+
+
 def test_kueue_slices_each_in_one_rack(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Slices of 2, each in one rack; four racks of 1 free pair each but r4."""
     objects = [*racks({"r1": 3, "r2": 3, "r3": 3}), pod_group("k", 4)]

@@ -6,6 +6,8 @@ in a domain of its own."""
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import pytest
+
 from batchsched.model.decisions import Decisions, TopologyDomain
 
 from .test_preempt import evicted, nominated
@@ -211,3 +213,60 @@ def test_a_soft_sub_group_within_its_soft_wait_makes_room_only_in_a_rack() -> No
     busy = filler({"r1-0": 1, "r1-1": 2000, "r2-0": 3, "r2-1": 1})
     freed = decide([*racks(["r1", "r2"]), *busy, *gang], WAITING, now=at(160))
     assert evicted(freed) == {"default/busy-r2-0", "default/busy-r2-1"}
+
+
+def soft_sub_group() -> list[Obj]:
+    """A gang asking nothing as a whole, its sub-group of two asking softly for a rack."""
+    policy = [{"name": "workers", "subGroupSize": 2, "networkTopology": {"mode": "soft"}}]
+    return preemptor("g", 2, networkTopology=None, subGroupPolicy=policy)
+
+
+def kueue_pod_sets() -> list[Obj]:
+    """A gang of two Kueue pod sets, a and b, of two pods each preferring one rack."""
+    notes = {
+        "scheduling.batchsched.io/group-name": "g",
+        "kueue.x-k8s.io/podset-preferred-topology": RACK,
+    }
+    members = [
+        pod(
+            f"g-{i}",
+            requests={"cpu": "4"},
+            labels={"kueue.x-k8s.io/podset": "ab"[i // 2]},
+            annotations=notes,
+            created=100,
+            spec={"priority": 1000},
+        )
+        for i in range(4)
+    ]
+    return [pod_group("g", 4, created=100), *members]
+
+
+@pytest.mark.parametrize(
+    ("gang", "busy", "waiter"),
+    [
+        (soft_sub_group(), {"r1-0": 1, "r1-1": 2000, "r2-0": 2000, "r2-1": 1}, "g-0"),
+        # Pod set a takes r1, freed whole; pod set b could only span r2 and r3.
+        (
+            kueue_pod_sets(),
+            {"r1-0": 1, "r1-1": 1, "r2-0": 1, "r2-1": 2000, "r3-0": 2000, "r3-1": 1},
+            "g-2",
+        ),
+    ],
+    ids=["volcano sub-group", "kueue pod set among several"],
+)
+def test_a_soft_part_within_its_soft_wait_starts_it_when_room_could_be_made_across_racks(
+    gang: list[Obj], busy: dict[str, int], waiter: str
+) -> None:
+    """No rack can be freed for the part, and the cluster has no free room: only room
+    made across racks would place the gang, so its softWait starts then, as a whole
+    gang's does; once it is over, the pods of priority 1 are evicted across racks."""
+    objects = [*racks(sorted({rack_of(where) for where in busy})), *filler(busy), *gang]
+    waiting = decide(objects, WAITING, now=at(160))
+    assert waiting.evictions == []
+    assert span_starts(waiting) == {"default/g": at(160)}
+    assert waiting.unplaced["default/g"].until == at(760)
+    later = decide(objects, WAITING, now=at(460), span_clocks=waiting.span_clocks)
+    assert later.evictions == []
+    assert "(soft) and waits 300s more" in later.pending[f"default/{waiter}"].message
+    spanning = decide(objects, WAITING, now=at(761), span_clocks=waiting.span_clocks)
+    assert evicted(spanning) == {f"default/busy-{where}" for where, p in busy.items() if p == 1}
