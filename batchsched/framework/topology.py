@@ -549,7 +549,7 @@ class TopologyPlanner:
 
     def _tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
         """The tiers the ask may take domains of, or why none (bad input). HyperNodes
-        that do not form a tree (a cycle, a member missing, a second parent, a HyperNode
+        that do not form a tree (a cycle, a member missing, a member listed by two, a HyperNode
         not read) are left out with those above them, and the rest of the tree serves:
         a broken HyperNode keeps no gang out of the healthy ones. Volcano stops placing
         every gang with a network topology instead, which one bad HyperNode would make
