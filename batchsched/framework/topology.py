@@ -549,12 +549,13 @@ class TopologyPlanner:
 
     def _tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
         """The tiers the ask may take domains of, or why none (bad input). HyperNodes
-        that do not form a tree (a cycle, a member missing, a member listed by two, a HyperNode
-        not read) are left out with those above them, and the rest of the tree serves:
-        a broken HyperNode keeps no gang out of the healthy ones. Volcano stops placing
-        every gang with a network topology instead, which one bad HyperNode would make
-        of the whole cluster's."""
-        if ask.key is None and not self.tiers and self.topology.errors and not self.label_tiers:
+        that do not form a tree (a cycle, a member missing, a member listed by two, a
+        HyperNode not read) are left out with those above them, and the rest of the tree
+        serves: a broken HyperNode keeps no gang out of the healthy ones. Volcano stops
+        placing every gang with a network topology instead, which one bad HyperNode
+        would make of the whole cluster's."""
+        # No tier at all (configured label tiers are never none): every HyperNode broken.
+        if ask.key is None and not self.tiers and self.topology.errors:
             first = self.topology.errors[min(self.topology.errors)]
             return [], f"{ask.where}: the topology is not usable: {first}"
         broken = self._broken(ask)

@@ -1,10 +1,11 @@
 """More of the issue's bad input through `batchsched run`, on a real API server with
 Volcano's released HyperNode and PodGroup CRDs: HyperNodes Volcano accepts but that do
 not form a tree (two naming each other, a name pattern that is not a regular
-expression, a rack two spines list), a sub-group's tier name that no tier has, Kueue slice sizes that are not
-sizes and a slice topology without one. Each waits with a reason naming the object and
-field; the lone pods, plain gangs and the gangs asking for a HyperNode of the healthy
-part of the tree are bound in the same run (test_topology.py has the first cases).
+expression, a rack two spines list), a sub-group's tier name that no tier has, Kueue
+slice sizes that are not sizes and a slice topology without one. Each waits with a
+reason naming the object and field; the lone pods, plain gangs and the gangs asking for
+a HyperNode of the healthy part of the tree are bound in the same run (test_topology.py
+has the first cases).
 """
 
 from __future__ import annotations
