@@ -627,7 +627,8 @@ class _Plan:
                     budget=budget,
                 )
             )
-        inside = "" if self.domain is None else f" in {self.domain.name}"
+        named = None if self.domain is None else session.topology.named(self.domain)
+        inside = "" if named is None else f" in {named}"
         session.job_reasons[job.key] = Reason(
             Code.PREEMPTING,
             SESSION,

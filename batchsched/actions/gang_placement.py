@@ -199,7 +199,7 @@ def _place_in_domains(
             head = alone = session.topology.closest(ask, ordered, job.hosts, None, awaited)
         roomy = head is not None and head is not alone
         outer = chain([head] if head else [], domains, [] if waits else [None])
-    best: tuple[int, str] | None = None
+    best: tuple[int, str | None] | None = None
     first = Reason(Code.UNSCHEDULABLE, SESSION, "no domain of its tiers holds a node for it")
     # The try `first` comes from: the last to raise `best` with a member left out.
     reported: Domain | None = None
@@ -242,7 +242,7 @@ def _place_in_domains(
             session.task_reasons.update(failures)
             return True
         if best is None or placed > best[0]:
-            best = (placed, domain.name)
+            best = (placed, session.topology.named(domain))
             if failures:
                 first, reported = next(iter(failures.values())), domain
         nobody = nobody or (by_scores and not placed)
@@ -312,7 +312,7 @@ def _held_first(
 def _wanted(
     session: Session,
     ask: TopologyAsk | None,
-    best: tuple[int, str] | None,
+    best: tuple[int, str | None] | None,
     job: JobInfo,
     awaited: Tier | None,
     roomy: bool,
@@ -337,6 +337,7 @@ def _wanted(
         chosen=awaited is not None,
         soft_wait=session.topology.soft_wait,
         spans_in=None if awaited is None else _spans_in(session, job),
+        anywhere=session.topology.spans_cluster(ask),
     )
     if ask.required or awaited is not None or kept is None:
         # A soft whole ask past its wait leaves a part's wait the one to explain.
@@ -393,7 +394,7 @@ def _place_plan(
             if awaited is not None:
                 found = _awaited_domains(session, part, members, outer, found, awaited)
             candidates = chain(found, [] if part.ask.required or awaited is not None else [None])
-        best: tuple[int, str] | None = None
+        best: tuple[int, str | None] | None = None
         for inner in candidates:
             trial = Statement(session, job)
             within = outer if inner is None else inner.nodes
@@ -404,7 +405,7 @@ def _place_plan(
                 statement.placed.extend(trial.placed)
                 break
             if inner is not None and (best is None or len(trial.placed) > best[0]):
-                best = (len(trial.placed), inner.name)
+                best = (len(trial.placed), session.topology.named(inner))
             trial.discard()
             failures.update(failed)
         else:
@@ -447,7 +448,7 @@ def _part_waits(
     part: Part,
     members: list[TaskInfo],
     awaited: Tier,
-    best: tuple[int, str] | None,
+    best: tuple[int, str | None] | None,
     failures: dict[str, Reason],
 ) -> None:
     """Say of each of the part's members that it waits within its softWait for a domain

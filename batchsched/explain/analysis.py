@@ -331,7 +331,8 @@ def _cause(ran: Ran, job: JobInfo, task: TaskInfo | None, seen: Explanation) -> 
             "ending before then may use the held room",
         )
     wait = session.topology.waits.get(job.key)
-    if wait is not None and (wait.ask.required or wait.chosen):
+    # A hard ask that may span the cluster waits for room, as any gang does.
+    if wait is not None and ((wait.ask.required and not wait.anywhere) or wait.chosen):
         return (reason or session.explain(task)).message, _domain_remedy(wait)
     found = remedies.room(ran, job, task, wanted)
     if found is not None:

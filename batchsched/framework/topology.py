@@ -112,9 +112,12 @@ class DomainWait:
     spans_in: float | None = None
     # The part asking (Part.label), when the ask is not the whole gang's.
     part: str | None = None
+    # The ask may span the whole cluster (TopologyPlanner.spans_cluster): short of room.
+    anywhere: bool = False
 
     def __str__(self) -> str:
-        what = f"{self.ask.where} asks its members in one domain of {self.tiers} ({self.ask.mode})"
+        where = f"{self.tiers}, or anywhere" if self.anywhere else self.tiers
+        what = f"{self.ask.where} asks its members in one domain of {where} ({self.ask.mode})"
         if self.part is not None:
             what = f"{self.part}: {what}"
         if self.spans_in is not None:
@@ -219,6 +222,10 @@ class TopologyPlanner:
             numbers += [h.tier for h in self.topology.hypernodes.values()]
         ids = np.zeros(len(self.nodes), dtype=np.int64)
         return Tier(max(numbers, default=0) + 1, CLUSTER, ids, (CLUSTER,))
+
+    def named(self, domain: Domain) -> str | None:
+        """The domain's name for reasons; None for the whole cluster, which is no domain."""
+        return None if domain.tier is self.whole_cluster else domain.name
 
     @cached_property
     def index(self) -> dict[str, int]:
@@ -341,6 +348,10 @@ class TopologyPlanner:
         need = np.sum([t.vec for t in members], axis=0)
         columns = np.flatnonzero(need > 0)
         for tier in tiers:
+            if tier is self.whole_cluster:
+                # Spanning the cluster is no domain to wait for: an ask no lower tier's
+                # domain could hold is short of room, not waiting by choice.
+                break
             if within is None:
                 # The last row is the nodes in no domain of the tier.
                 total = self._domain_total(tier)[:-1, columns]
@@ -522,24 +533,32 @@ class TopologyPlanner:
         return tracked.per_bin
 
     def tier_names(self, ask: TopologyAsk) -> str:
-        """The tiers whose domains the ask may take, lowest first, for waiting reasons;
-        with the HyperNode left out of the tree, if any, since a gang waiting for a
-        domain may be waiting for that one."""
+        """The tiers whose domains the ask may take, lowest first, for waiting reasons
+        (the whole cluster is none: `spans_cluster` says whether it may take that);
+        with a HyperNode of those tiers left out of the tree, if any, since a gang
+        waiting for a domain may be waiting for that one."""
         tiers, _ = self._tiers(ask)
-        names = " or ".join(t.name for t in tiers) or "any tier"
-        broken = None if ask.key is not None else self._broken()
+        names = " or ".join(t.name for t in tiers if t is not self.whole_cluster) or "any tier"
+        broken = self._broken(ask)
         return names if broken is None else f"{names} (left out: {broken})"
+
+    def spans_cluster(self, ask: TopologyAsk) -> bool:
+        """Whether the ask may span the whole cluster: it waits for room, not a domain."""
+        tiers, _ = self._tiers(ask)
+        return self.whole_cluster in tiers
 
     def _tiers(self, ask: TopologyAsk) -> tuple[Sequence[Tier], str | None]:
         """The tiers the ask may take domains of, or why none (bad input). HyperNodes
-        that do not form a tree (a cycle, a member missing, a second parent, a HyperNode
-        not read) are left out with those above them, and the rest of the tree serves:
-        a broken HyperNode keeps no gang out of the healthy ones. Volcano stops placing
-        every gang with a network topology instead, which one bad HyperNode would make
-        of the whole cluster's."""
-        broken = None if ask.key is not None else self._broken()
-        if broken is not None and not self.tiers:
-            return [], f"{ask.where}: the topology is not usable: {broken}"
+        that do not form a tree (a cycle, a member missing, a member listed by two, a
+        HyperNode not read) are left out with those above them, and the rest of the tree
+        serves: a broken HyperNode keeps no gang out of the healthy ones. Volcano stops
+        placing every gang with a network topology instead, which one bad HyperNode
+        would make of the whole cluster's."""
+        # No tier at all (configured label tiers are never none): every HyperNode broken.
+        if ask.key is None and not self.tiers and self.topology.errors:
+            first = self.topology.errors[min(self.topology.errors)]
+            return [], f"{ask.where}: the topology is not usable: {first}"
+        broken = self._broken(ask)
         tiers, error = self._asked_tiers(ask)
         if broken is not None and error is not None:
             return [], f"{error} (left out: {broken})"
@@ -599,11 +618,24 @@ class TopologyPlanner:
             return allowed, None
         return self.tiers, None
 
-    def _broken(self) -> str | None:
-        """The first HyperNode left out of the tree, when the tiers are HyperNodes'."""
-        if self.label_tiers or not self.topology.errors:
+    def _broken(self, ask: TopologyAsk) -> str | None:
+        """The first HyperNode left out of the tree of a tier the ask may take (or of a
+        tier unknown, not read), when the tiers are HyperNodes'."""
+        errors = self.topology.errors
+        if self.label_tiers or ask.key is not None or not errors:
             return None
-        return self.topology.errors[min(self.topology.errors)]
+        hypernodes = self.topology.hypernodes
+        limit = ask.highest_tier
+        if ask.tier_name is not None:
+            named = [h.tier for h in hypernodes.values() if h.tier_name == ask.tier_name]
+            named += [t.number for t in self.tiers if t.name == ask.tier_name]
+            limit = min(named, default=None)
+        lost = [
+            name
+            for name in errors
+            if name not in hypernodes or limit is None or hypernodes[name].tier <= limit
+        ]
+        return errors[min(lost)] if lost else None
 
     def _tier_domains(
         self,

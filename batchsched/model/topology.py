@@ -44,7 +44,8 @@ class Topology:
     # HyperNodes that could not be parsed, name -> why.
     rejected: Mapping[str, str] = field(default_factory=dict)
     # HyperNode name -> why it is left out of the tree (rejected, a cycle, an unknown
-    # member, a second parent); the HyperNodes above it are left out with it.
+    # member, a member of several, or one listing such a member); the HyperNodes above
+    # it are left out with it.
     errors: dict[str, str] = field(init=False)
     # The HyperNode tiers, lowest first.
     tiers: tuple[Tier, ...] = field(init=False)
@@ -137,7 +138,7 @@ class Topology:
 
     def _reach(self) -> dict[str, frozenset[str]]:
         """HyperNode name -> the node names it reaches, for those that resolve."""
-        parents: dict[str, str] = {}
+        parents: dict[str, set[str]] = {}
         for name in sorted(self.hypernodes):
             for member in self.hypernodes[name].members:
                 if member.type is not MemberType.HYPERNODE or member.name is None:
@@ -150,17 +151,31 @@ class Topology:
                         f"HyperNode {name}: spec.members names HyperNode {child}, "
                         "which does not exist"
                     )
-                elif child in parents and parents[child] != name:
-                    self.errors[name] = (
-                        f"HyperNode {name}: spec.members names HyperNode {child}, "
-                        f"already a member of HyperNode {parents[child]}"
-                    )
                 else:
-                    parents[child] = name
+                    parents.setdefault(child, set()).add(name)
+        for child, claims in parents.items():
+            if len(claims) > 1:
+                self._disputed(child, sorted(claims))
         reach: dict[str, frozenset[str]] = {}
         for name in sorted(self.hypernodes):
             self._resolve(name, reach, ())
         return reach
+
+    def _disputed(self, child: str, claims: Sequence[str]) -> None:
+        """Leave out a HyperNode that several HyperNodes list as a member, and each of
+        them: which one holds it is not known, so none may be placed across it (those
+        above them are left out as they resolve)."""
+        listed = ", ".join(claims)
+        self.errors.setdefault(
+            child, f"HyperNode {child}: a member of several HyperNodes: {listed}"
+        )
+        for parent in claims:
+            others = ", ".join(c for c in claims if c != parent)
+            self.errors.setdefault(
+                parent,
+                f"HyperNode {parent}: spec.members names HyperNode {child}, "
+                f"also a member of HyperNode {others}",
+            )
 
     def _resolve(
         self, name: str, reach: dict[str, frozenset[str]], path: tuple[str, ...]

@@ -1,10 +1,11 @@
 """More of the issue's bad input through `batchsched run`, on a real API server with
 Volcano's released HyperNode and PodGroup CRDs: HyperNodes Volcano accepts but that do
 not form a tree (two naming each other, a name pattern that is not a regular
-expression), a sub-group's tier name that no tier has, Kueue slice sizes that are not
-sizes and a slice topology without one. Each waits with a reason naming the object and
-field; the lone pods, plain gangs and the gangs asking for a HyperNode of the healthy
-part of the tree are bound in the same run (test_topology.py has the first cases).
+expression, a rack two spines list), a sub-group's tier name that no tier has, Kueue
+slice sizes that are not sizes and a slice topology without one. Each waits with a
+reason naming the object and field; the lone pods, plain gangs and the gangs asking for
+a HyperNode of the healthy part of the tree are bound in the same run (test_topology.py
+has the first cases).
 """
 
 from __future__ import annotations
@@ -156,3 +157,56 @@ def test_a_broken_hypernode_leaves_the_rest_of_the_tree_in_use(
         raise AssertionError(f"{error}; they say {said}") from None
     now = placements(kube, namespace)
     assert not any(v for k, v in now.items() if k.split("-")[0] in reasons)
+
+
+def test_a_rack_listed_by_two_spines_is_placed_across_by_neither(
+    kube: Kube, namespace: str, cluster_objects: ClusterObjects, start_scheduler: StartScheduler
+) -> None:
+    """Rack r2 (three nodes) is listed by spine s1 (with r1) and by spine a0 (with r3),
+    both of tier 2, which Volcano's CRD takes; r1 and r3 have two nodes each. Which
+    spine holds r2 is unknown: r2 and both spines are left out. A hard gang of five
+    allowed up to tier 2, which either spine's claim would hold, waits naming the
+    dispute; a gang of two allowed tier 1 is bound in r1 or r3, never in r2."""
+    sizes = {"r1": 2, "r2": 3, "r3": 2}
+    names = {rack: [f"{rack}-{i}-{namespace}" for i in range(n)] for rack, n in sizes.items()}
+    racks = {rack: f"{rack}-{namespace}" for rack in sizes}
+    for rack, members in names.items():
+        for name in members:
+            ready_node(cluster_objects, kube, node(name, cpu="4", labels={RACK: racks[rack]}))
+        exact = [hypernode_member("Node", exactMatch={"name": n}) for n in members]
+        cluster_objects.create(hypernode(racks[rack], 1, exact, "rack"))
+    s1, a0 = f"s1-{namespace}", f"a0-{namespace}"
+    for spine, listed in ((s1, ("r1", "r2")), (a0, ("r2", "r3"))):
+        below = [hypernode_member("HyperNode", exactMatch={"name": racks[r]}) for r in listed]
+        cluster_objects.create(hypernode(spine, 2, below, "spine"))
+    objects = [
+        *gang(VOLCANO_API, "wide", 5, networkTopology={"mode": "hard", "highestTierAllowed": 2}),
+        *gang(VOLCANO_API, "fits", 2, networkTopology={"mode": "hard", "highestTierAllowed": 1}),
+    ]
+    for obj in objects:
+        obj["metadata"]["namespace"] = namespace
+        kube.create(obj)
+    start_scheduler(config=DROP_IN)
+
+    def fits() -> set[str] | None:
+        where = placements(kube, namespace)
+        hosts = {where.get(f"fits-{i}") for i in range(2)}
+        return None if None in hosts else {str(h) for h in hosts}
+
+    hosts = eventually(fits, what="the gang of two bound")
+    assert hosts <= set(names["r1"]) or hosts <= set(names["r3"])
+    reason = (
+        f"(left out: HyperNode {a0}: spec.members names HyperNode {racks['r2']}, "
+        f"also a member of HyperNode {s1})"
+    )
+    said: list[str | None] = []
+
+    def told() -> bool:
+        said.append(unschedulable_message(pods(kube, namespace)["wide-0"]))
+        return reason in (said[-1] or "")
+
+    try:
+        eventually(told, what="the gang of five waiting, naming the disputed rack")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; it says {said[-1]}") from None
+    assert not any(placements(kube, namespace).get(f"wide-{i}") for i in range(5))

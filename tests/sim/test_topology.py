@@ -295,6 +295,75 @@ def test_a_limit_above_every_tier_lets_a_gang_span_the_cluster(
     )
 
 
+def _wide_on_a_full_cluster(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tree and lone node above, one node of the nine full of another scheduler's
+    pod: a gang of nine whole-node pods fits nowhere, not even spanning the cluster."""
+    objects = [*racks({"r1": 3, "r2": 5}), node("lone-0", cpu="4"), *TREE]
+    objects.append(pod("hog", {"cpu": "4"}, node_name="lone-0", scheduler="other", created=0))
+    return objects + volcano_gang("wide", 9, "4", networkTopology=spec)
+
+
+@pytest.mark.parametrize("mode", ["hard", "soft"])
+def test_a_gang_allowed_the_cluster_waits_for_room_not_for_a_cluster_domain(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, mode: str
+) -> None:
+    """The whole cluster a limit above every tier allows is no domain: a gang short of
+    room is not said to wait for a domain of it, and a soft one does not wait by choice
+    (its softWait, for a domain of a tier no domain of which could hold it, is moot)."""
+    objects = _wide_on_a_full_cluster({"mode": mode, "highestTierAllowed": 3})
+    result = run(capsys, tmp_path, objects, "topology: {softWait: 10m}\n")
+    reason = str(result.pods["default/wide-0"]["reason"])
+    assert f"in one domain of rack or spine, or anywhere ({mode})" in reason, reason
+    assert "cluster" not in reason and "softWait" not in reason, reason
+
+
+def test_a_rack_listed_by_two_spines_is_placed_across_by_neither(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Rack r2 is listed by spine s1 (with r1) and by spine a0 (with r3): which spine
+    holds it is unknown, so r2 and both spines are left out. A hard gang of seven whole
+    nodes allowed up to tier 2 fits only r2 + r3 (a0's claim, the first by name): it
+    waits, naming them; a gang rack r3 holds is placed there."""
+    objects = [*racks({"r1": 3, "r2": 5, "r3": 2})]
+    objects += [
+        hypernode(rack, 1, [exact("Node", f"{rack}-{i}") for i in range(size)], "rack")
+        for rack, size in (("r1", 3), ("r2", 5), ("r3", 2))
+    ]
+    objects += [
+        hypernode("s1", 2, [exact("HyperNode", "r1"), exact("HyperNode", "r2")], "spine"),
+        hypernode("a0", 2, [exact("HyperNode", "r2"), exact("HyperNode", "r3")], "spine"),
+    ]
+    objects += volcano_gang("g", 7, "4", networkTopology={"highestTierAllowed": 2})
+    objects += volcano_gang("fits", 2, "4", networkTopology={"highestTierAllowed": 1})
+    result = run(capsys, tmp_path, objects)
+    assert set(result.bound()) == {"default/fits-0", "default/fits-1"}
+    assert domains_of(result, "default/fits-") == {"r3"}
+    reason = str(result.pods["default/g-0"]["reason"])
+    assert (
+        "(left out: HyperNode a0: spec.members names HyperNode r2, also a member of HyperNode s1)"
+        in reason
+    ), reason
+
+
+@pytest.mark.parametrize(("limit", "named"), [(1, False), (2, True)])
+def test_a_broken_hypernode_is_named_to_the_gangs_whose_tiers_lost_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, limit: int, named: bool
+) -> None:
+    """Zone z (tier 3) names a HyperNode that does not exist; spine x (tier 2) lists one
+    too. A gang that no domain holds, allowed up to tier 1, lost no HyperNode of its
+    tiers: its reason does not name them; allowed up to tier 2, it names spine x."""
+    objects = [*racks({"r1": 3, "r2": 5}), *TREE]
+    objects += [
+        hypernode("z", 3, [exact("HyperNode", "gone")], "zone"),
+        hypernode("x", 2, [exact("HyperNode", "missing")], "spine"),
+    ]
+    objects += volcano_gang("g", 9, "4", networkTopology={"highestTierAllowed": limit})
+    result = run(capsys, tmp_path, objects)
+    reason = str(result.pods["default/g-0"]["reason"])
+    assert ("(left out: HyperNode x: spec.members names HyperNode missing" in reason) is named
+    assert ("left out" in reason) is named, reason
+
+
 def test_any_tier_name_of_a_tier_names_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -100,6 +100,21 @@ def test_a_soft_ask_no_rack_can_free_makes_room_anywhere() -> None:
     assert evicted(decisions) == {"default/busy-r1-0", "default/busy-r2-1"}
 
 
+def test_a_hard_ask_allowed_the_whole_cluster_makes_room_across_racks_naming_no_domain() -> None:
+    """A limit above the one tier allows the whole cluster: room for three is made over
+    both racks, and neither the gang's reason nor its status names the cluster as the
+    domain it lands in, for it is none."""
+    busy = filler({"r1-0": 1, "r1-1": 1, "r2-0": 1, "r2-1": 1})
+    ask = {"mode": "hard", "highestTierAllowed": 2}
+    decisions = decide(
+        [*racks(["r1", "r2"]), *busy, *preemptor("g", 3, networkTopology=ask)], TIERS
+    )
+    assert victim_racks(decisions) == {"r1", "r2"}
+    message = decisions.pending["default/g-0"].message
+    assert message.startswith("preempt: evicting 3 pod(s)") and " in " not in message, message
+    assert decisions.jobs["default/g"].domain is None
+
+
 def test_a_running_gang_makes_room_for_its_member_in_its_own_rack() -> None:
     """One member runs on r2-0; the other evicts r2-1's pod of priority 5, not r1's of
     priority 1, and not the unlabelled node's."""

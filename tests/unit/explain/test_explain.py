@@ -418,6 +418,30 @@ def test_a_gang_waiting_for_a_rack_names_the_tier_the_best_rack_and_what_it_hold
     )
 
 
+def test_a_gang_allowed_the_whole_cluster_waits_for_room_not_for_a_domain(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """As above with a limit above the one tier, which allows the whole cluster, and
+    another pod on r2-0: the gang is short of room, not of a domain; explain says what
+    frees room, neither naming the cluster as a domain nor telling it to loosen its ask."""
+    rack = "topology.kubernetes.io/rack"
+    text = "".join(
+        node(name, labels=f"{{{rack}: {name[:2]}}}") for name in ("r1-0", "r1-1", "r2-0")
+    )
+    text += pod("busy", cpu=32, node="r2-0")
+    text += group("train", 3).replace(
+        "spec: {minMember: 3,", "spec: {networkTopology: {highestTierAllowed: 2}, minMember: 3,"
+    )
+    text += "".join(pod(f"train-{i}", group="train", cpu=32) for i in range(3))
+    config = f"topology: {{tiers: [{{name: rack, nodeLabel: {rack}}}]}}\n"
+    code, lines = explain(capsys, tmp_path, text, "pg/train", config=config)
+    assert code == 0
+    assert lines[1].startswith("cause: needs room for 3 members at once"), lines
+    assert lines[2] == "remedy: node(s) r2-0 qualify once pod default/busy finishes", lines
+    assert "asks its members in one domain of rack, or anywhere (hard)" in lines[3], lines
+    assert not any("cluster" in line for line in lines[:4]), lines
+
+
 def started_at(text: str, since: float) -> ClusterCache:
     """The objects' cache, gang default/train's softWait started at `since` (by an
     earlier session that found it could start across domains)."""

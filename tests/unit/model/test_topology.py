@@ -116,7 +116,7 @@ def test_hypernode_tree_by_name_pattern_and_labels() -> None:
                 hypernode("s2", 2, [hypernode_member("HyperNode", exactMatch={"name": "r"})]),
             ],
             "s2",
-            "HyperNode s2: spec.members names HyperNode r, already a member of HyperNode s1",
+            "HyperNode s2: spec.members names HyperNode r, also a member of HyperNode s1",
         ),
     ],
 )
@@ -127,6 +127,27 @@ def test_broken_trees_name_the_hypernode(
     assert topology.errors[broken] == message
     reached = {d for tier in topology.tiers for d in tier.domains}
     assert broken not in reached
+
+
+def test_a_member_of_two_hypernodes_is_left_out_with_both_and_those_above() -> None:
+    """Which of s1 and s2 holds rack r is unknown: r, both and the zone above s1 are left
+    out, each naming r; rack q of s1 alone keeps its place (so that no placement goes
+    across a boundary that depends on whose claim is taken)."""
+    topology = topology_of(
+        hypernode("r", 1, [hypernode_member("Node", exactMatch={"name": "a-0"})]),
+        hypernode("q", 1, [hypernode_member("Node", exactMatch={"name": "b-0"})]),
+        hypernode("s1", 2, [hypernode_member("HyperNode", exactMatch={"name": n}) for n in "qr"]),
+        hypernode("s2", 2, [hypernode_member("HyperNode", exactMatch={"name": "r"})]),
+        hypernode("z", 3, [hypernode_member("HyperNode", exactMatch={"name": "s1"})]),
+    )
+    assert topology.errors == {
+        "r": "HyperNode r: a member of several HyperNodes: s1, s2",
+        "s1": "HyperNode s1: spec.members names HyperNode r, also a member of HyperNode s2",
+        "s2": "HyperNode s2: spec.members names HyperNode r, also a member of HyperNode s1",
+        "z": "HyperNode z: its member HyperNode s1 is left out",
+    }
+    assert [tier.domains for tier in topology.tiers] == [("q",)]
+    assert topology.tiers[0].ids.tolist() == [NO_DOMAIN, NO_DOMAIN, 0, NO_DOMAIN, NO_DOMAIN]
 
 
 def test_a_rejected_member_leaves_its_parent_out() -> None:
