@@ -326,6 +326,14 @@ class StatusWriter:
         else:
             self._generations[(kind, key)] = generation
 
+    def observe_clock(self, kind: str, key: str, shown: tuple[str, str] | None) -> None:
+        """The softWait clock a group's object shows now: once it shows the one written
+        last, that write is no longer on its way, and what the object shows decides
+        (a later edit back to what it showed before the write is replaced too)."""
+        target = (f"{kind} {SOFT_WAIT_TARGET}", key)
+        if target in self._written and self._written[target][0] == shown:
+            del self._written[target]
+
     def forget(self, kind: str, key: str) -> None:
         """The object is gone: drop what we know and what we meant to write to it."""
         stores = (

@@ -438,3 +438,20 @@ async def test_a_replica_that_leads_again_forgets_the_clocks_it_wrote() -> None:
     await settle(watch.status)
     assert loop.cache.span_clocks == {}
     assert len(clock_writes(api)) == 1, clock_writes(api)
+
+
+async def test_a_clock_taken_off_by_hand_after_the_watch_showed_it_is_written_again() -> None:
+    """Once the watch shows the leader's write, the object decides: the annotations
+    taken off by hand (back to what the object showed before the write) are written
+    again at the next session, as any other edit."""
+    api = RecordingApi()
+    watch = cluster(api, soft_gang())
+    loop = operator(watch, api, lambda: True)
+    await loop.session()
+    await settle(watch.status)
+    [written] = clock_writes(api)
+    watch.apply(GROUPS, soft_gang(written["annotations"])[0])
+    watch.apply(GROUPS, soft_gang()[0])
+    await loop.session()
+    await settle(watch.status)
+    assert clock_writes(api) == [written, written]
