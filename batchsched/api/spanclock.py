@@ -20,12 +20,20 @@ _RFC3339 = re.compile(
 )
 
 
-def read_stored_clock(group: PodGroup, annotations: Mapping[str, object]) -> None:
-    """Set the group's stored clock from its object's annotations."""
+def stored_clock_of(annotations: Mapping[str, object]) -> tuple[str, str] | None:
+    """The two annotations as an object shows them (either may be ""); None for neither."""
     since, owner = annotations.get(SINCE_ANNOTATION), annotations.get(OWNER_ANNOTATION)
     if since is None and owner is None:
+        return None
+    return (_text(since), _text(owner))
+
+
+def read_stored_clock(group: PodGroup, annotations: Mapping[str, object]) -> None:
+    """Set the group's stored clock from its object's annotations."""
+    group.stored_clock = stored_clock_of(annotations)
+    if group.stored_clock is None:
         return
-    group.stored_clock = (_text(since), _text(owner))
+    since, owner = annotations.get(SINCE_ANNOTATION), annotations.get(OWNER_ANNOTATION)
     where = f"PodGroup {group.key} annotation {SINCE_ANNOTATION}={since!r}"
     started = parse_rfc3339(since)
     if started is None:

@@ -36,6 +36,7 @@ from batchsched.api.objects import Namespace, Node, PodGroup, PriorityClass, Que
 from batchsched.api.placement import Placement
 from batchsched.api.pods import ShapeMemo, task_from_pod
 from batchsched.api.queues import priority_class_from_object, queue_from_object
+from batchsched.api.spanclock import SINCE_ANNOTATION
 from batchsched.api.volumes import (
     Claim,
     CsiDriver,
@@ -436,16 +437,26 @@ class ClusterCache:
         else:
             self._clock_problems[key] = problem
 
-    def restore_clocks(self) -> None:
+    def restore_clocks(self, now: float) -> None:
         """Take the softWait clocks the groups' objects keep (api/spanclock.py) as the
         last session's: before the first session, and when a replica starts leading,
-        its memory holding none or those of its own last term."""
-        groups = self.pod_groups
-        self.span_clocks = {
-            key: SpanClock(since, groups[key].uid)
-            for key in self.stored_clock_keys
-            if (since := groups[key].span_since) is not None
-        }
+        its memory holding none or those of its own last term. A clock started after
+        `now` (an edit, or a leader whose clock ran ahead) would stretch the wait past
+        softWait: it counts from `now`, with one logged line."""
+        self.span_clocks = {}
+        for key in self.stored_clock_keys:
+            group = self.pod_groups[key]
+            since, shown = group.span_since, group.stored_clock
+            if since is None or shown is None:
+                continue
+            if since > now:
+                log.warning(
+                    "PodGroup %s annotation %s=%r is later than now: its softWait counts from now",
+                    key,
+                    SINCE_ANNOTATION,
+                    shown[0],
+                )
+            self.span_clocks[key] = SpanClock(min(since, now), group.uid)
 
     def _apply_queue(self, key: str, obj: Obj, *, deleted: bool) -> None:
         """Queues of one name in our API and Volcano's are kept apart, as PodGroups are,

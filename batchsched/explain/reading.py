@@ -63,7 +63,7 @@ async def _list_all(kubeconfig: str | None) -> Cluster:
             except InvalidObject as error:
                 cluster.warnings.append(str(error))
     # The softWait clocks the groups' objects keep, as the operator's next session takes them.
-    cluster.cache.restore_clocks()
+    cluster.cache.restore_clocks(cluster.now)
     return cluster
 
 

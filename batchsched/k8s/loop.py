@@ -165,8 +165,10 @@ class SessionLoop:
             if self.leading():
                 if self._last is None:
                     # This replica's first session, or its first since it led last: the
-                    # softWait clocks its memory holds are none or stale.
-                    self.cache.restore_clocks()
+                    # softWait clocks its memory holds, and those it wrote, are none or
+                    # stale.
+                    self.cache.restore_clocks(time.time())
+                    self.status.forget_clocks()
                 if self._due(started):
                     self._last = started
                     await self.session()

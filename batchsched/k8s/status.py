@@ -285,7 +285,8 @@ class StatusWriter:
         self.write_peers = write_peers
         # Queue name -> the apiVersion of the Queue that stands for it (ours by default).
         self.queue_apis: Mapping[str, str] = {} if queue_apis is None else queue_apis
-        # (kind, key) -> what the object shows per the watch, and what we last wrote to it.
+        # (kind, key) -> what the object shows per the watch, and what we last wrote to it
+        # (a softWait clock's target: the clock written, and the one the object showed).
         self._observed: dict[tuple[str, str], Any] = {}
         self._generations: dict[tuple[str, str], int] = {}
         self._written: dict[tuple[str, str], Any] = {}
@@ -324,6 +325,14 @@ class StatusWriter:
             self._generations.pop((kind, key), None)
         else:
             self._generations[(kind, key)] = generation
+
+    def observe_clock(self, kind: str, key: str, shown: tuple[str, str] | None) -> None:
+        """The softWait clock a group's object shows now: once it shows the one written
+        last, that write is no longer on its way, and what the object shows decides
+        (a later edit back to what it showed before the write is replaced too)."""
+        target = (f"{kind} {SOFT_WAIT_TARGET}", key)
+        if target in self._written and self._written[target][0] == shown:
+            del self._written[target]
 
     def forget(self, kind: str, key: str) -> None:
         """The object is gone: drop what we know and what we meant to write to it."""
@@ -500,15 +509,26 @@ class StatusWriter:
             if clock is not None and group.uid and clock.owner == group.uid:
                 desired = (rfc3339(clock.since, micro=True), group.uid)
             target = (f"{target_kind('PodGroup', group.api_version)} {SOFT_WAIT_TARGET}", key)
-            shown = self._written.get(target, group.stored_clock)
+            # What the object shows decides: an edit, or another leader's write, is
+            # replaced. Only while it shows what it did when this replica wrote is that
+            # write taken as shown (on its way, or landed and not yet watched).
+            shown = group.stored_clock
+            if target in self._written and self._written[target][1] == shown:
+                shown = self._written[target][0]
             if shown == desired:
                 continue
-            self._written[target] = desired
+            self._written[target] = (desired, group.stored_clock)
             if desired is None:
                 self._clocked.discard(key)
             else:
                 self._clocked.add(key)
             self._enqueue(target, "podgroup_clock", partial(self._clock, group, desired, groups))
+
+    def forget_clocks(self) -> None:
+        """The softWait clocks this replica wrote in an earlier term: another leader may
+        have written over them since, so what the objects show decides again."""
+        for target in [t for t in self._written if t[0].endswith(f" {SOFT_WAIT_TARGET}")]:
+            del self._written[target]
 
     async def _clock(
         self, group: PodGroup, desired: tuple[str, str] | None, groups: Mapping[str, PodGroup]

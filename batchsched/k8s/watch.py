@@ -34,6 +34,7 @@ from batchsched.api.meta import describe
 from batchsched.api.nativegroups import NATIVE_API
 from batchsched.api.objects import Node, Task
 from batchsched.api.placement import PLACEMENT_ANNOTATION, parse_placement
+from batchsched.api.spanclock import stored_clock_of
 from batchsched.cache.cluster import QUEUE_APIS, ClusterCache
 from batchsched.k8s.events import ObjectRef
 from batchsched.k8s.status import StatusWriter, object_ref, target_kind
@@ -453,13 +454,19 @@ class Watch:
             )
             self.status.observe(kind, key, message)
         elif kind in ("Queue", "PodGroup"):
-            generation = (raw.get("metadata") or {}).get("generation")
+            meta = raw.get("metadata") or {}
+            generation = meta.get("generation")
+            target = target_kind(kind, watched.api_version)
             self.status.observe(
-                target_kind(kind, watched.api_version),
+                target,
                 key,
                 dict(status) or None,
                 generation if isinstance(generation, int) else None,
             )
+            annotations = meta.get("annotations")
+            if kind == "PodGroup":
+                clock = stored_clock_of(annotations) if isinstance(annotations, dict) else None
+                self.status.observe_clock(target, key, clock)
 
     def _report(self, kind: str, key: str, obj: JSON, message: str) -> None:
         """Log and count an unusable object once per distinct problem."""

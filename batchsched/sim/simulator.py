@@ -110,7 +110,7 @@ def simulate(objects: Iterable[dict[str, Any]], config: SchedulerConfig) -> Simu
         now = max(now, start)
     events.origin = now
     # The softWait clocks the input's groups keep, as the operator takes them at its start.
-    events.cache.restore_clocks()
+    events.cache.restore_clocks(now)
     elapsed = 0.0
     sessions = 0
     # The cache's sequence at the last session's snapshot: what arrived since is new.

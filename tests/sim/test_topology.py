@@ -694,7 +694,8 @@ def test_a_soft_gang_counts_its_soft_wait_from_the_clock_its_group_keeps(
     """The same gang, its PodGroup keeping the clock an operator started five minutes
     before the input's time (docs/topology.md): the simulator takes it back at its start
     as the operator does, and the 10-minute wait ends five minutes in. A clock kept for
-    another object (its uid) is not this gang's: it waits the whole 10 minutes."""
+    another object (its uid) is not this gang's, and one started after the input's time
+    counts from it: each waits the whole 10 minutes."""
     objects: list[dict[str, Any]] = [*racks({"r1": 2, "r2": 2, "r3": 2})]
     objects += [
         pod(f"hog-{rack}", {"cpu": "4"}, node_name=f"{rack}-0", scheduler="other", created=0)
@@ -702,10 +703,11 @@ def test_a_soft_gang_counts_its_soft_wait_from_the_clock_its_group_keeps(
     ]
     group = pod_group("g", 2, created=0, networkTopology={"mode": "soft"})
     objects += [group, *(pod(f"g-{i}", {"cpu": "4"}, group="g", created=0) for i in range(2))]
-    for owner, bound_at in (("uid-g", 300.0), ("uid-before", 600.0)):
+    kept = ((-300, "uid-g", 300.0), (-300, "uid-before", 600.0), (3000, "uid-g", 600.0))
+    for since, owner, bound_at in kept:
         group["metadata"]["uid"] = "uid-g"
         group["metadata"]["annotations"] = {
-            SINCE_ANNOTATION: stamp(-300),
+            SINCE_ANNOTATION: stamp(since),
             OWNER_ANNOTATION: owner,
         }
         result = run(capsys, tmp_path, objects, f"{RACK_TIERS}  softWait: 10m\n")

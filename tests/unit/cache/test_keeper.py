@@ -471,7 +471,7 @@ def test_the_soft_wait_clock_a_group_keeps_is_not_a_change_of_the_group() -> Non
     }
     cache.apply(group)
     assert cache.changes.groups == set()
-    cache.restore_clocks()
+    cache.restore_clocks(at(1))
     assert {k: (c.since, c.owner) for k, c in cache.span_clocks.items()} == {
         "default/g": (30.0, "g-0")
     }

@@ -8,7 +8,7 @@ import gc
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -297,3 +297,161 @@ async def test_a_clock_is_not_sent_to_an_object_made_again_before_it_went_out() 
     groups["ns/g"] = replace(groups["ns/g"], uid="uid-new")
     await settle(status)
     assert api.requests == []
+
+
+OURS = "scheduling.batchsched.io/v1alpha1"
+PATH = f"/apis/{OURS}/namespaces/ns/podgroups/g"
+MINE = {SINCE_ANNOTATION: "1970-01-01T00:16:40.500000Z", OWNER_ANNOTATION: "uid-g"}
+GONE = {SINCE_ANNOTATION: None, OWNER_ANNOTATION: None}
+
+
+def patch(annotations: Mapping[str, str | None]) -> tuple[str, str, Any]:
+    return ("PATCH", PATH, {"metadata": {"uid": "uid-g", "annotations": annotations}})
+
+
+async def test_a_clock_another_leader_wrote_is_taken_off_once_the_gang_holds_its_minimum() -> None:
+    """This replica's memory of what it wrote does not hide what another leader wrote
+    meanwhile: left on the object, the next start would take it back as the gang's and
+    span it at once."""
+    api = RecordingApi()
+    status = clock_writer(api)
+    # Its first term: it starts the gang's clock, then takes it off once it is placed.
+    status.clocks({"ns/g": SpanClock(1000.5, "uid-g")}, groups_of(OURS), (), lambda key: True)
+    await settle(status)
+    status.clocks({}, groups_of(OURS, MINE), ["ns/g"], lambda key: True)
+    await settle(status)
+    assert api.requests == [patch(MINE), patch(GONE)]
+    # Another leader meanwhile: the gang lost a member and waited, and it wrote a clock
+    # of its own. This replica leads again while the gang holds its minimum.
+    theirs = {SINCE_ANNOTATION: "1970-01-01T01:00:00.000000Z", OWNER_ANNOTATION: "uid-g"}
+    status.clocks({}, groups_of(OURS, theirs), ["ns/g"], lambda key: True)
+    await settle(status)
+    assert api.requests[2:] == [patch(GONE)]
+
+
+@pytest.mark.parametrize("wrote", [True, False], ids=["written here", "taken back at start"])
+async def test_an_edited_clock_is_replaced_at_the_leaders_next_session(wrote: bool) -> None:
+    """The annotations are the scheduler's (docs/topology.md): the leader makes the
+    object show its clock, whether it wrote it itself or took it back at its start."""
+    api = RecordingApi()
+    status = clock_writer(api)
+    clock = {"ns/g": SpanClock(1000.5, "uid-g")}
+    status.clocks(clock, groups_of(OURS, None if wrote else MINE), (), lambda key: True)
+    await settle(status)
+    assert api.requests == ([patch(MINE)] if wrote else [])
+    status.clocks(clock, groups_of(OURS, MINE), ["ns/g"], lambda key: True)
+    await settle(status)
+    edited = {SINCE_ANNOTATION: "1970-01-01T00:00:00.000000Z", OWNER_ANNOTATION: "uid-g"}
+    status.clocks(clock, groups_of(OURS, edited), ["ns/g"], lambda key: True)
+    await settle(status)
+    assert api.requests[1 if wrote else 0 :] == [patch(MINE)]
+
+
+async def test_a_clock_write_the_watch_has_not_shown_yet_is_not_sent_again() -> None:
+    """Until the object shows the write, it is taken as shown: not sent again by the
+    next session, and taken off again if that session drops the clock."""
+    api = RecordingApi()
+    status = clock_writer(api)
+    clock = {"ns/g": SpanClock(1000.5, "uid-g")}
+    for _ in range(2):
+        status.clocks(clock, groups_of(OURS), (), lambda key: True)
+        await settle(status)
+    assert api.requests == [patch(MINE)]
+    status.clocks({}, groups_of(OURS), (), lambda key: True)
+    await settle(status)
+    assert api.requests == [patch(MINE), patch(GONE)]
+
+
+async def test_a_replica_leading_again_decides_on_what_the_object_shows() -> None:
+    """What it wrote in its last term is forgotten when it leads again: another leader
+    took the clock off meanwhile, and there is nothing left to take off."""
+    api = RecordingApi()
+    status = clock_writer(api)
+    status.clocks({"ns/g": SpanClock(1000.5, "uid-g")}, groups_of(OURS), (), lambda key: True)
+    await settle(status)
+    status.forget_clocks()
+    status.clocks({}, groups_of(OURS), (), lambda key: True)
+    await settle(status)
+    assert api.requests == [patch(MINE)]
+
+
+async def test_a_clock_later_than_now_counts_from_the_start_and_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A time in the future (an edit, or a leader whose clock ran ahead) would stretch
+    the wait past softWait: the replica that starts leading counts from its start, says
+    so in one line naming the group and the value, and writes that clock over it."""
+    ahead = rfc3339(time.time() + 2 * SOFT_WAIT, micro=True)
+    kept = {SINCE_ANNOTATION: ahead, OWNER_ANNOTATION: "uid-g"}
+    api = RecordingApi()
+    with caplog.at_level(logging.WARNING, logger="batchsched.cache.cluster"):
+        watch = cluster(api, soft_gang(kept))
+        loop = operator(watch, api, lambda: True)
+        before = time.time()
+        await run_until(loop, lambda: "default/g" in loop.cache.span_clocks)
+        after = time.time()
+    since = loop.cache.span_clocks["default/g"].since
+    assert before <= since <= after
+    lines = [r.getMessage() for r in caplog.records if "PodGroup default/g" in r.getMessage()]
+    assert lines == [
+        f"PodGroup default/g annotation {SINCE_ANNOTATION}={ahead!r} is later than now: "
+        "its softWait counts from now"
+    ]
+    await settle(watch.status)
+    counted = {SINCE_ANNOTATION: rfc3339(since, micro=True), OWNER_ANNOTATION: "uid-g"}
+    assert clock_writes(api) == [{"uid": "uid-g", "annotations": counted}]
+    assert nodes_of(loop) == {None}
+
+
+async def test_a_replica_that_leads_again_forgets_the_clocks_it_wrote() -> None:
+    """It wrote the gang's clock, lost the lease, and another leader placed the gang and
+    took the clock off: leading again, its first session has nothing to take off."""
+    api = RecordingApi()
+    watch = cluster(api, soft_gang())
+    leads = [True]
+    loop = operator(watch, api, lambda: leads[0])
+    await run_until(loop, lambda: "default/g" in loop.cache.span_clocks)
+    await settle(watch.status)
+    assert len(clock_writes(api)) == 1
+    leads[0] = False
+    watch.delete(PODS, "default/busy-r1")
+    group, *members = soft_gang()
+    watch.apply(GROUPS, group)
+    for i, member in enumerate(members):
+        member["spec"]["nodeName"] = f"r1-{i}"
+        watch.apply(PODS, member)
+
+    def in_term() -> bool:
+        return loop._last is not None
+
+    runner = asyncio.create_task(loop.run())
+    try:
+        async with asyncio.timeout(30):
+            while in_term():
+                await asyncio.sleep(0.001)
+            leads[0] = True
+            while not in_term():
+                await asyncio.sleep(0.001)
+    finally:
+        runner.cancel()
+        gc.enable()
+    await settle(watch.status)
+    assert loop.cache.span_clocks == {}
+    assert len(clock_writes(api)) == 1, clock_writes(api)
+
+
+async def test_a_clock_taken_off_by_hand_after_the_watch_showed_it_is_written_again() -> None:
+    """Once the watch shows the leader's write, the object decides: the annotations
+    taken off by hand (back to what the object showed before the write) are written
+    again at the next session, as any other edit."""
+    api = RecordingApi()
+    watch = cluster(api, soft_gang())
+    loop = operator(watch, api, lambda: True)
+    await loop.session()
+    await settle(watch.status)
+    [written] = clock_writes(api)
+    watch.apply(GROUPS, soft_gang(written["annotations"])[0])
+    watch.apply(GROUPS, soft_gang()[0])
+    await loop.session()
+    await settle(watch.status)
+    assert clock_writes(api) == [written, written]
