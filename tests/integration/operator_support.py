@@ -456,6 +456,22 @@ def unschedulable_message(pod: JSON) -> str | None:
     return None
 
 
+def waiting_saying(kube: Kube, namespace: str, reasons: dict[str, str]) -> None:
+    """Until each pod named by a key waits with its value in its reason; on timeout, the
+    error says what they said."""
+    said: dict[str, str | None] = {}
+
+    def told() -> bool:
+        shown = pods(kube, namespace)
+        said.update((name, unschedulable_message(shown[name])) for name in reasons)
+        return all(reason in (said[name] or "") for name, reason in reasons.items())
+
+    try:
+        eventually(told, what="each pod's reason")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; they say {said}") from None
+
+
 def events(kube: Kube, namespace: str, reason: str | None = None) -> list[JSON]:
     items = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events").expect(200)
     return [e for e in items["items"] if reason is None or e["reason"] == reason]

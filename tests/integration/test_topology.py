@@ -26,6 +26,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     set_running,
     start_scheduler_fixture,
     unschedulable_message,
+    waiting_saying,
 )
 from .test_preemption import preempted
 from tests.support import JSON, ClusterObjects, Kube
@@ -365,16 +366,6 @@ def test_bad_topology_input_is_named_and_the_rest_is_scheduled(
             "does not divide the 4 members of pod set workers"
         ),
     }
-    said: dict[str, str | None] = {}
-
-    def told() -> bool:
-        shown = pods(kube, namespace)
-        said.update((n, unschedulable_message(shown[f"{n}-0"])) for n in reasons)
-        return all(reason in (said[n] or "") for n, reason in reasons.items())
-
-    try:
-        eventually(told, what="each bad input named")
-    except AssertionError as error:
-        raise AssertionError(f"{error}; they say {said}") from None
+    waiting_saying(kube, namespace, {f"{n}-0": reason for n, reason in reasons.items()})
     now = placements(kube, namespace)
     assert not any(now[f"{n}-{i}"] for n in reasons for i in range(sizes.get(n, 2)))

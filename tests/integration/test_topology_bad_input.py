@@ -23,6 +23,7 @@ from .operator_support import (  # noqa: F401 (fixtures)
     scheduler_kubeconfig_fixture,
     start_scheduler_fixture,
     unschedulable_message,
+    waiting_saying,
 )
 from .test_topology import DROP_IN, OUR_API, RACK, VOLCANO_API, group, member
 from tests.support import JSON, ClusterObjects, Kube
@@ -144,17 +145,7 @@ def test_a_broken_hypernode_leaves_the_rest_of_the_tree_in_use(
             f"{annotations.format('sizeless')}: {SLICE_TOPOLOGY} and {SLICE_SIZE} go together"
         ),
     }
-    said: dict[str, str | None] = {}
-
-    def told() -> bool:
-        shown = pods(kube, namespace)
-        said.update((n, unschedulable_message(shown[f"{n}-0"])) for n in reasons)
-        return all(reason in (said[n] or "") for n, reason in reasons.items())
-
-    try:
-        eventually(told, what="each bad input named")
-    except AssertionError as error:
-        raise AssertionError(f"{error}; they say {said}") from None
+    waiting_saying(kube, namespace, {f"{n}-0": reason for n, reason in reasons.items()})
     now = placements(kube, namespace)
     assert not any(v for k, v in now.items() if k.split("-")[0] in reasons)
 
