@@ -192,6 +192,20 @@ WAITING = (
 )
 
 
+def waits_then_spans(objects: list[Obj], waiter: str) -> Decisions:
+    """The gang evicts nothing while it waits: its softWait starts at 160s, as room made
+    across racks would place it, and 300s later it waits the rest; the decisions once
+    its wait (10m) is over."""
+    waiting = decide(objects, WAITING, now=at(160))
+    assert waiting.evictions == []
+    assert span_starts(waiting) == {"default/g": at(160)}
+    assert waiting.unplaced["default/g"].until == at(760)
+    later = decide(objects, WAITING, now=at(460), span_clocks=waiting.span_clocks)
+    assert later.evictions == []
+    assert "(soft) and waits 300s more" in later.pending[f"default/{waiter}"].message
+    return decide(objects, WAITING, now=at(761), span_clocks=waiting.span_clocks)
+
+
 def test_a_soft_ask_within_its_soft_wait_makes_room_only_in_a_rack() -> None:
     """As above, no rack can be freed for the gang: within its softWait it is a hard ask
     of a rack, and evicts nothing (room made across racks would not be taken before
@@ -199,15 +213,7 @@ def test_a_soft_ask_within_its_soft_wait_makes_room_only_in_a_rack() -> None:
     busy = filler({"r1-0": 1, "r1-1": 2000, "r2-0": 2000, "r2-1": 1})
     soft = {"mode": "soft", "highestTierName": "rack"}
     objects = [*racks(["r1", "r2"]), *busy, *preemptor("g", 2, networkTopology=soft)]
-    waiting = decide(objects, WAITING, now=at(160))
-    assert waiting.evictions == []
-    # Room made across racks would start it: its softWait starts then.
-    assert span_starts(waiting) == {"default/g": at(160)}
-    assert waiting.unplaced["default/g"].until == at(760)
-    later = decide(objects, WAITING, now=at(460), span_clocks=waiting.span_clocks)
-    assert later.evictions == []
-    assert "(soft) and waits 300s more" in later.pending["default/g-0"].message
-    spanning = decide(objects, WAITING, now=at(761), span_clocks=waiting.span_clocks)
+    spanning = waits_then_spans(objects, "g-0")
     assert evicted(spanning) == {"default/busy-r1-0", "default/busy-r2-1"}
 
 
@@ -276,12 +282,5 @@ def test_a_soft_part_within_its_soft_wait_starts_it_when_room_could_be_made_acro
     made across racks would place the gang, so its softWait starts then, as a whole
     gang's does; once it is over, the pods of priority 1 are evicted across racks."""
     objects = [*racks(sorted({rack_of(where) for where in busy})), *filler(busy), *gang]
-    waiting = decide(objects, WAITING, now=at(160))
-    assert waiting.evictions == []
-    assert span_starts(waiting) == {"default/g": at(160)}
-    assert waiting.unplaced["default/g"].until == at(760)
-    later = decide(objects, WAITING, now=at(460), span_clocks=waiting.span_clocks)
-    assert later.evictions == []
-    assert "(soft) and waits 300s more" in later.pending[f"default/{waiter}"].message
-    spanning = decide(objects, WAITING, now=at(761), span_clocks=waiting.span_clocks)
+    spanning = waits_then_spans(objects, waiter)
     assert evicted(spanning) == {f"default/busy-{where}" for where, p in busy.items() if p == 1}
