@@ -18,7 +18,14 @@ from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.deviceclaims import DeviceClaims, backed_resources
 from batchsched.framework.devices import DeviceMemo
 from batchsched.framework.gpucards import GpuCards
-from batchsched.framework.plugin import Explained, Hook, NodeFilter, NodeScorer, Opening
+from batchsched.framework.plugin import (
+    UNBOUNDED,
+    Explained,
+    Hook,
+    NodeFilter,
+    NodeScorer,
+    Opening,
+)
 from batchsched.framework.reservations import Reservations
 from batchsched.framework.topology import LabelTier, TopologyPlanner
 from batchsched.framework.victims import Victims, build_victims
@@ -232,7 +239,13 @@ class Session:
         # Room beyond what is idle that enqueue may admit into, per resource column
         # (the overcommit plugin's); none: only what is idle.
         self.enqueue_headroom: Hook[IntArray] = Hook(opening)
+        # Checks of a task before it is placed; these, and the capacity, share and ready
+        # checks below, count what its job and queue hold, wherever its pods went.
         self.allocate_checks: Hook[TaskCheck] = Hook(opening)
+        # Set by a plugin whose checks learn from the pods tried and the order they are
+        # tried in (gpufragmentation counting pods it has not seen): a try is then
+        # always made, never answered without it.
+        self.tries_observed = False
         # Allocate checks a task fails for what its queue holds (its capability), which
         # evicting pods of that queue can change: preempt makes room there too.
         self.capacity_checks: Hook[TaskCheck] = Hook(opening)
@@ -437,6 +450,21 @@ class Session:
             cache.seen = len(self.touched)
         return cache.scores
 
+    def room_for(self, tasks: Sequence[TaskInfo]) -> IntArray | None:
+        """Per node, how many of `tasks` it takes at least, whichever go first and
+        whichever nodes the others go to (NodeFilter.room_for, the least of every
+        filter's); None when a filter cannot say, or a filter asked afresh (pod
+        affinity, spread, claims) bears on one of them."""
+        if any(f.concerns(t) for f in self.fresh_filters.callbacks for t in tasks):
+            return None
+        room: IntArray = np.full(self.node_count, UNBOUNDED, dtype=np.int64)
+        for node_filter in self.filters.callbacks:
+            held = node_filter.room_for(tasks)
+            if held is None:
+                return None
+            np.minimum(room, held, out=room)
+        return room
+
     def _normalized(self, task: TaskInfo, scores: IntArray) -> IntArray:
         """`scores` (-1 where the task does not fit) plus each normalized scorer's."""
         feasible = scores >= 0
@@ -481,7 +509,11 @@ class Session:
         first = SESSION
         left = self.all_nodes if self.within is None else np.flatnonzero(self.within)
         total = len(left)
-        for plugin, node_filter in (*self.filters.named(), *self.fresh_filters.named()):
+        named: list[tuple[str, NodeFilter | FreshFilter]] = [
+            *self.filters.named(),
+            *self.fresh_filters.named(),
+        ]
+        for plugin, node_filter in named:
             counted, left = node_filter.explain(task, left)
             if counted and not reasons:
                 first = plugin
