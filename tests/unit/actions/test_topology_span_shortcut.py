@@ -16,9 +16,11 @@ from batchsched.actions import gang_placement
 from batchsched.api.gpu import GPU_MILLI
 from batchsched.api.pods import TASK_ROLE_KEY
 from batchsched.api.resources import GPU
+from batchsched.config.load import load_config
 from batchsched.framework.session import Session
 from batchsched.model.decisions import Decisions
 from batchsched.model.snapshot import JobInfo, TaskInfo
+from batchsched.plugins.gpufragmentation import GpuFragmentation
 from batchsched.plugins.predicates import Predicates
 
 from tests.support.objects import at, decide, node, pod, pod_group, queue
@@ -280,3 +282,26 @@ def test_a_shortcut_wrong_in_one_respect_changes_a_decision(
             if outcome(decide(objects, CONFIG, now=at(60))) != tried:
                 return
     pytest.fail("no seed tells the wrong shortcut from the try")
+
+
+def test_every_try_is_made_while_a_plugin_learns_from_the_tries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """gpufragmentation without lookahead counts pods as they are first tried, and its
+    mix then follows which are tried in what order: no try is answered without it."""
+    tiers = (
+        "\ntiers:\n- plugins: [{name: priority}, {name: gang}]\n"
+        "- plugins: [{name: predicates}, {name: proportion}, {name: gpufragmentation}]"
+    )
+    config = load_config(CONFIG + tiers)
+    plugin = next(p for tier in config.tiers for p in tier if isinstance(p, GpuFragmentation))
+    plugin.assume({}, lookahead=False)
+    spans: dict[bool, int] = {}
+    shortcuts: dict[bool, int] = {}
+    monkeypatch.setattr(gang_placement, "_could_span", counting(gang_placement._could_span, spans))
+    for name in ("_too_big", "_places_all"):
+        shortcut = counting(getattr(gang_placement, name), shortcuts)
+        monkeypatch.setattr(gang_placement, name, shortcut)
+    for seed in range(20):
+        decide(varied(random.Random(seed)), config, now=at(60))
+    assert spans.get(True) and spans.get(False) and not shortcuts, (spans, shortcuts)
