@@ -128,7 +128,7 @@ def varied(rng: random.Random) -> list[dict[str, Any]]:
             name = f"r{r}-{i}"
             labels = {RACK: f"r{r}", ZONE: f"z{r % 2}", "pool": rng.choice("ab")}
             cards = rng.choice((0, 0, 2, 4))
-            gpus = {GPU: str(cards)} if cards else None
+            gpus = {GPU: str(cards), GPU_MILLI: str(cards * 1000)} if cards else None
             objects.append(node(name, cpu=str(rng.choice((4, 8))), labels=labels, extra=gpus))
             used = rng.choice((0, 0, 2, 4))
             if used:
