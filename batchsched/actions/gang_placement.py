@@ -160,32 +160,30 @@ def _fewest(session: Session, job: JobInfo, pending: int) -> int | None:
 
 def _places_all(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
     """Whether the try across the whole cluster, the last one of a try across domains,
-    would place every member and find the gang ready, known without choosing nodes by
-    score: where the filters bound how many of the members each node takes whichever
-    go first (Session.room_for) and the bounds add up to all of them, each member finds
-    a node wherever the others went. The members are then placed in order on such
-    nodes, asking the checks of the try (their queue's, their gang's: they count what
-    is placed, not where), and undone; None refusing and the gang ready, the try
+    would place every member and find the gang ready, known without choosing nodes:
+    where the filters bound how many of the members each node takes whichever go first
+    (Session.room_for) and the bounds add up to all of them, each member finds a node
+    wherever the others went. The members are then counted in order on no node, asking
+    the checks the try asks (their queue's, their gang's: they read what is counted,
+    not where it went), and counted out; none refusing and the gang ready, the try
     would say yes."""
     count = len(ordered)
     if any(task.error for task in ordered):
         return False
     room = session.room_for(ordered)
-    if room is None:
+    if room is None or np.minimum(room, count).sum() < count:
         return False
-    taken = np.minimum(room, count)
-    if taken.sum() < count:
-        return False
-    statement = Statement(session, job)
+    counted: list[TaskInfo] = []
     try:
-        nodes = np.repeat(session.all_nodes, taken)[:count].tolist()
-        for task, node in zip(ordered, nodes, strict=True):
+        for task in ordered:
             if session.not_allocatable(job, task) is not None:
                 return False
-            statement.allocate(task, node)
+            session.count(job, task, 1)
+            counted.append(task)
         return session.ready(job, count)
     finally:
-        statement.discard()
+        for task in reversed(counted):
+            session.count(job, task, -1)
 
 
 def _put(kept: dict[str, V], key: str, value: V | None) -> None:

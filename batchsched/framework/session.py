@@ -50,6 +50,8 @@ NO_NODES = "no nodes available to schedule pods"
 NOT_ATTEMPTED = Reason(Code.NOT_ATTEMPTED, SESSION, "not attempted in this session")
 TaskCheck = Callable[[JobInfo, TaskInfo], str | None]
 Handler = Callable[[JobInfo, TaskInfo, int], None]
+# Told that a member of a job counts as placed (+1) or no longer (-1), wherever it is.
+CountHandler = Callable[[JobInfo, TaskInfo, int], None]
 # Which running pods (over Victims) a job may evict: one list per action, preempt and
 # reclaim; a victim must pass every check of its action's list.
 VictimCheck = Callable[[JobInfo, Victims], BoolArray]
@@ -240,7 +242,7 @@ class Session:
         # (the overcommit plugin's); none: only what is idle.
         self.enqueue_headroom: Hook[IntArray] = Hook(opening)
         # Checks of a task before it is placed; these, and the capacity, share and ready
-        # checks below, count what its job and queue hold, wherever its pods went.
+        # checks below, read only what its job and queue hold, kept by `on_count`.
         self.allocate_checks: Hook[TaskCheck] = Hook(opening)
         # Set by a plugin whose checks learn from the pods tried and the order they are
         # tried in (gpufragmentation counting pods it has not seen): a try is then
@@ -267,6 +269,9 @@ class Session:
         self.ready_checks: Hook[Callable[[JobInfo, int], bool]] = Hook(opening)
         self.on_allocate: Hook[Handler] = Hook(opening)
         self.on_deallocate: Hook[Handler] = Hook(opening)
+        # What the checks of a task read, kept as members are placed and undone, or
+        # counted on no node (`count`): a job's and its queue's holdings, not a node's.
+        self.on_count: Hook[CountHandler] = Hook(opening)
         self.closers: Hook[Callable[[], None]] = Hook(opening)
         self.preemptable: Hook[VictimCheck] = Hook(opening)
         self.reclaimable: Hook[VictimCheck] = Hook(opening)
@@ -573,9 +578,9 @@ class Session:
         for port in task.pod.host_ports:
             self.port_users.setdefault(port, set()).add(node)
         self.touched.append(node)
-        self.allocations[job.key] += 1
         for handler in self.on_allocate.callbacks:
             handler(job, task, node)
+        self.count(job, task, 1)
 
     def deallocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         self.gpu.release(task, node)
@@ -584,9 +589,16 @@ class Session:
         for port in task.pod.host_ports:
             self.port_users[port].discard(node)
         self.touched.append(node)
-        self.allocations[job.key] -= 1
         for handler in self.on_deallocate.callbacks:
             handler(job, task, node)
+        self.count(job, task, -1)
+
+    def count(self, job: JobInfo, task: TaskInfo, step: int) -> None:
+        """The task counts as placed for its job (`step` 1) or no longer (-1), for what
+        the checks of a task read (`on_count`); `allocate` counts it with its node."""
+        self.allocations[job.key] += step
+        for handler in self.on_count.callbacks:
+            handler(job, task, step)
 
     def reserve(self, job: str, rows: list[int], vecs: list[IntArray]) -> None:
         """Hold room on node `rows` for a starving gang (`vecs`, one per member)."""
