@@ -166,9 +166,11 @@ def _places_all(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool
     wherever the others went. The members are then counted in order on no node, asking
     the checks the try asks (their queue's, their gang's: they read what is counted,
     not where it went), and counted out; none refusing and the gang ready, the try
-    would say yes."""
+    would say yes. Only for a gang that needs every member: any try that finds it ready
+    then asks the checks of all of them in this order, as counted here, so a check
+    that keeps what it refused (proportion's share) keeps what the try would."""
     count = len(ordered)
-    if any(task.error for task in ordered):
+    if any(task.error for task in ordered) or _fewest(session, job, count) != count:
         return False
     room = session.room_for(ordered)
     if room is None or np.minimum(room, count).sum() < count:
