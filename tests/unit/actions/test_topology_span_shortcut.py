@@ -241,6 +241,17 @@ def ignoring_the_queue(places_all: PlacesAll) -> PlacesAll:
     return wrong
 
 
+def counting_nothing(places_all: PlacesAll) -> PlacesAll:
+    """Wrong: each member's queue is asked as if none before it were counted."""
+
+    def wrong(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setattr(session, "count", lambda *_: None)
+            return places_all(session, job, ordered)
+
+    return wrong
+
+
 def ignoring_the_node_mask(places_all: PlacesAll) -> PlacesAll:
     """Wrong: the room of nodes the members' constraints keep them off is counted."""
 
@@ -266,12 +277,15 @@ def ignoring_the_cards(places_all: PlacesAll) -> PlacesAll:
     return wrong
 
 
-@pytest.mark.parametrize("wrong", [ignoring_the_queue, ignoring_the_node_mask, ignoring_the_cards])
+@pytest.mark.parametrize(
+    "wrong", [ignoring_the_queue, counting_nothing, ignoring_the_node_mask, ignoring_the_cards]
+)
 def test_a_shortcut_wrong_in_one_respect_changes_a_decision(
     monkeypatch: pytest.MonkeyPatch, wrong: Callable[[PlacesAll], PlacesAll]
 ) -> None:
-    """The random clusters above tell a shortcut that leaves out the queue, the
-    members' node constraints or the cards from the try it stands for."""
+    """The random clusters above tell a shortcut that leaves out the queue (or what
+    its members before take of it), the members' node constraints or the cards from
+    the try it stands for."""
     for seed in VARIED:
         objects = varied(random.Random(seed))
         with monkeypatch.context() as patched:
