@@ -530,7 +530,11 @@ class Proportion:
 
     def _counted(self, job: JobInfo, task: TaskInfo, step: int) -> None:
         for name in self.lineage.get(job.queue, ()):
-            self.allocated[name] += step * task.vec
+            # In place, without a `step * vec` array made at every placement.
+            if step > 0:
+                self.allocated[name] += task.vec
+            else:
+                self.allocated[name] -= task.vec
         if job.queue in self.lineage:
             self.device_quota.take(job.queue, task.pod, step)
 
