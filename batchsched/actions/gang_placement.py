@@ -99,9 +99,15 @@ def _could_span(
     session: Session, job: JobInfo, ordered: list[TaskInfo], plan: Plan, tried: Tier | None
 ) -> bool:
     """Whether the job could be placed with its soft asks spanning domains; what it
-    would place is undone, and what the try said of it forgotten."""
-    if _too_big(session, job, ordered):
-        return False
+    would place is undone, and what the try said of it forgotten. Answered without the
+    try where that is sure to be its answer, unless tries are observed (they then are
+    all made, as they would be)."""
+    if not session.tries_observed:
+        if _too_big(session, job, ordered):
+            return False
+        whole = plan.ask is None or not plan.ask.required
+        if whole and not plan.parts and _places_all(session, job, ordered):
+            return True
     topology = session.topology
     wait, reason = topology.waits.get(job.key), session.job_reasons.get(job.key)
     topology.spanning = True
@@ -150,6 +156,36 @@ def _fewest(session: Session, job: JobInfo, pending: int) -> int | None:
     if needed > 1 and not session.ready(job, needed - 1):
         return needed if needed <= pending else None
     return 1 if pending else None
+
+
+def _places_all(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
+    """Whether the try across the whole cluster, the last one of a try across domains,
+    would place every member and find the gang ready, known without choosing nodes:
+    where the filters bound how many of the members each node takes whichever go first
+    (Session.room_for) and the bounds add up to all of them, each member finds a node
+    wherever the others went. The members are then counted in order on no node, asking
+    the checks the try asks (their queue's, their gang's: they read what is counted,
+    not where it went), and counted out; none refusing and the gang ready, the try
+    would say yes. Only for a gang that needs every member: any try that finds it ready
+    then asks the checks of all of them in this order, as counted here, so a check
+    that keeps what it refused (proportion's share) keeps what the try would."""
+    count = len(ordered)
+    if any(task.error for task in ordered) or _fewest(session, job, count) != count:
+        return False
+    room = session.room_for(ordered)
+    if room is None or np.minimum(room, count).sum() < count:
+        return False
+    counted: list[TaskInfo] = []
+    try:
+        for task in ordered:
+            if session.not_allocatable(job, task) is not None:
+                return False
+            session.count(job, task, 1)
+            counted.append(task)
+        return session.ready(job, count)
+    finally:
+        for task in reversed(counted):
+            session.count(job, task, -1)
 
 
 def _put(kept: dict[str, V], key: str, value: V | None) -> None:

@@ -7,13 +7,13 @@ the `chooser`'s decision, best fit unless a plugin (gpufragmentation) installs i
 """
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from batchsched.api.gpu import CARD_MILLI, GPU_MILLI, GpuDemand
 from batchsched.api.resources import GPU
-from batchsched.framework.plugin import Explained
+from batchsched.framework.plugin import UNBOUNDED, Explained
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import Snapshot, TaskInfo
 
@@ -51,6 +51,18 @@ class GpuCards:
 
     def filter(self, task: TaskInfo, nodes: IntArray) -> BoolArray:
         return self.fits(task.gpu, nodes)
+
+    def room_for(self, tasks: Sequence[TaskInfo]) -> IntArray | None:
+        """Whole free cards by as many as the most any of them asks: a pod takes its
+        whole cards from those. None with a share of a card, whose room is not counted
+        in pods: which card it takes decides what is left on the node."""
+        if any(task.gpu.shared for task in tasks):
+            return None
+        most = max(task.gpu.cards for task in tasks)
+        if not most:
+            return np.full(len(self.whole), UNBOUNDED, dtype=np.int64)
+        held: IntArray = self.whole // most
+        return held
 
     def fits(self, demand: GpuDemand, nodes: IntArray) -> BoolArray:
         if demand.cards == 0:

@@ -8,7 +8,7 @@ cache their results per shape and refresh only the nodes that changed.
 """
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Generic, Protocol, TypeVar
 
 import numpy as np
@@ -21,6 +21,8 @@ from batchsched.model.snapshot import TaskInfo
 Explained = tuple[Counter[str], IntArray]
 
 MAX_NODE_SCORE = 100
+# A node's room for pods no filter limits the number of (NodeFilter.room_for).
+UNBOUNDED = np.iinfo(np.int64).max
 C = TypeVar("C")
 
 
@@ -80,6 +82,13 @@ class NodeFilter(Protocol):
         """For the given nodes, how many fail for each reason (a node may count twice),
         and those that pass (so the next filter explains only them)."""
 
+    def room_for(self, tasks: Sequence[TaskInfo]) -> IntArray | None:
+        """Per node (all of them), a count such that while it is one or more the filter
+        lets every task of `tasks` onto the node, and placing one of them lowers it by
+        at most one on that node and nowhere else: how many of them the node takes at
+        least, whichever go first. None when placements change the filter's outcome
+        otherwise (it reads what other pods there ask, as host ports do)."""
+
 
 class NodeScorer(Protocol):
     # The plugin it comes from (or the session's own check), as explain names it.
@@ -87,6 +96,22 @@ class NodeScorer(Protocol):
 
     def score(self, task: TaskInfo, nodes: IntArray) -> IntArray:
         """0..MAX_NODE_SCORE per node."""
+
+
+def slots(room: IntArray, need: IntArray) -> IntArray:
+    """Per row of `room` (node x resource), how many times it holds `need`: the fewest
+    over the resources `need` asks, UNBOUNDED when it asks none."""
+    asked = np.flatnonzero(need > 0)
+    if not asked.size:
+        return np.full(len(room), UNBOUNDED, dtype=np.int64)
+    held: IntArray = np.maximum((room[:, asked] // need[asked]).min(axis=1), 0)
+    return held
+
+
+def widest(tasks: Sequence[TaskInfo]) -> IntArray:
+    """The most any of `tasks` asks of each resource: room for that is room for each."""
+    most: IntArray = np.max([task.vec for task in tasks], axis=0)
+    return most
 
 
 class CheckedFilter:

@@ -22,10 +22,11 @@ gang pay nothing for it.
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 
-from batchsched.framework.plugin import Explained
+from batchsched.framework.plugin import Explained, slots, widest
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.snapshot import Snapshot, TaskInfo
 
@@ -82,6 +83,11 @@ class Reservations:
             return np.asarray(beside, dtype=np.bool_)
         ends_first = self.snapshot.now + deadline <= self.ready_at[nodes]
         return np.asarray(beside | ends_first, dtype=np.bool_)
+
+    def room_for(self, tasks: Sequence[TaskInfo]) -> IntArray | None:
+        """Room beside what is held, for the most each resource is asked by one of them
+        (a pod that ends before the held room is ready may go further: not counted)."""
+        return slots(self.free - self.held, widest(tasks))
 
     def explain(self, task: TaskInfo, nodes: IntArray) -> Explained:
         fits = self.filter(task, nodes)

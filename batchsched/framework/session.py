@@ -18,7 +18,14 @@ from batchsched.api.unsupported import GATED_MESSAGE
 from batchsched.framework.deviceclaims import DeviceClaims, backed_resources
 from batchsched.framework.devices import DeviceMemo
 from batchsched.framework.gpucards import GpuCards
-from batchsched.framework.plugin import Explained, Hook, NodeFilter, NodeScorer, Opening
+from batchsched.framework.plugin import (
+    UNBOUNDED,
+    Explained,
+    Hook,
+    NodeFilter,
+    NodeScorer,
+    Opening,
+)
 from batchsched.framework.reservations import Reservations
 from batchsched.framework.topology import LabelTier, TopologyPlanner
 from batchsched.framework.victims import Victims, build_victims
@@ -43,6 +50,8 @@ NO_NODES = "no nodes available to schedule pods"
 NOT_ATTEMPTED = Reason(Code.NOT_ATTEMPTED, SESSION, "not attempted in this session")
 TaskCheck = Callable[[JobInfo, TaskInfo], str | None]
 Handler = Callable[[JobInfo, TaskInfo, int], None]
+# Told that a member of a job counts as placed (+1) or no longer (-1), wherever it is.
+CountHandler = Callable[[JobInfo, TaskInfo, int], None]
 # Which running pods (over Victims) a job may evict: one list per action, preempt and
 # reclaim; a victim must pass every check of its action's list.
 VictimCheck = Callable[[JobInfo, Victims], BoolArray]
@@ -232,7 +241,13 @@ class Session:
         # Room beyond what is idle that enqueue may admit into, per resource column
         # (the overcommit plugin's); none: only what is idle.
         self.enqueue_headroom: Hook[IntArray] = Hook(opening)
+        # Checks of a task before it is placed; these, and the capacity, share and ready
+        # checks below, read only what its job and queue hold, kept by `on_count`.
         self.allocate_checks: Hook[TaskCheck] = Hook(opening)
+        # Set by a plugin whose checks learn from the pods tried and the order they are
+        # tried in (gpufragmentation counting pods it has not seen): a try is then
+        # always made, never answered without it.
+        self.tries_observed = False
         # Allocate checks a task fails for what its queue holds (its capability), which
         # evicting pods of that queue can change: preempt makes room there too.
         self.capacity_checks: Hook[TaskCheck] = Hook(opening)
@@ -254,6 +269,9 @@ class Session:
         self.ready_checks: Hook[Callable[[JobInfo, int], bool]] = Hook(opening)
         self.on_allocate: Hook[Handler] = Hook(opening)
         self.on_deallocate: Hook[Handler] = Hook(opening)
+        # What the checks of a task read, kept as members are placed and undone, or
+        # counted on no node (`count`): a job's and its queue's holdings, not a node's.
+        self.on_count: Hook[CountHandler] = Hook(opening)
         self.closers: Hook[Callable[[], None]] = Hook(opening)
         self.preemptable: Hook[VictimCheck] = Hook(opening)
         self.reclaimable: Hook[VictimCheck] = Hook(opening)
@@ -437,6 +455,21 @@ class Session:
             cache.seen = len(self.touched)
         return cache.scores
 
+    def room_for(self, tasks: Sequence[TaskInfo]) -> IntArray | None:
+        """Per node, how many of `tasks` it takes at least, whichever go first and
+        whichever nodes the others go to (NodeFilter.room_for, the least of every
+        filter's); None when a filter cannot say, or a filter asked afresh (pod
+        affinity, spread, claims) bears on one of them."""
+        if any(f.concerns(t) for f in self.fresh_filters.callbacks for t in tasks):
+            return None
+        room: IntArray = np.full(self.node_count, UNBOUNDED, dtype=np.int64)
+        for node_filter in self.filters.callbacks:
+            held = node_filter.room_for(tasks)
+            if held is None:
+                return None
+            np.minimum(room, held, out=room)
+        return room
+
     def _normalized(self, task: TaskInfo, scores: IntArray) -> IntArray:
         """`scores` (-1 where the task does not fit) plus each normalized scorer's."""
         feasible = scores >= 0
@@ -481,7 +514,11 @@ class Session:
         first = SESSION
         left = self.all_nodes if self.within is None else np.flatnonzero(self.within)
         total = len(left)
-        for plugin, node_filter in (*self.filters.named(), *self.fresh_filters.named()):
+        named: list[tuple[str, NodeFilter | FreshFilter]] = [
+            *self.filters.named(),
+            *self.fresh_filters.named(),
+        ]
+        for plugin, node_filter in named:
             counted, left = node_filter.explain(task, left)
             if counted and not reasons:
                 first = plugin
@@ -541,9 +578,9 @@ class Session:
         for port in task.pod.host_ports:
             self.port_users.setdefault(port, set()).add(node)
         self.touched.append(node)
-        self.allocations[job.key] += 1
         for handler in self.on_allocate.callbacks:
             handler(job, task, node)
+        self.count(job, task, 1)
 
     def deallocate(self, job: JobInfo, task: TaskInfo, node: int) -> None:
         self.gpu.release(task, node)
@@ -552,9 +589,16 @@ class Session:
         for port in task.pod.host_ports:
             self.port_users[port].discard(node)
         self.touched.append(node)
-        self.allocations[job.key] -= 1
         for handler in self.on_deallocate.callbacks:
             handler(job, task, node)
+        self.count(job, task, -1)
+
+    def count(self, job: JobInfo, task: TaskInfo, step: int) -> None:
+        """The task counts as placed for its job (`step` 1) or no longer (-1), for what
+        the checks of a task read (`on_count`); `allocate` counts it with its node."""
+        self.allocations[job.key] += step
+        for handler in self.on_count.callbacks:
+            handler(job, task, step)
 
     def reserve(self, job: str, rows: list[int], vecs: list[IntArray]) -> None:
         """Hold room on node `rows` for a starving gang (`vecs`, one per member)."""

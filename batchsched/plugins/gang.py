@@ -70,8 +70,7 @@ class Gang:
         # minTaskMember; counted only when some job being placed has one.
         self.roles: Counter[tuple[str, str]] = Counter()
         if any(job.role_minimum for job in session.placing):
-            session.on_allocate.append(self._count_role)
-            session.on_deallocate.append(self._uncount_role)
+            session.on_count.append(self._count_role)
         session.closers.append(self._write_statuses)
         session.deadlines.append(self._times_out_at)
 
@@ -105,13 +104,9 @@ class Gang:
     def _role_count(self, job: JobInfo, role: str) -> int:
         return job.role_bound.get(role, 0) + self.roles[job.key, role]
 
-    def _count_role(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+    def _count_role(self, job: JobInfo, task: TaskInfo, step: int) -> None:
         if job.role_minimum:
-            self.roles[job.key, task.pod.role] += 1
-
-    def _uncount_role(self, job: JobInfo, task: TaskInfo, node: int) -> None:
-        if job.role_minimum:
-            self.roles[job.key, task.pod.role] -= 1
+            self.roles[job.key, task.pod.role] += step
 
     def _invalid(self, job: JobInfo) -> str | None:
         if job.error:

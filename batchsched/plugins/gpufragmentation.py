@@ -121,6 +121,8 @@ class GpuFragmentation:
         self._build()
         session.scorers.append((self, self.weight))
         session.allocate_checks.append(self._tried)
+        # Without lookahead the mix grows with the pods tried, in the order tried.
+        session.tries_observed = not self.lookahead
         session.gpu.chooser = self._choose
         pack_devices(session, self.name, self.weight)
 

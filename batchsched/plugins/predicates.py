@@ -19,7 +19,7 @@ import numpy as np
 from batchsched.api.objects import BLOCKING_EFFECTS, Constraints, Node, Taint, Toleration
 from batchsched.api.resources import PODS
 from batchsched.api.selectors import term_matches
-from batchsched.framework.plugin import Explained
+from batchsched.framework.plugin import Explained, slots, widest
 from batchsched.framework.session import Session
 from batchsched.model.arrays import BoolArray, IntArray
 from batchsched.model.snapshot import TaskInfo
@@ -91,6 +91,16 @@ class Predicates:
                 name = self.resources[column]
                 reasons["Too many pods" if name == PODS else f"Insufficient {name}"] += count
         return reasons, passing[(free >= self._need(task)).all(axis=1)]
+
+    def room_for(self, tasks: Sequence[TaskInfo]) -> IntArray | None:
+        """Room for the most each resource is asked by one of them, where the
+        constraints of all of them allow; none said with a host port, which a pod
+        placed on the node takes from all the others."""
+        if any(task.pod.host_ports for task in tasks):
+            return None
+        allowed = np.logical_and.reduce([self._static_mask(t.pod.constraints) for t in tasks])
+        held: IntArray = np.where(allowed, slots(self.session.free, widest(tasks)), 0)
+        return held
 
     def _need(self, task: TaskInfo) -> IntArray:
         """The request with unrequested resources set so low they never rule a node out,

@@ -142,8 +142,7 @@ class Proportion:
             session.share_checks.append(self._over_share)
             session.overused_checks.append(self._overused)
         session.reclaimable.append(self._reclaimable)
-        session.on_allocate.append(self._allocated)
-        session.on_deallocate.append(self._deallocated)
+        session.on_count.append(self._counted)
         session.closers.append(self._report)
 
     def _ancestry(self, name: str) -> tuple[str, ...]:
@@ -529,17 +528,15 @@ class Proportion:
         found: IntArray = lookup[victims.queue_ids]
         return found
 
-    def _allocated(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+    def _counted(self, job: JobInfo, task: TaskInfo, step: int) -> None:
         for name in self.lineage.get(job.queue, ()):
-            self.allocated[name] += task.vec
+            # In place, without a `step * vec` array made at every placement.
+            if step > 0:
+                self.allocated[name] += task.vec
+            else:
+                self.allocated[name] -= task.vec
         if job.queue in self.lineage:
-            self.device_quota.take(job.queue, task.pod, +1)
-
-    def _deallocated(self, job: JobInfo, task: TaskInfo, node: int) -> None:
-        for name in self.lineage.get(job.queue, ()):
-            self.allocated[name] -= task.vec
-        if job.queue in self.lineage:
-            self.device_quota.take(job.queue, task.pod, -1)
+            self.device_quota.take(job.queue, task.pod, step)
 
     def _vector(self, resources: Mapping[str, int]) -> IntArray:
         column = self.session.snapshot.column
