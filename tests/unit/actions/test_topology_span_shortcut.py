@@ -230,58 +230,43 @@ def bounded(
     return count
 
 
-def ignoring_the_queue(places_all: PlacesAll) -> PlacesAll:
-    """Wrong: the members' queue is not asked (its capability left out)."""
+# Wrong in one respect: what a wrong shortcut replaces, given the session.
+Patch = Callable[[Session], tuple[object, str, object]]
+WRONG: dict[str, Patch] = {
+    # The members' queue is not asked (its capability left out).
+    "ignoring the queue": lambda s: (s, "not_allocatable", lambda *_: None),
+    # Each member's queue is asked as if none before it were counted.
+    "counting nothing": lambda s: (s, "count", lambda *_: None),
+    # The room of nodes the members' constraints keep them off is counted.
+    "ignoring the node mask": lambda s: (
+        next(f for f in s.filters if isinstance(f, Predicates)),
+        "_static_mask",
+        lambda _: np.ones(s.node_count, dtype=np.bool_),
+    ),
+    # The GPU count of a node stands for its whole free cards.
+    "ignoring the cards": lambda s: (
+        s.gpu,
+        "room_for",
+        lambda _: np.full(s.node_count, np.iinfo(np.int64).max),
+    ),
+}
+
+
+def wrong_in(patch: Patch, places_all: PlacesAll) -> PlacesAll:
+    """`places_all` with what `patch` names replaced while it runs."""
 
     def wrong(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
+        target, name, value = patch(session)
         with pytest.MonkeyPatch.context() as patched:
-            patched.setattr(session, "not_allocatable", lambda *_: None)
+            patched.setattr(target, name, value)
             return places_all(session, job, ordered)
 
     return wrong
 
 
-def counting_nothing(places_all: PlacesAll) -> PlacesAll:
-    """Wrong: each member's queue is asked as if none before it were counted."""
-
-    def wrong(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
-        with pytest.MonkeyPatch.context() as patched:
-            patched.setattr(session, "count", lambda *_: None)
-            return places_all(session, job, ordered)
-
-    return wrong
-
-
-def ignoring_the_node_mask(places_all: PlacesAll) -> PlacesAll:
-    """Wrong: the room of nodes the members' constraints keep them off is counted."""
-
-    def wrong(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
-        predicates = next(f for f in session.filters if isinstance(f, Predicates))
-        everywhere = np.ones(session.node_count, dtype=np.bool_)
-        with pytest.MonkeyPatch.context() as patched:
-            patched.setattr(predicates, "_static_mask", lambda _: everywhere)
-            return places_all(session, job, ordered)
-
-    return wrong
-
-
-def ignoring_the_cards(places_all: PlacesAll) -> PlacesAll:
-    """Wrong: the GPU count of the node stands for its whole free cards."""
-
-    def wrong(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
-        unbounded = np.full(session.node_count, np.iinfo(np.int64).max)
-        with pytest.MonkeyPatch.context() as patched:
-            patched.setattr(session.gpu, "room_for", lambda _: unbounded)
-            return places_all(session, job, ordered)
-
-    return wrong
-
-
-@pytest.mark.parametrize(
-    "wrong", [ignoring_the_queue, counting_nothing, ignoring_the_node_mask, ignoring_the_cards]
-)
+@pytest.mark.parametrize("patch", WRONG.values(), ids=WRONG.keys())
 def test_a_shortcut_wrong_in_one_respect_changes_a_decision(
-    monkeypatch: pytest.MonkeyPatch, wrong: Callable[[PlacesAll], PlacesAll]
+    monkeypatch: pytest.MonkeyPatch, patch: Patch
 ) -> None:
     """The random clusters above tell a shortcut that leaves out the queue (or what
     its members before take of it), the members' node constraints or the cards from
@@ -292,7 +277,9 @@ def test_a_shortcut_wrong_in_one_respect_changes_a_decision(
             patched.setattr(gang_placement, "_places_all", lambda *_: False)
             tried = outcome(decide(objects, CONFIG, now=at(60)))
         with monkeypatch.context() as patched:
-            patched.setattr(gang_placement, "_places_all", wrong(gang_placement._places_all))
+            patched.setattr(
+                gang_placement, "_places_all", wrong_in(patch, gang_placement._places_all)
+            )
             if outcome(decide(objects, CONFIG, now=at(60))) != tried:
                 return
     pytest.fail("no seed tells the wrong shortcut from the try")
