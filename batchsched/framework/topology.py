@@ -535,8 +535,9 @@ class TopologyPlanner:
     def tier_names(self, ask: TopologyAsk) -> str:
         """The tiers whose domains the ask may take, lowest first, for waiting reasons
         (the whole cluster is none: `spans_cluster` says whether it may take that);
-        with a HyperNode of those tiers left out of the tree, if any, since a gang
-        waiting for a domain may be waiting for that one."""
+        with a HyperNode of those tiers left out of the tree (or a node left out of
+        their domains), if any, since a gang waiting for a domain may be waiting for
+        that one."""
         tiers, _ = self._tiers(ask)
         names = " or ".join(t.name for t in tiers if t is not self.whole_cluster) or "any tier"
         broken = self._broken(ask)
@@ -620,9 +621,10 @@ class TopologyPlanner:
 
     def _broken(self, ask: TopologyAsk) -> str | None:
         """The first HyperNode left out of the tree of a tier the ask may take (or of a
-        tier unknown, not read), when the tiers are HyperNodes'."""
-        errors = self.topology.errors
-        if self.label_tiers or ask.key is not None or not errors:
+        tier unknown, not read), else the first node left out of the domains of such a
+        tier for being in several, when the tiers are HyperNodes'."""
+        errors, shared = self.topology.errors, self.topology.shared
+        if self.label_tiers or ask.key is not None or not (errors or shared):
             return None
         hypernodes = self.topology.hypernodes
         limit = ask.highest_tier
@@ -635,7 +637,10 @@ class TopologyPlanner:
             for name in errors
             if name not in hypernodes or limit is None or hypernodes[name].tier <= limit
         ]
-        return errors[min(lost)] if lost else None
+        if lost:
+            return errors[min(lost)]
+        doubts = [key for key in shared if limit is None or key[0] <= limit]
+        return shared[min(doubts)] if doubts else None
 
     def _tier_domains(
         self,

@@ -8,8 +8,9 @@ until nodes or HyperNodes change):
   of its members, through nested HyperNodes down to tier-1 ones.
 
 A domain is an index per tier: `ids[row]` is the domain of node `row`, or NO_DOMAIN.
-A node reached by two HyperNodes of one tier is in the first by name, as the tree
-Volcano builds gives every node one leaf.
+A node reached by two HyperNodes of one tier is in no domain of that tier, named in
+`shared`: which of them holds it is not known, so no gang asking that tier is placed on
+it as if one did (Volcano counts it in each).
 """
 
 from collections import Counter
@@ -20,7 +21,7 @@ import numpy as np
 
 from batchsched.api.hypernodes import HyperNode, Member, MemberType
 from batchsched.api.objects import Node
-from batchsched.model.arrays import IntArray
+from batchsched.model.arrays import BoolArray, IntArray
 
 NO_DOMAIN = -1
 # A coarser label a node lacks, in the name of a nested domain.
@@ -47,6 +48,9 @@ class Topology:
     # member, a member of several, or one listing such a member); the HyperNodes above
     # it are left out with it.
     errors: dict[str, str] = field(init=False)
+    # (tier number, node name) -> why the node is in no domain of that tier: several
+    # HyperNodes of the tier reach it.
+    shared: dict[tuple[int, str], str] = field(init=False, default_factory=dict)
     # The HyperNode tiers, lowest first.
     tiers: tuple[Tier, ...] = field(init=False)
     _labels: dict[str, Tier] = field(init=False, default_factory=dict)
@@ -125,16 +129,42 @@ class Topology:
         numbers = sorted({h.tier for name, h in self.hypernodes.items() if name in reach})
         tiers = []
         for number in numbers:
-            ids = np.full(len(self.nodes), NO_DOMAIN, dtype=np.int64)
             names = sorted(n for n, h in self.hypernodes.items() if h.tier == number and n in reach)
-            # Later names first, so that the first by name has the last word.
-            for domain, name in reversed(list(enumerate(names))):
-                rows = [index[node] for node in reach[name] if node in index]
-                ids[np.array(rows, dtype=np.int64)] = domain
+            members = [
+                np.array([index[node] for node in reach[name] if node in index], dtype=np.int64)
+                for name in names
+            ]
+            ids = np.full(len(self.nodes), NO_DOMAIN, dtype=np.int64)
+            count = np.zeros(len(self.nodes), dtype=np.int64)
+            for domain, rows in enumerate(members):
+                ids[rows] = domain
+                count[rows] += 1
+            # A node two of them reach is in neither: whichever holds it, no gang
+            # asking this tier is then placed across the boundary between them.
+            shared = count > 1
+            if shared.any():
+                self._share(number, names, members, shared)
+                ids[shared] = NO_DOMAIN
             tier_names = {self.hypernodes[n].tier_name for n in names} - {""}
             label = min(tier_names) if tier_names else f"tier {number}"
             tiers.append(Tier(number, label, ids, tuple(names)))
         return tuple(tiers)
+
+    def _share(
+        self, number: int, names: Sequence[str], members: Sequence[IntArray], shared: BoolArray
+    ) -> None:
+        """Name each node of tier `number` that several of its HyperNodes reach, with
+        them (`shared` marks their rows; `members[i]`, the rows `names[i]` reaches)."""
+        holders: dict[int, list[str]] = {}
+        for name, rows in zip(names, members, strict=True):
+            for row in rows[shared[rows]].tolist():
+                holders.setdefault(row, []).append(name)
+        for row, claims in holders.items():
+            node = self.nodes[row].name
+            self.shared[number, node] = (
+                f"Node {node}: a member of several HyperNodes of tier {number}: "
+                + ", ".join(claims)
+            )
 
     def _reach(self) -> dict[str, frozenset[str]]:
         """HyperNode name -> the node names it reaches, for those that resolve."""

@@ -345,6 +345,36 @@ def test_a_rack_listed_by_two_spines_is_placed_across_by_neither(
     ), reason
 
 
+def test_a_node_two_racks_select_is_in_neither(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Rack r1 names its three nodes; rack r2's pattern selects its two and r1-2 as well:
+    which rack holds r1-2 is not known, so it is in neither. A hard gang of three whole
+    nodes in one rack, which only r1 with r1-2 counted in it holds, waits, naming the
+    node and both racks; a hard gang of two is placed in one rack without it, and a gang
+    asking no topology is placed on the rest, r1-2 among them."""
+    objects = [
+        *racks({"r1": 3, "r2": 2}),
+        hypernode("r1", 1, [exact("Node", f"r1-{i}") for i in range(3)], "rack"),
+        hypernode("r2", 1, [hypernode_member("Node", regexMatch={"pattern": "^r2-|^r1-2$"})]),
+    ]
+    hard = {"mode": "hard", "highestTierAllowed": 1}
+    objects += volcano_gang("g", 3, "4", networkTopology=hard)
+    objects += volcano_gang("fits", 2, "4", networkTopology=hard)
+    objects += volcano_gang("free", 3, "4")
+    result = run(capsys, tmp_path, objects)
+    bound = result.bound()
+    assert set(bound) == {
+        f"default/{n}" for n in ("fits-0", "fits-1", "free-0", "free-1", "free-2")
+    }
+    assert len(domains_of(result, "default/fits-")) == 1
+    assert "r1-2" not in {bound["default/fits-0"], bound["default/fits-1"]}
+    reason = str(result.pods["default/g-0"]["reason"])
+    assert "(left out: Node r1-2: a member of several HyperNodes of tier 1: r1, r2)" in reason, (
+        reason
+    )
+
+
 @pytest.mark.parametrize(("limit", "named"), [(1, False), (2, True)])
 def test_a_broken_hypernode_is_named_to_the_gangs_whose_tiers_lost_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, limit: int, named: bool

@@ -150,6 +150,31 @@ def test_a_member_of_two_hypernodes_is_left_out_with_both_and_those_above() -> N
     assert topology.tiers[0].ids.tolist() == [NO_DOMAIN, NO_DOMAIN, 0, NO_DOMAIN, NO_DOMAIN]
 
 
+def test_a_node_two_hypernodes_of_a_tier_reach_is_in_neither() -> None:
+    """Rack ra's pattern, rack rb's labels and rack rx's name all select b-0: which
+    holds it is not known, so it is in no rack (named, with all three), and the racks
+    keep their other nodes. Spine s above ra and rb holds it whichever rack does, but
+    spine t reaches it too, through rx: at the spine tier it is in neither s nor t."""
+    topology = topology_of(
+        hypernode("ra", 1, [hypernode_member("Node", regexMatch={"pattern": "^(a-|b-0)"})]),
+        hypernode("rb", 1, [hypernode_member("Node", labelMatch={"matchLabels": {RACK: "b-"}})]),
+        hypernode("rx", 1, [hypernode_member("Node", exactMatch={"name": "b-0"})]),
+        hypernode(
+            "s", 2, [hypernode_member("HyperNode", exactMatch={"name": n}) for n in ("ra", "rb")]
+        ),
+        hypernode("t", 2, [hypernode_member("HyperNode", exactMatch={"name": "rx"})]),
+    )
+    assert topology.errors == {}
+    assert topology.shared == {
+        (1, "b-0"): "Node b-0: a member of several HyperNodes of tier 1: ra, rb, rx",
+        (2, "b-0"): "Node b-0: a member of several HyperNodes of tier 2: s, t",
+    }
+    racks, spines = topology.tiers
+    assert racks.domains == ("ra", "rb", "rx")
+    assert racks.ids.tolist() == [0, 0, NO_DOMAIN, 1, NO_DOMAIN]
+    assert (spines.domains, spines.ids.tolist()) == (("s", "t"), [0, 0, NO_DOMAIN, 0, NO_DOMAIN])
+
+
 def test_a_rejected_member_leaves_its_parent_out() -> None:
     parent = hypernode_from_object(
         hypernode("s", 2, [hypernode_member("HyperNode", exactMatch={"name": "r"})])
