@@ -376,6 +376,28 @@ def test_a_node_two_racks_select_is_in_neither(
 
 
 @pytest.mark.parametrize(("limit", "named"), [(1, False), (2, True)])
+def test_a_node_in_two_spines_is_named_to_the_gangs_allowed_spines(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, limit: int, named: bool
+) -> None:
+    """Spine s1 holds rack r1; spine s2 holds rack r2 and names node r1-2 as well, so
+    r1-2 is in rack r1 but in no spine. A gang that no domain holds, allowed up to
+    tier 1, is not told of it; allowed up to tier 2, it names the node and both spines."""
+    objects = [
+        *racks({"r1": 3, "r2": 2}),
+        hypernode("r1", 1, [exact("Node", f"r1-{i}") for i in range(3)], "rack"),
+        hypernode("r2", 1, [exact("Node", f"r2-{i}") for i in range(2)], "rack"),
+        hypernode("s1", 2, [exact("HyperNode", "r1")], "spine"),
+        hypernode("s2", 2, [exact("HyperNode", "r2"), exact("Node", "r1-2")], "spine"),
+    ]
+    objects += volcano_gang("g", 6, "4", networkTopology={"highestTierAllowed": limit})
+    result = run(capsys, tmp_path, objects)
+    reason = str(result.pods["default/g-0"]["reason"])
+    note = "(left out: Node r1-2: a member of several HyperNodes of tier 2: s1, s2)"
+    assert (note in reason) is named, reason
+    assert ("left out" in reason) is named, reason
+
+
+@pytest.mark.parametrize(("limit", "named"), [(1, False), (2, True)])
 def test_a_broken_hypernode_is_named_to_the_gangs_whose_tiers_lost_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, limit: int, named: bool
 ) -> None:
