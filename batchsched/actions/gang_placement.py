@@ -18,6 +18,7 @@ from typing import TypeVar
 import numpy as np
 
 from batchsched.api.topology import TopologyAsk
+from batchsched.framework.plugin import slots
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
 from batchsched.framework.topology import Domain, DomainWait, Part, Plan, of_tier
@@ -136,12 +137,9 @@ def _too_big(session: Session, job: JobInfo, ordered: list[TaskInfo]) -> bool:
     for vec, count in shapes.values():
         # Of this shape at least, when every member of the others is placed.
         least = fewest - (len(ordered) - count)
-        asked = np.flatnonzero(vec)
-        if least > 0 and asked.size:
-            slots = (free[:, asked] // vec[asked]).min(axis=1)
-            # Counted up to that many a node: enough to compare, and no sum overflows.
-            if np.minimum(slots, least).sum() < least:
-                return True
+        # Counted up to that many a node: enough to compare, and no sum overflows.
+        if least > 0 and vec.any() and np.minimum(slots(free, vec), least).sum() < least:
+            return True
     # Per resource, the least any `fewest` members ask together.
     need = np.sort(np.array([t.vec for t in ordered]), axis=0)[:fewest].sum(axis=0)
     asked = np.flatnonzero(need)

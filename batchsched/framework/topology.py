@@ -28,6 +28,7 @@ import numpy as np
 from batchsched.api.objects import Task
 from batchsched.api.resources import BASE_RESOURCES, PODS
 from batchsched.api.topology import Mode, TopologyAsk
+from batchsched.framework.plugin import slots as node_slots
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.decisions import SpanClock, TopologyDomain
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
@@ -506,7 +507,7 @@ class TopologyPlanner:
     def _domain_slots(self, tier: Tier, vec: IntArray) -> IntArray:
         """Per domain of the tier (and the extra bin): how many pods asking `vec` its
         nodes' free room holds, a node at a time."""
-        return self._track(tier, vec.tobytes(), lambda rows: _slots(self.free[rows], vec))
+        return self._track(tier, vec.tobytes(), lambda rows: node_slots(self.free[rows], vec))
 
     def _track(
         self, tier: Tier, what: bytes, values: Callable[[IntArray | slice], IntArray]
@@ -716,7 +717,7 @@ class TopologyPlanner:
                 if tracked:
                     slots = self._domain_slots(tier, vec)
                 else:
-                    slots = np.bincount(binned, _slots(node_free, vec), count + 1)
+                    slots = np.bincount(binned, node_slots(node_free, vec), count + 1)
                 room &= slots[:count] >= number
                 spare = np.minimum(spare, slots[:count] / number)
             weights = self.weights[columns]
@@ -876,13 +877,6 @@ class _Tracked:
     per_node: IntArray
     per_bin: IntArray
     seen: int
-
-
-def _slots(free: IntArray, vec: IntArray) -> IntArray:
-    """Per node of `free`, how many pods asking `vec` (some resource) its room holds."""
-    asked = np.flatnonzero(vec > 0)
-    slots: IntArray = np.maximum((free[:, asked] // vec[asked]).min(axis=1), 0)
-    return slots
 
 
 def _has_nodes(binned: IntArray, count: int) -> BoolArray:
