@@ -3,7 +3,7 @@
 Usage: python -m bench.topology_quality [--spines 2] [--racks-per-spine 4]
            [--nodes-per-rack 8] [--gangs 400] [--load 1.0] [--seeds 1-5]
            [--asks off,soft,hard] [--workers 2] [--config examples/config/binpack.yaml]
-           [--soft-wait 30m]
+           [--soft-wait 30m] [--deadline-factor 0]
 Prints one JSON object: every run (ask, seed) with its figures (bench/topology_workload.py
 says what each means), then per ask the median, min and max over the seeds, and per
 seed the difference to today's placement (ask `off`) in GPU allocation. A table goes to
@@ -16,6 +16,9 @@ for a domain (today), every gang of 2 or more pods asks `networkTopology` soft, 
 with `highestTierAllowed` the lowest tier (rack, else spine) that holds its GPUs. The
 configuration's `topology.softWait` is set to `--soft-wait` (0: a soft ask spans
 domains at once, as Volcano's and Kueue's do).
+With `--deadline-factor F` (1 or more) every pod states `activeDeadlineSeconds` F times
+its run time, so room held for a starving gang can be lent to pods sure to end before it
+would be ready (backfill, README: starvation); 0 (the default) states none.
 The domains come from the HyperNodes (rack over the nodes' rack label, spine over its
 racks), as Volcano users describe them. The figures are taken over the arrivals' span.
 """
@@ -55,7 +58,12 @@ SHOWN = ("one_rack_share", "mean_racks", "gpu_allocation", "gangs_per_hour", "wa
 
 
 def simulate_run(
-    cluster: Cluster, workload: list[Gang], ask: Ask, config_path: str, soft_wait: float
+    cluster: Cluster,
+    workload: list[Gang],
+    ask: Ask,
+    config_path: str,
+    soft_wait: float,
+    deadline_factor: float,
 ) -> tuple[Run, float]:
     """The workload through the simulator; where and when each pod ran, and the CPU
     seconds its sessions took."""
@@ -69,6 +77,7 @@ def simulate_run(
             scheduler=config.scheduler_name,
             created=EPOCH + gang.arrival,
             duration=True,
+            deadline_factor=deadline_factor,
         )
     sim = simulate(objects, config)
     tasks = sim.cache.tasks
@@ -80,11 +89,11 @@ def simulate_run(
     return Run(placed, started, ended, until), sim.elapsed_seconds
 
 
-def one(job: tuple[Cluster, int, int, float, Ask, str, float]) -> dict[str, Any]:
-    cluster, seed, count, load, ask, config, soft_wait = job
+def one(job: tuple[Cluster, int, int, float, Ask, str, float, float]) -> dict[str, Any]:
+    cluster, seed, count, load, ask, config, soft_wait, deadline_factor = job
     workload = gangs(cluster, count, load, random.Random(seed))
     started = time.perf_counter()
-    run, session_seconds = simulate_run(cluster, workload, ask, config, soft_wait)
+    run, session_seconds = simulate_run(cluster, workload, ask, config, soft_wait, deadline_factor)
     return {
         "ask": str(ask),
         "seed": seed,
@@ -136,12 +145,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--config", default=str(CONFIG))
     parser.add_argument("--soft-wait", default="30m", help="topology.softWait; 0: none")
+    parser.add_argument(
+        "--deadline-factor",
+        type=float,
+        default=0.0,
+        help="activeDeadlineSeconds on each pod, this many times its run time (1 or more); 0: none",
+    )
     args = parser.parse_args()
+    if args.deadline_factor and args.deadline_factor < 1:
+        parser.error("--deadline-factor: 0, or 1 or more (a pod must be able to finish)")
     soft_wait = soft_wait_of(args.soft_wait)
     cluster = cluster_of(args)
     asks = [Ask(a) for a in args.asks.split(",")]
     jobs = [
-        (cluster, seed, args.gangs, args.load, ask, args.config, soft_wait)
+        (cluster, seed, args.gangs, args.load, ask, args.config, soft_wait, args.deadline_factor)
         for seed in seeds(args.seeds)
         for ask in asks
     ]
@@ -151,6 +168,7 @@ def main() -> None:
         "load": args.load,
         "config": args.config,
         "soft_wait_seconds": soft_wait,
+        "deadline_factor": args.deadline_factor,
     }
     run_pooled(one, jobs, workers=args.workers, summarise=summarise, table=table, settings=settings)
 

@@ -214,8 +214,11 @@ def gang_objects(
     namespace: str | None = None,
     created: float | None = None,
     duration: bool = False,
+    deadline_factor: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """The gang's PodGroup and pods; `duration` adds the simulator's run time."""
+    """The gang's PodGroup and pods; `duration` adds the simulator's run time, a
+    `deadline_factor` (1 or more; 0: none) an `activeDeadlineSeconds` that many times the
+    run time on each pod, as a user states a time limit above what the job needs."""
     spec: dict[str, Any] = {"queue": QUEUES[-1]}
     topology = network_topology(cluster, gang, ask)
     if topology is not None:
@@ -249,6 +252,8 @@ def gang_objects(
     for member in members:
         # The API server wants the limit of an extended resource, equal to its request.
         member["spec"]["containers"][0]["resources"]["limits"] = {GPU: requests[GPU]}
+        if deadline_factor:
+            member["spec"]["activeDeadlineSeconds"] = math.ceil(deadline_factor * gang.duration)
     return [group, *members]
 
 
