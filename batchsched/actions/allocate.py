@@ -136,8 +136,9 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
     that might never fit would hold it for ever.
 
     A gang asking for a topology domain is packed inside one (its parts each inside one
-    of their own), the domains with the most room for it now first: room scattered over
-    domains would never let it start."""
+    of their own): room scattered over domains would never let it start. Those where
+    the fewest running jobs must end come first: what frees in a held domain idles until
+    the last of them ends (framework/drain.py)."""
     pending = job.pending
     if any(f.concerns(t) for f in session.fresh_filters for t in pending):
         return None
@@ -167,9 +168,12 @@ def _domains(
     hosts: Sequence[str],
     within: BoolArray | None,
 ) -> list[BoolArray | None]:
-    """Where a starving gang (or part) asking for a domain is packed: the domains with
-    the most room for it now first, then, for a soft ask, `within` itself."""
-    found, error = session.topology.domains(ask, members, hosts, within, roomiest=True)
+    """Where a starving gang (or part) asking for a domain is packed: the domains where
+    the fewest running jobs must end for it first (of those alike, the roomiest now),
+    then, for a soft ask, `within` itself."""
+    found, error = session.topology.domains(
+        ask, members, hosts, within, roomiest=True, draining=True
+    )
     if error:
         return []
     nodes: list[BoolArray | None] = [d.nodes for d in islice(found, CANDIDATE_DOMAINS)]
