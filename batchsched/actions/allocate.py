@@ -17,8 +17,8 @@ never waited for.
 """
 
 from collections import defaultdict
-from collections.abc import Sequence
-from itertools import islice
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, islice
 
 import numpy as np
 
@@ -136,8 +136,9 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
     that might never fit would hold it for ever.
 
     A gang asking for a topology domain is packed inside one (its parts each inside one
-    of their own), the domains with the most room for it now first: room scattered over
-    domains would never let it start."""
+    of their own): room scattered over domains would never let it start. Those where
+    the fewest running jobs must end come first: what frees in a held domain idles until
+    the last of them ends (framework/drain.py)."""
     pending = job.pending
     if any(f.concerns(t) for f in session.fresh_filters for t in pending):
         return None
@@ -150,7 +151,7 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
         return drained.pack(pending, needed, None)
     if layout.error is not None:
         return None
-    outer: list[BoolArray | None] = [None]
+    outer: Iterable[BoolArray | None] = [None]
     if layout.ask is not None:
         outer = _domains(session, layout.ask, pending, job.hosts, None)
     for within in outer:
@@ -166,14 +167,18 @@ def _domains(
     members: list[TaskInfo],
     hosts: Sequence[str],
     within: BoolArray | None,
-) -> list[BoolArray | None]:
-    """Where a starving gang (or part) asking for a domain is packed: the domains with
-    the most room for it now first, then, for a soft ask, `within` itself."""
-    found, error = session.topology.domains(ask, members, hosts, within, roomiest=True)
+) -> Iterator[BoolArray | None]:
+    """Where a starving gang (or part) asking for a domain is packed: the domains where
+    the fewest running jobs must end for it first (of those alike, the roomiest now),
+    then, for a soft ask, `within` itself. Lazily: a tier's jobs are counted only once
+    the domains before it were tried, and most gangs pack in the first."""
+    found, error = session.topology.domains(
+        ask, members, hosts, within, roomiest=True, draining=True
+    )
     if error:
-        return []
-    nodes: list[BoolArray | None] = [d.nodes for d in islice(found, CANDIDATE_DOMAINS)]
-    return nodes if ask.required else [*nodes, within]
+        return iter(())
+    nodes = (d.nodes for d in islice(found, CANDIDATE_DOMAINS))
+    return nodes if ask.required else chain(nodes, [within])
 
 
 class _Drained:
@@ -203,7 +208,7 @@ class _Drained:
         in_parts: set[str] = set()
         for part in layout.parts:
             in_parts |= {t.key for t in part.tasks}
-            inner = [within]
+            inner: Iterable[BoolArray | None] = [within]
             if part.ask is not None:
                 inner = _domains(self.session, part.ask, part.tasks, part.hosts, within)
             for mask in inner:

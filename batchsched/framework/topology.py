@@ -28,10 +28,11 @@ import numpy as np
 from batchsched.api.objects import Task
 from batchsched.api.resources import BASE_RESOURCES, PODS
 from batchsched.api.topology import Mode, TopologyAsk
+from batchsched.framework.drain import Running, jobs_to_end
 from batchsched.framework.plugin import slots as node_slots
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.decisions import SpanClock, TopologyDomain
-from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo
+from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo, job_key
 from batchsched.model.topology import NO_DOMAIN, Tier
 
 # The name of the one domain of the tier above the highest (TopologyPlanner.whole_cluster).
@@ -187,6 +188,9 @@ class TopologyPlanner:
         # Job key -> why it waits for a domain, as allocate last found (for explain).
         self.waits: dict[str, DomainWait] = {}
         self._binned: dict[int, IntArray] = {}
+        # Starving gangs' drain counts per tier, candidates, requests and own running
+        # jobs, with the free room they were counted in (`_jobs_to_end`).
+        self._drains: dict[tuple[int, bytes, bytes, tuple[str, ...]], tuple[bytes, FloatArray]] = {}
         if label_tiers:
             # A tier's domains are told apart by the coarser tiers' labels too.
             keys = [tier.key for tier in label_tiers]
@@ -255,6 +259,42 @@ class TopologyPlanner:
         with parts asks; most jobs have none running)."""
         return self._placed_by_job.get(job.key, []) if job.bound else []
 
+    def _jobs_to_end(
+        self,
+        tier: Tier,
+        free: IntArray,
+        binned: IntArray,
+        candidates: IntArray,
+        shapes: Sequence[tuple[IntArray, int]],
+        own: Sequence[str],
+        tracked: bool,
+    ) -> FloatArray:
+        """framework/drain.py's count for the candidates, kept for the next starving gang
+        alike (the same members' requests, in the whole tier) while the free room is
+        the same (`tracked`: `free` is the session's, the tier whole): under overload
+        many gangs starve, most of them alike, and tries undone between them leave the
+        room as it was."""
+        running = self._holding_nodes
+        key = (
+            id(tier.ids),
+            candidates.tobytes(),
+            b"".join(vec.tobytes() + number.to_bytes(8) for vec, number in shapes),
+            tuple(k for k in own if k in running.keys),
+        )
+        room = free.tobytes()
+        kept = self._drains.get(key) if tracked else None
+        if kept is not None and kept[0] == room:
+            return kept[1]
+        found = jobs_to_end(running, free, binned, candidates, shapes, own, CANDIDATE_DOMAINS)
+        if tracked:
+            self._drains[key] = (room, found)
+        return found
+
+    @cached_property
+    def _holding_nodes(self) -> Running:
+        """The pods holding a node, by job (built when a starving gang first asks)."""
+        return Running.of(self.snapshot)
+
     @cached_property
     def _placed_by_job(self) -> dict[str, list[Task]]:
         """Job key -> its members holding a node (built when first asked)."""
@@ -274,6 +314,7 @@ class TopologyPlanner:
         within: BoolArray | None,
         *,
         roomiest: bool = False,
+        draining: bool = False,
         freeable: IntArray | None = None,
         above: Tier | None = None,
     ) -> tuple[Iterator[Domain], str | None]:
@@ -281,8 +322,10 @@ class TopologyPlanner:
         input) when so. `hosts` are the nodes members already run on: only a domain
         holding them all is a candidate. `roomiest`: every domain, those with the most
         room for the members first (to say which came closest when none has room).
-        `freeable`: per node, what evicting the victims allowed would free, counted as
-        room (for preempt and reclaim). `above`: only the ask's tiers above it.
+        `draining` (with `roomiest`): those where the fewest running jobs must end for
+        the members to fit first (framework/drain.py), then the roomiest. `freeable`:
+        per node, what evicting the victims allowed would free, counted as room (for
+        preempt and reclaim). `above`: only the ask's tiers above it.
 
         Lazy, a tier at a time, as most gangs take the first domain: each tier is
         ranked on the room there is when it is first reached (tries are undone before
@@ -309,8 +352,10 @@ class TopologyPlanner:
                 rows,
                 within,
                 roomiest=roomiest,
+                draining=draining,
                 freeable=freeable,
                 with_members=not ask.levelled,
+                own=sorted({job_key(t.pod) for t in members}) if draining else (),
             )
             for tier in tiers
         )
@@ -647,13 +692,15 @@ class TopologyPlanner:
         self,
         tier: Tier,
         need: IntArray | None,
-        shapes: Iterable[tuple[IntArray, int]],
+        shapes: Sequence[tuple[IntArray, int]],
         rows: IntArray,
         within: BoolArray | None,
         *,
         roomiest: bool,
+        draining: bool,
         freeable: IntArray | None,
         with_members: bool,
+        own: Sequence[str],
     ) -> Iterator[Domain]:
         # `with_members`: a domain is ranked by how full it is once the members are in,
         # as kube-scheduler and Volcano score a placement; Kueue's asks rank it by what
@@ -724,7 +771,14 @@ class TopologyPlanner:
             added = need[columns] if with_members else np.zeros(columns.size, dtype=np.int64)
             rank = _fullness(used, total, added, weights)
         candidates = candidates[room[candidates]]
-        order = np.lexsort((candidates, spare[candidates], -rank[candidates]))
+        first, then = -rank[candidates], spare[candidates]
+        if draining:
+            # The fewest running jobs to end first, then the roomiest.
+            first, then = (
+                self._jobs_to_end(tier, node_free, binned, candidates, shapes, own, tracked),
+                first,
+            )
+        order = np.lexsort((candidates, then, first))
         for index in candidates[order]:
             yield Domain(tier, int(index), ids)
 

@@ -1,0 +1,154 @@
+"""How soon a domain could hold a gang: the fewest running jobs that must end there.
+
+A starving gang holds room in one domain until enough there has freed for it, and what
+frees there meanwhile idles. No pod states how long it runs, and a gang's members end
+together, so the wait is governed by how many distinct jobs must end: were run times
+memoryless, the wait for the last of k jobs grows with k (as the harmonic number H_k),
+and every job ending early idles its room until the last. The domain needing the
+fewest jobs to end is the one drained at the least cost.
+"""
+
+from bisect import insort
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from batchsched.framework.plugin import slots
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.snapshot import Snapshot, job_key
+
+# The job id of pods already leaving (deleted): their room frees with no job ending.
+LEAVING = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """The pods holding a node: per pod its row, its job's id (LEAVING: being deleted)
+    and its request; `keys` names the jobs by id."""
+
+    rows: IntArray
+    jobs: IntArray
+    vecs: IntArray
+    keys: dict[str, int]
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> "Running":
+        column = snapshot.column
+        keys: dict[str, int] = {}
+        jobs: list[int] = []
+        shapes: dict[object, IntArray] = {}
+        vecs: list[IntArray] = []
+        for _, task in snapshot.placed:
+            jobs.append(LEAVING if task.deleting else keys.setdefault(job_key(task), len(keys)))
+            vec = shapes.get(task.shape_key)
+            if vec is None:
+                vec = shapes[task.shape_key] = np.zeros(len(column), dtype=np.int64)
+                for name, value in task.request.items():
+                    vec[column[name]] = value
+            vecs.append(vec)
+        return cls(
+            rows=np.array([row for row, _ in snapshot.placed], dtype=np.int64),
+            jobs=np.array(jobs, dtype=np.int64),
+            vecs=np.array(vecs, dtype=np.int64).reshape(len(vecs), len(column)),
+            keys=keys,
+        )
+
+
+def jobs_to_end(
+    running: Running,
+    free: IntArray,
+    binned: IntArray,
+    candidates: IntArray,
+    shapes: Sequence[tuple[IntArray, int]],
+    own: Sequence[str],
+    first: int,
+) -> FloatArray:
+    """Per domain of `candidates` (bins of `binned`, one per node), the fewest
+    running jobs (of `running`, but the gang's `own`) whose room, added to the domain's
+    `free` room and what leaving pods free, holds the members (`shapes`: each request
+    and how many members ask it): as the placement's fit test, each shape's members
+    must have a node's room each, and their requests in sum fit. Found greedily: the
+    job making room for the most members next (of two alike, the one freeing the most
+    of what they ask), until they fit; inf where they would not even once every job
+    ended. Only the `first` fewest are told apart: a domain found to need more jobs
+    than the `first` fewest so far is counted no further, as one more than they need
+    (a tier of many domains is not counted out whole)."""
+    if candidates.size < 2:
+        return np.zeros(candidates.size)
+    asked = np.flatnonzero(np.sum([vec for vec, _ in shapes], axis=0) > 0)
+    shapes = [(vec[asked], number) for vec, number in shapes if vec.any()]
+    need = np.sum([vec * number for vec, number in shapes], axis=0)
+    found = np.full(candidates.size, np.inf)
+    skip = [running.keys[key] for key in own if key in running.keys]
+    pods = ~np.isin(running.jobs, skip)
+    rows, jobs, vecs = running.rows[pods], running.jobs[pods], running.vecs[pods][:, asked]
+    pod_bins = binned[rows]
+    local = np.zeros(len(binned), dtype=np.int64)
+    # The counts found so far, fewest first.
+    counted: list[float] = []
+    for at, domain in enumerate(candidates.tolist()):
+        nodes = np.flatnonzero(binned == domain)
+        local[nodes] = np.arange(nodes.size)
+        here = np.flatnonzero(pod_bins == domain)
+        room = free[np.ix_(nodes, asked)].copy()
+        leaving = jobs[here] == LEAVING
+        np.add.at(room, local[rows[here[leaving]]], vecs[here[leaving]])
+        here = here[~leaving]
+        # What each job frees on each node of the domain: one entry per (job, node).
+        ids, job_of = np.unique(jobs[here], return_inverse=True)
+        pairs, pair_of = np.unique(job_of * nodes.size + local[rows[here]], return_inverse=True)
+        freed = np.zeros((pairs.size, asked.size), dtype=np.int64)
+        np.add.at(freed, pair_of, vecs[here])
+        ending = _Ending(pairs // nodes.size, pairs % nodes.size, freed, ids.size)
+        bound = counted[first - 1] if len(counted) >= first else np.inf
+        found[at] = ending.fewest(room, shapes, need, bound)
+        insort(counted, found[at])
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Ending:
+    """What ending each of `count` jobs frees: per entry, the job, the node and the room."""
+
+    job: IntArray
+    node: IntArray
+    freed: IntArray
+    count: int
+
+    def fewest(
+        self, room: IntArray, shapes: Sequence[tuple[IntArray, int]], need: IntArray, bound: float
+    ) -> float:
+        """How many jobs must end, picked greedily, before `room` (node x resource)
+        holds the members; inf when even all of them ending is short; `bound` + 1 once
+        more than `bound` have ended."""
+        room = room.copy()
+        held = [slots(room, vec) for vec, _ in shapes]
+        by_job = np.zeros((self.count, need.size), dtype=np.int64)
+        np.add.at(by_job, self.job, self.freed)
+        left: BoolArray = np.ones(self.count, dtype=np.bool_)
+        ended = 0
+        while True:
+            fits = all(h.sum() >= number for h, (_, number) in zip(held, shapes, strict=True))
+            if fits and (room.sum(axis=0) >= need).all():
+                return float(ended)
+            if not left.any():
+                return np.inf
+            if ended > bound:
+                return float(ended)
+            live = left[self.job]
+            job, node = self.job[live], self.node[live]
+            after = room[node] + self.freed[live]
+            placeable = np.zeros(self.count)
+            for (vec, number), now in zip(shapes, held, strict=True):
+                gain = np.bincount(job, slots(after, vec) - now[node], self.count)
+                placeable += np.minimum(now.sum() + gain, number)
+            share = (np.minimum(room.sum(axis=0) + by_job, need) / np.maximum(need, 1)).sum(axis=1)
+            order = np.lexsort((-share, -placeable))
+            best = int(order[left[order]][0])
+            mine = self.job == best
+            np.add.at(room, self.node[mine], self.freed[mine])
+            for (vec, _), now in zip(shapes, held, strict=True):
+                now[self.node[mine]] = slots(room[self.node[mine]], vec)
+            left[best] = False
+            ended += 1

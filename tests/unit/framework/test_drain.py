@@ -1,0 +1,59 @@
+"""The fewest running jobs that must end for a domain to hold a gang's members."""
+
+import numpy as np
+
+from batchsched.framework.drain import LEAVING, Running, jobs_to_end
+
+# Two domains (bins 0 and 1) of two nodes each; one resource, 4 a node.
+BINNED = np.array([0, 0, 1, 1])
+DOMAINS = np.array([0, 1])
+ONE = np.array([4])
+
+
+def running(pods: list[tuple[int, int, int]], keys: list[str]) -> Running:
+    """`pods`: (node row, job id or LEAVING, request)."""
+    return Running(
+        rows=np.array([row for row, _, _ in pods]),
+        jobs=np.array([job for _, job, _ in pods]),
+        vecs=np.array([[request] for _, _, request in pods]),
+        keys={key: at for at, key in enumerate(keys)},
+    )
+
+
+def count(
+    pods: list[tuple[int, int, int]], keys: list[str], *, own: tuple[str, ...] = ()
+) -> list[float]:
+    found = running(pods, keys)
+    free = 4 - np.bincount(found.rows, found.vecs[:, 0], minlength=4).astype(np.int64)
+    counts: list[float] = jobs_to_end(
+        found, free[:, None], BINNED, DOMAINS, [(ONE, 2)], own, 16
+    ).tolist()
+    return counts
+
+
+def test_the_jobs_whose_room_the_members_need() -> None:
+    """Domain 0: job a holds node 0, jobs b and c node 1: all three must end. Domain 1:
+    one job d over both nodes."""
+    pods = [(0, 0, 4), (1, 1, 2), (1, 2, 2), (2, 3, 4), (3, 3, 4)]
+    assert count(pods, ["a", "b", "c", "d"]) == [3, 1]
+
+
+def test_pods_leaving_free_their_room_with_no_job_ending() -> None:
+    pods = [(0, LEAVING, 4), (1, 0, 4), (2, 1, 4), (3, 2, 4)]
+    assert count(pods, ["a", "b", "c"]) == [1, 2]
+
+
+def test_the_gangs_own_members_never_end_for_it() -> None:
+    """Domain 0's node 0 runs a member of the gang itself: no job ending frees it."""
+    pods = [(0, 0, 4), (2, 1, 4)]
+    assert count(pods, ["own", "b"], own=("own",)) == [np.inf, 1]
+
+
+def test_a_domain_counted_past_the_first_fewest_stops_there() -> None:
+    """With only the fewest domain told apart, one needing more jobs is counted as
+    one more than it, not to the end."""
+    pods = [(0, 0, 4), (1, 1, 4), (2, 2, 2), (2, 3, 2), (3, 4, 2), (3, 5, 2)]
+    found = running(pods, list("abcdef"))
+    free = np.zeros((4, 1), dtype=np.int64)
+    assert jobs_to_end(found, free, BINNED, DOMAINS, [(ONE, 2)], (), 1).tolist() == [2, 3]
+    assert jobs_to_end(found, free, BINNED, DOMAINS, [(ONE, 2)], (), 16).tolist() == [2, 4]
