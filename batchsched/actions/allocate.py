@@ -153,32 +153,12 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
         return None
     outer: Iterable[BoolArray | None] = [None]
     if layout.ask is not None:
-        outer = _domains(session, layout.ask, pending, job.hosts, None)
+        outer = drained.domains(layout.ask, pending, needed, job.hosts, None)
     for within in outer:
         packing = drained.pack_layout(layout, pending, needed, within)
         if packing is not None:
             return packing
     return None
-
-
-def _domains(
-    session: Session,
-    ask: TopologyAsk,
-    members: list[TaskInfo],
-    hosts: Sequence[str],
-    within: BoolArray | None,
-) -> Iterator[BoolArray | None]:
-    """Where a starving gang (or part) asking for a domain is packed: the domains where
-    the fewest running jobs must end for it first (of those alike, the roomiest now),
-    then, for a soft ask, `within` itself. Lazily: a tier's jobs are counted only once
-    the domains before it were tried, and most gangs pack in the first."""
-    found, error = session.topology.domains(
-        ask, members, hosts, within, roomiest=True, draining=True
-    )
-    if error:
-        return iter(())
-    nodes = (d.nodes for d in islice(found, CANDIDATE_DOMAINS))
-    return nodes if ask.required else chain(nodes, [within])
 
 
 class _Drained:
@@ -196,6 +176,28 @@ class _Drained:
         )
         self.free = capacity[self.order]
 
+    def domains(
+        self,
+        ask: TopologyAsk,
+        members: list[TaskInfo],
+        needed: int,
+        hosts: Sequence[str],
+        within: BoolArray | None,
+    ) -> Iterator[BoolArray | None]:
+        """Where a starving gang (or part) asking for a domain is packed: the domains
+        where the fewest running jobs must end for `needed` of its members first (the
+        smallest, any of which make it ready; of domains alike, the roomiest now), then,
+        for a soft ask, `within` itself. Lazily: a tier's jobs are counted only once the
+        domains before it were tried, and most gangs pack in the first."""
+        smallest = sorted(members, key=lambda t: float((t.vec / self.largest).sum()))[:needed]
+        found, error = self.session.topology.domains(
+            ask, smallest, hosts, within, roomiest=True, draining=True
+        )
+        if error:
+            return iter(())
+        nodes = (d.nodes for d in islice(found, CANDIDATE_DOMAINS))
+        return nodes if ask.required else chain(nodes, [within])
+
     def pack_layout(
         self, layout: Plan, pending: list[TaskInfo], needed: int, within: BoolArray | None
     ) -> Packing | None:
@@ -210,7 +212,7 @@ class _Drained:
             in_parts |= {t.key for t in part.tasks}
             inner: Iterable[BoolArray | None] = [within]
             if part.ask is not None:
-                inner = _domains(self.session, part.ask, part.tasks, part.hosts, within)
+                inner = self.domains(part.ask, part.tasks, part.size, part.hosts, within)
             for mask in inner:
                 packed = self.pack(part.tasks, part.size, mask)
                 if packed is not None:

@@ -9,7 +9,7 @@ fewest jobs to end is the one drained at the least cost.
 """
 
 from bisect import insort
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +51,19 @@ class Running:
             rows=np.array([row for row, _ in snapshot.placed], dtype=np.int64),
             jobs=np.array(jobs, dtype=np.int64),
             vecs=np.array(vecs, dtype=np.int64).reshape(len(vecs), len(column)),
+            keys=keys,
+        )
+
+    def adding(self, pods: Collection[tuple[int, str, IntArray]]) -> "Running":
+        """These and `pods` (each its node row, job key and request)."""
+        if not pods:
+            return self
+        keys = dict(self.keys)
+        jobs = [keys.setdefault(key, len(keys)) for _, key, _ in pods]
+        return Running(
+            rows=np.concatenate([self.rows, [row for row, _, _ in pods]]).astype(np.int64),
+            jobs=np.concatenate([self.jobs, jobs]).astype(np.int64),
+            vecs=np.concatenate([self.vecs, [vec for _, _, vec in pods]]),
             keys=keys,
         )
 

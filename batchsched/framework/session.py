@@ -293,6 +293,10 @@ class Session:
                 self.timings.plugins[plugin.name] = time.perf_counter() - started
         opening.plugin = SESSION
         self.filters.append(self.gpu)
+        if self.topology.tiers:
+            # A starving gang's domain counts the jobs this session placed as running.
+            self.on_allocate.append(self.topology.placed_now)
+            self.on_deallocate.append(self.topology.unplaced_now)
         # Resource claims, which no configuration may leave out either.
         self.device_claims: DeviceClaims | None = None
         if DeviceClaims.needed(self.placing, self.backed):

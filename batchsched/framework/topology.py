@@ -17,6 +17,7 @@ The tiers are the configured node labels (`topology.tiers`, finest first) when t
 configuration names some, else the HyperNodes' tiers (model/topology.py).
 """
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
@@ -191,6 +192,12 @@ class TopologyPlanner:
         # Starving gangs' drain counts per tier, candidates, requests and own running
         # jobs, with the free room they were counted in (`_jobs_to_end`).
         self._drains: dict[tuple[int, bytes, bytes, tuple[str, ...]], tuple[bytes, FloatArray]] = {}
+        # Pods this session placed, by task key: their node row, job and request, which
+        # a starving gang's domain must see end as much as the bound ones.
+        self._placed_now: dict[str, tuple[int, str, IntArray]] = {}
+        self._placed_jobs: Counter[str] = Counter()
+        self._placed_token = 0
+        self._running_now: tuple[int, Running] | None = None
         if label_tiers:
             # A tier's domains are told apart by the coarser tiers' labels too.
             keys = [tier.key for tier in label_tiers]
@@ -274,25 +281,51 @@ class TopologyPlanner:
         the same (`tracked`: `free` is the session's, the tier whole): under overload
         many gangs starve, most of them alike, and tries undone between them leave the
         room as it was."""
-        running = self._holding_nodes
+        bound = self._bound_pods
         key = (
             id(tier.ids),
             candidates.tobytes(),
             b"".join(vec.tobytes() + number.to_bytes(8) for vec, number in shapes),
-            tuple(k for k in own if k in running.keys),
+            tuple(k for k in own if k in bound.keys or self._placed_jobs[k]),
         )
-        room = free.tobytes()
+        # The same room with other pods placed this session is not the same count.
+        room = free.tobytes() + self._placed_token.to_bytes(8, signed=True)
         kept = self._drains.get(key) if tracked else None
         if kept is not None and kept[0] == room:
             return kept[1]
-        found = jobs_to_end(running, free, binned, candidates, shapes, own, CANDIDATE_DOMAINS)
+        found = jobs_to_end(
+            self._holding_nodes(), free, binned, candidates, shapes, own, CANDIDATE_DOMAINS
+        )
         if tracked:
             self._drains[key] = (room, found)
         return found
 
-    @cached_property
+    def placed_now(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+        """A pod placed by this session (an `on_allocate` handler)."""
+        self._placed_now[task.key] = (node, job.key, task.vec)
+        self._placed_jobs[job.key] += 1
+        # Its own inverse: a try undone leaves the token as it was.
+        self._placed_token ^= hash(task.key)
+
+    def unplaced_now(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+        """A pod this session placed, undone (an `on_deallocate` handler)."""
+        if self._placed_now.pop(task.key, None) is not None:
+            self._placed_jobs[job.key] -= 1
+            self._placed_token ^= hash(task.key)
+
     def _holding_nodes(self) -> Running:
-        """The pods holding a node, by job (built when a starving gang first asks)."""
+        """The pods holding a node, by job: the bound ones and those this session placed
+        (kept while no placement changes)."""
+        if self._running_now is None or self._running_now[0] != self._placed_token:
+            self._running_now = (
+                self._placed_token,
+                self._bound_pods.adding(list(self._placed_now.values())),
+            )
+        return self._running_now[1]
+
+    @cached_property
+    def _bound_pods(self) -> Running:
+        """The pods bound before the session (built when a starving gang first asks)."""
         return Running.of(self.snapshot)
 
     @cached_property
@@ -773,11 +806,15 @@ class TopologyPlanner:
         candidates = candidates[room[candidates]]
         first, then = -rank[candidates], spare[candidates]
         if draining:
-            # The fewest running jobs to end first, then the roomiest.
-            first, then = (
-                self._jobs_to_end(tier, node_free, binned, candidates, shapes, own, tracked),
-                first,
+            # The fewest running jobs to end first, then the roomiest; counted for the
+            # roomiest few only (a count is a pass per domain), the rest after them.
+            roomiest_first = candidates[np.lexsort((candidates, then, first))]
+            counted = roomiest_first[:CANDIDATE_DOMAINS]
+            ends = np.full(count, np.inf)
+            ends[counted] = self._jobs_to_end(
+                tier, node_free, binned, counted, shapes, own, tracked
             )
+            first, then = ends[candidates], first
         order = np.lexsort((candidates, then, first))
         for index in candidates[order]:
             yield Domain(tier, int(index), ids)

@@ -4,7 +4,7 @@ domain that fits it, not scattered over the nodes with most room."""
 import re
 from collections.abc import Sequence
 
-from tests.support.objects import at, decide, node, placements, pod, pod_group
+from tests.support.objects import at, decide, node, placements, pod, pod_group, priority_class
 
 RACK = "topology.kubernetes.io/rack"
 CONFIG = f"""
@@ -96,3 +96,60 @@ def test_the_jobs_counted_are_those_the_members_need_gone() -> None:
         *((f"small-{i}", "r2-2", "1", None) for i in range(4)),
     ]
     assert starving_pair(running, nodes=3) == {"r2-0", "r2-1"}
+
+
+def _pods_on_two_racks(w_bound: bool) -> list[dict[str, object]]:
+    """r1 runs jobs a, b and c (1 CPU each on 4-CPU nodes); r2 runs x on r2-0, and
+    w (4 CPUs, high priority) is bound on r2-1 or pending. A gang of two 4-CPU pods
+    asks for a rack and starves."""
+    objects = [node(f"{r}-{i}", cpu="4", labels={RACK: r}) for r in ("r1", "r2") for i in (0, 1)]
+    objects.append(priority_class("high", 1000))
+    objects += [
+        pod("a", {"cpu": "1"}, node_name="r1-0", created=0),
+        pod("b", {"cpu": "1"}, node_name="r1-0", created=0),
+        pod("c", {"cpu": "1"}, node_name="r1-1", created=0),
+        pod("x", {"cpu": "4"}, node_name="r2-0", created=0),
+    ]
+    high = {"priorityClassName": "high", "priority": 1000}
+    objects.append(
+        pod("w", {"cpu": "4"}, node_name="r2-1", created=110, spec=high)
+        if w_bound
+        else pod("w", {"cpu": "4"}, created=110, spec=high)
+    )
+    objects.append(pod_group("big", 2, created=0, networkTopology={"highestTierName": "rack"}))
+    return objects + [pod(f"big-{i}", {"cpu": "4"}, group="big", created=0) for i in range(2)]
+
+
+def test_a_pod_placed_earlier_in_the_session_is_a_job_that_must_end() -> None:
+    """Placed by this session or bound before it, w is a job that must end in r2: r2
+    needs two jobs gone (x, w), r1 three (a, b, c), so r2 is held either way."""
+    for w_bound in (True, False):
+        decisions = decide(_pods_on_two_racks(w_bound), CONFIG, now=at(120))
+        if not w_bound:
+            assert placements(decisions)["default/w"] == "r2-1"
+        held = held_nodes(decisions.pending["default/big-0"].message)
+        assert held == {"r2-0", "r2-1"}, (w_bound, held)
+
+
+def test_jobs_are_counted_for_the_members_the_gang_needs() -> None:
+    """Four 4-CPU pods with minMember 2 are held room for two. In r1 one job (a, on
+    two whole nodes) must end for two members; in r2 two (d and e, half of every
+    node). Counted for all four pending pods, r1 would need three jobs gone (a, b, c)
+    and r2 two; counted for the two the gang needs, r1 is held."""
+    objects = [node(f"{r}-{i}", cpu="4", labels={RACK: r}) for r in ("r1", "r2") for i in range(4)]
+    objects += [pod_group(name, size, created=0) for name, size in (("a", 2), ("d", 4), ("e", 4))]
+    objects += [
+        pod(f"a-{i}", {"cpu": "4"}, group="a", node_name=f"r1-{i}", created=0) for i in (0, 1)
+    ]
+    objects += [
+        pod(name, {"cpu": "4"}, node_name=f"r1-{i}", created=0) for i, name in ((2, "b"), (3, "c"))
+    ]
+    for job in ("d", "e"):
+        objects += [
+            pod(f"{job}-{i}", {"cpu": "2"}, group=job, node_name=f"r2-{i}", created=0)
+            for i in range(4)
+        ]
+    objects.append(pod_group("big", 2, created=0, networkTopology={"highestTierName": "rack"}))
+    objects += [pod(f"big-{i}", {"cpu": "4"}, group="big", created=0) for i in range(4)]
+    held = held_nodes(decide(objects, CONFIG, now=at(120)).pending["default/big-0"].message)
+    assert len(held) == 2 and all(n.startswith("r1-") for n in held), held
