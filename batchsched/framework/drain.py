@@ -1,11 +1,13 @@
 """How soon a domain could hold a gang: the fewest running jobs that must end there.
 
 A starving gang holds room in one domain until enough there has freed for it, and what
-frees there meanwhile idles. No pod states how long it runs, and a gang's members end
-together, so the wait is governed by how many distinct jobs must end: were run times
-memoryless, the wait for the last of k jobs grows with k (as the harmonic number H_k),
-and every job ending early idles its room until the last. The domain needing the
-fewest jobs to end is the one drained at the least cost.
+frees there meanwhile idles. The count reads no run time (most pods state none; where
+they state `activeDeadlineSeconds`, held room is lent by it, framework/reservations.py),
+and a gang's members end together, so the wait is governed by how many distinct jobs
+must end: were run times memoryless, the wait for the last of k jobs grows with k (as
+the harmonic number H_k), and every job ending early idles its room until the last. The
+domain needing the fewest jobs to end is the one drained at the least cost. A pod of no
+gang (another scheduler's, a DaemonSet's) counts as a job of its own.
 """
 
 from bisect import insort
@@ -77,13 +79,15 @@ def jobs_to_end(
     own: Sequence[str],
     first: int,
 ) -> FloatArray:
-    """Per domain of `candidates` (bins of `binned`, one per node), the fewest
+    """Per domain of `candidates` (bins of `binned`, one per node), how many
     running jobs (of `running`, but the gang's `own`) whose room, added to the domain's
     `free` room and what leaving pods free, holds the members (`shapes`: each request
     and how many members ask it): as the placement's fit test, each shape's members
     must have a node's room each, and their requests in sum fit. Found greedily: the
     job making room for the most members next (of two alike, the one freeing the most
-    of what they ask), until they fit; inf where they would not even once every job
+    of what they ask), until they fit: never fewer than the fewest, now and then more (the
+    job picked for the members it makes room for now need not be among the fewest);
+    inf where they would not even once every job
     ended. Only the `first` fewest are told apart: a domain found to need more jobs
     than the `first` fewest so far is counted no further, as one more than they need
     (a tier of many domains is not counted out whole)."""
