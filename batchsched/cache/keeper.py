@@ -34,7 +34,7 @@ from batchsched.api.resources import BASE_RESOURCES, GPU, ResourceList
 from batchsched.api.volumes import Storage
 from batchsched.cache.cluster import Changes, ClusterCache
 from batchsched.cache.jobs import JobBuilder, usable_queues
-from batchsched.model.arrays import IntArray
+from batchsched.model.arrays import IntArray, request_row
 from batchsched.model.decisions import Unplaced
 from batchsched.model.snapshot import (
     NO_EXTRA,
@@ -437,10 +437,7 @@ class _State:
         """Add the pod's part to the node sums and its job's members; its job's key."""
         vec = self.vectors.get(task.shape_key)
         if vec is None:
-            vec = np.zeros(len(self.resources), dtype=np.int64)
-            for name, value in task.request.items():
-                vec[self.column[name]] = value
-            self.vectors[task.shape_key] = vec
+            vec = self.vectors[task.shape_key] = request_row(task.request, self.column)
         row = None
         if task.node_name is not None and not task.terminal:
             row = self.index.get(task.node_name)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from batchsched.framework.plugin import slots
-from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray, request_row
 from batchsched.model.snapshot import Snapshot, job_key
 
 # The job id of pods already leaving (deleted): their room frees with no job ending.
@@ -45,9 +45,7 @@ class Running:
             jobs.append(LEAVING if task.deleting else keys.setdefault(job_key(task), len(keys)))
             vec = shapes.get(task.shape_key)
             if vec is None:
-                vec = shapes[task.shape_key] = np.zeros(len(column), dtype=np.int64)
-                for name, value in task.request.items():
-                    vec[column[name]] = value
+                vec = shapes[task.shape_key] = request_row(task.request, column)
             vecs.append(vec)
         return cls(
             rows=np.array([row for row, _ in snapshot.placed], dtype=np.int64),

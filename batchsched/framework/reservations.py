@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from batchsched.framework.plugin import Explained, slots, widest
-from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray, request_row
 from batchsched.model.snapshot import Snapshot, TaskInfo
 
 
@@ -111,9 +111,7 @@ class Reservations:
         for row, pod in snapshot.placed:
             if row not in ends:
                 continue
-            vec = np.zeros(len(column), dtype=np.int64)
-            for name, value in pod.request.items():
-                vec[column[name]] = value
+            vec = request_row(pod.request, column)
             deadline = pod.deadline_seconds
             start = pod.started if pod.started is not None else pod.creation
             ends[row].append((math.inf if deadline is None else start + deadline, vec))

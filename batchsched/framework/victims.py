@@ -20,7 +20,7 @@ from batchsched.api.budgets import DisruptionBudget
 from batchsched.api.gpu import gpu_demand
 from batchsched.api.objects import Task
 from batchsched.api.resources import PODS
-from batchsched.model.arrays import BoolArray, FloatArray, IntArray
+from batchsched.model.arrays import BoolArray, FloatArray, IntArray, request_row
 from batchsched.model.snapshot import JobInfo, Snapshot, TaskInfo, default_priority, placed_priority
 
 # Never preempted, whatever their priority: what keeps the cluster itself running.
@@ -245,10 +245,7 @@ def build_victims(
         if job is not None:
             members.setdefault(job.key, []).append(index)
         if task.shape_key not in vectors:
-            vec = np.zeros(len(column), dtype=np.int64)
-            for name, value in task.request.items():
-                vec[column[name]] = value
-            vectors[task.shape_key] = vec
+            vectors[task.shape_key] = request_row(task.request, column)
     vecs = (
         np.array([vectors[t.shape_key] for t in tasks], dtype=np.int64)
         if tasks
