@@ -185,8 +185,9 @@ class _Drained:
         within: BoolArray | None,
     ) -> Iterator[BoolArray | None]:
         """Where a starving gang (or part) asking for a domain is packed: the domains
-        where the fewest running jobs must end for `needed` of its members first (the
-        smallest, any of which make it ready; of domains alike, the roomiest now), then,
+        where the fewest running jobs must end for `needed` of its members first
+        (counted for the smallest, the least it could start with, where the packing
+        then places the largest that fit; of domains alike, the roomiest now), then,
         for a soft ask, `within` itself. Lazily: a tier's jobs are counted only once the
         domains before it were tried, and most gangs pack in the first."""
         smallest = sorted(members, key=lambda t: float((t.vec / self.largest).sum()))[:needed]

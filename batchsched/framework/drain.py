@@ -10,7 +10,6 @@ domain needing the fewest jobs to end is the one drained at the least cost. A po
 gang (another scheduler's, a DaemonSet's) counts as a job of its own.
 """
 
-from bisect import insort
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -24,15 +23,21 @@ from batchsched.model.snapshot import Snapshot, job_key
 LEAVING = -1
 
 
+# A pod placed by the session: its node row, its job's key and its request.
+Placed = tuple[int, str, IntArray]
+
+
 @dataclass(frozen=True, slots=True)
 class Running:
     """The pods holding a node: per pod its row, its job's id (LEAVING: being deleted)
-    and its request; `keys` names the jobs by id."""
+    and its request; `keys` names the jobs by id, `positions` the pods `of` found by
+    task key."""
 
     rows: IntArray
     jobs: IntArray
     vecs: IntArray
     keys: dict[str, int]
+    positions: dict[str, int]
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> "Running":
@@ -52,19 +57,24 @@ class Running:
             jobs=np.array(jobs, dtype=np.int64),
             vecs=np.array(vecs, dtype=np.int64).reshape(len(vecs), len(column)),
             keys=keys,
+            positions={task.key: at for at, (_, task) in enumerate(snapshot.placed)},
         )
 
-    def adding(self, pods: Collection[tuple[int, str, IntArray]]) -> "Running":
-        """These and `pods` (each its node row, job key and request)."""
-        if not pods:
+    def changed(self, gone: Collection[str], pods: Collection[Placed]) -> "Running":
+        """These but those of `gone` (task keys: evicted), and `pods` (placed)."""
+        if not gone and not pods:
             return self
+        kept = np.ones(self.rows.size, dtype=np.bool_)
+        kept[[self.positions[key] for key in gone]] = False
         keys = dict(self.keys)
         jobs = [keys.setdefault(key, len(keys)) for _, key, _ in pods]
+        added = np.array([vec for _, _, vec in pods], dtype=np.int64)
         return Running(
-            rows=np.concatenate([self.rows, [row for row, _, _ in pods]]).astype(np.int64),
-            jobs=np.concatenate([self.jobs, jobs]).astype(np.int64),
-            vecs=np.concatenate([self.vecs, [vec for _, _, vec in pods]]),
+            rows=np.concatenate([self.rows[kept], [row for row, _, _ in pods]]).astype(np.int64),
+            jobs=np.concatenate([self.jobs[kept], jobs]).astype(np.int64),
+            vecs=np.concatenate([self.vecs[kept], added.reshape(len(pods), self.vecs.shape[1])]),
             keys=keys,
+            positions={},
         )
 
 
@@ -75,7 +85,6 @@ def jobs_to_end(
     candidates: IntArray,
     shapes: Sequence[tuple[IntArray, int]],
     own: Sequence[str],
-    first: int,
 ) -> FloatArray:
     """Per domain of `candidates` (bins of `binned`, one per node), how many
     running jobs (of `running`, but the gang's `own`) whose room, added to the domain's
@@ -85,10 +94,8 @@ def jobs_to_end(
     job making room for the most members next (of two alike, the one freeing the most
     of what they ask), until they fit: never fewer than the fewest, now and then more (the
     job picked for the members it makes room for now need not be among the fewest);
-    inf where they would not even once every job
-    ended. Only the `first` fewest are told apart: a domain found to need more jobs
-    than the `first` fewest so far is counted no further, as one more than they need
-    (a tier of many domains is not counted out whole)."""
+    inf where they would not even once every job ended. A pass per domain: the caller
+    counts a few (framework/topology.py counts the roomiest 16)."""
     if candidates.size < 2:
         return np.zeros(candidates.size)
     asked = np.flatnonzero(np.sum([vec for vec, _ in shapes], axis=0) > 0)
@@ -100,8 +107,6 @@ def jobs_to_end(
     rows, jobs, vecs = running.rows[pods], running.jobs[pods], running.vecs[pods][:, asked]
     pod_bins = binned[rows]
     local = np.zeros(len(binned), dtype=np.int64)
-    # The counts found so far, fewest first.
-    counted: list[float] = []
     for at, domain in enumerate(candidates.tolist()):
         nodes = np.flatnonzero(binned == domain)
         local[nodes] = np.arange(nodes.size)
@@ -116,9 +121,7 @@ def jobs_to_end(
         freed = np.zeros((pairs.size, asked.size), dtype=np.int64)
         np.add.at(freed, pair_of, vecs[here])
         ending = _Ending(pairs // nodes.size, pairs % nodes.size, freed, ids.size)
-        bound = counted[first - 1] if len(counted) >= first else np.inf
-        found[at] = ending.fewest(room, shapes, need, bound)
-        insort(counted, found[at])
+        found[at] = ending.fewest(room, shapes, need)
     return found
 
 
@@ -132,11 +135,10 @@ class _Ending:
     count: int
 
     def fewest(
-        self, room: IntArray, shapes: Sequence[tuple[IntArray, int]], need: IntArray, bound: float
+        self, room: IntArray, shapes: Sequence[tuple[IntArray, int]], need: IntArray
     ) -> float:
         """How many jobs must end, picked greedily, before `room` (node x resource)
-        holds the members; inf when even all of them ending is short; `bound` + 1 once
-        more than `bound` have ended."""
+        holds the members; inf when even all of them ending is short."""
         room = room.copy()
         held = [slots(room, vec) for vec, _ in shapes]
         by_job = np.zeros((self.count, need.size), dtype=np.int64)
@@ -149,8 +151,6 @@ class _Ending:
                 return float(ended)
             if not left.any():
                 return np.inf
-            if ended > bound:
-                return float(ended)
             live = left[self.job]
             job, node = self.job[live], self.node[live]
             after = room[node] + self.freed[live]

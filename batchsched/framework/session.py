@@ -294,9 +294,10 @@ class Session:
         opening.plugin = SESSION
         self.filters.append(self.gpu)
         if self.topology.tiers:
-            # A starving gang's domain counts the jobs this session placed as running.
-            self.on_allocate.append(self.topology.placed_now)
-            self.on_deallocate.append(self.topology.unplaced_now)
+            # A starving gang's domain counts the pods this session placed as running,
+            # and those it evicted as gone.
+            self.on_allocate.append(self.topology.on_placed)
+            self.on_deallocate.append(self.topology.on_unplaced)
         # Resource claims, which no configuration may leave out either.
         self.device_claims: DeviceClaims | None = None
         if DeviceClaims.needed(self.placing, self.backed):

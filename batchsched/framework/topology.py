@@ -29,7 +29,7 @@ import numpy as np
 from batchsched.api.objects import Task
 from batchsched.api.resources import BASE_RESOURCES, PODS
 from batchsched.api.topology import Mode, TopologyAsk
-from batchsched.framework.drain import Running, jobs_to_end
+from batchsched.framework.drain import Placed, Running, jobs_to_end
 from batchsched.framework.plugin import slots as node_slots
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.decisions import SpanClock, TopologyDomain
@@ -190,11 +190,14 @@ class TopologyPlanner:
         self.waits: dict[str, DomainWait] = {}
         self._binned: dict[int, IntArray] = {}
         # Starving gangs' drain counts per tier, candidates, requests and own running
-        # jobs, with the free room they were counted in (`_jobs_to_end`).
+        # jobs, with the free room and placements they were counted in (`_jobs_to_end`).
         self._drains: dict[tuple[int, bytes, bytes, tuple[str, ...]], tuple[bytes, FloatArray]] = {}
         # Pods this session placed, by task key: their node row, job and request, which
-        # a starving gang's domain must see end as much as the bound ones.
-        self._placed_now: dict[str, tuple[int, str, IntArray]] = {}
+        # a starving gang's domain must see end as much as the bound ones; and bound
+        # pods it evicted, whose room is free already. `_placed_token` is the XOR of
+        # their keys' hashes, which a try undone restores.
+        self._placed_now: dict[str, Placed] = {}
+        self._evicted: set[str] = set()
         self._placed_jobs: Counter[str] = Counter()
         self._placed_token = 0
         self._running_now: tuple[int, Running] | None = None
@@ -293,34 +296,46 @@ class TopologyPlanner:
         kept = self._drains.get(key) if tracked else None
         if kept is not None and kept[0] == room:
             return kept[1]
-        found = jobs_to_end(
-            self._holding_nodes(), free, binned, candidates, shapes, own, CANDIDATE_DOMAINS
-        )
+        found = jobs_to_end(self._holding_nodes(), free, binned, candidates, shapes, own)
         if tracked:
             self._drains[key] = (room, found)
         return found
 
-    def placed_now(self, job: JobInfo, task: TaskInfo, node: int) -> None:
-        """A pod placed by this session (an `on_allocate` handler)."""
-        self._placed_now[task.key] = (node, job.key, task.vec)
-        self._placed_jobs[job.key] += 1
-        # Its own inverse: a try undone leaves the token as it was.
+    def on_placed(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+        """A pod placed by this session, or a bound one it evicted put back (an
+        `on_allocate` handler)."""
+        if task.pod.node_name is not None:
+            if task.key not in self._evicted:
+                return
+            self._evicted.discard(task.key)
+        elif task.key not in self._placed_now:
+            self._placed_now[task.key] = (node, job.key, task.vec)
+            self._placed_jobs[job.key] += 1
+        else:
+            return
         self._placed_token ^= hash(task.key)
 
-    def unplaced_now(self, job: JobInfo, task: TaskInfo, node: int) -> None:
-        """A pod this session placed, undone (an `on_deallocate` handler)."""
-        if self._placed_now.pop(task.key, None) is not None:
+    def on_unplaced(self, job: JobInfo, task: TaskInfo, node: int) -> None:
+        """A pod this session placed, undone, or a bound one evicted (an
+        `on_deallocate` handler)."""
+        if task.pod.node_name is not None:
+            if task.key in self._evicted:
+                return
+            self._evicted.add(task.key)
+        elif task.key in self._placed_now:
+            del self._placed_now[task.key]
             self._placed_jobs[job.key] -= 1
-            self._placed_token ^= hash(task.key)
+        else:
+            return
+        self._placed_token ^= hash(task.key)
 
     def _holding_nodes(self) -> Running:
-        """The pods holding a node, by job: the bound ones and those this session placed
-        (kept while no placement changes)."""
+        """The pods holding a node, by job: the bound ones but those this session
+        evicted, and those it placed (kept while none of that changes)."""
         if self._running_now is None or self._running_now[0] != self._placed_token:
-            self._running_now = (
-                self._placed_token,
-                self._bound_pods.adding(list(self._placed_now.values())),
-            )
+            placed = list(self._placed_now.values())
+            running = self._bound_pods.changed(self._evicted, placed)
+            self._running_now = (self._placed_token, running)
         return self._running_now[1]
 
     @cached_property
@@ -355,8 +370,9 @@ class TopologyPlanner:
         input) when so. `hosts` are the nodes members already run on: only a domain
         holding them all is a candidate. `roomiest`: every domain, those with the most
         room for the members first (to say which came closest when none has room).
-        `draining` (with `roomiest`): those where the fewest running jobs must end for
-        the members to fit first (framework/drain.py), then the roomiest. `freeable`:
+        `draining` (with `roomiest`): of the 16 roomiest, those where the fewest running
+        jobs (bound or placed by this session, less those it evicted) must end for the
+        members to fit first (framework/drain.py), then the roomiest; the rest after. `freeable`:
         per node, what evicting the victims allowed would free, counted as room (for
         preempt and reclaim). `above`: only the ask's tiers above it.
 

@@ -4,7 +4,20 @@ domain that fits it, not scattered over the nodes with most room."""
 import re
 from collections.abc import Sequence
 
-from tests.support.objects import at, decide, node, placements, pod, pod_group, priority_class
+from batchsched.config.load import default_config
+from batchsched.framework.session import Session
+from batchsched.framework.topology import LabelTier
+
+from tests.support.objects import (
+    at,
+    decide,
+    node,
+    placements,
+    pod,
+    pod_group,
+    priority_class,
+    snapshot_of,
+)
 
 RACK = "topology.kubernetes.io/rack"
 CONFIG = f"""
@@ -153,3 +166,72 @@ def test_jobs_are_counted_for_the_members_the_gang_needs() -> None:
     objects += [pod(f"big-{i}", {"cpu": "4"}, group="big", created=0) for i in range(4)]
     held = held_nodes(decide(objects, CONFIG, now=at(120)).pending["default/big-0"].message)
     assert len(held) == 2 and all(n.startswith("r1-") for n in held), held
+
+
+def _victim_session(objects: list[dict[str, object]]) -> Session:
+    return Session(
+        snapshot_of(objects),
+        tiers=default_config().tiers,
+        topology_tiers=[LabelTier("rack", RACK)],
+    )
+
+
+def _first_rack(session: Session) -> str:
+    """The rack a starving `default/big` would be held room in first."""
+    job = session.snapshot.jobs["default/big"]
+    layout = session.topology.plan(job, job.pending)
+    assert layout is not None and layout.ask is not None
+    found, error = session.topology.domains(
+        layout.ask, job.pending, [], None, roomiest=True, draining=True
+    )
+    assert error is None
+    first = next(found)
+    return session.snapshot.nodes[int(first.nodes.nonzero()[0][0])].name.split("-")[0]
+
+
+def _victim_index(session: Session, key: str) -> int:
+    return [session.victims.info(i).key for i in range(len(session.victims.rows))].index(key)
+
+
+def _big_gang() -> list[dict[str, object]]:
+    group = pod_group("big", 2, created=0, networkTopology={"highestTierName": "rack"})
+    return [group, *(pod(f"big-{i}", {"cpu": "4"}, group="big", created=0) for i in (0, 1))]
+
+
+def test_a_victim_evicted_and_put_back_is_one_running_pod() -> None:
+    """r1 runs jobs v and w, r2 one job z over both nodes: r2 needs one job gone, r1
+    two. A preempt try evicting v and undoing it leaves that so."""
+    objects = [node(f"{r}-{i}", cpu="4", labels={RACK: r}) for r in ("r1", "r2") for i in (0, 1)]
+    objects += [
+        pod("v", {"cpu": "4"}, node_name="r1-0", created=0),
+        pod("w", {"cpu": "4"}, node_name="r1-1", created=0),
+        pod_group("z", 2, created=0),
+    ]
+    objects += [
+        pod(f"z-{i}", {"cpu": "4"}, group="z", node_name=f"r2-{i}", created=0) for i in (0, 1)
+    ]
+    session = _victim_session(objects + _big_gang())
+    assert _first_rack(session) == "r2"
+    index = _victim_index(session, "default/v")
+    session.evict(index)
+    session.restore(index)
+    assert _first_rack(session) == "r2"
+
+
+def test_an_evicted_pod_frees_its_room_once() -> None:
+    """r1: job V (v-0 whole r1-0, v-1 half of r1-1) and y (the other half); r2: one
+    job z over both nodes. With v-0 evicted, r1 still needs V and y gone for r1-1, two
+    jobs; r2 one."""
+    objects = [node(f"{r}-{i}", cpu="4", labels={RACK: r}) for r in ("r1", "r2") for i in (0, 1)]
+    objects += [pod_group("V", 2, created=0), pod_group("z", 2, created=0)]
+    objects += [
+        pod("v-0", {"cpu": "4"}, group="V", node_name="r1-0", created=0),
+        pod("v-1", {"cpu": "2"}, group="V", node_name="r1-1", created=0),
+        pod("y", {"cpu": "2"}, node_name="r1-1", created=0),
+    ]
+    objects += [
+        pod(f"z-{i}", {"cpu": "4"}, group="z", node_name=f"r2-{i}", created=0) for i in (0, 1)
+    ]
+    session = _victim_session(objects + _big_gang())
+    session.evict(_victim_index(session, "default/v-0"))
+    assert _first_rack(session) == "r2"

@@ -17,6 +17,7 @@ def running(pods: list[tuple[int, int, int]], keys: list[str]) -> Running:
         jobs=np.array([job for _, job, _ in pods]),
         vecs=np.array([[request] for _, _, request in pods]),
         keys={key: at for at, key in enumerate(keys)},
+        positions={},
     )
 
 
@@ -26,7 +27,7 @@ def count(
     found = running(pods, keys)
     free = 4 - np.bincount(found.rows, found.vecs[:, 0], minlength=4).astype(np.int64)
     counts: list[float] = jobs_to_end(
-        found, free[:, None], BINNED, DOMAINS, [(ONE, 2)], own, 16
+        found, free[:, None], BINNED, DOMAINS, [(ONE, 2)], own
     ).tolist()
     return counts
 
@@ -47,13 +48,3 @@ def test_the_gangs_own_members_never_end_for_it() -> None:
     """Domain 0's node 0 runs a member of the gang itself: no job ending frees it."""
     pods = [(0, 0, 4), (2, 1, 4)]
     assert count(pods, ["own", "b"], own=("own",)) == [np.inf, 1]
-
-
-def test_a_domain_counted_past_the_first_fewest_stops_there() -> None:
-    """With only the fewest domain told apart, one needing more jobs is counted as
-    one more than it, not to the end."""
-    pods = [(0, 0, 4), (1, 1, 4), (2, 2, 2), (2, 3, 2), (3, 4, 2), (3, 5, 2)]
-    found = running(pods, list("abcdef"))
-    free = np.zeros((4, 1), dtype=np.int64)
-    assert jobs_to_end(found, free, BINNED, DOMAINS, [(ONE, 2)], (), 1).tolist() == [2, 3]
-    assert jobs_to_end(found, free, BINNED, DOMAINS, [(ONE, 2)], (), 16).tolist() == [2, 4]
