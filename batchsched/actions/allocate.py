@@ -137,8 +137,8 @@ def _pack_drained_cluster(session: Session, job: JobInfo) -> Packing | None:
 
     A gang asking for a topology domain is packed inside one (its parts each inside one
     of their own): room scattered over domains would never let it start. Those where
-    the fewest running jobs must end come first: what frees in a held domain idles until
-    the last of them ends (framework/drain.py)."""
+    the least would idle while they drain come first: what is free or frees in a held
+    domain idles until the last running job the gang needs gone ends (framework/drain.py)."""
     pending = job.pending
     if any(f.concerns(t) for f in session.fresh_filters for t in pending):
         return None
@@ -185,9 +185,9 @@ class _Drained:
         within: BoolArray | None,
     ) -> Iterator[BoolArray | None]:
         """Where a starving gang (or part) asking for a domain is packed: the domains
-        where the fewest running jobs must end for `needed` of its members first
-        (counted for the smallest, the least it could start with, where the packing
-        then places the largest that fit; of domains alike, the roomiest now), then,
+        where the least would idle until `needed` of its members fit first (counted
+        for the smallest, the least it could start with, where the packing then places
+        the largest that fit; of domains alike, the roomiest now), then,
         for a soft ask, `within` itself. Lazily: a tier's jobs are counted only once the
         domains before it were tried, and most gangs pack in the first."""
         smallest = sorted(members, key=lambda t: float((t.vec / self.largest).sum()))[:needed]

@@ -1,13 +1,13 @@
-"""How soon a domain could hold a gang: the fewest running jobs that must end there.
+"""How soon a domain could hold a gang, and what would idle meanwhile.
 
 A starving gang holds room in one domain until enough there has freed for it, and what
 frees there meanwhile idles. The count reads no run time (most pods state none; where
 they state `activeDeadlineSeconds`, held room is lent by it, framework/reservations.py),
-and a gang's members end together, so the wait is governed by how many distinct jobs
-must end: were run times memoryless, the wait for the last of k jobs grows with k (as
-the harmonic number H_k), and every job ending early idles its room until the last. The
-domain needing the fewest jobs to end is the one drained at the least cost. A pod of no
-gang (another scheduler's, a DaemonSet's) counts as a job of its own.
+and a gang's members end together, so what it costs is governed by how many distinct
+jobs must end: were run times memoryless, the wait for the last of k jobs is the
+harmonic number H_k of run times, every job ending early idles its room until the
+last, and the room free now idles all the while (`idle_held`). A pod of no gang
+(another scheduler's, a DaemonSet's) counts as a job of its own.
 """
 
 from collections.abc import Collection, Sequence
@@ -167,3 +167,16 @@ class _Ending:
                 now[self.node[mine]] = slots(room[self.node[mine]], vec)
             left[best] = False
             ended += 1
+
+
+def idle_held(ends: FloatArray, covered: FloatArray) -> FloatArray:
+    """Per domain, what idles while it is held for a gang, in the gang's asks times a
+    mean run time, were run times memoryless: the domain is ready once the last of the
+    `ends` jobs ends (H_k on average), the room free now (`covered`, a share of the
+    asks) idles all that while, and each job's room from its own end (at 1) on. Nothing
+    where no job must end; inf where no count was made or none would do."""
+    finite = np.isfinite(ends)
+    counts = np.where(finite, ends, 0).astype(np.int64)
+    harmonic = np.concatenate([[0.0], np.cumsum(1 / np.arange(1, counts.max(initial=0) + 1))])
+    idle = np.where(counts == 0, 0.0, harmonic[counts] - 1 + covered)
+    return np.where(finite, idle, np.inf)

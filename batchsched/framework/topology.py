@@ -29,7 +29,7 @@ import numpy as np
 from batchsched.api.objects import Task
 from batchsched.api.resources import BASE_RESOURCES, PODS
 from batchsched.api.topology import Mode, TopologyAsk
-from batchsched.framework.drain import Placed, Running, jobs_to_end
+from batchsched.framework.drain import Placed, Running, idle_held, jobs_to_end
 from batchsched.framework.plugin import slots as node_slots
 from batchsched.model.arrays import BoolArray, FloatArray, IntArray
 from batchsched.model.decisions import SpanClock, TopologyDomain
@@ -370,9 +370,10 @@ class TopologyPlanner:
         input) when so. `hosts` are the nodes members already run on: only a domain
         holding them all is a candidate. `roomiest`: every domain, those with the most
         room for the members first (to say which came closest when none has room).
-        `draining` (with `roomiest`): of the 16 roomiest, those where the fewest running
-        jobs (bound or placed by this session, less those it evicted) must end for the
-        members to fit first (framework/drain.py), then the roomiest; the rest after. `freeable`:
+        `draining` (with `roomiest`): of the 16 roomiest, those where the least would
+        idle while held for the members first, from the running jobs (bound or placed by
+        this session, less those it evicted) that must end for them to fit and the room
+        free now (framework/drain.py), then the roomiest; the rest after. `freeable`:
         per node, what evicting the victims allowed would free, counted as room (for
         preempt and reclaim). `above`: only the ask's tiers above it.
 
@@ -822,15 +823,16 @@ class TopologyPlanner:
         candidates = candidates[room[candidates]]
         first, then = -rank[candidates], spare[candidates]
         if draining:
-            # The fewest running jobs to end first, then the roomiest; counted for the
-            # roomiest few only (a count is a pass per domain), the rest after them.
+            # Where the least would idle while it drains first (from the jobs that must
+            # end and the room free now), then the roomiest; counted for the roomiest
+            # few only (a count is a pass per domain), the rest after them.
             roomiest_first = candidates[np.lexsort((candidates, then, first))]
             counted = roomiest_first[:CANDIDATE_DOMAINS]
             ends = np.full(count, np.inf)
             ends[counted] = self._jobs_to_end(
                 tier, node_free, binned, counted, shapes, own, tracked
             )
-            first, then = ends[candidates], first
+            first, then = idle_held(ends, np.minimum(rank, 1.0))[candidates], first
         order = np.lexsort((candidates, then, first))
         for index in candidates[order]:
             yield Domain(tier, int(index), ids)

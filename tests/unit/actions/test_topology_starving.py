@@ -93,6 +93,31 @@ def test_a_starving_gang_holds_the_rack_the_fewest_running_jobs_must_leave() -> 
     assert starving_pair(running) == {"r2-0", "r2-1"}
 
 
+def test_of_racks_one_job_from_ready_the_one_with_least_room_free_now_is_held() -> None:
+    """One job must end in either rack: in r1, a 1-CPU pod with 7 CPUs free beside it;
+    in r2, a gang using both nodes whole. Room is held in r2: r1's free room would idle
+    for as long as it waits, r2 idles nothing."""
+    running = [
+        ("a", "r1-0", "1", None),
+        ("wide-0", "r2-0", "4", "wide"),
+        ("wide-1", "r2-1", "4", "wide"),
+    ]
+    assert starving_pair(running) == {"r2-0", "r2-1"}
+
+
+def test_two_jobs_from_ready_with_nothing_free_beat_one_with_most_room_free() -> None:
+    """r1 is one 1-CPU pod from ready with 7 CPUs free; r2 is two whole-node pods from
+    ready with none. Were run times memoryless, r1 idles 7 CPUs for a mean run time
+    while held, r2 its first node freed for half of one (the last of two ends at 1.5
+    run times, each at 1): room is held in r2."""
+    running = [
+        ("a", "r1-0", "1", None),
+        ("x", "r2-0", "4", None),
+        ("y", "r2-1", "4", None),
+    ]
+    assert starving_pair(running) == {"r2-0", "r2-1"}
+
+
 def test_the_jobs_counted_are_those_the_members_need_gone() -> None:
     """Racks of three nodes, none with room free. r2 runs six jobs, but ending the two
     whole-node ones (x, y) frees two nodes for the gang's two 4-CPU pods; r1 runs five,
