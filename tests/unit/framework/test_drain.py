@@ -1,8 +1,10 @@
-"""The fewest running jobs that must end for a domain to hold a gang's members."""
+"""The fewest running jobs that must end for a domain to hold a gang's members, and what
+idles while it is held."""
 
 import numpy as np
+import pytest
 
-from batchsched.framework.drain import LEAVING, Running, jobs_to_end
+from batchsched.framework.drain import LEAVING, Running, idle_held, jobs_to_end
 
 # Two domains (bins 0 and 1) of two nodes each; one resource, 4 a node.
 BINNED = np.array([0, 0, 1, 1])
@@ -48,3 +50,15 @@ def test_the_gangs_own_members_never_end_for_it() -> None:
     """Domain 0's node 0 runs a member of the gang itself: no job ending frees it."""
     pods = [(0, 0, 4), (2, 1, 4)]
     assert count(pods, ["own", "b"], own=("own",)) == [np.inf, 1]
+
+
+def test_what_idles_while_held_grows_with_the_jobs_to_end_and_the_room_free_now() -> None:
+    """Ready now: nothing idles. One job to end: only the room free now idles (for a
+    whole run time). Two, with nothing free: the first job's room, half a run time
+    on average (H_2 - 1). No count: last."""
+    ends = np.array([0.0, 1.0, 1.0, 2.0, 3.0, np.inf])
+    covered = np.array([1.0, 0.75, 0.0, 0.0, 0.5, 0.0])
+    idle = idle_held(ends, covered)
+    assert idle[:4].tolist() == [0.0, 0.75, 0.0, 0.5]
+    assert idle[4] == pytest.approx(1 / 2 + 1 / 3 + 0.5)
+    assert idle[5] == np.inf
