@@ -173,10 +173,11 @@ def idle_held(ends: FloatArray, covered: FloatArray) -> FloatArray:
     """Per domain, what idles while it is held for a gang, in the gang's asks times a
     mean run time, were run times memoryless: the domain is ready once the last of the
     `ends` jobs ends (H_k on average), the room free now (`covered`, a share of the
-    asks) idles all that while, and each job's room from its own end (at 1) on. Nothing
-    where no job must end; inf where no count was made or none would do."""
+    asks; none where pods overcommit it) idles all that while, and each job's room from
+    its own end (at 1) on. Nothing where no job must end; inf where no count was made
+    or none would do. Rounded, so that domains alike in exact terms tie."""
     finite = np.isfinite(ends)
     counts = np.where(finite, ends, 0).astype(np.int64)
     harmonic = np.concatenate([[0.0], np.cumsum(1 / np.arange(1, counts.max(initial=0) + 1))])
-    idle = np.where(counts == 0, 0.0, harmonic[counts] - 1 + covered)
-    return np.where(finite, idle, np.inf)
+    idle = np.where(counts == 0, 0.0, harmonic[counts] - 1 + np.clip(covered, 0.0, 1.0))
+    return np.where(finite, idle.round(9), np.inf)

@@ -832,7 +832,7 @@ class TopologyPlanner:
             ends[counted] = self._jobs_to_end(
                 tier, node_free, binned, counted, shapes, own, tracked
             )
-            first, then = idle_held(ends, np.minimum(rank, 1.0))[candidates], first
+            first, then = idle_held(ends, rank)[candidates], first
         order = np.lexsort((candidates, then, first))
         for index in candidates[order]:
             yield Domain(tier, int(index), ids)

@@ -118,6 +118,19 @@ def test_two_jobs_from_ready_with_nothing_free_beat_one_with_most_room_free() ->
     assert starving_pair(running) == {"r2-0", "r2-1"}
 
 
+def test_an_overcommitted_rack_counts_no_room_free_not_less_than_none() -> None:
+    """r1 is one gang's end from ready, nothing free; r2 two jobs', its pods asking more
+    than r2-0 holds (its allocatable shrank under them). Room is held in r1: r2's room
+    in deficit is no room free, not a saving."""
+    running = [
+        ("wide-0", "r1-0", "4", "wide"),
+        ("wide-1", "r1-1", "4", "wide"),
+        ("x", "r2-0", "12", None),
+        ("y", "r2-1", "4", None),
+    ]
+    assert starving_pair(running) == {"r1-0", "r1-1"}
+
+
 def test_the_jobs_counted_are_those_the_members_need_gone() -> None:
     """Racks of three nodes, none with room free. r2 runs six jobs, but ending the two
     whole-node ones (x, y) frees two nodes for the gang's two 4-CPU pods; r1 runs five,

@@ -62,3 +62,12 @@ def test_what_idles_while_held_grows_with_the_jobs_to_end_and_the_room_free_now(
     assert idle[:4].tolist() == [0.0, 0.75, 0.0, 0.5]
     assert idle[4] == pytest.approx(1 / 2 + 1 / 3 + 0.5)
     assert idle[5] == np.inf
+
+
+def test_room_in_deficit_idles_as_none_and_domains_alike_tie() -> None:
+    """A domain whose pods ask more than it holds has none free, not less: one job from
+    ready, it idles nothing, as little as one ready now. Three jobs from ready with none
+    free idles as much as one job with 5/6 free, to the last digit kept."""
+    assert idle_held(np.array([0.0, 1.0]), np.array([1.0, -0.5])).tolist() == [0.0, 0.0]
+    idle = idle_held(np.array([3.0, 1.0]), np.array([0.0, 5 / 6]))
+    assert idle[0] == idle[1]
