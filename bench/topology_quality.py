@@ -103,9 +103,17 @@ def one(job: tuple[Cluster, int, int, float, Ask, str, float, float]) -> dict[st
     }
 
 
+# The issue's target: this share of the rack-fitting gangs in one rack, with GPU
+# allocation at most this many points under today's on the same workload.
+TARGET_SHARE = 95.0
+TARGET_POINTS = 1.0
+
+
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per ask, each figure's median and range over the seeds; and per seed, the GPU
-    allocation and one-rack share against today's (`off`) on the same workload."""
+    allocation and one-rack share against today's (`off`) on the same workload, with
+    the target checked: the share pooled over the seeds (every rack-fitting gang
+    counted once), and the seeds that meet it (share and allocation both)."""
     asks = list(dict.fromkeys(r["ask"] for r in runs))
     figures = [k for k in runs[0] if k not in ("ask", "seed")]
     per_ask = {
@@ -117,10 +125,24 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         if ask == Ask.OFF or not today:
             continue
         mine = [r for r in runs if r["ask"] == ask and r["seed"] in today]
+        points = {r["seed"]: r["gpu_allocation"] - today[r["seed"]]["gpu_allocation"] for r in mine}
+        fitting = sum(r["rack_fitting_multi_pod_gangs"] for r in mine)
+        # The gangs in one rack, counted back from each seed's share.
+        in_one = sum(
+            round((r["one_rack_share"] or 0) * r["rack_fitting_multi_pod_gangs"] / 100)
+            for r in mine
+        )
         against[ask] = {
-            "gpu_allocation_points": spread(
-                r["gpu_allocation"] - today[r["seed"]]["gpu_allocation"] for r in mine
+            "gpu_allocation_points": spread(points.values()),
+            "pooled_one_rack_share": round(100 * in_one / fitting, 2) if fitting else None,
+            "seeds_meeting_target": sorted(
+                r["seed"]
+                for r in mine
+                if r["one_rack_share"] is not None
+                and r["one_rack_share"] >= TARGET_SHARE
+                and points[r["seed"]] >= -TARGET_POINTS
             ),
+            "seeds": len(mine),
             "wait_p50_seconds": spread(
                 r["wait_p50"] - today[r["seed"]]["wait_p50"]
                 for r in mine
@@ -136,6 +158,11 @@ def table(summary: dict[str, Any]) -> str:
         lines.append(f"{ask:<6}" + "".join(f"{cell(figures[f]):>26}" for f in SHOWN))
     for ask, diff in summary["against_today"].items():
         lines.append(f"{ask} - off, GPU allocation points: {cell(diff['gpu_allocation_points'])}")
+        lines.append(
+            f"{ask}: one-rack share pooled {diff['pooled_one_rack_share']}; seeds at "
+            f"{TARGET_SHARE:g} % and within {TARGET_POINTS:g} point of off: "
+            f"{len(diff['seeds_meeting_target'])} of {diff['seeds']}"
+        )
     return "\n".join(lines)
 
 
