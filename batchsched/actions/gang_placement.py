@@ -287,7 +287,9 @@ def _place_in_domains(
         statement = Statement(session, job)
         failures = _place_plan(session, job, ordered, plan, statement, reported, refused)
         statement.discard()
-        first = next(iter(failures.values()))
+        # A plugin learning from the tries (gpufragmentation without lookahead) may let
+        # the same try place every member now: the first try's reason stands.
+        first = next(iter(failures.values()), first)
     if awaited is not None and not plan.parts:
         # Waiting for a domain by its own choice: its softWait may start now, before its
         # wait is said (its reasons, from members' tries, say nothing of the clock).

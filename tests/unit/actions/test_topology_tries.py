@@ -8,9 +8,14 @@ from typing import Any
 import pytest
 
 from batchsched.actions import gang_placement
+from batchsched.api.gpu import GPU_MILLI
+from batchsched.api.resources import GPU
+from batchsched.config.load import load_config
 from batchsched.framework.session import Session
+from batchsched.framework.statement import Statement
 from batchsched.model.reasons import Reason
 from batchsched.model.snapshot import TaskInfo
+from batchsched.plugins.gpufragmentation import GpuFragmentation
 
 from tests.support.objects import decide, node, placements, pod, pod_group
 
@@ -111,3 +116,42 @@ def test_a_domain_no_member_could_go_to_is_tried_once_for_all_such_domains(
     assert not placements(decisions)
     assert "the best, rack r2, holds 1 of 2; 0/3 nodes" in decisions.pending["default/g-0"].message
     assert tried == ["rack r4", "rack r2", "rack r1", "rack r2"]
+
+
+def test_a_domain_tried_again_that_places_the_gang_keeps_the_first_tries_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """gpufragmentation without lookahead learns from the tries, so r0 tried again for
+    its reasons places the gang its first try did not: the gang still waits, with the
+    first try's reason, and the session does not fail."""
+    tried: list[int] = []
+    real = gang_placement._place_plan
+
+    def recording(*args: Any) -> dict[str, Reason]:
+        failures = real(*args)
+        statement: Statement = args[4]
+        tried.append(len(statement.placed))
+        return failures
+
+    monkeypatch.setattr(gang_placement, "_place_plan", recording)
+    config = load_config(
+        f"{TIERS}\ntiers:\n- plugins: [{{name: priority}}, {{name: gang}}]\n"
+        "- plugins: [{name: predicates}, {name: proportion}, {name: gpufragmentation}]"
+    )
+    plugin = next(p for tier in config.tiers for p in tier if isinstance(p, GpuFragmentation))
+    plugin.assume({}, lookahead=False)
+    card = {GPU: "1", GPU_MILLI: "1000"}
+    objects = [node(f"r0-{i}", labels={RACK: "r0"}, extra=card) for i in range(2)]
+    objects.append(pod("half", {GPU_MILLI: "500"}, node_name="r0-1", scheduler="other"))
+    objects.append(pod_group("g", 2, networkTopology={"mode": "hard", "highestTierName": "rack"}))
+    # Seen alone, the share ties on both nodes and takes r0-0, the card the other needs;
+    # once both are seen, it goes to the half card left on r0-1.
+    objects.append(pod("g-0", {"cpu": "1", GPU_MILLI: "500"}, group="g"))
+    objects.append(pod("g-1", {"cpu": "1", GPU: "1"}, group="g"))
+    decisions = decide(objects, config)
+    assert not placements(decisions)
+    assert tried == [1, 2]
+    message = decisions.pending["default/g-1"].message
+    assert message.endswith(
+        f"the best, rack r0, holds 1 of 2; {gang_placement.UNEXPLAINED.message}"
+    )
