@@ -6,7 +6,9 @@ holds the gang wins. Its parts (sub-groups, pod sets, slices) are each tried in 
 domains of their own ask inside the job's, and a part counts only whole. A try's
 waiting reasons (Session.explain, a pass over the domain's nodes per filter) are worked
 out only for the try they are reported from: a failed domain's try leaves them out, and
-the one reported is tried again with them (tries are undone, so it places as before).
+the one reported is tried again with them (tries are undone, so it places as before,
+unless a plugin learns from the tries: a try that held the gang and then falls short,
+explained, is not committed).
 Once a try placed no member, a domain with no node any member could go to is passed
 over: its try would do just what that one did.
 """
@@ -267,11 +269,16 @@ def _place_in_domains(
         if domain is None:
             wanted = _wanted(session, ask, best, job, awaited, roomy)
             return _conclude(session, job, statement, failures, wanted)
-        if placed and session.ready(job, placed):
-            if any(reason is UNEXPLAINED for reason in failures.values()):
-                # Its left-out members' reasons are kept: the same try, explained.
-                statement.discard()
-                failures = _place_plan(session, job, ordered, plan, statement, domain, refused)
+        ready = bool(placed) and session.ready(job, placed)
+        if ready and any(reason is UNEXPLAINED for reason in failures.values()):
+            # Its left-out members' reasons are kept: the same try, explained. A plugin
+            # learning from the tries (gpufragmentation without lookahead) may let it
+            # place fewer: it then counts as a try that did not hold the gang.
+            statement.discard()
+            failures = _place_plan(session, job, ordered, plan, statement, domain, refused)
+            placed = len(statement.placed)
+            ready = bool(placed) and session.ready(job, placed)
+        if ready:
             statement.commit()
             session.task_reasons.update(failures)
             return True

@@ -155,3 +155,42 @@ def test_a_domain_tried_again_that_places_the_gang_keeps_the_first_tries_reason(
     assert message.endswith(
         f"the best, rack r0, holds 1 of 2; {gang_placement.UNEXPLAINED.message}"
     )
+
+
+def test_a_domain_whose_explained_try_falls_short_binds_none_of_the_gang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """gpufragmentation without lookahead learns from the tries, so r0's try explained
+    again for the member it left out places fewer than the minimum: none is bound."""
+    tried: list[int] = []
+    real = gang_placement._place_plan
+
+    def recording(*args: Any) -> dict[str, Reason]:
+        failures = real(*args)
+        statement: Statement = args[4]
+        tried.append(len(statement.placed))
+        return failures
+
+    monkeypatch.setattr(gang_placement, "_place_plan", recording)
+    config = load_config(
+        f"{TIERS}\ntiers:\n- plugins: [{{name: priority}}, {{name: gang}}]\n"
+        "- plugins: [{name: predicates}, {name: proportion}, {name: gpufragmentation}]"
+    )
+    plugin = next(p for tier in config.tiers for p in tier if isinstance(p, GpuFragmentation))
+    plugin.assume({}, lookahead=False)
+    objects = [
+        node("r0-0", labels={RACK: "r0"}, extra={GPU: "2", GPU_MILLI: "2000"}),
+        node("r0-1", labels={RACK: "r0"}, extra={GPU: "1", GPU_MILLI: "1000"}),
+        pod_group("g", 4, networkTopology={"mode": "hard", "highestTierName": "rack"}),
+    ]
+    # Seen first, the half cards fill r0-0, leaving g-2 (two cards) out and room for the
+    # last two; once g-2 is seen, the first two go to r0-1, g-2 takes r0-0, and the last
+    # two find no card.
+    share, pair = {"cpu": "500m", GPU_MILLI: "500"}, {"cpu": "1", GPU: "2"}
+    asks = [share, share, pair, share, share]
+    objects += [pod(f"g-{i}", ask, group="g") for i, ask in enumerate(asks)]
+    decisions = decide(objects, config)
+    assert tried == [4, 3]
+    assert not placements(decisions)
+    assert sorted(decisions.pending) == [f"default/g-{i}" for i in range(5)]
+    assert "the best, rack r0, holds 3 of 4" in decisions.pending["default/g-0"].message
