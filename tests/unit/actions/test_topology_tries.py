@@ -10,7 +10,7 @@ import pytest
 from batchsched.actions import gang_placement
 from batchsched.api.gpu import GPU_MILLI
 from batchsched.api.resources import GPU
-from batchsched.config.load import load_config
+from batchsched.config.load import SchedulerConfig, load_config
 from batchsched.framework.session import Session
 from batchsched.framework.statement import Statement
 from batchsched.model.reasons import Reason
@@ -118,12 +118,10 @@ def test_a_domain_no_member_could_go_to_is_tried_once_for_all_such_domains(
     assert tried == ["rack r4", "rack r2", "rack r1", "rack r2"]
 
 
-def test_a_domain_tried_again_that_places_the_gang_keeps_the_first_tries_reason(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """gpufragmentation without lookahead learns from the tries, so r0 tried again for
-    its reasons places the gang its first try did not: the gang still waits, with the
-    first try's reason, and the session does not fail."""
+def learning_from_tries(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], SchedulerConfig]:
+    """A configuration whose gpufragmentation counts only the pods it has seen tried
+    (no lookahead), so that a try made again may place otherwise; and the number of
+    members each try placed, recorded as the tries are made."""
     tried: list[int] = []
     real = gang_placement._place_plan
 
@@ -140,6 +138,16 @@ def test_a_domain_tried_again_that_places_the_gang_keeps_the_first_tries_reason(
     )
     plugin = next(p for tier in config.tiers for p in tier if isinstance(p, GpuFragmentation))
     plugin.assume({}, lookahead=False)
+    return tried, config
+
+
+def test_a_domain_tried_again_that_places_the_gang_keeps_the_first_tries_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """gpufragmentation without lookahead learns from the tries, so r0 tried again for
+    its reasons places the gang its first try did not: the gang still waits, with the
+    first try's reason, and the session does not fail."""
+    tried, config = learning_from_tries(monkeypatch)
     card = {GPU: "1", GPU_MILLI: "1000"}
     objects = [node(f"r0-{i}", labels={RACK: "r0"}, extra=card) for i in range(2)]
     objects.append(pod("half", {GPU_MILLI: "500"}, node_name="r0-1", scheduler="other"))
@@ -162,22 +170,7 @@ def test_a_domain_whose_explained_try_falls_short_binds_none_of_the_gang(
 ) -> None:
     """gpufragmentation without lookahead learns from the tries, so r0's try explained
     again for the member it left out places fewer than the minimum: none is bound."""
-    tried: list[int] = []
-    real = gang_placement._place_plan
-
-    def recording(*args: Any) -> dict[str, Reason]:
-        failures = real(*args)
-        statement: Statement = args[4]
-        tried.append(len(statement.placed))
-        return failures
-
-    monkeypatch.setattr(gang_placement, "_place_plan", recording)
-    config = load_config(
-        f"{TIERS}\ntiers:\n- plugins: [{{name: priority}}, {{name: gang}}]\n"
-        "- plugins: [{name: predicates}, {name: proportion}, {name: gpufragmentation}]"
-    )
-    plugin = next(p for tier in config.tiers for p in tier if isinstance(p, GpuFragmentation))
-    plugin.assume({}, lookahead=False)
+    tried, config = learning_from_tries(monkeypatch)
     objects = [
         node("r0-0", labels={RACK: "r0"}, extra={GPU: "2", GPU_MILLI: "2000"}),
         node("r0-1", labels={RACK: "r0"}, extra={GPU: "1", GPU_MILLI: "1000"}),
